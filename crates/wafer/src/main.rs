@@ -1,0 +1,42 @@
+//! `wafer`: the command-line front end of the wafer filer and performance lab.
+//!
+//! The binary parses arguments, calls the library crates' public APIs and
+//! prints. Subcommands appear here only once they do something real; today that
+//! is the RAID layer's tools (`wafer raid layout`, `wafer raid check`).
+
+mod raid;
+mod size;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// wafer: a write-anywhere filer in the tradition of WAFL, and a lab that runs
+/// the same engine on modelled disks.
+#[derive(Debug, Parser)]
+#[command(name = "wafer", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// RAID group tools: show a group's layout, verify the parity engine.
+    #[command(subcommand)]
+    Raid(raid::RaidCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Raid(command) => raid::run(command),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("wafer: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
