@@ -20,7 +20,7 @@
 //! the missing one), so that adding column `c` is two contiguous XORs: its symbols
 //! `0..p-c` land on diagonals `c..p` and the rest wrap around to `0..c-1`.
 
-use crate::xor::{is_zero, xor_into, xor_pair};
+use crate::xor::{is_zero, xor_into, xor_into_both, xor_pair};
 use crate::{BLOCK_SIZE, Block};
 
 /// The RDP prime.
@@ -69,6 +69,25 @@ impl Diagonals {
         xor_into(&mut self.sums[start..start + head], &block[..head]);
         let tail = BLOCK_SIZE - head;
         xor_into(&mut self.sums[..tail], &block[head..]);
+    }
+
+    /// Like [`add_column`](Self::add_column), and also XORs the block into
+    /// `row`, loading each word of the block once for both sums.
+    pub fn add_column_and_row(&mut self, column: usize, block: &Block, row: &mut Block) {
+        assert!(
+            column <= ROW_PARITY_COLUMN,
+            "column {column} is not on any diagonal"
+        );
+        let start = column * SYMBOL_BYTES;
+        let head = (self.sums.len() - start).min(BLOCK_SIZE);
+        let (row_head, row_tail) = row.split_at_mut(head);
+        xor_into_both(
+            &mut self.sums[start..start + head],
+            row_head,
+            &block[..head],
+        );
+        let tail = BLOCK_SIZE - head;
+        xor_into_both(&mut self.sums[..tail], row_tail, &block[head..]);
     }
 
     /// XORs a stored diagonal-parity block into diagonals `0..PRIME-1`.

@@ -212,8 +212,7 @@ impl RaidGroupGeometry {
         let mut diagonal_syndrome = Diagonals::new();
         for disk in survivors.iter() {
             let block = &stripe[disk.as_usize()];
-            xor_into(&mut row_syndrome, block);
-            diagonal_syndrome.add_column(self.rdp_column(disk), block);
+            diagonal_syndrome.add_column_and_row(self.rdp_column(disk), block, &mut row_syndrome);
         }
         diagonal_syndrome.add_stored(&stripe[dparity.as_usize()]);
         let (mut block_a, mut block_b) = ([0u8; BLOCK_SIZE], [0u8; BLOCK_SIZE]);
@@ -242,8 +241,7 @@ fn encode_rdp(data: &[Block], row_parity: &mut Block, dparity: &mut Block) {
     row_parity.fill(0);
     let mut diagonals = Diagonals::new();
     for (column, block) in data.iter().enumerate() {
-        xor_into(row_parity, block);
-        diagonals.add_column(column, block);
+        diagonals.add_column_and_row(column, block, row_parity);
     }
     diagonals.add_column(ROW_PARITY_COLUMN, row_parity);
     diagonals.write_stored(dparity);

@@ -36,6 +36,26 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// `first ^= src` and `second ^= src` in one pass, so `src` is loaded once.
+///
+/// # Panics
+/// If the lengths differ or are not a multiple of 8 bytes.
+pub fn xor_into_both(first: &mut [u8], second: &mut [u8], src: &[u8]) {
+    assert!(
+        first.len() == src.len() && second.len() == src.len(),
+        "xor of unequal lengths"
+    );
+    assert_eq!(src.len() % WORD_BYTES, 0, "xor length is not whole words");
+    let words = first
+        .chunks_exact_mut(WORD_BYTES)
+        .zip(second.chunks_exact_mut(WORD_BYTES))
+        .zip(src.chunks_exact(WORD_BYTES));
+    for ((f, s), w) in words {
+        xor_word(f, w);
+        xor_word(s, w);
+    }
+}
+
 /// `dst = a ^ b`, word by word.
 ///
 /// # Panics
@@ -89,6 +109,15 @@ mod tests {
             let expected: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
             assert_eq!(d, expected, "length {len}");
         }
+    }
+
+    #[test]
+    fn xor_into_both_updates_both_destinations() {
+        let src: Vec<u8> = (0..96).map(|i| i as u8).collect();
+        let (mut first, mut second) = (vec![0xf0u8; 96], vec![0x0fu8; 96]);
+        xor_into_both(&mut first, &mut second, &src);
+        assert!(first.iter().zip(&src).all(|(f, s)| *f == 0xf0 ^ s));
+        assert!(second.iter().zip(&src).all(|(d, s)| *d == 0x0f ^ s));
     }
 
     #[test]
