@@ -1,0 +1,142 @@
+//! Fixed-size bitmaps, the in-memory form of the active and summary maps.
+//!
+//! A map file stores its bitmap in 4 KiB blocks of 32768 bits each, block `n`
+//! covering bits `n * 32768 ..`; [`Bitmap::block_bytes`] and
+//! [`Bitmap::load_block`] convert one block at a time so that a CP writes only
+//! the map blocks it changed.
+
+use crate::BLOCK_SIZE;
+
+/// Bits held by one map block.
+pub const BITS_PER_BLOCK: u64 = BLOCK_SIZE as u64 * 8;
+const WORDS_PER_BLOCK: usize = BLOCK_SIZE / 8;
+
+/// A bitmap of a fixed number of bits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bitmap {
+    words: Vec<u64>,
+    len: u64,
+    ones: u64,
+}
+
+impl Bitmap {
+    /// `len` bits, all clear.
+    pub fn new(len: u64) -> Bitmap {
+        let blocks = len.div_ceil(BITS_PER_BLOCK) as usize;
+        Bitmap {
+            words: vec![0; blocks * WORDS_PER_BLOCK],
+            len,
+            ones: 0,
+        }
+    }
+
+    /// Number of bits.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the bitmap has no bits at all.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of set bits.
+    pub fn count_ones(&self) -> u64 {
+        self.ones
+    }
+
+    /// Whether bit `n` is set.
+    pub fn get(&self, n: u64) -> bool {
+        assert!(n < self.len, "bit {n} of {}", self.len);
+        self.words[(n / 64) as usize] & (1 << (n % 64)) != 0
+    }
+
+    /// Sets bit `n`; returns whether it was clear.
+    pub fn set(&mut self, n: u64) -> bool {
+        let was_clear = !self.get(n);
+        self.words[(n / 64) as usize] |= 1 << (n % 64);
+        self.ones += u64::from(was_clear);
+        was_clear
+    }
+
+    /// Clears bit `n`; returns whether it was set.
+    pub fn clear(&mut self, n: u64) -> bool {
+        let was_set = self.get(n);
+        self.words[(n / 64) as usize] &= !(1 << (n % 64));
+        self.ones -= u64::from(was_set);
+        was_set
+    }
+
+    /// Map blocks needed to store the bitmap.
+    pub fn blocks(&self) -> u64 {
+        self.len.div_ceil(BITS_PER_BLOCK)
+    }
+
+    /// The map block that holds bit `n`.
+    pub fn block_of(n: u64) -> u64 {
+        n / BITS_PER_BLOCK
+    }
+
+    /// The bytes of map block `block`.
+    pub fn block_bytes(&self, block: u64) -> Box<[u8; BLOCK_SIZE]> {
+        let mut out = Box::new([0u8; BLOCK_SIZE]);
+        let first = block as usize * WORDS_PER_BLOCK;
+        for (chunk, word) in out
+            .chunks_exact_mut(8)
+            .zip(&self.words[first..first + WORDS_PER_BLOCK])
+        {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        out
+    }
+
+    /// Loads map block `block` from its bytes, ignoring bits past the end.
+    pub fn load_block(&mut self, block: u64, bytes: &[u8; BLOCK_SIZE]) {
+        let first = block as usize * WORDS_PER_BLOCK;
+        for (n, chunk) in bytes.chunks_exact(8).enumerate() {
+            let index = first + n;
+            let mut word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            let base = index as u64 * 64;
+            if base >= self.len {
+                word = 0;
+            } else if self.len - base < 64 {
+                word &= (1u64 << (self.len - base)) - 1;
+            }
+            self.ones = self.ones - u64::from(self.words[index].count_ones())
+                + u64::from(word.count_ones());
+            self.words[index] = word;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_set_and_clear_with_an_exact_count() {
+        let mut map = Bitmap::new(100_000);
+        assert!(map.set(5) && map.set(99_999) && !map.set(5));
+        assert_eq!(map.count_ones(), 2);
+        assert!(map.clear(5) && !map.clear(5));
+        assert_eq!(map.count_ones(), 1);
+        assert!(map.get(99_999) && !map.get(5));
+    }
+
+    #[test]
+    fn blocks_round_trip_and_trailing_bits_are_ignored() {
+        let mut map = Bitmap::new(40_000);
+        for n in [0, 32_767, 32_768, 39_999] {
+            map.set(n);
+        }
+        let mut copy = Bitmap::new(40_000);
+        for block in 0..map.blocks() {
+            copy.load_block(block, &map.block_bytes(block));
+        }
+        assert_eq!(copy, map);
+        let mut noisy = [0xffu8; BLOCK_SIZE];
+        noisy[0] = 0;
+        copy.load_block(1, &noisy);
+        assert_eq!(copy.count_ones(), 40_000 - 32_768 - 8 + 2);
+    }
+}

@@ -1,0 +1,593 @@
+//! The on-disk format: block trailers, block pointers, inodes and superblocks.
+//!
+//! Every block on disk is 4096 bytes of content plus a 64-byte trailer kept
+//! beside it (a 4160-byte sector image). The trailer holds a CRC-32C of the
+//! content and the block's identity: its physical and volume block numbers, the
+//! volume, file, file block number and tree level it belongs to, and the CP that
+//! wrote it. A read compares the identity with what the parent pointer and the
+//! tree position expect, so bit rot, torn writes, lost writes and misdirected
+//! writes all show as a mismatch, which RAID then repairs.
+//!
+//! A block pointer is a `(pvbn, vvbn)` pair plus the low 32 bits of the CP that
+//! wrote the child (its *birth*), which is what exposes a lost write of a block
+//! that once held the same file block. All integers are little-endian. Decoders
+//! validate everything and never panic; byte diagrams are in `docs/FORMAT.md`.
+
+use crate::units::{CpCount, Fbn, FileId, Pvbn, VolumeId, Vvbn};
+use crate::{BLOCK_SIZE, Block};
+
+/// Bytes of the trailer kept beside each block.
+pub const TRAILER_SIZE: usize = 64;
+/// Bytes of one encoded inode.
+pub const INODE_SIZE: usize = 192;
+/// Inodes in one inode-file block.
+pub const INODES_PER_BLOCK: usize = BLOCK_SIZE / INODE_SIZE;
+/// Bytes of one encoded block pointer.
+pub const POINTER_SIZE: usize = 16;
+/// Pointers in one indirect block.
+pub const POINTERS_PER_BLOCK: usize = BLOCK_SIZE / POINTER_SIZE;
+/// Pointers held in an inode itself (the top of its block tree).
+pub const ROOT_POINTERS: usize = 8;
+/// Longest LUN or volume name, in bytes of UTF-8.
+pub const NAME_MAX: usize = 48;
+
+const TRAILER_MAGIC: u32 = 0x5746_5452; // "RTFW"
+const SUPERBLOCK_MAGIC: u64 = 0x3142_5352_4546_4157; // "WAFERSB1"
+const FORMAT_VERSION: u32 = 1;
+/// Block numbers are 48 bits on disk; the top 16 bits of each pointer word carry
+/// half of the birth CP.
+const ADDRESS_BITS: u32 = 48;
+const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+
+/// Why a block or structure failed to decode or verify.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FormatError {
+    /// The trailer's magic number is wrong: the sector was never written by wafer.
+    #[error("no wafer trailer")]
+    NoTrailer,
+    /// The content does not match the trailer's checksum.
+    #[error("checksum mismatch")]
+    Checksum,
+    /// The block is intact but is not the block the pointer expected.
+    #[error("identity mismatch: found {found:?}, expected {expected:?}")]
+    Identity {
+        /// What the trailer says.
+        found: Box<Identity>,
+        /// What the reader expected.
+        expected: Box<Identity>,
+    },
+    /// A structure's magic number or version is unknown.
+    #[error("not a wafer {what} (bad magic or version)")]
+    BadMagic {
+        /// The structure being decoded.
+        what: &'static str,
+    },
+    /// A field holds a value the format does not allow.
+    #[error("corrupt {what}: {detail}")]
+    Corrupt {
+        /// The structure being decoded.
+        what: &'static str,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// What a block is: where it sits and which CP wrote it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// The aggregate block it was written to.
+    pub pvbn: Pvbn,
+    /// Its volume block number (equal to `pvbn` for aggregate metadata).
+    pub vvbn: Vvbn,
+    /// The volume it belongs to ([`AGGREGATE_VOLUME`] for aggregate metadata).
+    pub volume: VolumeId,
+    /// The file within that volume.
+    pub file: FileId,
+    /// Its index among the blocks of its tree level.
+    pub fbn: Fbn,
+    /// Tree level: 0 for file content, 1 and up for indirect blocks.
+    pub level: u8,
+    /// The CP that wrote it.
+    pub cp: CpCount,
+}
+
+/// The pseudo-volume that owns the aggregate's own metadata files.
+pub const AGGREGATE_VOLUME: VolumeId = VolumeId(u32::MAX);
+
+/// The 64 bytes stored beside a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trailer {
+    checksum: u32,
+    /// The identity the block was written with.
+    pub identity: Identity,
+}
+
+impl Trailer {
+    /// The trailer for `content` written with `identity`.
+    pub fn new(content: &Block, identity: Identity) -> Trailer {
+        let mut trailer = Trailer {
+            checksum: 0,
+            identity,
+        };
+        trailer.checksum = trailer.compute_checksum(content);
+        trailer
+    }
+
+    /// Encodes the trailer.
+    pub fn encode(&self) -> [u8; TRAILER_SIZE] {
+        let mut out = [0u8; TRAILER_SIZE];
+        put_u32(&mut out, 0, TRAILER_MAGIC);
+        put_u32(&mut out, 4, self.checksum);
+        self.encode_identity(&mut out);
+        out
+    }
+
+    /// Decodes a trailer, checking only its magic number.
+    pub fn decode(bytes: &[u8; TRAILER_SIZE]) -> Result<Trailer, FormatError> {
+        if get_u32(bytes, 0) != TRAILER_MAGIC {
+            return Err(FormatError::NoTrailer);
+        }
+        Ok(Trailer {
+            checksum: get_u32(bytes, 4),
+            identity: Identity {
+                pvbn: Pvbn(get_u64(bytes, 8)),
+                vvbn: Vvbn(get_u64(bytes, 16)),
+                volume: VolumeId(get_u32(bytes, 24)),
+                file: FileId(get_u32(bytes, 28)),
+                fbn: Fbn(get_u64(bytes, 32)),
+                level: bytes[40],
+                cp: CpCount(get_u64(bytes, 48)),
+            },
+        })
+    }
+
+    /// Whether `content` is what this trailer's checksum describes.
+    pub fn matches(&self, content: &Block) -> bool {
+        self.checksum == self.compute_checksum(content)
+    }
+
+    /// Checks `content` against the trailer, then the trailer against the
+    /// identity the reader expected. `expected.cp` is compared in its low 32
+    /// bits, the part a block pointer records.
+    pub fn verify(&self, content: &Block, expected: &Identity) -> Result<(), FormatError> {
+        if !self.matches(content) {
+            return Err(FormatError::Checksum);
+        }
+        let found = self.identity;
+        let same = found.pvbn == expected.pvbn
+            && found.vvbn == expected.vvbn
+            && found.volume == expected.volume
+            && found.file == expected.file
+            && found.fbn == expected.fbn
+            && found.level == expected.level
+            && found.cp.0 as u32 == expected.cp.0 as u32;
+        match same {
+            true => Ok(()),
+            false => Err(FormatError::Identity {
+                found: Box::new(found),
+                expected: Box::new(*expected),
+            }),
+        }
+    }
+
+    fn encode_identity(&self, out: &mut [u8; TRAILER_SIZE]) {
+        let id = &self.identity;
+        put_u64(out, 8, id.pvbn.0);
+        put_u64(out, 16, id.vvbn.0);
+        put_u32(out, 24, id.volume.0);
+        put_u32(out, 28, id.file.0);
+        put_u64(out, 32, id.fbn.0);
+        out[40] = id.level;
+        put_u64(out, 48, id.cp.0);
+    }
+
+    fn compute_checksum(&self, content: &Block) -> u32 {
+        let mut identity = [0u8; TRAILER_SIZE];
+        self.encode_identity(&mut identity);
+        crc32c::crc32c_append(crc32c::crc32c(content), &identity[8..])
+    }
+}
+
+/// A pointer from a parent to a child block: where it is, and when it was born.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockPtr {
+    /// The child's aggregate block; 0 (a superblock address) means "no block".
+    pub pvbn: Pvbn,
+    /// The child's volume block (equal to `pvbn` for aggregate metadata).
+    pub vvbn: Vvbn,
+    /// The low 32 bits of the CP that wrote the child.
+    pub birth: u32,
+}
+
+impl BlockPtr {
+    /// The pointer to nothing: a hole, read as zeros.
+    pub const NULL: BlockPtr = BlockPtr {
+        pvbn: Pvbn(0),
+        vvbn: Vvbn(0),
+        birth: 0,
+    };
+
+    /// Whether this pointer names no block.
+    pub fn is_null(&self) -> bool {
+        self.pvbn.0 == 0
+    }
+
+    /// Encodes into 16 bytes: each address in 48 bits, the birth split across
+    /// the top 16 bits of both words.
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(
+            self.pvbn.0 <= ADDRESS_MASK && self.vvbn.0 <= ADDRESS_MASK,
+            "block number over 48 bits"
+        );
+        let high = u64::from(self.birth >> 16) << ADDRESS_BITS;
+        let low = u64::from(self.birth & 0xffff) << ADDRESS_BITS;
+        put_u64(out, 0, self.pvbn.0 | low);
+        put_u64(out, 8, self.vvbn.0 | high);
+    }
+
+    /// Decodes 16 bytes.
+    pub fn decode(bytes: &[u8]) -> BlockPtr {
+        let first = get_u64(bytes, 0);
+        let second = get_u64(bytes, 8);
+        BlockPtr {
+            pvbn: Pvbn(first & ADDRESS_MASK),
+            vvbn: Vvbn(second & ADDRESS_MASK),
+            birth: ((second >> ADDRESS_BITS) as u32) << 16 | (first >> ADDRESS_BITS) as u32,
+        }
+    }
+
+    /// The identity a block reached through this pointer must carry.
+    pub fn expected_identity(
+        &self,
+        volume: VolumeId,
+        file: FileId,
+        level: u8,
+        fbn: Fbn,
+    ) -> Identity {
+        Identity {
+            pvbn: self.pvbn,
+            vvbn: self.vvbn,
+            volume,
+            file,
+            fbn,
+            level,
+            cp: CpCount(u64::from(self.birth)),
+        }
+    }
+}
+
+/// What an inode describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InodeKind {
+    /// An unused inode slot.
+    Free,
+    /// A LUN: a file presented to hosts as a block device.
+    Lun,
+    /// One of the file system's own metadata files.
+    Metadata,
+}
+
+/// A file's inode: its size and the top of its block tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Inode {
+    /// What the file is.
+    pub kind: InodeKind,
+    /// Height of the block tree: 0 when the root pointers name content blocks.
+    pub level: u8,
+    /// Bumped each time the slot is reused, so stale references are detectable.
+    pub generation: u32,
+    /// The file's size in bytes.
+    pub size_bytes: u64,
+    /// The file's name (LUNs), empty for metadata files.
+    pub name: String,
+    /// The top of the block tree.
+    pub root: [BlockPtr; ROOT_POINTERS],
+}
+
+impl Inode {
+    /// An unused inode.
+    pub fn free() -> Inode {
+        Inode {
+            kind: InodeKind::Free,
+            level: 0,
+            generation: 0,
+            size_bytes: 0,
+            name: String::new(),
+            root: [BlockPtr::NULL; ROOT_POINTERS],
+        }
+    }
+
+    /// Encodes into [`INODE_SIZE`] bytes.
+    pub fn encode(&self, out: &mut [u8]) {
+        assert!(self.name.len() <= NAME_MAX, "name over {NAME_MAX} bytes");
+        out[..INODE_SIZE].fill(0);
+        out[0] = match self.kind {
+            InodeKind::Free => 0,
+            InodeKind::Lun => 1,
+            InodeKind::Metadata => 2,
+        };
+        out[1] = self.level;
+        put_u32(out, 4, self.generation);
+        put_u64(out, 8, self.size_bytes);
+        out[16..16 + self.name.len()].copy_from_slice(self.name.as_bytes());
+        for (slot, ptr) in self.root.iter().enumerate() {
+            ptr.encode(&mut out[64 + slot * POINTER_SIZE..]);
+        }
+    }
+
+    /// Decodes [`INODE_SIZE`] bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Inode, FormatError> {
+        let corrupt = |detail: String| FormatError::Corrupt {
+            what: "inode",
+            detail,
+        };
+        if bytes.len() < INODE_SIZE {
+            return Err(corrupt(format!("{} bytes", bytes.len())));
+        }
+        let kind = match bytes[0] {
+            0 => InodeKind::Free,
+            1 => InodeKind::Lun,
+            2 => InodeKind::Metadata,
+            other => return Err(corrupt(format!("kind {other}"))),
+        };
+        let level = bytes[1];
+        if level > MAX_TREE_LEVEL {
+            return Err(corrupt(format!("tree level {level}")));
+        }
+        let name_bytes = &bytes[16..16 + NAME_MAX];
+        let name_len = name_bytes.iter().position(|&b| b == 0).unwrap_or(NAME_MAX);
+        let name = core::str::from_utf8(&name_bytes[..name_len])
+            .map_err(|_| corrupt("name is not UTF-8".to_string()))?
+            .to_string();
+        let mut root = [BlockPtr::NULL; ROOT_POINTERS];
+        for (slot, ptr) in root.iter_mut().enumerate() {
+            *ptr = BlockPtr::decode(&bytes[64 + slot * POINTER_SIZE..]);
+        }
+        Ok(Inode {
+            kind,
+            level,
+            generation: get_u32(bytes, 4),
+            size_bytes: get_u64(bytes, 8),
+            name,
+            root,
+        })
+    }
+}
+
+/// The tallest block tree the format allows: 8 × 256^5 blocks, far beyond any
+/// address the 48-bit block numbers can reach.
+pub const MAX_TREE_LEVEL: u8 = 5;
+
+/// One RAID group as the superblock records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupRecord {
+    /// Whether the group is RAID-DP (else RAID-4).
+    pub raid_dp: bool,
+    /// Disks in the group.
+    pub group_size: u16,
+    /// Blocks per disk.
+    pub blocks_per_disk: u64,
+}
+
+/// The root of the aggregate: the only structure at a fixed address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    /// The CP this superblock commits.
+    pub cp: CpCount,
+    /// The RAID groups of the aggregate, in pvbn order.
+    pub groups: Vec<GroupRecord>,
+    /// Spare disks of the aggregate.
+    pub spares: u32,
+    /// The aggregate's active map file.
+    pub activemap: Inode,
+    /// The aggregate's volume table file (each volume's roots).
+    pub volumes: Inode,
+}
+
+/// Most RAID groups one aggregate may hold (what one superblock block records).
+pub const MAX_GROUPS: usize = 64;
+const GROUP_RECORDS_AT: usize = 512;
+
+impl Superblock {
+    /// Encodes into one block, with its own checksum in the last 4 bytes.
+    pub fn encode(&self) -> Block {
+        assert!(self.groups.len() <= MAX_GROUPS, "too many RAID groups");
+        let mut out = [0u8; BLOCK_SIZE];
+        put_u64(&mut out, 0, SUPERBLOCK_MAGIC);
+        put_u32(&mut out, 8, FORMAT_VERSION);
+        put_u64(&mut out, 16, self.cp.0);
+        put_u32(&mut out, 24, self.groups.len() as u32);
+        put_u32(&mut out, 28, self.spares);
+        self.activemap.encode(&mut out[32..32 + INODE_SIZE]);
+        self.volumes
+            .encode(&mut out[32 + INODE_SIZE..32 + 2 * INODE_SIZE]);
+        for (n, group) in self.groups.iter().enumerate() {
+            let at = GROUP_RECORDS_AT + n * 16;
+            out[at] = u8::from(group.raid_dp);
+            put_u16(&mut out, at + 2, group.group_size);
+            put_u64(&mut out, at + 8, group.blocks_per_disk);
+        }
+        let crc = crc32c::crc32c(&out[..BLOCK_SIZE - 4]);
+        put_u32(&mut out, BLOCK_SIZE - 4, crc);
+        out
+    }
+
+    /// Decodes and validates a superblock block.
+    pub fn decode(block: &Block) -> Result<Superblock, FormatError> {
+        if get_u64(block, 0) != SUPERBLOCK_MAGIC || get_u32(block, 8) != FORMAT_VERSION {
+            return Err(FormatError::BadMagic { what: "superblock" });
+        }
+        if crc32c::crc32c(&block[..BLOCK_SIZE - 4]) != get_u32(block, BLOCK_SIZE - 4) {
+            return Err(FormatError::Checksum);
+        }
+        let group_count = get_u32(block, 24) as usize;
+        if group_count == 0 || group_count > MAX_GROUPS {
+            return Err(FormatError::Corrupt {
+                what: "superblock",
+                detail: format!("{group_count} RAID groups"),
+            });
+        }
+        let groups = (0..group_count)
+            .map(|n| {
+                let at = GROUP_RECORDS_AT + n * 16;
+                GroupRecord {
+                    raid_dp: block[at] != 0,
+                    group_size: get_u16(block, at + 2),
+                    blocks_per_disk: get_u64(block, at + 8),
+                }
+            })
+            .collect();
+        Ok(Superblock {
+            cp: CpCount(get_u64(block, 16)),
+            groups,
+            spares: get_u32(block, 28),
+            activemap: Inode::decode(&block[32..32 + INODE_SIZE])?,
+            volumes: Inode::decode(&block[32 + INODE_SIZE..32 + 2 * INODE_SIZE])?,
+        })
+    }
+}
+
+/// Writes a little-endian `u16` at `at`.
+pub fn put_u16(out: &mut [u8], at: usize, value: u16) {
+    out[at..at + 2].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Writes a little-endian `u32` at `at`.
+pub fn put_u32(out: &mut [u8], at: usize, value: u32) {
+    out[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Writes a little-endian `u64` at `at`.
+pub fn put_u64(out: &mut [u8], at: usize, value: u64) {
+    out[at..at + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Reads a little-endian `u16` at `at`.
+pub fn get_u16(bytes: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(bytes[at..at + 2].try_into().expect("two bytes"))
+}
+
+/// Reads a little-endian `u32` at `at`.
+pub fn get_u32(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
+}
+
+/// Reads a little-endian `u64` at `at`.
+pub fn get_u64(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> Identity {
+        Identity {
+            pvbn: Pvbn(123_456),
+            vvbn: Vvbn(789),
+            volume: VolumeId(3),
+            file: FileId(64),
+            fbn: Fbn(1_000_000),
+            level: 1,
+            cp: CpCount(0x1_2345_6789),
+        }
+    }
+
+    #[test]
+    fn a_trailer_round_trips_and_verifies_its_block() {
+        let content = [0x5au8; BLOCK_SIZE];
+        let trailer = Trailer::new(&content, identity());
+        let decoded = Trailer::decode(&trailer.encode()).expect("valid trailer");
+        assert_eq!(decoded, trailer);
+        assert_eq!(decoded.verify(&content, &identity()), Ok(()));
+    }
+
+    #[test]
+    fn a_flipped_bit_or_a_different_identity_fails_verification() {
+        let mut content = [0x5au8; BLOCK_SIZE];
+        let trailer = Trailer::new(&content, identity());
+        let older = Identity {
+            cp: CpCount(identity().cp.0 - 1),
+            ..identity()
+        };
+        assert!(matches!(
+            trailer.verify(&content, &older),
+            Err(FormatError::Identity { .. })
+        ));
+        content[4095] ^= 1;
+        assert_eq!(
+            trailer.verify(&content, &identity()),
+            Err(FormatError::Checksum)
+        );
+        assert_eq!(
+            Trailer::decode(&[0u8; TRAILER_SIZE]),
+            Err(FormatError::NoTrailer)
+        );
+    }
+
+    #[test]
+    fn a_block_pointer_keeps_48_bit_addresses_and_a_32_bit_birth() {
+        let ptr = BlockPtr {
+            pvbn: Pvbn(ADDRESS_MASK),
+            vvbn: Vvbn(0x0000_8000_0000_0001),
+            birth: 0xdead_beef,
+        };
+        let mut bytes = [0u8; POINTER_SIZE];
+        ptr.encode(&mut bytes);
+        assert_eq!(BlockPtr::decode(&bytes), ptr);
+        assert!(BlockPtr::decode(&[0u8; 16]).is_null());
+    }
+
+    #[test]
+    fn an_inode_round_trips_and_bad_fields_are_refused() {
+        let mut inode = Inode::free();
+        inode.kind = InodeKind::Lun;
+        inode.level = 2;
+        inode.size_bytes = 10 << 30;
+        inode.name = "lun0".to_string();
+        inode.root[7] = BlockPtr {
+            pvbn: Pvbn(9),
+            vvbn: Vvbn(10),
+            birth: 11,
+        };
+        let mut bytes = [0u8; INODE_SIZE];
+        inode.encode(&mut bytes);
+        assert_eq!(Inode::decode(&bytes), Ok(inode));
+        bytes[0] = 9;
+        assert!(Inode::decode(&bytes).is_err());
+        bytes[0] = 1;
+        bytes[1] = MAX_TREE_LEVEL + 1;
+        assert!(Inode::decode(&bytes).is_err());
+    }
+
+    #[test]
+    fn a_superblock_round_trips_and_detects_damage() {
+        let superblock = Superblock {
+            cp: CpCount(42),
+            groups: vec![
+                GroupRecord {
+                    raid_dp: true,
+                    group_size: 18,
+                    blocks_per_disk: 1 << 20,
+                },
+                GroupRecord {
+                    raid_dp: false,
+                    group_size: 5,
+                    blocks_per_disk: 77,
+                },
+            ],
+            spares: 2,
+            activemap: Inode::free(),
+            volumes: Inode::free(),
+        };
+        let mut block = superblock.encode();
+        assert_eq!(Superblock::decode(&block), Ok(superblock));
+        block[300] ^= 4;
+        assert_eq!(Superblock::decode(&block), Err(FormatError::Checksum));
+        assert!(matches!(
+            Superblock::decode(&[0u8; BLOCK_SIZE]),
+            Err(FormatError::BadMagic { .. })
+        ));
+    }
+}

@@ -1,0 +1,22 @@
+//! wafer's filer engine: a deterministic, sans-I/O write-anywhere file system.
+//!
+//! The engine is a state machine in the style of quinn-proto: drivers hand it
+//! host requests, disk completions and the current time, and poll from it the
+//! disk I/Os to perform, the replies to send and the next timer. It never reads
+//! a clock, spawns a thread or touches a device, so one engine runs under the
+//! real-time server and under the virtual-time lab and simulator alike.
+//!
+//! Layering inside the crate, bottom up: [`format`] (on-disk encodings),
+//! [`aggregate`] (RAID groups and the pvbn space), [`bitmap`] and [`space`]
+//! (maps, delayed frees, the write allocator), [`tree`] (block trees), [`nvlog`]
+//! (the operation log).
+
+pub mod aggregate;
+pub mod bitmap;
+pub mod format;
+pub mod nvlog;
+pub mod space;
+pub mod tree;
+pub mod units;
+
+pub use wafer_raid::{BLOCK_SIZE, Block};

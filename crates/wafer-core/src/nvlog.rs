@@ -1,0 +1,389 @@
+//! The NVLog: the operation log that makes a write durable before any CP.
+//!
+//! NVRAM is split in two halves. Modifying operations are appended to the
+//! active half and acknowledged once the driver reports the append durable. A
+//! consistency point *freezes* the active half (its operations are exactly the
+//! ones the CP's in-memory state contains) and logging moves to the other half;
+//! when the CP's superblock is on disk the frozen half is released. If the other
+//! half fills while a CP is still running, new operations wait for it: the
+//! back-to-back CP, the latency cliff of a write-saturated filer.
+//!
+//! Each record carries the CP *generation* that will contain it (the CP number
+//! its half will commit as) and a global sequence number. Recovery replays, in
+//! sequence order, the records whose generation is newer than the superblock.
+//! A record is framed by its length and a CRC-32C, so a torn append at the tail
+//! is recognised and dropped, never replayed.
+
+use crate::format::{FormatError, NAME_MAX, get_u32, get_u64, put_u32, put_u64};
+use crate::units::{CpCount, FileId, VolumeId};
+
+/// A LUN: a file in a volume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LunId {
+    /// The volume holding the LUN.
+    pub volume: VolumeId,
+    /// The LUN's inode number in that volume.
+    pub file: FileId,
+}
+
+/// A modifying operation, as logged and as replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoggedOp {
+    /// Bytes written to a LUN.
+    Write {
+        /// The LUN.
+        lun: LunId,
+        /// Byte offset.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// A range of a LUN deallocated (reads as zeros).
+    Trim {
+        /// The LUN.
+        lun: LunId,
+        /// Byte offset.
+        offset: u64,
+        /// Bytes.
+        length: u64,
+    },
+    /// A flexible volume created.
+    CreateVolume {
+        /// Its name.
+        name: String,
+        /// Its size in bytes.
+        size_bytes: u64,
+    },
+    /// A LUN created.
+    CreateLun {
+        /// The volume.
+        volume: VolumeId,
+        /// Its name.
+        name: String,
+        /// Its size in bytes.
+        size_bytes: u64,
+    },
+    /// A LUN's size changed.
+    ResizeLun {
+        /// The LUN.
+        lun: LunId,
+        /// The new size in bytes.
+        size_bytes: u64,
+    },
+    /// A LUN destroyed.
+    DestroyLun {
+        /// The LUN.
+        lun: LunId,
+    },
+}
+
+/// One log record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NvRecord {
+    /// Position in the global order of operations.
+    pub seq: u64,
+    /// The CP that will contain the operation.
+    pub generation: CpCount,
+    /// The operation.
+    pub op: LoggedOp,
+}
+
+const HEADER: usize = 24;
+
+impl NvRecord {
+    /// Encodes the record with its length and checksum.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut body = Vec::new();
+        let lun = |body: &mut Vec<u8>, lun: &LunId| {
+            body.extend_from_slice(&lun.volume.0.to_le_bytes());
+            body.extend_from_slice(&lun.file.0.to_le_bytes());
+        };
+        match &self.op {
+            LoggedOp::Write {
+                lun: l,
+                offset,
+                data,
+            } => {
+                body.push(1);
+                lun(&mut body, l);
+                body.extend_from_slice(&offset.to_le_bytes());
+                body.extend_from_slice(data);
+            }
+            LoggedOp::Trim {
+                lun: l,
+                offset,
+                length,
+            } => {
+                body.push(2);
+                lun(&mut body, l);
+                body.extend_from_slice(&offset.to_le_bytes());
+                body.extend_from_slice(&length.to_le_bytes());
+            }
+            LoggedOp::CreateVolume { name, size_bytes } => {
+                body.push(3);
+                body.extend_from_slice(&size_bytes.to_le_bytes());
+                body.extend_from_slice(name.as_bytes());
+            }
+            LoggedOp::CreateLun {
+                volume,
+                name,
+                size_bytes,
+            } => {
+                body.push(4);
+                body.extend_from_slice(&volume.0.to_le_bytes());
+                body.extend_from_slice(&size_bytes.to_le_bytes());
+                body.extend_from_slice(name.as_bytes());
+            }
+            LoggedOp::ResizeLun { lun: l, size_bytes } => {
+                body.push(5);
+                lun(&mut body, l);
+                body.extend_from_slice(&size_bytes.to_le_bytes());
+            }
+            LoggedOp::DestroyLun { lun: l } => {
+                body.push(6);
+                lun(&mut body, l);
+            }
+        }
+        let mut out = vec![0u8; HEADER];
+        put_u32(&mut out, 0, (HEADER + body.len()) as u32);
+        put_u64(&mut out, 8, self.seq);
+        put_u64(&mut out, 16, self.generation.0);
+        out.extend_from_slice(&body);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..4]), &out[8..]);
+        put_u32(&mut out, 4, crc);
+        out
+    }
+
+    /// Decodes the record at the start of `bytes`, returning it and its length.
+    pub fn decode(bytes: &[u8]) -> Result<(NvRecord, usize), FormatError> {
+        let corrupt = |detail: &str| FormatError::Corrupt {
+            what: "NVLog record",
+            detail: detail.to_string(),
+        };
+        if bytes.len() < HEADER {
+            return Err(corrupt("truncated header"));
+        }
+        let length = get_u32(bytes, 0) as usize;
+        if length <= HEADER || length > bytes.len() {
+            return Err(corrupt("bad length"));
+        }
+        let record = &bytes[..length];
+        if crc32c::crc32c_append(crc32c::crc32c(&record[..4]), &record[8..]) != get_u32(record, 4) {
+            return Err(FormatError::Checksum);
+        }
+        let body = &record[HEADER..];
+        let op = decode_op(body).ok_or_else(|| corrupt("malformed operation"))?;
+        let record = NvRecord {
+            seq: get_u64(record, 8),
+            generation: CpCount(get_u64(record, 16)),
+            op,
+        };
+        Ok((record, length))
+    }
+}
+
+fn decode_op(body: &[u8]) -> Option<LoggedOp> {
+    let (&tag, rest) = body.split_first()?;
+    let u32_at = |at: usize| rest.get(at..at + 4).map(|_| get_u32(rest, at));
+    let u64_at = |at: usize| rest.get(at..at + 8).map(|_| get_u64(rest, at));
+    let lun = || {
+        Some(LunId {
+            volume: VolumeId(u32_at(0)?),
+            file: FileId(u32_at(4)?),
+        })
+    };
+    let name_at = |at: usize| {
+        let bytes = rest.get(at..)?;
+        (bytes.len() <= NAME_MAX).then(|| core::str::from_utf8(bytes).ok().map(str::to_string))?
+    };
+    Some(match tag {
+        1 => LoggedOp::Write {
+            lun: lun()?,
+            offset: u64_at(8)?,
+            data: rest.get(16..)?.to_vec(),
+        },
+        2 if rest.len() == 24 => LoggedOp::Trim {
+            lun: lun()?,
+            offset: u64_at(8)?,
+            length: u64_at(16)?,
+        },
+        3 => LoggedOp::CreateVolume {
+            size_bytes: u64_at(0)?,
+            name: name_at(8)?,
+        },
+        4 => LoggedOp::CreateLun {
+            volume: VolumeId(u32_at(0)?),
+            size_bytes: u64_at(4)?,
+            name: name_at(12)?,
+        },
+        5 if rest.len() == 16 => LoggedOp::ResizeLun {
+            lun: lun()?,
+            size_bytes: u64_at(8)?,
+        },
+        6 if rest.len() == 8 => LoggedOp::DestroyLun { lun: lun()? },
+        _ => return None,
+    })
+}
+
+/// Decodes a half's bytes into records, stopping at the first torn or corrupt
+/// one (everything after it was never acknowledged).
+pub fn decode_half(bytes: &[u8]) -> Vec<NvRecord> {
+    let mut records = Vec::new();
+    let mut at = 0;
+    while let Ok((record, length)) = NvRecord::decode(&bytes[at..]) {
+        records.push(record);
+        at += length;
+    }
+    records
+}
+
+/// Which half an append went to, or why it must wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Append {
+    /// The record fits the active half.
+    Logged {
+        /// The half.
+        half: u8,
+    },
+    /// The active half is full: a CP must freeze it first.
+    HalfFull,
+}
+
+/// Space accounting of the two halves.
+#[derive(Clone, Debug)]
+pub struct Halves {
+    capacity_bytes: u64,
+    used_bytes: [u64; 2],
+    active: u8,
+    frozen: Option<u8>,
+}
+
+impl Halves {
+    /// Two empty halves of `capacity_bytes` each.
+    pub fn new(capacity_bytes: u64) -> Halves {
+        Halves {
+            capacity_bytes,
+            used_bytes: [0, 0],
+            active: 0,
+            frozen: None,
+        }
+    }
+
+    /// Room for a record of `length` bytes in the active half?
+    pub fn append(&mut self, length: u64) -> Append {
+        let half = usize::from(self.active);
+        if self.used_bytes[half] + length > self.capacity_bytes && self.used_bytes[half] > 0 {
+            return Append::HalfFull;
+        }
+        self.used_bytes[half] += length;
+        Append::Logged { half: self.active }
+    }
+
+    /// Bytes used in the active half.
+    pub fn active_used(&self) -> u64 {
+        self.used_bytes[usize::from(self.active)]
+    }
+
+    /// Capacity of one half.
+    pub fn capacity(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    /// Whether a CP is holding a frozen half.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.is_some()
+    }
+
+    /// Freezes the active half for a CP and switches logging to the other.
+    ///
+    /// # Panics
+    /// If a half is already frozen (one CP at a time).
+    pub fn freeze(&mut self) -> u8 {
+        assert!(self.frozen.is_none(), "a half is already frozen");
+        let frozen = self.active;
+        self.frozen = Some(frozen);
+        self.active = 1 - frozen;
+        frozen
+    }
+
+    /// Releases the frozen half once its CP is on disk; returns it.
+    pub fn release(&mut self) -> u8 {
+        let half = self.frozen.take().expect("a frozen half to release");
+        self.used_bytes[usize::from(half)] = 0;
+        half
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records() -> Vec<NvRecord> {
+        let lun = LunId {
+            volume: VolumeId(1),
+            file: FileId(2),
+        };
+        let ops = vec![
+            LoggedOp::Write {
+                lun,
+                offset: 12345,
+                data: vec![7; 100],
+            },
+            LoggedOp::Trim {
+                lun,
+                offset: 0,
+                length: 8192,
+            },
+            LoggedOp::CreateVolume {
+                name: "vol0".into(),
+                size_bytes: 1 << 30,
+            },
+            LoggedOp::CreateLun {
+                volume: VolumeId(1),
+                name: "lun0".into(),
+                size_bytes: 1 << 29,
+            },
+            LoggedOp::ResizeLun {
+                lun,
+                size_bytes: 4096,
+            },
+            LoggedOp::DestroyLun { lun },
+        ];
+        ops.into_iter()
+            .enumerate()
+            .map(|(n, op)| NvRecord {
+                seq: n as u64,
+                generation: CpCount(9),
+                op,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn records_round_trip_and_a_torn_tail_is_dropped() {
+        let mut half: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
+        assert_eq!(decode_half(&half), records());
+        half.truncate(half.len() - 3);
+        assert_eq!(decode_half(&half), records()[..5]);
+    }
+
+    #[test]
+    fn a_corrupt_record_ends_the_replay_there() {
+        let mut half: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
+        let second = records()[0].encode().len();
+        half[second + 30] ^= 1;
+        assert_eq!(decode_half(&half), records()[..1]);
+        assert!(decode_half(&[0xff; 64]).is_empty());
+    }
+
+    #[test]
+    fn halves_freeze_switch_and_report_full() {
+        let mut halves = Halves::new(100);
+        assert_eq!(halves.append(60), Append::Logged { half: 0 });
+        assert_eq!(halves.append(60), Append::HalfFull);
+        assert_eq!(halves.freeze(), 0);
+        assert_eq!(halves.append(60), Append::Logged { half: 1 });
+        assert_eq!(halves.release(), 0);
+        assert!(!halves.is_frozen());
+    }
+}

@@ -1,0 +1,319 @@
+//! Free-space bookkeeping: delayed frees and the write allocator.
+//!
+//! A block freed while CP `n` is the newest image on disk is still part of that
+//! image, so it must not be written again until an image that no longer uses it
+//! has committed. [`PendingFrees`] holds such blocks with the CP after which they
+//! become allocatable again.
+//!
+//! The [`Allocator`] chooses where a CP's blocks go. The aggregate is cut into
+//! *allocation areas* (AAs): runs of [`AA_STRIPES`] stripes of one RAID group.
+//! Each CP fills the emptiest AA first, and within an AA fills a *tetris* of
+//! stripes column by column, so a file's consecutive dirty blocks form a chain
+//! of adjacent blocks on one disk while whole stripes fill up for RAID to write
+//! with parity computed in memory. The tetris height follows the size of the CP:
+//! a small CP uses few stripes (fewer partial-stripe writes), a large one full
+//! AAs (long chains).
+
+use wafer_raid::Dbn;
+
+use crate::aggregate::Layout;
+use crate::bitmap::Bitmap;
+use crate::units::{CpCount, Pvbn};
+
+/// Stripes in one allocation area: 64 stripes make 256 KiB chains per disk.
+pub const AA_STRIPES: u64 = 64;
+
+/// Blocks freed but still held by an on-disk image.
+#[derive(Clone, Debug)]
+pub struct PendingFrees {
+    held: Bitmap,
+    queue: Vec<(CpCount, u64)>,
+}
+
+impl PendingFrees {
+    /// Room for block numbers `0..len`.
+    pub fn new(len: u64) -> PendingFrees {
+        PendingFrees {
+            held: Bitmap::new(len),
+            queue: Vec::new(),
+        }
+    }
+
+    /// Holds `block` until CP `release_after` has committed.
+    pub fn hold(&mut self, block: u64, release_after: CpCount) {
+        assert!(self.held.set(block), "block {block} freed twice");
+        self.queue.push((release_after, block));
+    }
+
+    /// Whether `block` is held.
+    pub fn is_held(&self, block: u64) -> bool {
+        self.held.get(block)
+    }
+
+    /// Releases every block held until `committed` or earlier; returns them.
+    pub fn release(&mut self, committed: CpCount) -> Vec<u64> {
+        let (released, kept): (Vec<_>, Vec<_>) =
+            self.queue.drain(..).partition(|(cp, _)| *cp <= committed);
+        self.queue = kept;
+        released
+            .into_iter()
+            .map(|(_, block)| {
+                self.held.clear(block);
+                block
+            })
+            .collect()
+    }
+
+    /// Number of blocks held.
+    pub fn len(&self) -> u64 {
+        self.held.count_ones()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// One allocation area: a run of stripes of one RAID group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Area {
+    group: usize,
+    first_stripe: u64,
+    stripes: u64,
+}
+
+/// The tetris being filled: an AA's stripes `first..first + height`.
+#[derive(Clone, Copy, Debug)]
+struct Tetris {
+    area: usize,
+    height: u64,
+    column: usize,
+    row: u64,
+}
+
+/// The aggregate's write allocator.
+#[derive(Clone, Debug)]
+pub struct Allocator {
+    areas: Vec<Area>,
+    free_in_area: Vec<u64>,
+    tetris: Option<Tetris>,
+    used_this_cp: Vec<bool>,
+    height: u64,
+}
+
+impl Allocator {
+    /// An allocator for `layout`, counting free blocks from `is_free`.
+    pub fn new(layout: &Layout, is_free: impl Fn(Pvbn) -> bool) -> Allocator {
+        let mut areas = Vec::new();
+        for (group, geometry) in layout.groups().iter().enumerate() {
+            let mut first = 0;
+            while first < geometry.blocks_per_disk() {
+                let stripes = AA_STRIPES.min(geometry.blocks_per_disk() - first);
+                areas.push(Area {
+                    group,
+                    first_stripe: first,
+                    stripes,
+                });
+                first += stripes;
+            }
+        }
+        let free_in_area = areas
+            .iter()
+            .map(|area| area_blocks(layout, area).filter(|&p| is_free(p)).count() as u64)
+            .collect();
+        let count = areas.len();
+        Allocator {
+            areas,
+            free_in_area,
+            tetris: None,
+            used_this_cp: vec![false; count],
+            height: 1,
+        }
+    }
+
+    /// Starts a CP expected to write about `blocks` blocks.
+    pub fn begin_cp(&mut self, layout: &Layout, blocks: u64) {
+        let widest = layout
+            .groups()
+            .iter()
+            .map(|g| g.data_disks() as u64)
+            .max()
+            .unwrap_or(1);
+        self.height = blocks.div_ceil(widest).clamp(1, AA_STRIPES);
+        self.tetris = None;
+        self.used_this_cp.iter_mut().for_each(|used| *used = false);
+    }
+
+    /// The next block for this CP, or `None` when the aggregate is full.
+    pub fn allocate(&mut self, layout: &Layout, is_free: impl Fn(Pvbn) -> bool) -> Option<Pvbn> {
+        loop {
+            let tetris = match self.tetris {
+                Some(tetris) => tetris,
+                None => self.next_tetris()?,
+            };
+            match self.next_in_tetris(layout, tetris, &is_free) {
+                Some(pvbn) => {
+                    self.free_in_area[tetris.area] -= 1;
+                    return Some(pvbn);
+                }
+                None => self.tetris = None,
+            }
+        }
+    }
+
+    /// Notes that `pvbn` became allocatable again (its hold was released).
+    pub fn note_released(&mut self, layout: &Layout, pvbn: Pvbn) {
+        let at = layout
+            .locate(pvbn)
+            .expect("released block inside the aggregate");
+        let area = self.area_of(at.group, at.dbn);
+        self.free_in_area[area] += 1;
+    }
+
+    /// Allocatable blocks in the whole aggregate.
+    pub fn free_blocks(&self) -> u64 {
+        self.free_in_area.iter().sum()
+    }
+
+    fn area_of(&self, group: usize, dbn: Dbn) -> usize {
+        self.areas
+            .partition_point(|a| (a.group, a.first_stripe) <= (group, dbn.0))
+            .checked_sub(1)
+            .expect("every stripe is in an area")
+    }
+
+    /// Picks the emptiest area not yet used in this CP (ties to the lowest).
+    fn next_tetris(&mut self) -> Option<Tetris> {
+        let area = (0..self.areas.len())
+            .filter(|&a| !self.used_this_cp[a] && self.free_in_area[a] > 0)
+            .max_by_key(|&a| (self.free_in_area[a], core::cmp::Reverse(a)))?;
+        self.used_this_cp[area] = true;
+        let tetris = Tetris {
+            area,
+            height: self.height.min(self.areas[area].stripes),
+            column: 0,
+            row: 0,
+        };
+        self.tetris = Some(tetris);
+        Some(tetris)
+    }
+
+    /// Walks the tetris column by column (disk by disk) for the next free block.
+    fn next_in_tetris(
+        &mut self,
+        layout: &Layout,
+        mut tetris: Tetris,
+        is_free: impl Fn(Pvbn) -> bool,
+    ) -> Option<Pvbn> {
+        let area = self.areas[tetris.area];
+        let geometry = &layout.groups()[area.group];
+        let mut found = None;
+        while found.is_none() {
+            if tetris.row == tetris.height {
+                tetris.row = 0;
+                tetris.column += 1;
+            }
+            if tetris.column == geometry.data_disks() {
+                // The tetris is used up; grow it within the area if room remains.
+                if tetris.height == area.stripes {
+                    return None;
+                }
+                tetris.height = (tetris.height * 2).min(area.stripes);
+                tetris.column = 0;
+                tetris.row = 0;
+            }
+            let dbn = Dbn(area.first_stripe + tetris.row);
+            let pvbn = layout
+                .pvbn(area.group, geometry.data_disk(tetris.column), dbn)
+                .expect("data disk");
+            if is_free(pvbn) && !layout.is_reserved(pvbn) {
+                found = Some(pvbn);
+            }
+            tetris.row += 1;
+        }
+        self.tetris = Some(tetris);
+        found
+    }
+}
+
+fn area_blocks<'a>(layout: &'a Layout, area: &Area) -> impl Iterator<Item = Pvbn> + 'a {
+    let geometry = &layout.groups()[area.group];
+    let (group, first, stripes) = (area.group, area.first_stripe, area.stripes);
+    (0..geometry.data_disks()).flat_map(move |n| {
+        (first..first + stripes)
+            .filter_map(move |dbn| layout.pvbn(group, geometry.data_disk(n), Dbn(dbn)))
+            .filter(move |&pvbn| !layout.is_reserved(pvbn))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wafer_raid::{RaidGroupGeometry, RaidType};
+
+    fn layout() -> Layout {
+        let geometry = RaidGroupGeometry::new(RaidType::RaidDp, 6, 256).expect("valid");
+        Layout::new(vec![geometry], 0).expect("valid")
+    }
+
+    #[test]
+    fn a_large_cp_fills_full_stripes_with_chains_down_each_disk() {
+        let layout = layout();
+        let mut allocator = Allocator::new(&layout, |_| true);
+        allocator.begin_cp(&layout, 4 * 64);
+        let blocks: Vec<Pvbn> = (0..4 * 64)
+            .map(|_| allocator.allocate(&layout, |_| true).expect("room"))
+            .collect();
+        let stripes: std::collections::BTreeSet<u64> = blocks
+            .iter()
+            .map(|&p| layout.locate(p).expect("inside").dbn.0)
+            .collect();
+        assert_eq!(stripes.len(), 64, "four data disks times 64 stripes");
+        assert!(blocks.windows(2).filter(|w| w[1].0 == w[0].0 + 1).count() >= 4 * 63 - 1);
+    }
+
+    #[test]
+    fn a_small_cp_stays_in_one_stripe() {
+        let layout = layout();
+        let mut allocator = Allocator::new(&layout, |_| true);
+        allocator.begin_cp(&layout, 3);
+        let stripes: Vec<u64> = (0..3)
+            .map(|_| {
+                layout
+                    .locate(allocator.allocate(&layout, |_| true).expect("room"))
+                    .expect("in")
+                    .dbn
+                    .0
+            })
+            .collect();
+        assert!(stripes.iter().all(|&s| s == stripes[0]), "{stripes:?}");
+    }
+
+    #[test]
+    fn used_and_reserved_blocks_are_skipped_until_the_aggregate_is_full() {
+        let layout = layout();
+        let used = |p: Pvbn| p.0 % 3 == 0;
+        let mut allocator = Allocator::new(&layout, |p| !used(p));
+        let expected = (0..layout.total_blocks())
+            .filter(|&p| !used(Pvbn(p)) && !layout.is_reserved(Pvbn(p)))
+            .count();
+        assert_eq!(allocator.free_blocks(), expected as u64);
+        allocator.begin_cp(&layout, 10_000);
+        let mut got = std::collections::BTreeSet::new();
+        while let Some(p) = allocator.allocate(&layout, |p| !used(p)) {
+            assert!(!used(p) && !layout.is_reserved(p) && got.insert(p), "{p:?}");
+        }
+        assert_eq!(got.len(), expected);
+    }
+
+    #[test]
+    fn held_blocks_come_back_only_after_their_cp() {
+        let mut pending = PendingFrees::new(100);
+        pending.hold(7, CpCount(5));
+        pending.hold(9, CpCount(6));
+        assert!(pending.release(CpCount(4)).is_empty());
+        assert_eq!(pending.release(CpCount(5)), vec![7]);
+        assert!(pending.is_held(9) && !pending.is_held(7));
+    }
+}
