@@ -9,9 +9,12 @@
 //! writes all show as a mismatch, which RAID then repairs.
 //!
 //! A block pointer is a `(pvbn, vvbn)` pair plus the low 32 bits of the CP that
-//! wrote the child (its *birth*), which is what exposes a lost write of a block
-//! that once held the same file block. All integers are little-endian. Decoders
-//! validate everything and never panic; byte diagrams are in `docs/FORMAT.md`.
+//! wrote the child (its *birth*) and the CRC-32C of the child's content. The
+//! checksum in the parent is what lets a block rebuilt from parity be verified
+//! (the trailer lives beside the block, outside parity, and is lost with it);
+//! the trailer's identity is what exposes a misdirected or lost write. All
+//! integers are little-endian. Decoders validate everything and never panic;
+//! byte diagrams are in `docs/FORMAT.md`.
 
 use crate::units::{CpCount, Fbn, FileId, Pvbn, VolumeId, Vvbn};
 use crate::{BLOCK_SIZE, Block};
@@ -19,11 +22,11 @@ use crate::{BLOCK_SIZE, Block};
 /// Bytes of the trailer kept beside each block.
 pub const TRAILER_SIZE: usize = 64;
 /// Bytes of one encoded inode.
-pub const INODE_SIZE: usize = 192;
+pub const INODE_SIZE: usize = 256;
 /// Inodes in one inode-file block.
 pub const INODES_PER_BLOCK: usize = BLOCK_SIZE / INODE_SIZE;
 /// Bytes of one encoded block pointer.
-pub const POINTER_SIZE: usize = 16;
+pub const POINTER_SIZE: usize = 24;
 /// Pointers in one indirect block.
 pub const POINTERS_PER_BLOCK: usize = BLOCK_SIZE / POINTER_SIZE;
 /// Pointers held in an inode itself (the top of its block tree).
@@ -34,10 +37,6 @@ pub const NAME_MAX: usize = 48;
 const TRAILER_MAGIC: u32 = 0x5746_5452; // "RTFW"
 const SUPERBLOCK_MAGIC: u64 = 0x3142_5352_4546_4157; // "WAFERSB1"
 const FORMAT_VERSION: u32 = 1;
-/// Block numbers are 48 bits on disk; the top 16 bits of each pointer word carry
-/// half of the birth CP.
-const ADDRESS_BITS: u32 = 48;
-const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
 
 /// Why a block or structure failed to decode or verify.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -189,7 +188,8 @@ impl Trailer {
     }
 }
 
-/// A pointer from a parent to a child block: where it is, and when it was born.
+/// A pointer from a parent to a child block: where it is, when it was born, and
+/// what its content sums to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockPtr {
     /// The child's aggregate block; 0 (a superblock address) means "no block".
@@ -198,6 +198,8 @@ pub struct BlockPtr {
     pub vvbn: Vvbn,
     /// The low 32 bits of the CP that wrote the child.
     pub birth: u32,
+    /// CRC-32C of the child's 4 KiB content.
+    pub checksum: u32,
 }
 
 impl BlockPtr {
@@ -206,6 +208,7 @@ impl BlockPtr {
         pvbn: Pvbn(0),
         vvbn: Vvbn(0),
         birth: 0,
+        checksum: 0,
     };
 
     /// Whether this pointer names no block.
@@ -213,28 +216,27 @@ impl BlockPtr {
         self.pvbn.0 == 0
     }
 
-    /// Encodes into 16 bytes: each address in 48 bits, the birth split across
-    /// the top 16 bits of both words.
+    /// Encodes into [`POINTER_SIZE`] bytes.
     pub fn encode(&self, out: &mut [u8]) {
-        assert!(
-            self.pvbn.0 <= ADDRESS_MASK && self.vvbn.0 <= ADDRESS_MASK,
-            "block number over 48 bits"
-        );
-        let high = u64::from(self.birth >> 16) << ADDRESS_BITS;
-        let low = u64::from(self.birth & 0xffff) << ADDRESS_BITS;
-        put_u64(out, 0, self.pvbn.0 | low);
-        put_u64(out, 8, self.vvbn.0 | high);
+        put_u64(out, 0, self.pvbn.0);
+        put_u64(out, 8, self.vvbn.0);
+        put_u32(out, 16, self.birth);
+        put_u32(out, 20, self.checksum);
     }
 
-    /// Decodes 16 bytes.
+    /// Decodes [`POINTER_SIZE`] bytes.
     pub fn decode(bytes: &[u8]) -> BlockPtr {
-        let first = get_u64(bytes, 0);
-        let second = get_u64(bytes, 8);
         BlockPtr {
-            pvbn: Pvbn(first & ADDRESS_MASK),
-            vvbn: Vvbn(second & ADDRESS_MASK),
-            birth: ((second >> ADDRESS_BITS) as u32) << 16 | (first >> ADDRESS_BITS) as u32,
+            pvbn: Pvbn(get_u64(bytes, 0)),
+            vvbn: Vvbn(get_u64(bytes, 8)),
+            birth: get_u32(bytes, 16),
+            checksum: get_u32(bytes, 20),
         }
+    }
+
+    /// Whether `content` is what the pointer's checksum describes.
+    pub fn matches(&self, content: &Block) -> bool {
+        crc32c::crc32c(content) == self.checksum
     }
 
     /// The identity a block reached through this pointer must carry.
@@ -255,6 +257,11 @@ impl BlockPtr {
             cp: CpCount(u64::from(self.birth)),
         }
     }
+}
+
+/// The CRC-32C a pointer records for `content`.
+pub fn content_checksum(content: &Block) -> u32 {
+    crc32c::crc32c(content)
 }
 
 /// What an inode describes.
@@ -387,7 +394,7 @@ pub struct Superblock {
 
 /// Most RAID groups one aggregate may hold (what one superblock block records).
 pub const MAX_GROUPS: usize = 64;
-const GROUP_RECORDS_AT: usize = 512;
+const GROUP_RECORDS_AT: usize = 1024;
 
 impl Superblock {
     /// Encodes into one block, with its own checksum in the last 4 bytes.
@@ -527,16 +534,19 @@ mod tests {
     }
 
     #[test]
-    fn a_block_pointer_keeps_48_bit_addresses_and_a_32_bit_birth() {
+    fn a_block_pointer_round_trips_and_checks_content() {
+        let content = [9u8; BLOCK_SIZE];
         let ptr = BlockPtr {
-            pvbn: Pvbn(ADDRESS_MASK),
+            pvbn: Pvbn(u64::MAX >> 1),
             vvbn: Vvbn(0x0000_8000_0000_0001),
             birth: 0xdead_beef,
+            checksum: content_checksum(&content),
         };
         let mut bytes = [0u8; POINTER_SIZE];
         ptr.encode(&mut bytes);
         assert_eq!(BlockPtr::decode(&bytes), ptr);
-        assert!(BlockPtr::decode(&[0u8; 16]).is_null());
+        assert!(BlockPtr::decode(&[0u8; POINTER_SIZE]).is_null());
+        assert!(ptr.matches(&content) && !ptr.matches(&[8u8; BLOCK_SIZE]));
     }
 
     #[test]
@@ -550,6 +560,7 @@ mod tests {
             pvbn: Pvbn(9),
             vvbn: Vvbn(10),
             birth: 11,
+            checksum: 12,
         };
         let mut bytes = [0u8; INODE_SIZE];
         inode.encode(&mut bytes);

@@ -13,10 +13,12 @@
 
 pub mod aggregate;
 pub mod bitmap;
+pub mod filer;
 pub mod format;
 pub mod nvlog;
 pub mod space;
 pub mod tree;
 pub mod units;
 
+pub use filer::Filer;
 pub use wafer_raid::{BLOCK_SIZE, Block};

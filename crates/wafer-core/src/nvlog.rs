@@ -75,6 +75,13 @@ pub enum LoggedOp {
         /// The LUN.
         lun: LunId,
     },
+    /// Not a host operation: the stripes a CP is about to write, as
+    /// `(RAID group, stripe)`. If that CP never commits, mounting makes their
+    /// parity consistent again (the RAID write hole).
+    DirtyStripes {
+        /// The stripes.
+        stripes: Vec<(u32, u64)>,
+    },
 }
 
 /// One log record.
@@ -142,6 +149,13 @@ impl NvRecord {
             LoggedOp::DestroyLun { lun: l } => {
                 body.push(6);
                 lun(&mut body, l);
+            }
+            LoggedOp::DirtyStripes { stripes } => {
+                body.push(7);
+                for (group, dbn) in stripes {
+                    body.extend_from_slice(&group.to_le_bytes());
+                    body.extend_from_slice(&dbn.to_le_bytes());
+                }
             }
         }
         let mut out = vec![0u8; HEADER];
@@ -221,6 +235,12 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
             size_bytes: u64_at(8)?,
         },
         6 if rest.len() == 8 => LoggedOp::DestroyLun { lun: lun()? },
+        7 if rest.len() % 12 == 0 => LoggedOp::DirtyStripes {
+            stripes: rest
+                .chunks_exact(12)
+                .map(|c| (get_u32(c, 0), get_u64(c, 4)))
+                .collect(),
+        },
         _ => return None,
     })
 }
@@ -277,6 +297,11 @@ impl Halves {
         }
         self.used_bytes[half] += length;
         Append::Logged { half: self.active }
+    }
+
+    /// The half new records go to.
+    pub fn active_half(&self) -> u8 {
+        self.active
     }
 
     /// Bytes used in the active half.
@@ -348,6 +373,9 @@ mod tests {
                 size_bytes: 4096,
             },
             LoggedOp::DestroyLun { lun },
+            LoggedOp::DirtyStripes {
+                stripes: vec![(0, 7), (1, 1 << 40)],
+            },
         ];
         ops.into_iter()
             .enumerate()
@@ -364,7 +392,7 @@ mod tests {
         let mut half: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
         assert_eq!(decode_half(&half), records());
         half.truncate(half.len() - 3);
-        assert_eq!(decode_half(&half), records()[..5]);
+        assert_eq!(decode_half(&half), records()[..6]);
     }
 
     #[test]

@@ -114,6 +114,24 @@ impl BlockTree {
         self.set_child(level, index, ptr)
     }
 
+    /// Records the checksum of the block `child` names (a content block as
+    /// `(0, fbn)` or an indirect block) in the pointer to it, without marking
+    /// anything dirty: the CP fills checksums in once content is final.
+    pub fn set_checksum(&mut self, (level, index): NodeId, checksum: u32) {
+        let slot = if level == self.level {
+            &mut self.root[index as usize]
+        } else {
+            let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);
+            let node = self
+                .nodes
+                .get_mut(&parent)
+                .expect("a written block's parent is resident");
+            &mut node[(index % POINTERS_PER_BLOCK as u64) as usize]
+        };
+        assert!(!slot.is_null(), "checksum for a block that is not there");
+        slot.checksum = checksum;
+    }
+
     /// Dirty indirect blocks of `level`, in index order.
     pub fn dirty_nodes(&self, level: u8) -> Vec<NodeId> {
         self.dirty
@@ -241,6 +259,7 @@ mod tests {
             pvbn: Pvbn(n),
             vvbn: Vvbn(n),
             birth: 1,
+            checksum: 0,
         }
     }
 
@@ -258,7 +277,7 @@ mod tests {
         assert_eq!(tree.get(Fbn(3)), ptr(10));
         assert_eq!(tree.get(Fbn(5000)), ptr(11));
         assert_eq!(tree.get(Fbn(4999)), BlockPtr::NULL);
-        assert_eq!(tree.dirty_nodes(1), vec![(1, 0), (1, 19)]);
+        assert_eq!(tree.dirty_nodes(1), vec![(1, 0), (1, 29)]);
         assert_eq!(tree.dirty_nodes(2), vec![(2, 0)]);
         assert_eq!(tree.set(Fbn(5000), ptr(12)), ptr(11));
     }

@@ -1,0 +1,322 @@
+//! The types that cross the engine's boundary: host requests and replies, disk
+//! and NVLog I/Os and their results, options and counters.
+
+use wafer_raid::Dbn;
+
+use crate::Block;
+use crate::nvlog::LunId;
+use crate::units::{Duration, VolumeId};
+
+/// Identifies a host request until its reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u64);
+
+/// Identifies an I/O the engine asked the driver to perform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IoId(pub u64);
+
+/// What a host (or the administrator) asks of the filer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostRequest {
+    /// Read `length` bytes of a LUN at `offset`.
+    Read {
+        /// The LUN.
+        lun: LunId,
+        /// Byte offset.
+        offset: u64,
+        /// Bytes to read.
+        length: u64,
+    },
+    /// Write bytes to a LUN; acknowledged once logged in the NVLog.
+    Write {
+        /// The LUN.
+        lun: LunId,
+        /// Byte offset.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+    },
+    /// Deallocate a range of a LUN; it then reads as zeros.
+    Trim {
+        /// The LUN.
+        lun: LunId,
+        /// Byte offset.
+        offset: u64,
+        /// Bytes.
+        length: u64,
+    },
+    /// Complete once every earlier write is in a committed CP.
+    Flush,
+    /// Create a flexible volume.
+    CreateVolume {
+        /// Its name.
+        name: String,
+        /// Its size in bytes.
+        size_bytes: u64,
+    },
+    /// Create a LUN in a volume, with its full size reserved.
+    CreateLun {
+        /// The volume.
+        volume: VolumeId,
+        /// Its name.
+        name: String,
+        /// Its size in bytes (a multiple of 4 KiB).
+        size_bytes: u64,
+    },
+    /// Change a LUN's size; shrinking discards the blocks past the new end.
+    ResizeLun {
+        /// The LUN.
+        lun: LunId,
+        /// The new size in bytes (a multiple of 4 KiB).
+        size_bytes: u64,
+    },
+    /// Destroy a LUN and free its blocks.
+    DestroyLun {
+        /// The LUN.
+        lun: LunId,
+    },
+}
+
+/// A successful reply's content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplyData {
+    /// The request is done.
+    Done,
+    /// The bytes read.
+    Data(Vec<u8>),
+    /// The volume created.
+    Volume(VolumeId),
+    /// The LUN created.
+    Lun(LunId),
+}
+
+/// Why a host request failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The range lies outside the LUN.
+    #[error("offset {offset} + length {length} is outside the LUN of {size} bytes")]
+    OutOfRange {
+        /// Requested offset.
+        offset: u64,
+        /// Requested length.
+        length: u64,
+        /// The LUN's size.
+        size: u64,
+    },
+    /// No such LUN or volume.
+    #[error("no such {0}")]
+    NotFound(&'static str),
+    /// The name is already taken.
+    #[error("{0} already exists")]
+    Exists(String),
+    /// Not enough space for the reservation asked for.
+    #[error("not enough space: {needed_blocks} blocks needed, {available_blocks} available")]
+    NoSpace {
+        /// Blocks the request needs.
+        needed_blocks: u64,
+        /// Blocks available.
+        available_blocks: u64,
+    },
+    /// The request is malformed.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// Data could not be read back intact, even with RAID reconstruction.
+    #[error("unrecoverable media error")]
+    Io,
+}
+
+/// A host request's outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// The request.
+    pub id: RequestId,
+    /// Its outcome.
+    pub result: Result<ReplyData, HostError>,
+}
+
+/// A request was refused for now: the filer is mounting or replaying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the filer is not online yet")]
+pub struct Busy;
+
+/// A block as stored on disk: content plus trailer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sector {
+    /// The 4 KiB content.
+    pub data: Box<Block>,
+    /// The 64-byte trailer.
+    pub trailer: [u8; crate::format::TRAILER_SIZE],
+}
+
+/// An I/O the driver must perform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Io {
+    /// Its identity, echoed in the completion.
+    pub id: IoId,
+    /// What to do.
+    pub op: IoOp,
+}
+
+/// The operation of an [`Io`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IoOp {
+    /// Read `count` consecutive sectors of a disk.
+    Read {
+        /// The disk.
+        disk: crate::units::DiskId,
+        /// First block.
+        dbn: Dbn,
+        /// Blocks.
+        count: u32,
+    },
+    /// Write consecutive sectors of a disk, durably.
+    Write {
+        /// The disk.
+        disk: crate::units::DiskId,
+        /// First block.
+        dbn: Dbn,
+        /// The sectors, in block order.
+        sectors: Vec<Sector>,
+    },
+    /// Append a record to an NVLog half, durably.
+    NvlogAppend {
+        /// The half.
+        half: u8,
+        /// The encoded record.
+        record: Vec<u8>,
+    },
+    /// Discard an NVLog half's records (its CP has committed).
+    NvlogReset {
+        /// The half.
+        half: u8,
+    },
+}
+
+/// The outcome of an [`Io`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IoResult {
+    /// A write or NVLog operation is durable.
+    Done,
+    /// The sectors read, each `None` where the medium could not return it
+    /// (a latent sector error) or where it was never written.
+    Read(Vec<Option<Sector>>),
+    /// The disk has failed and will not answer again.
+    DiskFailed,
+}
+
+/// Tunables, each with the reason for its default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Data blocks the buffer cache keeps clean (dirty ones are pinned on top).
+    /// Default 16384 (64 MiB): enough to absorb a CP's worth of hot overwrites.
+    pub cache_blocks: usize,
+    /// Bytes in each NVLog half. Default 32 MiB, as on mid-range filers whose
+    /// NVRAM holds 64 MiB per node.
+    pub nvlog_half_bytes: u64,
+    /// The CP timer: ONTAP starts a CP at least every 10 seconds.
+    pub cp_interval: Duration,
+    /// Dirty data blocks that start a CP (type H). Default 8192 (32 MiB),
+    /// one NVLog half of 4 KiB writes.
+    pub dirty_high_water: usize,
+    /// A deliberate bug, for the simulator's negative controls only: proves
+    /// that the checks catch the fault they exist for. Always `None` in use.
+    pub sabotage: Option<Sabotage>,
+}
+
+/// Deliberate bugs the simulator's negative controls switch on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sabotage {
+    /// Mounting skips NVLog replay.
+    SkipReplay,
+    /// A freed block is reusable at once, a CP too early.
+    EarlyFree,
+    /// Partial-stripe writes leave parity as it was.
+    SkipParityUpdate,
+    /// Reads accept a block whatever its checksum and identity say.
+    IgnoreTrailer,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            cache_blocks: 16384,
+            nvlog_half_bytes: 32 << 20,
+            cp_interval: Duration::from_secs(10),
+            dirty_high_water: 8192,
+            sabotage: None,
+        }
+    }
+}
+
+/// Why a CP started, with ONTAP's `sysstat` letter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CpReason {
+    /// `T`: the 10-second timer.
+    Timer,
+    /// `F`: an NVLog half filled.
+    NvlogFull,
+    /// `B`: the other half filled while a CP ran; writes waited.
+    BackToBack,
+    /// `H`: dirty data reached the high-water mark.
+    HighWater,
+    /// `U`: a flush asked for it.
+    Flush,
+    /// `Z`: the filer is formatting, mounting or shutting down.
+    Sync,
+}
+
+impl CpReason {
+    /// ONTAP's `CP ty` letter.
+    pub fn letter(self) -> char {
+        match self {
+            CpReason::Timer => 'T',
+            CpReason::NvlogFull => 'F',
+            CpReason::BackToBack => 'B',
+            CpReason::HighWater => 'H',
+            CpReason::Flush => 'U',
+            CpReason::Sync => 'Z',
+        }
+    }
+}
+
+/// Counters for `sysstat` and `statit` style reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// CPs completed, by reason.
+    pub cps: std::collections::BTreeMap<CpReason, u64>,
+    /// Host writes that waited for a CP because both NVLog halves were full.
+    pub back_to_back_waits: u64,
+    /// Stripes written whole, parity computed in memory.
+    pub full_stripes: u64,
+    /// Stripes written in part, parity updated by subtraction.
+    pub partial_stripes_subtraction: u64,
+    /// Stripes written in part, parity recomputed by addition.
+    pub partial_stripes_addition: u64,
+    /// Stripes that had to be reconstructed before a write.
+    pub partial_stripes_reconstruct: u64,
+    /// Data blocks written by CPs.
+    pub data_blocks_written: u64,
+    /// Metadata blocks (indirect, inode file, maps, volume table) written by CPs.
+    pub meta_blocks_written: u64,
+    /// Parity blocks written.
+    pub parity_blocks_written: u64,
+    /// Disk reads caused by partial-stripe writes.
+    pub parity_reads: u64,
+    /// Disk reads of blocks merged into a partial write that was not cached.
+    pub partial_write_reads: u64,
+    /// Host reads served from the buffer cache.
+    pub cache_hits: u64,
+    /// Host reads that went to disk.
+    pub cache_misses: u64,
+    /// Disk read I/Os (chains) issued for data.
+    pub read_chains: u64,
+    /// Blocks read for data in those chains.
+    pub read_chain_blocks: u64,
+    /// Blocks whose checksum or identity failed and that RAID repaired.
+    pub blocks_repaired: u64,
+    /// Blocks reconstructed because their disk is failed.
+    pub degraded_reads: u64,
+    /// Blocks that could not be recovered.
+    pub unrecoverable_blocks: u64,
+}

@@ -1,0 +1,328 @@
+//! Reading blocks: chains, verification, and repair from parity.
+//!
+//! Every block read names what it must be (its [`Identity`], derived from the
+//! pointer that led to it and its place in the tree). Reads of adjacent blocks
+//! on one disk go out as one chain. A block that fails its checksum or identity,
+//! or that a disk could not return, is rebuilt from the rest of its stripe:
+//! first assuming only its own disk is wrong, then (RAID-DP) also each other
+//! disk in turn, which catches a second silently bad block in the same stripe.
+//! A rebuilt block is verified like any other before it is used, and written
+//! back in place so the damage does not linger. A block on a failed disk goes
+//! straight to reconstruction.
+
+use wafer_raid::{Dbn, DiskIndex, DiskSet};
+
+use super::meta::FileRef;
+use super::{Filer, IoOp, IoPurpose, IoResult, Sector};
+use crate::aggregate::Location;
+use crate::format::{BlockPtr, Identity, Trailer};
+use crate::nvlog::LunId;
+use crate::tree::NodeId;
+use crate::units::Fbn;
+use crate::{BLOCK_SIZE, Block};
+
+/// What a block read is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ReadPurpose {
+    /// A LUN block for the buffer cache.
+    Fill(LunId, Fbn),
+    /// A metadata or indirect block while mounting.
+    Mount(FileRef, NodeId),
+}
+
+/// One block to read and what it must turn out to be.
+#[derive(Clone, Debug)]
+pub(super) struct BlockRead {
+    pub(super) at: Location,
+    ptr: BlockPtr,
+    expected: Identity,
+    purpose: ReadPurpose,
+}
+
+/// A stripe being read to rebuild one block.
+#[derive(Clone, Debug)]
+pub(super) struct RepairJob {
+    read: BlockRead,
+    failed: DiskSet,
+    stripe: Vec<Option<Block>>,
+    reads_left: usize,
+    escalated: bool,
+    /// The newest CP when the repair started, and whether one was writing:
+    /// a CP writing into the same stripe meanwhile can make the blocks read
+    /// disagree, so a failed repair that overlapped a CP is tried again.
+    overlapped_cp: bool,
+    started_after: crate::units::CpCount,
+    attempts: u8,
+}
+
+/// Repairs that overlapped a CP are retried after it, at most this often.
+const REPAIR_ATTEMPTS: u8 = 3;
+
+impl Filer {
+    /// A read of the block `ptr` names, at `level`/`index` of `file`.
+    pub(super) fn block_read(
+        &self,
+        file: FileRef,
+        level: u8,
+        index: u64,
+        ptr: BlockPtr,
+        purpose: ReadPurpose,
+    ) -> BlockRead {
+        let (volume, file_id) = file.ids();
+        BlockRead {
+            at: self
+                .layout
+                .locate(ptr.pvbn)
+                .expect("pointers stay inside the aggregate"),
+            ptr,
+            expected: ptr.expected_identity(volume, file_id, level, Fbn(index)),
+            purpose,
+        }
+    }
+
+    /// Issues block reads, merged into chains of adjacent blocks per disk.
+    pub(super) fn read_blocks(&mut self, mut reads: Vec<BlockRead>) {
+        reads.sort_by_key(|r| (r.at.group, r.at.disk, r.at.dbn));
+        let mut chain: Vec<BlockRead> = Vec::new();
+        for read in reads {
+            if self.failed[read.at.group].contains(read.at.disk) {
+                self.counters.degraded_reads += 1;
+                self.start_repair(read);
+                continue;
+            }
+            let extends = chain.last().is_some_and(|last| {
+                last.at.group == read.at.group
+                    && last.at.disk == read.at.disk
+                    && last.at.dbn.0 + 1 == read.at.dbn.0
+            });
+            if !extends && !chain.is_empty() {
+                self.issue_chain(core::mem::take(&mut chain));
+            }
+            chain.push(read);
+        }
+        if !chain.is_empty() {
+            self.issue_chain(chain);
+        }
+    }
+
+    fn issue_chain(&mut self, chain: Vec<BlockRead>) {
+        let first = &chain[0];
+        let disk = self.layout.disk_id(first.at.group, first.at.disk);
+        self.counters.read_chains += 1;
+        self.counters.read_chain_blocks += chain.len() as u64;
+        self.issue(
+            IoOp::Read {
+                disk,
+                dbn: first.at.dbn,
+                count: chain.len() as u32,
+            },
+            IoPurpose::Blocks(chain),
+        );
+    }
+
+    /// A chain read has completed: verify each block, repair the ones that fail.
+    pub(super) fn blocks_read(&mut self, reads: Vec<BlockRead>, result: IoResult) {
+        let sectors = match result {
+            IoResult::Read(sectors) => sectors,
+            IoResult::Done | IoResult::DiskFailed => Vec::new(),
+        };
+        let mut sectors = sectors.into_iter();
+        let trusting = self.options.sabotage == Some(super::Sabotage::IgnoreTrailer);
+        for read in reads {
+            let sector = sectors.next().flatten();
+            let content = match trusting {
+                true => sector.map(|s| s.data),
+                false => sector.and_then(|s| verified(&s, &read)),
+            };
+            match content {
+                Some(block) => self.deliver(read.purpose, Some(block)),
+                None => self.start_repair(read),
+            }
+        }
+    }
+
+    /// Reads the rest of a block's stripe to rebuild it.
+    fn start_repair(&mut self, read: BlockRead) {
+        self.start_repair_attempt(read, 1);
+    }
+
+    pub(super) fn start_repair_attempt(&mut self, read: BlockRead, attempts: u8) {
+        let group = read.at.group;
+        let failed = self.failed[group].with(read.at.disk);
+        let geometry = self.layout.groups()[group];
+        let Ok(reads) = geometry.reconstruction_reads(failed) else {
+            return self.deliver(read.purpose, None);
+        };
+        let job = self.next_repair;
+        self.next_repair += 1;
+        self.repairs.insert(
+            job,
+            RepairJob {
+                read: read.clone(),
+                failed,
+                stripe: vec![None; geometry.group_size()],
+                reads_left: reads.len(),
+                escalated: false,
+                overlapped_cp: self.cp.is_some(),
+                started_after: self.committed,
+                attempts,
+            },
+        );
+        for disk in reads.iter() {
+            self.issue(
+                IoOp::Read {
+                    disk: self.layout.disk_id(group, disk),
+                    dbn: read.at.dbn,
+                    count: 1,
+                },
+                IoPurpose::Repair { job, disk },
+            );
+        }
+    }
+
+    /// A block of a repair stripe has arrived.
+    pub(super) fn repair_read(&mut self, job_id: u64, disk: DiskIndex, result: IoResult) {
+        let job = self.repairs.get_mut(&job_id).expect("a repair job");
+        let content = match result {
+            IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| *s.data),
+            IoResult::Done | IoResult::DiskFailed => None,
+        };
+        match content {
+            Some(block) => job.stripe[disk.as_usize()] = Some(block),
+            None => job.failed = job.failed.with(disk),
+        }
+        job.reads_left -= 1;
+        if job.reads_left > 0 {
+            return;
+        }
+        let job = self.repairs.remove(&job_id).expect("a repair job");
+        self.continue_repair(job_id, job);
+    }
+
+    /// Reads more of the stripe if the plan grew, else rebuilds and delivers.
+    fn continue_repair(&mut self, job_id: u64, mut job: RepairJob) {
+        let group = job.read.at.group;
+        let geometry = self.layout.groups()[group];
+        let present: DiskSet = (0..geometry.group_size())
+            .filter(|&d| job.stripe[d].is_some())
+            .map(|d| DiskIndex(d as u16))
+            .collect();
+        let needed = match geometry.reconstruction_reads(job.failed) {
+            Ok(needed) => needed,
+            Err(_) => return self.repair_failed(job),
+        };
+        let mut missing = needed.difference(present);
+        let rebuilt = match missing.is_empty() {
+            true => self.rebuild(&job, job.failed),
+            false => None,
+        };
+        if missing.is_empty() && rebuilt.is_none() && !job.escalated {
+            // The answer did not verify: read the whole stripe and look for a
+            // second bad block.
+            job.escalated = true;
+            missing = geometry
+                .all_disks()
+                .difference(job.failed)
+                .difference(present);
+        }
+        if !missing.is_empty() {
+            job.reads_left = missing.len();
+            let dbn = job.read.at.dbn;
+            self.repairs.insert(job_id, job);
+            for disk in missing.iter() {
+                self.issue(
+                    IoOp::Read {
+                        disk: self.layout.disk_id(group, disk),
+                        dbn,
+                        count: 1,
+                    },
+                    IoPurpose::Repair { job: job_id, disk },
+                );
+            }
+            return;
+        }
+        let rebuilt = rebuilt.or_else(|| self.rebuild_with_another_suspect(&job));
+        let purpose = job.read.purpose;
+        match rebuilt {
+            Some(block) => {
+                if !self.failed[group].contains(job.read.at.disk) {
+                    self.counters.blocks_repaired += 1;
+                    self.rewrite_in_place(&job.read, &block);
+                }
+                self.deliver(purpose, Some(Box::new(block)));
+            }
+            None => self.repair_failed(job),
+        }
+    }
+
+    fn repair_failed(&mut self, job: RepairJob) {
+        let overlapped =
+            job.overlapped_cp || self.cp.is_some() || job.started_after != self.committed;
+        if overlapped && job.attempts < REPAIR_ATTEMPTS {
+            match self.cp {
+                Some(_) => self.parked_repairs.push((job.read, job.attempts + 1)),
+                None => self.start_repair_attempt(job.read, job.attempts + 1),
+            }
+            return;
+        }
+        self.deliver(job.read.purpose, None);
+    }
+
+    /// Reconstructs the wanted block assuming `failed` are the bad disks; the
+    /// answer counts only if it matches the pointer's checksum.
+    fn rebuild(&self, job: &RepairJob, failed: DiskSet) -> Option<Block> {
+        let geometry = self.layout.groups()[job.read.at.group];
+        let mut stripe: Vec<Block> = job
+            .stripe
+            .iter()
+            .map(|b| b.unwrap_or([0; BLOCK_SIZE]))
+            .collect();
+        geometry.reconstruct_stripe(&mut stripe, failed).ok()?;
+        let block = stripe[job.read.at.disk.as_usize()];
+        job.read.ptr.matches(&block).then_some(block)
+    }
+
+    /// Tries each other disk of the stripe as a second, silently bad one.
+    fn rebuild_with_another_suspect(&self, job: &RepairJob) -> Option<Block> {
+        let geometry = self.layout.groups()[job.read.at.group];
+        if job.failed.len() >= geometry.raid_type().tolerated_failures() {
+            return None;
+        }
+        geometry
+            .all_disks()
+            .difference(job.failed)
+            .iter()
+            .find_map(|extra| self.rebuild(job, job.failed.with(extra)))
+    }
+
+    fn rewrite_in_place(&mut self, read: &BlockRead, block: &Block) {
+        let sector = Sector {
+            data: Box::new(*block),
+            trailer: Trailer::new(block, read.expected).encode(),
+        };
+        self.issue(
+            IoOp::Write {
+                disk: self.layout.disk_id(read.at.group, read.at.disk),
+                dbn: Dbn(read.at.dbn.0),
+                sectors: vec![sector],
+            },
+            IoPurpose::RepairWrite,
+        );
+    }
+
+    fn deliver(&mut self, purpose: ReadPurpose, block: Option<Box<Block>>) {
+        match purpose {
+            ReadPurpose::Fill(lun, fbn) => self.filled(lun, fbn, block),
+            ReadPurpose::Mount(file, node) => self.mount_block(file, node, block),
+        }
+    }
+}
+
+/// The block's content if the sector is the block the read expects: content
+/// matching the pointer's checksum, trailer intact and naming the same block.
+fn verified(sector: &Sector, read: &BlockRead) -> Option<Box<Block>> {
+    let trailer = Trailer::decode(&sector.trailer).ok()?;
+    let sound =
+        read.ptr.matches(&sector.data) && trailer.verify(&sector.data, &read.expected).is_ok();
+    sound.then(|| sector.data.clone())
+}

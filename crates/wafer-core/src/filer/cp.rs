@@ -1,0 +1,887 @@
+//! Consistency points: everything dirty goes to new places, then the superblock.
+//!
+//! A CP runs in four steps.
+//!
+//! 1. **Capture.** Freeze the active NVLog half; take a copy of every dirty
+//!    cached block. Blocks still being read for a partial write are waited for
+//!    (only their changes of this CP's generation are taken). Operations that
+//!    change trees wait until capture ends.
+//! 2. **Allocate.** Give every captured block, then every dirty indirect block
+//!    and metadata block, a new address from the write allocator, bottom up.
+//!    Allocating changes the maps, which dirties map blocks, which need
+//!    addresses in turn: repeat until nothing new is dirty (ONTAP's ALLOC_LOOP).
+//!    Blocks this frees stay held until this CP commits. Then encode every block.
+//! 3. **Write.** Group the blocks by stripe. Whole stripes get parity computed in
+//!    memory; partial stripes read what the cheaper parity update needs first.
+//! 4. **Commit.** When every write is durable, write the superblock copy for this
+//!    CP (A for even, B for odd). When that is durable the CP is committed: held
+//!    blocks become free, the frozen NVLog half is released, flushes complete.
+//!
+//! A crash anywhere before the superblock lands leaves the previous CP intact,
+//! since nothing it references was overwritten; recovery replays the log.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use wafer_raid::{Dbn, DiskIndex, DiskSet, ParityDelta, ParityUpdateMethod, ParityUpdatePlan};
+
+use super::meta::{FileRef, MetaFile, PARITY_FILE, SUPERBLOCK_FILE, Volume, volume_table_bytes};
+use super::{Filer, IoOp, IoPurpose, IoResult, Phase, ReplyData, Sector};
+use crate::bitmap::Bitmap;
+use crate::format::{AGGREGATE_VOLUME, BlockPtr, Identity, Superblock, Trailer, content_checksum};
+use crate::nvlog::LunId;
+use crate::tree::{BlockTree, NodeId};
+use crate::units::{CpCount, DiskId, Fbn, Pvbn, Vvbn};
+use crate::{BLOCK_SIZE, Block};
+
+use super::api::CpReason;
+
+/// Where a block's content comes from when the CP encodes it.
+#[derive(Debug)]
+enum Content {
+    Data(Box<Block>),
+    Node(FileRef, NodeId),
+    Meta(FileRef, u64),
+}
+
+#[derive(Debug)]
+struct PlannedWrite {
+    ptr: BlockPtr,
+    file: FileRef,
+    level: u8,
+    index: u64,
+    content: Content,
+}
+
+/// One stripe's share of the CP.
+#[derive(Clone, Debug)]
+struct StripeJob {
+    new: BTreeMap<DiskIndex, Sector>,
+    plan: ParityUpdatePlan,
+    failed: DiskSet,
+    old: BTreeMap<DiskIndex, Option<Sector>>,
+    reads_left: usize,
+}
+
+/// A consistency point in progress.
+#[derive(Clone, Debug)]
+pub(super) struct Cp {
+    pub(super) number: CpCount,
+    reason: CpReason,
+    half: u8,
+    staged: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector>>,
+    image_map: Option<Bitmap>,
+    capturing: bool,
+    awaiting: BTreeSet<(LunId, Fbn)>,
+    captured: BTreeMap<(LunId, Fbn), Box<Block>>,
+    pinned: Vec<(LunId, Fbn)>,
+    stripes: BTreeMap<(usize, u64), StripeJob>,
+    writes_left: usize,
+    superblock: bool,
+    flushes: Vec<super::RequestId>,
+}
+
+impl Cp {
+    /// Whether the CP is waiting for `key`'s old content before it can capture it.
+    pub(super) fn awaits(&self, key: (LunId, Fbn)) -> bool {
+        self.capturing && self.awaiting.contains(&key)
+    }
+
+    /// Whether the CP is still capturing (tree changes must wait).
+    pub(super) fn is_capturing(&self) -> bool {
+        self.capturing
+    }
+}
+
+impl Filer {
+    /// Starts a CP.
+    pub(super) fn start_cp(&mut self, reason: CpReason) {
+        assert!(self.cp.is_none(), "one CP at a time");
+        let number = CpCount(self.committed.0 + 1);
+        let half = self.halves.freeze();
+        let mut cp = Cp {
+            number,
+            reason,
+            half,
+            staged: BTreeMap::new(),
+            image_map: None,
+            capturing: true,
+            awaiting: BTreeSet::new(),
+            captured: BTreeMap::new(),
+            pinned: Vec::new(),
+            stripes: BTreeMap::new(),
+            writes_left: 0,
+            superblock: false,
+            flushes: core::mem::take(&mut self.flush_waiting),
+        };
+        for key in core::mem::take(&mut self.dirty) {
+            let entry = self.cache.get_mut(&key).expect("dirty blocks are cached");
+            let content = entry.content.as_ref().expect("dirty blocks have content");
+            cp.captured.insert(key, content.clone());
+            entry.dirty = false;
+            entry.pinned = true;
+            cp.pinned.push(key);
+        }
+        for (key, entry) in &self.cache {
+            if entry.content.is_none() && entry.queue.iter().any(|op| op.generation <= number) {
+                cp.awaiting.insert(*key);
+                cp.pinned.push(*key);
+            }
+        }
+        let ready = cp.awaiting.is_empty();
+        self.cp = Some(cp);
+        if ready {
+            self.allocate_and_write();
+        }
+    }
+
+    /// The CP has the content it waited for.
+    pub(super) fn cp_captured(&mut self, key: (LunId, Fbn), content: Box<Block>) {
+        let cp = self.cp.as_mut().expect("a CP awaits this block");
+        cp.awaiting.remove(&key);
+        cp.captured.insert(key, content);
+        if cp.awaiting.is_empty() {
+            self.allocate_and_write();
+        }
+    }
+
+    fn allocate_and_write(&mut self) {
+        let mut cp = self.cp.take().expect("a CP");
+        cp.capturing = false;
+        let number = cp.number;
+        self.aggregate
+            .allocator
+            .begin_cp(&self.layout, cp.captured.len() as u64 + 16);
+        let mut writes = Vec::new();
+        for ((lun, fbn), data) in core::mem::take(&mut cp.captured) {
+            let live = self
+                .volumes
+                .get(&lun.volume)
+                .and_then(|v| v.luns.get(&lun.file))
+                .is_some_and(|l| fbn.0 * (BLOCK_SIZE as u64) < l.size_bytes);
+            if !live {
+                continue;
+            }
+            let file = FileRef::Lun(lun);
+            let ptr = self.allocate_block(file, number);
+            let old = self.lun_tree_mut(lun).set(fbn, ptr);
+            self.free_block(file, old, number);
+            // The inode records the file's root pointers and, later, times:
+            // a written file's inode is rewritten.
+            self.mark_owner_dirty(file);
+            writes.push(PlannedWrite {
+                ptr,
+                file,
+                level: 0,
+                index: fbn.0,
+                content: Content::Data(data),
+            });
+        }
+        let mut cleaned = BTreeSet::new();
+        loop {
+            let mut progress = false;
+            for file in self.files_to_clean() {
+                progress |= self.clean_file(file, number, &mut cleaned, &mut writes);
+            }
+            if !progress {
+                break;
+            }
+        }
+        cp.image_map = Some(self.aggregate.activemap.clone());
+        self.cp = Some(cp);
+        self.write_blocks(writes, number);
+        self.resume_stalled();
+    }
+
+    /// Every file that may hold dirt: LUNs with dirty indirect blocks, then the
+    /// metadata files in the order their cleaning dirties the next.
+    fn files_to_clean(&self) -> Vec<FileRef> {
+        let mut files = Vec::new();
+        for (&volume, v) in &self.volumes {
+            for (&file, lun) in &v.luns {
+                if lun.tree.has_dirty_nodes() {
+                    files.push(FileRef::Lun(LunId { volume, file }));
+                }
+            }
+            files.extend([
+                FileRef::Inofile(volume),
+                FileRef::VolumeMap(volume),
+                FileRef::Container(volume),
+            ]);
+        }
+        files.extend([FileRef::VolumeTable, FileRef::AggregateMap]);
+        files
+    }
+
+    /// Gives new addresses to a file's dirty blocks, bottom up. Returns whether
+    /// anything was allocated.
+    fn clean_file(
+        &mut self,
+        file: FileRef,
+        number: CpCount,
+        cleaned: &mut BTreeSet<(FileRef, u8, u64)>,
+        writes: &mut Vec<PlannedWrite>,
+    ) -> bool {
+        let before = (self.tree_mut(file).root(), self.tree_mut(file).level());
+        let mut progress = false;
+        let dirty_content = match self.meta_file_mut(file) {
+            Some(meta) => core::mem::take(&mut meta.dirty),
+            None => BTreeSet::new(),
+        };
+        for fbn in dirty_content {
+            if !cleaned.insert((file, 0, fbn)) {
+                continue;
+            }
+            let ptr = self.allocate_block(file, number);
+            let old = self.tree_mut(file).set(Fbn(fbn), ptr);
+            self.free_block(file, old, number);
+            writes.push(PlannedWrite {
+                ptr,
+                file,
+                level: 0,
+                index: fbn,
+                content: Content::Meta(file, fbn),
+            });
+            progress = true;
+        }
+        for level in 1..=self.tree_mut(file).level() {
+            for node in self.tree_mut(file).dirty_nodes(level) {
+                self.tree_mut(file).mark_clean(node);
+                if !cleaned.insert((file, node.0, node.1)) {
+                    continue;
+                }
+                let ptr = self.allocate_block(file, number);
+                let old = self.tree_mut(file).set_node_ptr(node, ptr);
+                self.free_block(file, old, number);
+                writes.push(PlannedWrite {
+                    ptr,
+                    file,
+                    level: node.0,
+                    index: node.1,
+                    content: Content::Node(file, node),
+                });
+                progress = true;
+            }
+        }
+        if (self.tree_mut(file).root(), self.tree_mut(file).level()) != before {
+            self.mark_owner_dirty(file);
+        }
+        progress
+    }
+
+    /// Marks the block holding `file`'s inode dirty.
+    fn mark_owner_dirty(&mut self, file: FileRef) {
+        match file {
+            FileRef::Lun(lun) => {
+                let volume = self.volumes.get_mut(&lun.volume).expect("volume of a LUN");
+                volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
+            }
+            FileRef::Inofile(v) | FileRef::VolumeMap(v) | FileRef::Container(v) => {
+                let block = u64::from(v.0) / super::meta::VOLUMES_PER_BLOCK as u64;
+                self.aggregate.volume_table.dirty.insert(block);
+            }
+            // Their inodes live in the superblock, written by every CP.
+            FileRef::AggregateMap | FileRef::VolumeTable => {}
+        }
+    }
+
+    pub(super) fn tree_mut(&mut self, file: FileRef) -> &mut BlockTree {
+        match file {
+            FileRef::Lun(lun) => self.lun_tree_mut(lun),
+            _ => &mut self.meta_file_mut(file).expect("a metadata file").tree,
+        }
+    }
+
+    pub(super) fn meta_file_mut(&mut self, file: FileRef) -> Option<&mut MetaFile> {
+        match file {
+            FileRef::Lun(_) => None,
+            FileRef::Inofile(v) => self.volumes.get_mut(&v).map(|v| &mut v.inofile),
+            FileRef::VolumeMap(v) => self.volumes.get_mut(&v).map(|v| &mut v.activemap_file),
+            FileRef::Container(v) => self.volumes.get_mut(&v).map(|v| &mut v.container_file),
+            FileRef::AggregateMap => Some(&mut self.aggregate.activemap_file),
+            FileRef::VolumeTable => Some(&mut self.aggregate.volume_table),
+        }
+    }
+
+    /// Takes a pvbn (and, for volume files, a vvbn) for a block of `file`.
+    fn allocate_block(&mut self, file: FileRef, number: CpCount) -> BlockPtr {
+        let aggregate = &mut self.aggregate;
+        let (activemap, pending) = (&aggregate.activemap, &aggregate.pending);
+        let pvbn = aggregate
+            .allocator
+            .allocate(&self.layout, |p| {
+                !activemap.get(p.0) && !pending.is_held(p.0)
+            })
+            .expect("the aggregate ran out of blocks: space reservations must prevent this");
+        assert!(
+            !self.committed_map.get(pvbn.0),
+            "pvbn {pvbn} belongs to committed CP {} and was allocated before it was released",
+            self.committed.0
+        );
+        let aggregate = &mut self.aggregate;
+        aggregate.activemap.set(pvbn.0);
+        aggregate
+            .activemap_file
+            .dirty
+            .insert(Bitmap::block_of(pvbn.0));
+        let vvbn = match file.volume() {
+            Some(v) => {
+                let volume = self.volumes.get_mut(&v).expect("volume of a volume file");
+                let vvbn = volume.allocate_vvbn();
+                volume.container[vvbn as usize] = pvbn.0;
+                volume
+                    .container_file
+                    .dirty
+                    .insert(vvbn / super::meta::CONTAINER_ENTRIES_PER_BLOCK);
+                Vvbn(vvbn)
+            }
+            None => Vvbn(pvbn.0),
+        };
+        // The checksum is filled in once the content is encoded.
+        BlockPtr {
+            pvbn,
+            vvbn,
+            birth: number.0 as u32,
+            checksum: 0,
+        }
+    }
+
+    /// Encodes the CP's blocks, children before parents so each parent records
+    /// its children's final checksums, and hands them to RAID stripe by stripe.
+    fn write_blocks(&mut self, mut writes: Vec<PlannedWrite>, number: CpCount) {
+        writes.sort_by_key(|w| (encode_order(w.file), w.file, w.level, w.index));
+        let mut by_stripe: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector>> = BTreeMap::new();
+        for write in writes {
+            let content = match write.content {
+                Content::Data(data) => {
+                    self.counters.data_blocks_written += 1;
+                    data
+                }
+                Content::Node(file, node) => {
+                    self.counters.meta_blocks_written += 1;
+                    self.tree_mut(file).node_bytes(node)
+                }
+                Content::Meta(file, fbn) => {
+                    self.counters.meta_blocks_written += 1;
+                    self.meta_bytes(file, fbn)
+                }
+            };
+            self.tree_mut(write.file)
+                .set_checksum((write.level, write.index), content_checksum(&content));
+            let (volume, file_id) = write.file.ids();
+            let identity = Identity {
+                pvbn: write.ptr.pvbn,
+                vvbn: write.ptr.vvbn,
+                volume,
+                file: file_id,
+                fbn: Fbn(write.index),
+                level: write.level,
+                cp: number,
+            };
+            let trailer = Trailer::new(&content, identity).encode();
+            let at = self
+                .layout
+                .locate(write.ptr.pvbn)
+                .expect("allocated inside the aggregate");
+            by_stripe.entry((at.group, at.dbn.0)).or_default().insert(
+                at.disk,
+                Sector {
+                    data: content,
+                    trailer,
+                },
+            );
+        }
+        if by_stripe.is_empty() {
+            return self.maybe_write_superblock();
+        }
+        // The stripes go in the NVLog first, so that a crash in mid-write can be
+        // made good (see `resync`).
+        let stripes = by_stripe
+            .keys()
+            .map(|&(group, dbn)| (group as u32, dbn))
+            .collect();
+        let record = crate::nvlog::NvRecord {
+            seq: self.next_seq,
+            generation: number,
+            op: crate::nvlog::LoggedOp::DirtyStripes { stripes },
+        };
+        self.next_seq += 1;
+        let cp = self.cp.as_mut().expect("a CP");
+        cp.staged = by_stripe;
+        let half = cp.half;
+        self.issue(
+            IoOp::NvlogAppend {
+                half,
+                record: record.encode(),
+            },
+            IoPurpose::StripesLogged,
+        );
+    }
+
+    /// The CP's stripes are logged: plan each, and write or read what it needs.
+    pub(super) fn issue_stripes(&mut self) {
+        let staged = core::mem::take(&mut self.cp.as_mut().expect("a CP").staged);
+        let mut ready = Vec::new();
+        for ((group, dbn), new) in staged {
+            let geometry = self.layout.groups()[group];
+            let written = DiskSet::of(new.keys().copied());
+            let failed = self.failed[group];
+            let plan = self.verifiable_plan(
+                group,
+                dbn,
+                geometry.plan_parity_update(written, failed),
+                failed,
+            );
+            self.count_plan(plan.method);
+            let job = StripeJob {
+                new,
+                plan,
+                failed,
+                old: BTreeMap::new(),
+                reads_left: plan.reads.len(),
+            };
+            if plan.reads.is_empty() {
+                ready.extend(self.finish_stripe(group, dbn, &job));
+            } else {
+                self.counters.parity_reads += plan.reads.len() as u64;
+                self.issue_stripe_reads(group, dbn, plan.reads);
+                self.cp
+                    .as_mut()
+                    .expect("a CP")
+                    .stripes
+                    .insert((group, dbn), job);
+            }
+        }
+        self.issue_writes(ready);
+        self.maybe_write_superblock();
+    }
+
+    /// Subtraction trusts old parity and old content it cannot verify unless
+    /// their checksums are known; where they are not, add instead (which reads
+    /// only untouched blocks, verifiable or free), or reconstruct first.
+    fn verifiable_plan(
+        &self,
+        group: usize,
+        dbn: u64,
+        plan: ParityUpdatePlan,
+        failed: DiskSet,
+    ) -> ParityUpdatePlan {
+        if plan.method != ParityUpdateMethod::Subtraction {
+            return plan;
+        }
+        let known = plan
+            .reads
+            .iter()
+            .all(|disk| self.written.is_known(self.layout.disk_id(group, disk), dbn));
+        if known {
+            return plan;
+        }
+        let geometry = self.layout.groups()[group];
+        let written = plan.writes.intersection(geometry.data_set());
+        let untouched = geometry.data_set().difference(written);
+        let (method, reads) = match untouched.intersection(failed).is_empty() {
+            true => (ParityUpdateMethod::Addition, untouched),
+            false => (
+                ParityUpdateMethod::ReconstructFirst,
+                geometry.all_disks().difference(failed),
+            ),
+        };
+        ParityUpdatePlan {
+            method,
+            reads,
+            writes: plan.writes,
+        }
+    }
+
+    fn count_plan(&mut self, method: ParityUpdateMethod) {
+        let counter = match method {
+            ParityUpdateMethod::FullStripe | ParityUpdateMethod::DataOnly => {
+                &mut self.counters.full_stripes
+            }
+            ParityUpdateMethod::Subtraction => &mut self.counters.partial_stripes_subtraction,
+            ParityUpdateMethod::Addition => &mut self.counters.partial_stripes_addition,
+            ParityUpdateMethod::ReconstructFirst => &mut self.counters.partial_stripes_reconstruct,
+        };
+        *counter += 1;
+    }
+
+    fn issue_stripe_reads(&mut self, group: usize, dbn: u64, reads: DiskSet) {
+        for disk in reads.iter() {
+            let id = self.layout.disk_id(group, disk);
+            self.issue(
+                IoOp::Read {
+                    disk: id,
+                    dbn: Dbn(dbn),
+                    count: 1,
+                },
+                IoPurpose::CpRead {
+                    stripe: (group, dbn),
+                    disk,
+                },
+            );
+        }
+    }
+
+    /// A block a partial-stripe write needed has been read.
+    pub(super) fn cp_read_done(&mut self, stripe: (usize, u64), disk: DiskIndex, result: IoResult) {
+        let sector = match result {
+            IoResult::Read(mut sectors) => sectors.pop().flatten(),
+            IoResult::Done | IoResult::DiskFailed => None,
+        };
+        let cp = self.cp.as_mut().expect("a CP reads only while it runs");
+        let job = cp.stripes.get_mut(&stripe).expect("a stripe job");
+        job.old.insert(disk, sector);
+        job.reads_left -= 1;
+        if job.reads_left > 0 {
+            return;
+        }
+        let (group, dbn) = stripe;
+        let geometry = self.layout.groups()[group];
+        let suspects: DiskSet = job
+            .old
+            .iter()
+            .filter(|(disk, sector)| {
+                let id = self.layout.disk_id(group, **disk);
+                let last_write = sector
+                    .as_ref()
+                    .and_then(|s| self.written.matches(id, dbn, &s.data));
+                !sector_is_sound(sector.as_ref(), last_write)
+            })
+            .map(|(disk, _)| *disk)
+            .collect();
+        let failed = job.failed.union(suspects).union(self.failed[group]);
+        let tolerable = failed.len() <= geometry.raid_type().tolerated_failures();
+        if failed != job.failed && tolerable {
+            // Something read back damaged (or a disk died): rebuild the stripe
+            // from every survivor first, treating the damaged blocks as lost.
+            let reads = geometry.all_disks().difference(failed);
+            let missing = reads.difference(DiskSet::of(job.old.keys().copied()));
+            job.failed = failed;
+            job.plan = ParityUpdatePlan {
+                method: ParityUpdateMethod::ReconstructFirst,
+                reads,
+                writes: job.plan.writes.difference(failed),
+            };
+            job.reads_left = missing.len();
+            job.old.retain(|disk, _| !failed.contains(*disk));
+            if !missing.is_empty() {
+                self.counters.parity_reads += missing.len() as u64;
+                self.issue_stripe_reads(group, dbn, missing);
+                return;
+            }
+        }
+        let job = self
+            .cp
+            .as_mut()
+            .expect("a CP")
+            .stripes
+            .remove(&stripe)
+            .expect("a stripe job");
+        let writes = self.finish_stripe(group, dbn, &job);
+        self.issue_writes(writes);
+        self.maybe_write_superblock();
+    }
+
+    /// Computes a stripe's parity by its plan and returns the sectors to write.
+    fn finish_stripe(
+        &mut self,
+        group: usize,
+        dbn: u64,
+        job: &StripeJob,
+    ) -> Vec<(DiskId, Dbn, Sector)> {
+        let geometry = self.layout.groups()[group];
+        let mut stripe: Vec<Block> = vec![[0u8; BLOCK_SIZE]; geometry.group_size()];
+        for (disk, sector) in &job.old {
+            if let Some(sector) = sector {
+                stripe[disk.as_usize()] = *sector.data;
+            }
+        }
+        let sabotaged = self.options.sabotage == Some(super::Sabotage::SkipParityUpdate);
+        match job.plan.method {
+            _ if sabotaged && !job.plan.reads.is_empty() => {}
+            ParityUpdateMethod::Subtraction => {
+                let mut delta = ParityDelta::new(geometry);
+                for (disk, sector) in &job.new {
+                    let old = stripe[disk.as_usize()];
+                    delta.add_change(*disk, &old, &sector.data);
+                }
+                match &mut stripe[..geometry.parity_disks()] {
+                    [row] => delta.apply(row, None),
+                    [dparity, row] => delta.apply(row, Some(dparity)),
+                    _ => unreachable!("one or two parity disks"),
+                }
+            }
+            ParityUpdateMethod::ReconstructFirst => {
+                match self.reconstruct_used(&geometry, group, dbn, &stripe, job.failed) {
+                    Some(rebuilt) => stripe = rebuilt,
+                    None => self.counters.unrecoverable_blocks += 1,
+                }
+                self.overlay_and_encode(&geometry, &mut stripe, job);
+            }
+            ParityUpdateMethod::FullStripe | ParityUpdateMethod::Addition => {
+                self.overlay_and_encode(&geometry, &mut stripe, job)
+            }
+            ParityUpdateMethod::DataOnly => {}
+        }
+        // Blocks for failed disks live only in parity now; that is what a later
+        // reconstruction must reproduce.
+        for (disk, sector) in job
+            .new
+            .iter()
+            .filter(|(d, _)| !job.plan.writes.contains(**d))
+        {
+            self.written
+                .record(self.layout.disk_id(group, *disk), dbn, &sector.data);
+        }
+        let mut out = Vec::new();
+        let parity = self.layout.groups()[group].parity_set();
+        for disk in job
+            .plan
+            .writes
+            .iter()
+            .filter(|d| !(sabotaged && !job.plan.reads.is_empty() && parity.contains(*d)))
+        {
+            let sector = match job.new.get(&disk) {
+                Some(sector) => sector.clone(),
+                None => {
+                    self.counters.parity_blocks_written += 1;
+                    parity_sector(&stripe[disk.as_usize()], dbn)
+                }
+            };
+            out.push((self.layout.disk_id(group, disk), Dbn(dbn), sector));
+        }
+        out
+    }
+
+    fn overlay_and_encode(
+        &self,
+        geometry: &wafer_raid::RaidGroupGeometry,
+        stripe: &mut [Block],
+        job: &StripeJob,
+    ) {
+        for (disk, sector) in &job.new {
+            stripe[disk.as_usize()] = *sector.data;
+        }
+        geometry.encode_stripe(stripe);
+    }
+
+    /// Issues writes, merging runs of adjacent blocks on a disk into one I/O.
+    fn issue_writes(&mut self, mut writes: Vec<(DiskId, Dbn, Sector)>) {
+        writes.sort_by_key(|(disk, dbn, _)| (*disk, *dbn));
+        let mut runs: Vec<(DiskId, Dbn, Vec<Sector>)> = Vec::new();
+        for (disk, dbn, sector) in writes {
+            match runs.last_mut() {
+                Some((d, start, sectors))
+                    if *d == disk && start.0 + sectors.len() as u64 == dbn.0 =>
+                {
+                    sectors.push(sector)
+                }
+                _ => runs.push((disk, dbn, vec![sector])),
+            }
+        }
+        for (disk, dbn, sectors) in runs {
+            self.cp.as_mut().expect("a CP").writes_left += 1;
+            self.issue(
+                IoOp::Write { disk, dbn, sectors },
+                IoPurpose::CpWrite { disk },
+            );
+        }
+    }
+
+    /// A CP write is durable.
+    pub(super) fn cp_write_done(&mut self) {
+        let cp = self.cp.as_mut().expect("a CP");
+        cp.writes_left -= 1;
+        if cp.superblock && cp.writes_left == 0 {
+            self.commit();
+        } else {
+            self.maybe_write_superblock();
+        }
+    }
+
+    fn maybe_write_superblock(&mut self) {
+        let cp = self.cp.as_ref().expect("a CP");
+        if cp.superblock || cp.writes_left > 0 || !cp.stripes.is_empty() || !cp.staged.is_empty() {
+            return;
+        }
+        let number = cp.number;
+        let superblock = Superblock {
+            cp: number,
+            groups: self.layout.records(),
+            spares: self.layout.spares(),
+            activemap: self
+                .aggregate
+                .activemap_file
+                .inode(self.aggregate.activemap.blocks()),
+            volumes: self
+                .aggregate
+                .volume_table
+                .inode(self.volume_table_blocks()),
+        }
+        .encode();
+        let geometry = self.layout.groups()[0];
+        let dbn = Dbn(number.0 % crate::aggregate::SUPERBLOCK_COPIES);
+        let mut stripe: Vec<Block> = vec![superblock; geometry.group_size()];
+        geometry.encode_stripe(&mut stripe);
+        let mut writes = Vec::new();
+        for disk in geometry.all_disks().difference(self.failed[0]).iter() {
+            let sector = match self.layout.pvbn(0, disk, dbn) {
+                Some(pvbn) => superblock_sector(&superblock, pvbn, number),
+                None => parity_sector(&stripe[disk.as_usize()], dbn.0),
+            };
+            writes.push((self.layout.disk_id(0, disk), dbn, sector));
+        }
+        self.cp.as_mut().expect("a CP").superblock = true;
+        let count = writes.len();
+        for (disk, dbn, sector) in writes {
+            self.cp.as_mut().expect("a CP").writes_left += 1;
+            self.issue(
+                IoOp::Write {
+                    disk,
+                    dbn,
+                    sectors: vec![sector],
+                },
+                IoPurpose::SuperblockWrite,
+            );
+        }
+        if count == 0 {
+            self.commit();
+        }
+    }
+
+    pub(super) fn volume_table_blocks(&self) -> u64 {
+        self.volumes.keys().last().map_or(0, |v| {
+            u64::from(v.0) / super::meta::VOLUMES_PER_BLOCK as u64 + 1
+        })
+    }
+
+    /// The superblock is durable: the CP is the new on-disk image.
+    fn commit(&mut self) {
+        let mut cp = self.cp.take().expect("a CP");
+        self.committed = cp.number;
+        self.committed_map = cp.image_map.take().expect("a committed CP has allocated");
+        *self.counters.cps.entry(cp.reason).or_default() += 1;
+        for pvbn in self.aggregate.pending.release(cp.number) {
+            self.aggregate
+                .allocator
+                .note_released(&self.layout, Pvbn(pvbn));
+        }
+        for volume in self.volumes.values_mut() {
+            volume.pending.release(cp.number);
+        }
+        let half = self.halves.release();
+        self.issue(IoOp::NvlogReset { half }, IoPurpose::Reset);
+        for key in &cp.pinned {
+            if let Some(entry) = self.cache.get_mut(key) {
+                entry.pinned = false;
+            }
+        }
+        for id in cp.flushes {
+            self.reply(id, Ok(ReplyData::Done));
+        }
+        self.last_cp_end = self.now;
+        for (read, attempts) in core::mem::take(&mut self.parked_repairs) {
+            self.start_repair_attempt(read, attempts);
+        }
+        if matches!(self.phase, Phase::Mounting(_)) {
+            self.mount_cp_committed();
+        }
+        self.evict();
+        if let Some(reason) = self.next_cp_reason.take() {
+            self.start_cp(reason);
+        } else if self.dirty.len() >= self.options.dirty_high_water {
+            self.start_cp(CpReason::HighWater);
+        }
+        self.resume_stalled();
+    }
+
+    /// The content of metadata block `fbn` of `file`, as of now.
+    fn meta_bytes(&self, file: FileRef, fbn: u64) -> Box<Block> {
+        match file {
+            FileRef::Inofile(v) => self.volumes[&v].inofile_bytes(fbn),
+            FileRef::VolumeMap(v) => self.volumes[&v].activemap.block_bytes(fbn),
+            FileRef::Container(v) => self.volumes[&v].container_bytes(fbn),
+            FileRef::AggregateMap => self.aggregate.activemap.block_bytes(fbn),
+            FileRef::VolumeTable => volume_table_bytes(&self.volumes, fbn),
+            FileRef::Lun(_) => unreachable!("LUN content is captured, not generated"),
+        }
+    }
+}
+
+/// Files whose blocks hold other files' roots are encoded after them: LUNs,
+/// then the volume files holding LUN inodes, then the volume table holding
+/// volume roots. The aggregate's map holds no pointers and may go anywhere.
+fn encode_order(file: FileRef) -> u8 {
+    match file {
+        FileRef::Lun(_) => 0,
+        FileRef::Inofile(_) | FileRef::VolumeMap(_) | FileRef::Container(_) => 1,
+        FileRef::VolumeTable | FileRef::AggregateMap => 2,
+    }
+}
+
+/// Whether a sector read back for a parity computation can be trusted: it is
+/// what the filer last wrote there (when that is known), and otherwise it was
+/// never written (zeros) or matches its own trailer's checksum.
+fn sector_is_sound(sector: Option<&Sector>, matches_last_write: Option<bool>) -> bool {
+    let Some(sector) = sector else { return false };
+    if let Some(matches) = matches_last_write {
+        return matches;
+    }
+    match Trailer::decode(&sector.trailer) {
+        Ok(trailer) => trailer.matches(&sector.data),
+        Err(_) => sector.data.iter().all(|&b| b == 0),
+    }
+}
+
+/// A parity block with a trailer of its own, so scrubs and partial writes can
+/// tell a damaged parity block from a sound one.
+pub(super) fn parity_sector(content: &Block, dbn: u64) -> Sector {
+    let identity = Identity {
+        pvbn: Pvbn(0),
+        vvbn: Vvbn(0),
+        volume: AGGREGATE_VOLUME,
+        file: PARITY_FILE,
+        fbn: Fbn(dbn),
+        level: 0,
+        cp: CpCount(0),
+    };
+    Sector {
+        data: Box::new(*content),
+        trailer: Trailer::new(content, identity).encode(),
+    }
+}
+
+fn superblock_sector(content: &Block, pvbn: Pvbn, number: CpCount) -> Sector {
+    let identity = Identity {
+        pvbn,
+        vvbn: Vvbn(pvbn.0),
+        volume: AGGREGATE_VOLUME,
+        file: SUPERBLOCK_FILE,
+        fbn: Fbn(number.0 % crate::aggregate::SUPERBLOCK_COPIES),
+        level: 0,
+        cp: number,
+    };
+    Sector {
+        data: Box::new(*content),
+        trailer: Trailer::new(content, identity).encode(),
+    }
+}
+
+impl Volume {
+    /// Takes the next free vvbn (never one still held by an on-disk image).
+    pub(super) fn allocate_vvbn(&mut self) -> u64 {
+        let blocks = self.vvbn_blocks;
+        for step in 0..blocks {
+            let vvbn = (self.cursor + step) % blocks;
+            if !self.activemap.get(vvbn) && !self.pending.is_held(vvbn) {
+                self.activemap.set(vvbn);
+                self.activemap_file.dirty.insert(Bitmap::block_of(vvbn));
+                self.cursor = vvbn + 1;
+                return vvbn;
+            }
+        }
+        panic!(
+            "volume {} ran out of vvbns: space reservations must prevent this",
+            self.name
+        );
+    }
+}

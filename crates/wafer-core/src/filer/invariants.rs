@@ -1,0 +1,145 @@
+//! Invariants of the in-memory file systems, checked at quiescent points.
+//!
+//! - Every block pointer of every file names a block the aggregate's active map
+//!   marks used, and no two pointers name the same block.
+//! - The aggregate's active map marks exactly those blocks, plus the superblock
+//!   pair: nothing leaks, nothing referenced is free.
+//! - For a volume's files, the vvbn is marked in the volume's active map, the
+//!   container map sends it to the pointer's pvbn, and the volume's map and
+//!   container hold nothing else.
+//! - Blocks held for a later CP are marked free and not used; the allocator's
+//!   count of free blocks is exact.
+//! - No pointer is born after the newest committed CP.
+
+use std::collections::BTreeSet;
+
+use super::Filer;
+use super::meta::FileRef;
+use crate::format::BlockPtr;
+use crate::nvlog::LunId;
+use crate::units::Pvbn;
+
+impl Filer {
+    /// Checks every invariant; call only when no I/O is in flight.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if self.cp.is_some() || !self.io_pending.is_empty() {
+            return Err("invariants are checked only when the filer is quiescent".into());
+        }
+        let mut pvbns = BTreeSet::new();
+        for (file, ptr) in self.every_pointer() {
+            if !pvbns.insert(ptr.pvbn.0) {
+                return Err(format!(
+                    "pvbn {} is referenced twice (again by {file:?})",
+                    ptr.pvbn
+                ));
+            }
+            if !self.aggregate.activemap.get(ptr.pvbn.0) {
+                return Err(format!("pvbn {} of {file:?} is marked free", ptr.pvbn));
+            }
+            if u64::from(ptr.birth) > self.committed.0 {
+                return Err(format!(
+                    "pvbn {} of {file:?} was born after CP {}",
+                    ptr.pvbn, self.committed.0
+                ));
+            }
+            match file.volume() {
+                Some(v) => {
+                    let volume = &self.volumes[&v];
+                    if !volume.activemap.get(ptr.vvbn.0)
+                        || volume.container[ptr.vvbn.0 as usize] != ptr.pvbn.0
+                    {
+                        return Err(format!(
+                            "vvbn {} of {file:?} is not mapped to pvbn {}",
+                            ptr.vvbn, ptr.pvbn
+                        ));
+                    }
+                }
+                None if ptr.vvbn.0 != ptr.pvbn.0 => {
+                    return Err(format!(
+                        "aggregate file {file:?} has vvbn {} != pvbn {}",
+                        ptr.vvbn, ptr.pvbn
+                    ));
+                }
+                None => {}
+            }
+        }
+        self.check_aggregate_map(&pvbns)?;
+        self.check_volume_maps()
+    }
+
+    fn check_aggregate_map(&self, referenced: &BTreeSet<u64>) -> Result<(), String> {
+        let map = &self.aggregate.activemap;
+        let mut free = 0u64;
+        for pvbn in 0..map.len() {
+            let reserved = pvbn == 0 || self.layout.is_reserved(Pvbn(pvbn));
+            let used = map.get(pvbn);
+            if used != (reserved || referenced.contains(&pvbn)) {
+                return Err(format!(
+                    "pvbn {pvbn} is marked {} but is {}referenced",
+                    used,
+                    if used { "not " } else { "" }
+                ));
+            }
+            let held = self.aggregate.pending.is_held(pvbn);
+            if held && used {
+                return Err(format!("pvbn {pvbn} is both in use and held for release"));
+            }
+            free += u64::from(!used && !held);
+        }
+        let counted = self.aggregate.allocator.free_blocks();
+        if counted != free {
+            return Err(format!(
+                "the allocator counts {counted} free blocks, the maps {free}"
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_volume_maps(&self) -> Result<(), String> {
+        for (&id, volume) in &self.volumes {
+            let mut vvbns: BTreeSet<u64> = BTreeSet::new();
+            for (file, ptr) in self.every_pointer() {
+                if file.volume() == Some(id) {
+                    vvbns.insert(ptr.vvbn.0);
+                }
+            }
+            for vvbn in 0..volume.vvbn_blocks {
+                let used = volume.activemap.get(vvbn);
+                let expected = vvbn == 0 || vvbns.contains(&vvbn);
+                if used != expected {
+                    return Err(format!(
+                        "volume {} vvbn {vvbn} is marked {used}, referenced {expected}",
+                        volume.name
+                    ));
+                }
+                let mapped = volume.container[vvbn as usize] != 0;
+                if mapped != (vvbn != 0 && expected) {
+                    return Err(format!(
+                        "volume {} container entry {vvbn} is stale",
+                        volume.name
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every non-null pointer of every file, with the file it belongs to.
+    pub(super) fn every_pointer(&self) -> Vec<(FileRef, BlockPtr)> {
+        let mut out = Vec::new();
+        let mut add = |file: FileRef, tree: &crate::tree::BlockTree| {
+            out.extend(tree.all_pointers().into_iter().map(|(_, ptr)| (file, ptr)));
+        };
+        for (&v, volume) in &self.volumes {
+            for (&file, lun) in &volume.luns {
+                add(FileRef::Lun(LunId { volume: v, file }), &lun.tree);
+            }
+            add(FileRef::Inofile(v), &volume.inofile.tree);
+            add(FileRef::VolumeMap(v), &volume.activemap_file.tree);
+            add(FileRef::Container(v), &volume.container_file.tree);
+        }
+        add(FileRef::AggregateMap, &self.aggregate.activemap_file.tree);
+        add(FileRef::VolumeTable, &self.aggregate.volume_table.tree);
+        out
+    }
+}

@@ -1,0 +1,1078 @@
+//! The `Filer`: one aggregate with its flexible volumes and LUNs, as a state
+//! machine.
+//!
+//! Call order after any `submit` or `handle_*`: drain [`Filer::poll_io`], then
+//! [`Filer::poll_reply`], then read [`Filer::poll_timeout`].
+//!
+//! Writes go to the buffer cache and the NVLog and are acknowledged once the
+//! log append is durable. Consistency points (`cp`) write everything dirty to
+//! new places as full stripes where possible and commit by writing the
+//! superblock. Reads come from the cache or from disk, every block verified
+//! against its trailer and repaired from parity when it fails (`blockio`).
+//! Mounting walks the metadata from the newest superblock and replays the NVLog
+//! (`mount`). Invariants that must hold at every quiescent point are checked by
+//! [`Filer::check_invariants`].
+
+pub mod api;
+mod blockio;
+mod cp;
+pub mod meta;
+mod mount;
+mod resync;
+mod written;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use wafer_raid::DiskSet;
+
+pub use api::*;
+use blockio::{BlockRead, ReadPurpose, RepairJob};
+use cp::Cp;
+use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
+use mount::Mount;
+use written::WrittenSums;
+
+use crate::aggregate::Layout;
+use crate::bitmap::Bitmap;
+use crate::format::{BlockPtr, NAME_MAX};
+use crate::nvlog::{Append, Halves, LoggedOp, LunId, NvRecord};
+use crate::space::{Allocator, PendingFrees};
+use crate::units::{CpCount, Fbn, FileId, Instant, VolumeId};
+use crate::{BLOCK_SIZE, Block};
+
+/// The aggregate-level state: its map, its volume table and its allocator.
+#[derive(Clone, Debug)]
+struct Aggregate {
+    activemap: Bitmap,
+    activemap_file: MetaFile,
+    volume_table: MetaFile,
+    pending: PendingFrees,
+    allocator: Allocator,
+}
+
+/// A change queued on a cached block while its old content is being read.
+#[derive(Clone, Debug)]
+struct QueuedOp {
+    generation: CpCount,
+    at: usize,
+    bytes: Option<Vec<u8>>,
+    len: usize,
+}
+
+impl QueuedOp {
+    fn apply(&self, block: &mut Block) {
+        match &self.bytes {
+            Some(bytes) => block[self.at..self.at + self.len].copy_from_slice(bytes),
+            None => block[self.at..self.at + self.len].fill(0),
+        }
+    }
+}
+
+/// A block of a LUN in the buffer cache.
+#[derive(Clone, Debug)]
+struct CacheEntry {
+    content: Option<Box<Block>>,
+    queue: Vec<QueuedOp>,
+    dirty: bool,
+    pinned: bool,
+    waiters: Vec<RequestId>,
+    last_use: u64,
+}
+
+/// A read waiting for blocks to arrive.
+#[derive(Clone, Debug)]
+struct PendingRead {
+    offset: u64,
+    data: Vec<u8>,
+    missing: usize,
+    failed: bool,
+}
+
+/// Where the filer is in its life.
+#[derive(Clone, Debug)]
+enum Phase {
+    Mounting(Box<Mount>),
+    Online,
+    Failed(String),
+}
+
+/// Why an I/O was issued.
+#[derive(Clone, Debug)]
+enum IoPurpose {
+    Blocks(Vec<BlockRead>),
+    Repair {
+        job: u64,
+        disk: wafer_raid::DiskIndex,
+    },
+    RepairWrite,
+    CpRead {
+        stripe: (usize, u64),
+        disk: wafer_raid::DiskIndex,
+    },
+    CpWrite {
+        disk: crate::units::DiskId,
+    },
+    SuperblockRead {
+        disk: crate::units::DiskId,
+    },
+    SuperblockWrite,
+    Append {
+        request: Option<(RequestId, Result<ReplyData, HostError>)>,
+    },
+    StripesLogged,
+    Reset,
+    ResyncRead {
+        stripe: (usize, u64),
+        disk: wafer_raid::DiskIndex,
+    },
+    ResyncWrite,
+}
+
+/// One aggregate, its volumes and LUNs: the filer engine.
+#[derive(Debug)]
+pub struct Filer {
+    layout: Layout,
+    options: Options,
+    phase: Phase,
+    committed: CpCount,
+    aggregate: Aggregate,
+    volumes: BTreeMap<VolumeId, Volume>,
+    reserved_blocks: u64,
+    cache: BTreeMap<(LunId, Fbn), CacheEntry>,
+    dirty: BTreeSet<(LunId, Fbn)>,
+    use_clock: u64,
+    halves: Halves,
+    next_seq: u64,
+    stalled: VecDeque<(RequestId, LoggedOp)>,
+    reads: BTreeMap<RequestId, PendingRead>,
+    flush_waiting: Vec<RequestId>,
+    cp: Option<Cp>,
+    next_cp_reason: Option<CpReason>,
+    last_cp_end: Instant,
+    now: Instant,
+    failed: Vec<DiskSet>,
+    repairs: BTreeMap<u64, RepairJob>,
+    parked_repairs: Vec<(BlockRead, u8)>,
+    written: WrittenSums,
+    /// The aggregate's active map as of the newest committed CP: no block it
+    /// marks may be written until a newer CP has committed without it.
+    committed_map: Bitmap,
+    next_repair: u64,
+    io_out: VecDeque<Io>,
+    io_pending: BTreeMap<IoId, IoPurpose>,
+    next_io: u64,
+    replies: VecDeque<Reply>,
+    next_request: u64,
+    counters: Counters,
+}
+
+impl Filer {
+    fn empty(layout: Layout, options: Options, now: Instant) -> Filer {
+        let total = layout.total_blocks();
+        let mut activemap = Bitmap::new(total);
+        for pvbn in (0..total).filter(|&p| layout.is_reserved(crate::units::Pvbn(p))) {
+            activemap.set(pvbn);
+        }
+        activemap.set(0);
+        let allocator = Allocator::new(&layout, |p| !activemap.get(p.0));
+        let groups = layout.groups().len();
+        let halves = Halves::new(options.nvlog_half_bytes);
+        let written = WrittenSums::new(&layout);
+        Filer {
+            aggregate: Aggregate {
+                activemap,
+                activemap_file: MetaFile::default(),
+                volume_table: MetaFile::default(),
+                pending: PendingFrees::new(total),
+                allocator,
+            },
+            layout,
+            options,
+            phase: Phase::Online,
+            committed: CpCount(0),
+            volumes: BTreeMap::new(),
+            reserved_blocks: 0,
+            cache: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            use_clock: 0,
+            halves,
+            next_seq: 0,
+            stalled: VecDeque::new(),
+            reads: BTreeMap::new(),
+            flush_waiting: Vec::new(),
+            cp: None,
+            next_cp_reason: None,
+            last_cp_end: now,
+            now,
+            failed: vec![DiskSet::EMPTY; groups],
+            written,
+            committed_map: Bitmap::new(total),
+            repairs: BTreeMap::new(),
+            parked_repairs: Vec::new(),
+            next_repair: 0,
+            io_out: VecDeque::new(),
+            io_pending: BTreeMap::new(),
+            next_io: 0,
+            replies: VecDeque::new(),
+            next_request: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Creates a new, empty aggregate on blank disks. The filer is online once
+    /// the first CP (which writes the superblock) has committed.
+    pub fn format(layout: Layout, options: Options, now: Instant) -> Filer {
+        let mut filer = Filer::empty(layout, options, now);
+        // Every map block is dirty so that the first image is complete.
+        for block in 0..filer.aggregate.activemap.blocks() {
+            filer.aggregate.activemap_file.dirty.insert(block);
+        }
+        filer.start_cp(CpReason::Sync);
+        filer
+    }
+
+    /// Whether the filer accepts host requests.
+    pub fn is_online(&self) -> bool {
+        matches!(self.phase, Phase::Online) && self.committed.0 > 0
+    }
+
+    /// The newest committed CP.
+    pub fn committed_cp(&self) -> CpCount {
+        self.committed
+    }
+
+    /// The aggregate's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Counters since start.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Disks known failed, per RAID group.
+    pub fn failed_disks(&self) -> &[DiskSet] {
+        &self.failed
+    }
+
+    /// Volumes by id, with their names.
+    pub fn volumes(&self) -> Vec<(VolumeId, String)> {
+        self.volumes
+            .iter()
+            .map(|(id, v)| (*id, v.name.clone()))
+            .collect()
+    }
+
+    /// LUNs of a volume: id, name and size in bytes.
+    pub fn luns(&self, volume: VolumeId) -> Vec<(LunId, String, u64)> {
+        self.volumes.get(&volume).map_or_else(Vec::new, |v| {
+            v.luns
+                .iter()
+                .map(|(file, lun)| {
+                    (
+                        LunId {
+                            volume,
+                            file: *file,
+                        },
+                        lun.name.clone(),
+                        lun.size_bytes,
+                    )
+                })
+                .collect()
+        })
+    }
+
+    /// Accepts a host request.
+    pub fn submit(&mut self, now: Instant, request: HostRequest) -> Result<RequestId, Busy> {
+        self.now = now;
+        if !self.is_online() {
+            return Err(Busy);
+        }
+        let id = RequestId(self.next_request);
+        self.next_request += 1;
+        self.dispatch(id, request);
+        Ok(id)
+    }
+
+    /// The next I/O for the driver to perform.
+    pub fn poll_io(&mut self) -> Option<Io> {
+        self.io_out.pop_front()
+    }
+
+    /// The next reply to a host request.
+    pub fn poll_reply(&mut self) -> Option<Reply> {
+        self.replies.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let idle = self.dirty.is_empty() && self.halves.active_used() == 0;
+        (self.is_online() && self.cp.is_none() && !idle)
+            .then(|| self.last_cp_end + self.options.cp_interval)
+    }
+
+    /// Time has passed: starts the timer CP when it is due. Spurious calls are no-ops.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        if self.poll_timeout().is_some_and(|deadline| now >= deadline) {
+            self.start_cp(CpReason::Timer);
+        }
+    }
+
+    /// An I/O has completed.
+    pub fn handle_io_done(&mut self, now: Instant, id: IoId, result: IoResult) {
+        self.now = now;
+        let purpose = self
+            .io_pending
+            .remove(&id)
+            .expect("completion of an I/O that is not pending");
+        if result == IoResult::DiskFailed {
+            if let Some(disk) = self.disk_of(&purpose) {
+                self.mark_failed(disk);
+            }
+        }
+        match purpose {
+            IoPurpose::Blocks(reads) => self.blocks_read(reads, result),
+            IoPurpose::Repair { job, disk } => self.repair_read(job, disk, result),
+            IoPurpose::RepairWrite | IoPurpose::Reset => {}
+            IoPurpose::CpRead { stripe, disk } => self.cp_read_done(stripe, disk, result),
+            IoPurpose::CpWrite { .. } | IoPurpose::SuperblockWrite => self.cp_write_done(),
+            IoPurpose::SuperblockRead { disk } => self.superblock_read(disk, result),
+            IoPurpose::Append { request } => {
+                if let Some((id, result)) = request {
+                    self.replies.push_back(Reply { id, result });
+                }
+            }
+            IoPurpose::StripesLogged => self.issue_stripes(),
+            IoPurpose::ResyncRead { stripe, disk } => self.resync_read(stripe, disk, result),
+            IoPurpose::ResyncWrite => self.resync_write_done(),
+        }
+    }
+
+    fn disk_of(&self, purpose: &IoPurpose) -> Option<crate::units::DiskId> {
+        match purpose {
+            IoPurpose::Blocks(reads) => reads
+                .first()
+                .map(|r| self.layout.disk_id(r.at.group, r.at.disk)),
+            IoPurpose::CpWrite { disk } | IoPurpose::SuperblockRead { disk } => Some(*disk),
+            _ => None,
+        }
+    }
+
+    /// Marks a disk failed; its blocks are reconstructed from parity from now on.
+    pub fn mark_failed(&mut self, disk: crate::units::DiskId) {
+        if let Some(crate::aggregate::Slot::Member { group, disk }) = self.layout.slot(disk) {
+            self.failed[group] = self.failed[group].with(disk);
+        }
+    }
+
+    fn issue(&mut self, op: IoOp, purpose: IoPurpose) {
+        if let IoOp::Write { disk, dbn, sectors } = &op {
+            for (n, sector) in sectors.iter().enumerate() {
+                self.written.record(*disk, dbn.0 + n as u64, &sector.data);
+            }
+        }
+        let id = IoId(self.next_io);
+        self.next_io += 1;
+        self.io_pending.insert(id, purpose);
+        self.io_out.push_back(Io { id, op });
+    }
+
+    fn reply(&mut self, id: RequestId, result: Result<ReplyData, HostError>) {
+        self.replies.push_back(Reply { id, result });
+    }
+
+    fn dispatch(&mut self, id: RequestId, request: HostRequest) {
+        match request {
+            HostRequest::Read {
+                lun,
+                offset,
+                length,
+            } => self.read(id, lun, offset, length),
+            HostRequest::Flush => self.flush(id),
+            modifying => {
+                let op = match modifying {
+                    HostRequest::Write { lun, offset, data } => {
+                        LoggedOp::Write { lun, offset, data }
+                    }
+                    HostRequest::Trim {
+                        lun,
+                        offset,
+                        length,
+                    } => LoggedOp::Trim {
+                        lun,
+                        offset,
+                        length,
+                    },
+                    HostRequest::CreateVolume { name, size_bytes } => {
+                        LoggedOp::CreateVolume { name, size_bytes }
+                    }
+                    HostRequest::CreateLun {
+                        volume,
+                        name,
+                        size_bytes,
+                    } => LoggedOp::CreateLun {
+                        volume,
+                        name,
+                        size_bytes,
+                    },
+                    HostRequest::ResizeLun { lun, size_bytes } => {
+                        LoggedOp::ResizeLun { lun, size_bytes }
+                    }
+                    HostRequest::DestroyLun { lun } => LoggedOp::DestroyLun { lun },
+                    HostRequest::Read { .. } | HostRequest::Flush => unreachable!("handled above"),
+                };
+                self.modify(id, op);
+            }
+        }
+    }
+
+    fn generation(&self) -> CpCount {
+        CpCount(self.committed.0 + 1 + u64::from(self.cp.is_some()))
+    }
+
+    /// Validates, logs and applies a modifying operation; the reply goes out
+    /// when the log append is durable.
+    fn modify(&mut self, id: RequestId, op: LoggedOp) {
+        if let Err(error) = self.validate(&op) {
+            return self.reply(id, Err(error));
+        }
+        let dirty_limit = 2 * self.options.dirty_high_water;
+        let capturing = self.cp.as_ref().is_some_and(Cp::is_capturing);
+        if !self.stalled.is_empty()
+            || capturing
+            || (self.cp.is_some() && self.dirty.len() >= dirty_limit)
+        {
+            self.counters.back_to_back_waits += 1;
+            return self.stalled.push_back((id, op));
+        }
+        let record = NvRecord {
+            seq: self.next_seq,
+            generation: self.generation(),
+            op,
+        };
+        let encoded = record.encode();
+        let half = match self.halves.append(encoded.len() as u64) {
+            Append::Logged { half } => half,
+            Append::HalfFull if self.cp.is_some() => {
+                self.counters.back_to_back_waits += 1;
+                self.next_cp_reason = Some(CpReason::BackToBack);
+                return self.stalled.push_back((id, record.op));
+            }
+            Append::HalfFull => {
+                self.start_cp(CpReason::NvlogFull);
+                return self.modify(id, record.op);
+            }
+        };
+        self.next_seq += 1;
+        let result = self.apply(record.generation, &record.op);
+        self.issue(
+            IoOp::NvlogAppend {
+                half,
+                record: encoded,
+            },
+            IoPurpose::Append {
+                request: Some((id, result)),
+            },
+        );
+        if self.cp.is_none() && self.dirty.len() >= self.options.dirty_high_water {
+            self.start_cp(CpReason::HighWater);
+        }
+    }
+
+    fn validate(&self, op: &LoggedOp) -> Result<(), HostError> {
+        let block = BLOCK_SIZE as u64;
+        match op {
+            LoggedOp::Write { lun, offset, data } => {
+                self.check_range(*lun, *offset, data.len() as u64)
+            }
+            LoggedOp::Trim {
+                lun,
+                offset,
+                length,
+            } => self.check_range(*lun, *offset, *length),
+            LoggedOp::CreateVolume { name, size_bytes } => {
+                check_name(name)?;
+                if self.volumes.values().any(|v| v.name == *name) {
+                    return Err(HostError::Exists(format!("volume {name}")));
+                }
+                if *size_bytes < 20 << 20 || size_bytes % block != 0 {
+                    return Err(HostError::Invalid(
+                        "a volume is at least 20 MiB, in 4 KiB steps".into(),
+                    ));
+                }
+                if self.volumes.len() as u32 >= MAX_VOLUMES {
+                    return Err(HostError::Invalid(format!("at most {MAX_VOLUMES} volumes")));
+                }
+                let needed = self.volume_footprint(*size_bytes / block);
+                let available = self.aggregate_available();
+                if needed > available {
+                    return Err(HostError::NoSpace {
+                        needed_blocks: needed,
+                        available_blocks: available,
+                    });
+                }
+                Ok(())
+            }
+            LoggedOp::CreateLun {
+                volume,
+                name,
+                size_bytes,
+            } => {
+                check_name(name)?;
+                let v = self
+                    .volumes
+                    .get(volume)
+                    .ok_or(HostError::NotFound("volume"))?;
+                if v.luns.values().any(|l| l.name == *name) {
+                    return Err(HostError::Exists(format!("LUN {name}")));
+                }
+                if *size_bytes == 0 || size_bytes % block != 0 {
+                    return Err(HostError::Invalid(
+                        "a LUN's size is a positive multiple of 4 KiB".into(),
+                    ));
+                }
+                if v.luns.len() as u32 >= MAX_LUNS {
+                    return Err(HostError::Invalid(format!(
+                        "at most {MAX_LUNS} LUNs per volume"
+                    )));
+                }
+                let available = v.size_bytes - v.reserved_bytes();
+                if *size_bytes > available {
+                    return Err(HostError::NoSpace {
+                        needed_blocks: size_bytes / block,
+                        available_blocks: available / block,
+                    });
+                }
+                Ok(())
+            }
+            LoggedOp::ResizeLun { lun, size_bytes } => {
+                let (v, l) = self.lun(*lun)?;
+                if *size_bytes == 0 || size_bytes % block != 0 {
+                    return Err(HostError::Invalid(
+                        "a LUN's size is a positive multiple of 4 KiB".into(),
+                    ));
+                }
+                let available = v.size_bytes - v.reserved_bytes() + l.size_bytes;
+                if *size_bytes > available {
+                    return Err(HostError::NoSpace {
+                        needed_blocks: size_bytes / block,
+                        available_blocks: available / block,
+                    });
+                }
+                Ok(())
+            }
+            LoggedOp::DestroyLun { lun } => self.lun(*lun).map(|_| ()),
+            LoggedOp::DirtyStripes { .. } => Ok(()),
+        }
+    }
+
+    fn lun(&self, id: LunId) -> Result<(&Volume, &meta::Lun), HostError> {
+        let volume = self
+            .volumes
+            .get(&id.volume)
+            .ok_or(HostError::NotFound("volume"))?;
+        let lun = volume
+            .luns
+            .get(&id.file)
+            .ok_or(HostError::NotFound("LUN"))?;
+        Ok((volume, lun))
+    }
+
+    fn check_range(&self, lun: LunId, offset: u64, length: u64) -> Result<(), HostError> {
+        let (_, l) = self.lun(lun)?;
+        match offset.checked_add(length) {
+            Some(end) if end <= l.size_bytes => Ok(()),
+            _ => Err(HostError::OutOfRange {
+                offset,
+                length,
+                size: l.size_bytes,
+            }),
+        }
+    }
+
+    /// vvbns a volume of `size_blocks` needs: its data, its indirect blocks and
+    /// maps (1/128 covers both with room), and room for two CPs of new copies
+    /// before the old ones are released.
+    fn volume_vvbns(&self, size_blocks: u64) -> u64 {
+        size_blocks + size_blocks / 128 + 4 * self.options.dirty_high_water as u64 + 256
+    }
+
+    /// pvbns a volume takes from the aggregate: its vvbn space and container map.
+    fn volume_footprint(&self, size_blocks: u64) -> u64 {
+        let vvbns = self.volume_vvbns(size_blocks);
+        vvbns + vvbns.div_ceil(meta::CONTAINER_ENTRIES_PER_BLOCK) + 8
+    }
+
+    /// pvbns not yet promised to a volume, less the aggregate's own metadata
+    /// and CP slack.
+    fn aggregate_available(&self) -> u64 {
+        let total = self.layout.total_blocks();
+        let own =
+            2 * self.aggregate.activemap.blocks() + 64 + 2 * self.options.dirty_high_water as u64;
+        total.saturating_sub(
+            self.reserved_blocks + own + 2 * crate::aggregate::SUPERBLOCK_COPIES * 28,
+        )
+    }
+
+    /// Applies an operation to the in-memory state (after logging it, or when
+    /// replaying the log). Returns the reply it earns.
+    fn apply(&mut self, generation: CpCount, op: &LoggedOp) -> Result<ReplyData, HostError> {
+        self.validate(op)?;
+        match op {
+            LoggedOp::Write { lun, offset, data } => {
+                self.apply_write(generation, *lun, *offset, Some(data), data.len() as u64);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::Trim {
+                lun,
+                offset,
+                length,
+            } => {
+                self.apply_write(generation, *lun, *offset, None, *length);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::CreateVolume { name, size_bytes } => {
+                Ok(ReplyData::Volume(self.create_volume(name, *size_bytes)))
+            }
+            LoggedOp::CreateLun {
+                volume,
+                name,
+                size_bytes,
+            } => Ok(ReplyData::Lun(self.create_lun(*volume, name, *size_bytes))),
+            LoggedOp::ResizeLun { lun, size_bytes } => {
+                self.resize_lun(*lun, *size_bytes);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::DestroyLun { lun } => {
+                self.resize_lun(*lun, 0);
+                let volume = self.volumes.get_mut(&lun.volume).expect("validated");
+                volume.luns.remove(&lun.file);
+                volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
+                Ok(ReplyData::Done)
+            }
+            // Handled by the mount's resync before replay.
+            LoggedOp::DirtyStripes { .. } => Ok(ReplyData::Done),
+        }
+    }
+
+    fn create_volume(&mut self, name: &str, size_bytes: u64) -> VolumeId {
+        let id = (0..)
+            .map(VolumeId)
+            .find(|id| !self.volumes.contains_key(id))
+            .expect("a free id");
+        let size_blocks = size_bytes / BLOCK_SIZE as u64;
+        self.reserved_blocks += self.volume_footprint(size_blocks);
+        let volume = Volume::new(name.to_string(), size_bytes, self.volume_vvbns(size_blocks));
+        self.volumes.insert(id, volume);
+        self.aggregate
+            .volume_table
+            .dirty
+            .insert(u64::from(id.0) / VOLUMES_PER_BLOCK as u64);
+        let volume = self.volumes.get_mut(&id).expect("inserted");
+        volume.activemap_file.dirty.insert(0); // vvbn 0 is marked used
+        id
+    }
+
+    fn create_lun(&mut self, volume_id: VolumeId, name: &str, size_bytes: u64) -> LunId {
+        let volume = self.volumes.get_mut(&volume_id).expect("validated");
+        let file = (FIRST_LUN..)
+            .map(FileId)
+            .find(|f| !volume.luns.contains_key(f))
+            .expect("a free inode");
+        let generation = 1;
+        volume.luns.insert(
+            file,
+            meta::Lun {
+                name: name.to_string(),
+                size_bytes,
+                generation,
+                tree: crate::tree::BlockTree::new(),
+            },
+        );
+        volume.inofile.dirty.insert(Volume::inofile_block(file));
+        LunId {
+            volume: volume_id,
+            file,
+        }
+    }
+
+    /// Sets a LUN's size, discarding cached and stored blocks past the new end.
+    fn resize_lun(&mut self, lun: LunId, size_bytes: u64) {
+        let old_size = self.volumes[&lun.volume].luns[&lun.file].size_bytes;
+        let first_gone = size_bytes.div_ceil(BLOCK_SIZE as u64);
+        let last = old_size.div_ceil(BLOCK_SIZE as u64);
+        let cached: Vec<(LunId, Fbn)> = self
+            .cache
+            .range((lun, Fbn(first_gone))..(lun, Fbn(u64::MAX)))
+            .map(|(key, _)| *key)
+            .collect();
+        for key in cached {
+            self.cache.remove(&key);
+            self.dirty.remove(&key);
+        }
+        let release_after = self.release_point();
+        let pointers: Vec<(Fbn, BlockPtr)> = {
+            let tree = &self.volumes[&lun.volume].luns[&lun.file].tree;
+            (first_gone..last)
+                .map(Fbn)
+                .map(|fbn| (fbn, tree.get(fbn)))
+                .filter(|(_, ptr)| !ptr.is_null())
+                .collect()
+        };
+        for (fbn, _) in pointers {
+            let old = self.lun_tree_mut(lun).set(fbn, BlockPtr::NULL);
+            self.free_block(FileRef::Lun(lun), old, release_after);
+        }
+        let volume = self.volumes.get_mut(&lun.volume).expect("validated");
+        volume
+            .luns
+            .get_mut(&lun.file)
+            .expect("validated")
+            .size_bytes = size_bytes;
+        volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
+    }
+
+    fn lun_tree_mut(&mut self, lun: LunId) -> &mut crate::tree::BlockTree {
+        &mut self
+            .volumes
+            .get_mut(&lun.volume)
+            .expect("volume exists")
+            .luns
+            .get_mut(&lun.file)
+            .expect("LUN exists")
+            .tree
+    }
+
+    /// The CP after which a block freed now is no longer in any on-disk image:
+    /// the next CP, or the one after it if a CP is already writing.
+    fn release_point(&self) -> CpCount {
+        CpCount(self.committed.0 + 1 + u64::from(self.cp.is_some()))
+    }
+
+    /// Applies a write (or, with `data` None, a trim) block by block.
+    fn apply_write(
+        &mut self,
+        generation: CpCount,
+        lun: LunId,
+        offset: u64,
+        data: Option<&Vec<u8>>,
+        length: u64,
+    ) {
+        let block = BLOCK_SIZE as u64;
+        let mut done = 0u64;
+        while done < length {
+            let position = offset + done;
+            let fbn = Fbn(position / block);
+            let at = (position % block) as usize;
+            let len = (block - at as u64).min(length - done) as usize;
+            let op = QueuedOp {
+                generation,
+                at,
+                bytes: data.map(|d| d[done as usize..done as usize + len].to_vec()),
+                len,
+            };
+            self.apply_block(lun, fbn, op);
+            done += len as u64;
+        }
+    }
+
+    fn apply_block(&mut self, lun: LunId, fbn: Fbn, op: QueuedOp) {
+        let key = (lun, fbn);
+        let whole = op.len == BLOCK_SIZE;
+        if whole && op.bytes.is_none() {
+            if let Some(entry) = self.cache.get(&key) {
+                if entry.content.is_some() {
+                    self.cache.remove(&key);
+                    self.dirty.remove(&key);
+                }
+            }
+            if !self.cache.contains_key(&key) {
+                let release_after = self.release_point();
+                let old = self.lun_tree_mut(lun).set(fbn, BlockPtr::NULL);
+                self.free_block(FileRef::Lun(lun), old, release_after);
+                return;
+            }
+        }
+        self.use_clock += 1;
+        let stamp = self.use_clock;
+        if !self.cache.contains_key(&key) {
+            let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
+            let content = (whole || ptr.is_null()).then(|| Box::new([0u8; BLOCK_SIZE]));
+            let filling = content.is_none();
+            self.cache.insert(
+                key,
+                CacheEntry {
+                    content,
+                    queue: Vec::new(),
+                    dirty: false,
+                    pinned: false,
+                    waiters: Vec::new(),
+                    last_use: stamp,
+                },
+            );
+            if filling {
+                self.counters.partial_write_reads += 1;
+                self.fill(lun, fbn, ptr);
+            }
+        }
+        let entry = self.cache.get_mut(&key).expect("present");
+        entry.last_use = stamp;
+        match entry.content.as_mut() {
+            Some(content) => {
+                op.apply(content);
+                entry.dirty = true;
+                self.dirty.insert(key);
+            }
+            None => entry.queue.push(op),
+        }
+        self.evict();
+    }
+
+    /// Starts reading a LUN block into the cache.
+    fn fill(&mut self, lun: LunId, fbn: Fbn, ptr: BlockPtr) {
+        let read = self.block_read(
+            FileRef::Lun(lun),
+            0,
+            fbn.0,
+            ptr,
+            ReadPurpose::Fill(lun, fbn),
+        );
+        self.read_blocks(vec![read]);
+    }
+
+    /// A block of a LUN has arrived (or could not be recovered). Queued
+    /// changes are applied in order; if the running CP waits for this block, it
+    /// takes the content as of its own generation.
+    fn filled(&mut self, lun: LunId, fbn: Fbn, content: Option<Box<Block>>) {
+        let key = (lun, fbn);
+        let Some(entry) = self.cache.get_mut(&key) else {
+            return;
+        };
+        let waiters = core::mem::take(&mut entry.waiters);
+        let Some(mut content) = content else {
+            self.counters.unrecoverable_blocks += 1;
+            self.cache.remove(&key);
+            for waiter in waiters {
+                if let Some(read) = self.reads.get_mut(&waiter) {
+                    read.failed = true;
+                    read.missing -= 1;
+                }
+                self.finish_read(waiter);
+            }
+            return;
+        };
+        let awaited = self
+            .cp
+            .as_ref()
+            .filter(|cp| cp.awaits(key))
+            .map(|cp| cp.number);
+        let queue = core::mem::take(&mut entry.queue);
+        let (now, later): (Vec<QueuedOp>, Vec<QueuedOp>) = match awaited {
+            Some(cp) => queue.into_iter().partition(|op| op.generation <= cp),
+            None => (Vec::new(), queue),
+        };
+        now.iter().for_each(|op| op.apply(&mut content));
+        let snapshot = awaited.map(|_| content.clone());
+        later.iter().for_each(|op| op.apply(&mut content));
+        if snapshot.is_some() {
+            entry.pinned = true;
+        }
+        if !later.is_empty() {
+            entry.dirty = true;
+            self.dirty.insert(key);
+        }
+        for waiter in waiters {
+            if let Some(read) = self.reads.get_mut(&waiter) {
+                copy_overlap(read, fbn, &content);
+                read.missing -= 1;
+            }
+            self.finish_read(waiter);
+        }
+        self.cache.get_mut(&key).expect("present").content = Some(content);
+        if let Some(snapshot) = snapshot {
+            self.cp_captured(key, snapshot);
+        }
+        self.evict();
+    }
+
+    fn read(&mut self, id: RequestId, lun: LunId, offset: u64, length: u64) {
+        if let Err(error) = self.check_range(lun, offset, length) {
+            return self.reply(id, Err(error));
+        }
+        if length > 32 << 20 {
+            return self.reply(
+                id,
+                Err(HostError::Invalid("reads are at most 32 MiB".into())),
+            );
+        }
+        self.reads.insert(
+            id,
+            PendingRead {
+                offset,
+                data: vec![0; length as usize],
+                missing: 0,
+                failed: false,
+            },
+        );
+        let block = BLOCK_SIZE as u64;
+        let first = offset / block;
+        let last = (offset + length).div_ceil(block);
+        let mut disk_reads = Vec::new();
+        for fbn in (first..last).map(Fbn) {
+            let key = (lun, fbn);
+            self.use_clock += 1;
+            let stamp = self.use_clock;
+            let read = self.reads.get_mut(&id).expect("inserted");
+            if let Some(entry) = self.cache.get_mut(&key) {
+                entry.last_use = stamp;
+                match &entry.content {
+                    Some(content) => {
+                        self.counters.cache_hits += 1;
+                        copy_overlap(read, fbn, content);
+                    }
+                    None => {
+                        entry.waiters.push(id);
+                        read.missing += 1;
+                    }
+                }
+                continue;
+            }
+            let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
+            if ptr.is_null() {
+                continue;
+            }
+            self.counters.cache_misses += 1;
+            read.missing += 1;
+            self.cache.insert(
+                key,
+                CacheEntry {
+                    content: None,
+                    queue: Vec::new(),
+                    dirty: false,
+                    pinned: false,
+                    waiters: vec![id],
+                    last_use: stamp,
+                },
+            );
+            disk_reads.push(self.block_read(
+                FileRef::Lun(lun),
+                0,
+                fbn.0,
+                ptr,
+                ReadPurpose::Fill(lun, fbn),
+            ));
+        }
+        self.read_blocks(disk_reads);
+        self.finish_read(id);
+    }
+
+    fn finish_read(&mut self, id: RequestId) {
+        if self.reads.get(&id).is_some_and(|r| r.missing == 0) {
+            let read = self.reads.remove(&id).expect("present");
+            let result = match read.failed {
+                true => Err(HostError::Io),
+                false => Ok(ReplyData::Data(read.data)),
+            };
+            self.reply(id, result);
+        }
+    }
+
+    fn flush(&mut self, id: RequestId) {
+        self.flush_waiting.push(id);
+        match self.cp {
+            None => self.start_cp(CpReason::Flush),
+            Some(_) => {
+                self.next_cp_reason.get_or_insert(CpReason::Flush);
+            }
+        }
+    }
+
+    /// Evicts clean, unpinned, unwatched blocks beyond the cache's size, oldest first.
+    fn evict(&mut self) {
+        let excess = self
+            .cache
+            .len()
+            .saturating_sub(self.options.cache_blocks + self.dirty.len());
+        if excess == 0 {
+            return;
+        }
+        let mut victims: Vec<(u64, (LunId, Fbn))> = self
+            .cache
+            .iter()
+            .filter(|(_, e)| !e.dirty && !e.pinned && e.waiters.is_empty() && e.content.is_some())
+            .map(|(key, e)| (e.last_use, *key))
+            .collect();
+        victims.sort_unstable();
+        for (_, key) in victims.into_iter().take(excess) {
+            self.cache.remove(&key);
+        }
+    }
+
+    /// Gives a freed block back (after the image that uses it is superseded).
+    fn free_block(&mut self, file: FileRef, old: BlockPtr, release_after: CpCount) {
+        if old.is_null() {
+            return;
+        }
+        let aggregate = &mut self.aggregate;
+        aggregate.activemap.clear(old.pvbn.0);
+        aggregate
+            .activemap_file
+            .dirty
+            .insert(Bitmap::block_of(old.pvbn.0));
+        if self.options.sabotage == Some(Sabotage::EarlyFree) {
+            aggregate.allocator.note_released(&self.layout, old.pvbn);
+        } else {
+            aggregate.pending.hold(old.pvbn.0, release_after);
+        }
+        if let Some(volume) = file.volume().and_then(|v| self.volumes.get_mut(&v)) {
+            let vvbn = old.vvbn.0;
+            volume.activemap.clear(vvbn);
+            volume.activemap_file.dirty.insert(Bitmap::block_of(vvbn));
+            volume.pending.hold(vvbn, release_after);
+            volume.container[vvbn as usize] = 0;
+            volume
+                .container_file
+                .dirty
+                .insert(vvbn / meta::CONTAINER_ENTRIES_PER_BLOCK);
+        }
+    }
+
+    /// Retries writes that waited for NVLog space or a CP.
+    fn resume_stalled(&mut self) {
+        let stalled = core::mem::take(&mut self.stalled);
+        for (id, op) in stalled {
+            self.modify(id, op);
+        }
+    }
+}
+
+fn check_name(name: &str) -> Result<(), HostError> {
+    let valid = !name.is_empty()
+        && name.len() <= NAME_MAX
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+    match valid {
+        true => Ok(()),
+        false => Err(HostError::Invalid(format!(
+            "'{name}': names are 1..={NAME_MAX} characters of letters, digits, '_', '-' and '.'"
+        ))),
+    }
+}
+
+/// Copies the part of a LUN block that a pending read covers.
+fn copy_overlap(read: &mut PendingRead, fbn: Fbn, content: &Block) {
+    let block = BLOCK_SIZE as u64;
+    let start = (fbn.0 * block).max(read.offset);
+    let end = ((fbn.0 + 1) * block).min(read.offset + read.data.len() as u64);
+    let (from, to, len) = (
+        (start - fbn.0 * block) as usize,
+        (start - read.offset) as usize,
+        (end - start) as usize,
+    );
+    read.data[to..to + len].copy_from_slice(&content[from..from + len]);
+}
+
+mod invariants;

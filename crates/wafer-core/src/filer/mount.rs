@@ -1,0 +1,344 @@
+//! Mounting: find the newest superblock, load the metadata, replay the NVLog.
+//!
+//! 1. Read both superblock copies from every data disk of RAID group 0 and take
+//!    the valid one with the highest CP number. Any single surviving copy will
+//!    do: every other block of that CP was durable before it was written.
+//! 2. Walk the aggregate's files (active map, volume table) and through the
+//!    volume table every volume's files, top down; the LUN trees' indirect
+//!    blocks too (LUN content stays on disk until read). Every block is verified
+//!    and repaired like any read.
+//! 3. Replay, in sequence order, the NVLog records newer than the superblock,
+//!    then run a CP so that they are on disk, and go online.
+
+use super::meta::{FileRef, MetaFile, Volume, decode_volume_table};
+use super::{Filer, IoOp, IoPurpose, IoResult, Options, Phase};
+use crate::Block;
+use crate::aggregate::{Layout, SUPERBLOCK_COPIES};
+use crate::format::{Superblock, Trailer};
+use crate::nvlog::{LoggedOp, NvRecord, decode_half};
+use crate::space::Allocator;
+use crate::tree::NodeId;
+use crate::units::{CpCount, DiskId, Instant};
+
+use super::api::CpReason;
+use super::blockio::ReadPurpose;
+
+/// Progress of a mount.
+#[derive(Clone, Debug)]
+pub(super) struct Mount {
+    superblock_copies: Vec<Vec<Option<Block>>>,
+    reads_left: usize,
+    records: Vec<NvRecord>,
+    replaying: bool,
+    pub(super) resync: Option<super::resync::Resync>,
+}
+
+impl Filer {
+    /// Mounts an existing aggregate from its disks, replaying the NVLog halves'
+    /// contents (as the driver read them back). The filer is online once replay's
+    /// CP has committed; [`Filer::mount_error`] tells if it cannot be.
+    pub fn mount(layout: Layout, options: Options, now: Instant, nvlog: [&[u8]; 2]) -> Filer {
+        let mut filer = Filer::empty(layout, options, now);
+        let mut records: Vec<NvRecord> = nvlog.iter().flat_map(|half| decode_half(half)).collect();
+        records.sort_by_key(|r| r.seq);
+        let group0 = filer.layout.groups()[0];
+        let disks: Vec<DiskId> = group0
+            .all_disks()
+            .iter()
+            .map(|d| filer.layout.disk_id(0, d))
+            .collect();
+        filer.phase = Phase::Mounting(Box::new(Mount {
+            superblock_copies: vec![vec![None; group0.group_size()]; SUPERBLOCK_COPIES as usize],
+            reads_left: disks.len(),
+            records,
+            replaying: false,
+            resync: None,
+        }));
+        for disk in disks {
+            filer.issue(
+                IoOp::Read {
+                    disk,
+                    dbn: wafer_raid::Dbn(0),
+                    count: SUPERBLOCK_COPIES as u32,
+                },
+                IoPurpose::SuperblockRead { disk },
+            );
+        }
+        filer
+    }
+
+    /// Why the filer could not mount, if it could not.
+    pub fn mount_error(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Failed(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    fn mount_state(&mut self) -> &mut Mount {
+        match &mut self.phase {
+            Phase::Mounting(mount) => mount,
+            _ => unreachable!("mount I/O completes only while mounting"),
+        }
+    }
+
+    /// Superblock copies from one disk of RAID group 0 have arrived.
+    pub(super) fn superblock_read(&mut self, disk: DiskId, result: IoResult) {
+        let sectors = match result {
+            IoResult::Read(sectors) => sectors,
+            IoResult::Done | IoResult::DiskFailed => Vec::new(),
+        };
+        let Some(crate::aggregate::Slot::Member { disk: position, .. }) = self.layout.slot(disk)
+        else {
+            unreachable!("superblocks are read from RAID group 0")
+        };
+        let mount = self.mount_state();
+        for (slot, sector) in sectors.into_iter().enumerate() {
+            let sound =
+                sector.filter(|s| Trailer::decode(&s.trailer).is_ok_and(|t| t.matches(&s.data)));
+            mount.superblock_copies[slot][position.as_usize()] = sound.map(|s| *s.data);
+        }
+        mount.reads_left -= 1;
+        if mount.reads_left == 0 {
+            self.load_superblock();
+        }
+    }
+
+    /// The newest valid superblock among every copy, and among the copies
+    /// rebuilt from each slot's stripe parity: a copy can be missing (dead disk,
+    /// latent error) or stale but valid (a lost write), so each data disk's copy
+    /// is also rebuilt from the others.
+    fn newest_superblock(&mut self) -> Option<Superblock> {
+        let geometry = self.layout.groups()[0];
+        let copies = core::mem::take(&mut self.mount_state().superblock_copies);
+        let decoded = |block: &Block| Superblock::decode(block).ok();
+        let mut found: Vec<Superblock> = Vec::new();
+        for stripe in copies {
+            found.extend(
+                geometry
+                    .data_set()
+                    .iter()
+                    .filter_map(|d| stripe[d.as_usize()].as_ref().and_then(decoded)),
+            );
+            let missing: wafer_raid::DiskSet = geometry
+                .all_disks()
+                .iter()
+                .filter(|d| stripe[d.as_usize()].is_none())
+                .collect();
+            let blocks: Vec<Block> = stripe
+                .iter()
+                .map(|b| b.unwrap_or([0; crate::BLOCK_SIZE]))
+                .collect();
+            let suspects = geometry.data_set().iter().map(|d| missing.with(d));
+            for failed in core::iter::once(missing).chain(suspects) {
+                let mut rebuilt = blocks.clone();
+                if geometry.reconstruct_stripe(&mut rebuilt, failed).is_ok() {
+                    found.extend(
+                        failed
+                            .intersection(geometry.data_set())
+                            .iter()
+                            .filter_map(|d| decoded(&rebuilt[d.as_usize()])),
+                    );
+                }
+            }
+        }
+        found.into_iter().max_by_key(|superblock| superblock.cp)
+    }
+
+    fn load_superblock(&mut self) {
+        let Some(superblock) = self.newest_superblock() else {
+            return self.fail_mount("no valid superblock on any disk of RAID group 0".into());
+        };
+        if superblock.groups != self.layout.records() || superblock.spares != self.layout.spares() {
+            return self.fail_mount(format!(
+                "the disks hold an aggregate of {} RAID groups laid out differently from the configuration",
+                superblock.groups.len()
+            ));
+        }
+        self.committed = superblock.cp;
+        self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
+        self.aggregate.volume_table = MetaFile::from_inode(&superblock.volumes);
+        self.read_roots(FileRef::AggregateMap);
+        self.read_roots(FileRef::VolumeTable);
+        self.maybe_finish_metadata();
+    }
+
+    fn fail_mount(&mut self, reason: String) {
+        self.phase = Phase::Failed(reason);
+    }
+
+    /// Reads the blocks a file's root pointers name.
+    fn read_roots(&mut self, file: FileRef) {
+        let tree = self.tree_mut(file);
+        let level = tree.level();
+        let roots: Vec<(u64, crate::format::BlockPtr)> = tree
+            .root()
+            .iter()
+            .enumerate()
+            .filter(|(_, ptr)| !ptr.is_null())
+            .map(|(slot, ptr)| (slot as u64, *ptr))
+            .collect();
+        for (slot, ptr) in roots {
+            self.read_for_mount(file, (level, slot), ptr);
+        }
+    }
+
+    fn read_for_mount(
+        &mut self,
+        file: FileRef,
+        (level, index): NodeId,
+        ptr: crate::format::BlockPtr,
+    ) {
+        if level == 0 && matches!(file, FileRef::Lun(_)) {
+            return; // LUN content is read on demand
+        }
+        self.mount_state().reads_left += 1;
+        let read = self.block_read(
+            file,
+            level,
+            index,
+            ptr,
+            ReadPurpose::Mount(file, (level, index)),
+        );
+        self.read_blocks(vec![read]);
+    }
+
+    /// A metadata or indirect block has been read for the mount.
+    pub(super) fn mount_block(&mut self, file: FileRef, node: NodeId, block: Option<Box<Block>>) {
+        if matches!(self.phase, Phase::Failed(_)) {
+            return;
+        }
+        let Some(block) = block else {
+            return self.fail_mount(format!(
+                "metadata block {node:?} of {file:?} is unreadable even with RAID"
+            ));
+        };
+        match node {
+            (0, fbn) => {
+                if let Err(reason) = self.load_content(file, fbn, &block) {
+                    return self.fail_mount(reason);
+                }
+            }
+            (level, index) => {
+                self.tree_mut(file).load_node((level, index), &block);
+                for (child, ptr) in self.tree_mut(file).children((level, index)) {
+                    self.read_for_mount(file, (level - 1, child), ptr);
+                }
+            }
+        }
+        self.mount_state().reads_left -= 1;
+        self.maybe_finish_metadata();
+    }
+
+    /// Installs a metadata file's content block.
+    fn load_content(&mut self, file: FileRef, fbn: u64, block: &Block) -> Result<(), String> {
+        match file {
+            FileRef::AggregateMap => self.aggregate.activemap.load_block(fbn, block),
+            FileRef::VolumeMap(v) => self.volume_mut(v)?.activemap.load_block(fbn, block),
+            FileRef::Container(v) => self.volume_mut(v)?.load_container_block(fbn, block),
+            FileRef::Inofile(v) => {
+                let luns = self
+                    .volume_mut(v)?
+                    .load_inofile_block(fbn, block)
+                    .map_err(|e| format!("inode file of volume {}: {e}", v.0))?;
+                for file in luns {
+                    self.read_roots(FileRef::Lun(crate::nvlog::LunId { volume: v, file }));
+                }
+            }
+            FileRef::VolumeTable => {
+                let records = decode_volume_table(fbn, block).map_err(|e| e.to_string())?;
+                for (id, record) in records {
+                    let mut volume =
+                        Volume::new(record.name, record.size_bytes, record.vvbn_blocks);
+                    volume.inofile = MetaFile::from_inode(&record.inofile);
+                    volume.activemap_file = MetaFile::from_inode(&record.activemap);
+                    volume.container_file = MetaFile::from_inode(&record.container);
+                    self.volumes.insert(id, volume);
+                    for file in [
+                        FileRef::Inofile(id),
+                        FileRef::VolumeMap(id),
+                        FileRef::Container(id),
+                    ] {
+                        self.read_roots(file);
+                    }
+                }
+            }
+            FileRef::Lun(_) => unreachable!("LUN content is not read at mount"),
+        }
+        Ok(())
+    }
+
+    fn volume_mut(&mut self, id: crate::units::VolumeId) -> Result<&mut Volume, String> {
+        self.volumes
+            .get_mut(&id)
+            .ok_or_else(|| format!("metadata names volume {} that the volume table lacks", id.0))
+    }
+
+    /// When every metadata block is in: rebuild the allocator and replay.
+    fn maybe_finish_metadata(&mut self) {
+        let mount = self.mount_state();
+        if mount.reads_left > 0 || mount.replaying {
+            return;
+        }
+        mount.replaying = true;
+        let activemap = &self.aggregate.activemap;
+        self.aggregate.allocator = Allocator::new(&self.layout, |p| !activemap.get(p.0));
+        self.committed_map = self.aggregate.activemap.clone();
+        self.reserved_blocks = self
+            .volumes
+            .values()
+            .map(|v| self.volume_footprint(v.size_bytes / crate::BLOCK_SIZE as u64))
+            .sum();
+        for (_, ptr) in self.every_pointer() {
+            let at = self
+                .layout
+                .locate(ptr.pvbn)
+                .expect("pointers stay inside the aggregate");
+            let disk = self.layout.disk_id(at.group, at.disk);
+            self.written.learn(disk, at.dbn.0, ptr.checksum);
+        }
+        let committed = self.committed;
+        let stripes: Vec<(usize, u64)> = self
+            .mount_state()
+            .records
+            .iter()
+            .filter(|r| r.generation > committed)
+            .filter_map(|r| match &r.op {
+                LoggedOp::DirtyStripes { stripes } => Some(stripes.clone()),
+                _ => None,
+            })
+            .flatten()
+            .map(|(group, dbn)| (group as usize, dbn))
+            .collect();
+        if !self.start_resync(stripes) {
+            self.replay();
+        }
+    }
+
+    /// Replays the operations newer than the mounted CP, then commits them.
+    pub(super) fn replay(&mut self) {
+        let records = core::mem::take(&mut self.mount_state().records);
+        let generation = CpCount(self.committed.0 + 1);
+        self.next_seq = records.iter().map(|r| r.seq + 1).max().unwrap_or(0);
+        let newer: Vec<NvRecord> = records
+            .into_iter()
+            .filter(|r| r.generation > self.committed)
+            .collect();
+        let skip = self.options.sabotage == Some(super::Sabotage::SkipReplay);
+        for record in newer.iter().filter(|_| !skip) {
+            // An operation that no longer applies (say, a LUN created twice) was
+            // already in the on-disk image; it is skipped, as it was then.
+            let _ = self.apply(generation, &record.op);
+        }
+        self.start_cp(CpReason::Sync);
+    }
+
+    /// The replay CP has committed: the filer is online.
+    pub(super) fn mount_cp_committed(&mut self) {
+        self.phase = Phase::Online;
+        // The CP released the half it froze; the other may still hold replayed
+        // records, and new records go there next, after this reset.
+        let active = self.halves.active_half();
+        self.issue(IoOp::NvlogReset { half: active }, IoPurpose::Reset);
+    }
+}

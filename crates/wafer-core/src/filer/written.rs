@@ -1,0 +1,63 @@
+//! The checksum of what the filer last wrote to every disk block.
+//!
+//! A partial-stripe write reads blocks it does not itself rewrite: old parity
+//! and the old content of the blocks it replaces (subtraction), or the untouched
+//! blocks of the stripe (addition). If one of those came back stale (a lost
+//! write) or rotten, folding it into new parity would make the damage permanent
+//! and spread it to every block of the stripe. So the filer remembers, for each
+//! block it writes, the CRC-32C of the content, and checks every block a parity
+//! computation reads against it. After a mount only what the block pointers
+//! record is known; subtraction, which needs old parity and old free blocks, is
+//! then used only where every block it reads is known.
+
+use crate::Block;
+use crate::aggregate::{Layout, Slot};
+use crate::bitmap::Bitmap;
+use crate::units::DiskId;
+
+/// Expected content checksums, per disk and block.
+#[derive(Clone, Debug)]
+pub(super) struct WrittenSums {
+    sums: Vec<Vec<u32>>,
+    known: Vec<Bitmap>,
+}
+
+impl WrittenSums {
+    /// Nothing known yet.
+    pub(super) fn new(layout: &Layout) -> WrittenSums {
+        let blocks: Vec<u64> = (0..layout.disk_count())
+            .map(|id| match layout.slot(DiskId(id)) {
+                Some(Slot::Member { group, .. }) => layout.groups()[group].blocks_per_disk(),
+                _ => 0,
+            })
+            .collect();
+        WrittenSums {
+            sums: blocks.iter().map(|&n| vec![0; n as usize]).collect(),
+            known: blocks.iter().map(|&n| Bitmap::new(n)).collect(),
+        }
+    }
+
+    /// Notes that `content` was written to (`disk`, `dbn`).
+    pub(super) fn record(&mut self, disk: DiskId, dbn: u64, content: &Block) {
+        self.learn(disk, dbn, crc32c::crc32c(content));
+    }
+
+    /// Notes the checksum a block pointer records for (`disk`, `dbn`).
+    pub(super) fn learn(&mut self, disk: DiskId, dbn: u64, checksum: u32) {
+        let d = disk.0 as usize;
+        self.sums[d][dbn as usize] = checksum;
+        self.known[d].set(dbn);
+    }
+
+    /// Whether the checksum of (`disk`, `dbn`) is known.
+    pub(super) fn is_known(&self, disk: DiskId, dbn: u64) -> bool {
+        self.known[disk.0 as usize].get(dbn)
+    }
+
+    /// Whether `content` is what was last written to (`disk`, `dbn`); `None`
+    /// when that is not known.
+    pub(super) fn matches(&self, disk: DiskId, dbn: u64, content: &Block) -> Option<bool> {
+        self.is_known(disk, dbn)
+            .then(|| self.sums[disk.0 as usize][dbn as usize] == crc32c::crc32c(content))
+    }
+}
