@@ -1,9 +1,11 @@
 //! `wafer`: the command-line front end of the wafer filer and performance lab.
 //!
 //! The binary parses arguments, calls the library crates' public APIs and
-//! prints. Subcommands appear here only once they do something real; today that
-//! is the RAID layer's tools (`wafer raid layout`, `wafer raid check`).
+//! prints. Subcommands appear here only once they do something real: the RAID
+//! layer's tools (`wafer raid layout`, `wafer raid check`) and the simulation
+//! harness (`wafer check`).
 
+mod check;
 mod raid;
 mod size;
 
@@ -25,12 +27,17 @@ enum Command {
     /// RAID group tools: show a group's layout, verify the parity engine.
     #[command(subcommand)]
     Raid(raid::RaidCommand),
+    /// Deterministic simulation: a seeded random workload with injected faults
+    /// (crashes, dead disks, bit rot, lost, misdirected and torn writes) against
+    /// the real engine, every read checked against a reference model.
+    Check(check::CheckArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Raid(command) => raid::run(command),
+        Command::Check(args) => check::run(&args),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,544 @@
+//! The seeded check: a random workload against the real filer in a faulty
+//! world, every read compared with a reference model.
+//!
+//! One seed fixes everything: the aggregate's shape, the workload and the
+//! faults, so a failure is replayed exactly by `wafer check --seed N`. A run has
+//! two phases. The *safety* phase injects every fault kind (crashes with NVLog
+//! replay, dead disks, latent errors, bit rot, lost, misdirected and torn
+//! writes) within what RAID-DP promises; every read must return what the model
+//! says. The *liveness* phase injects nothing and must end with every
+//! acknowledged write readable, the filer's invariants intact and every
+//! stripe's parity consistent.
+//!
+//! The model keeps each LUN's bytes and which of them are certain: a write that
+//! was in flight at a crash may or may not have happened, so its bytes are
+//! uncertain until written again. Requests in flight at once never overlap, so
+//! the model is never ambiguous otherwise.
+
+use std::collections::BTreeMap;
+
+use wafer_core::aggregate::Layout;
+use wafer_core::filer::{HostRequest, Options, ReplyData, RequestId, Sabotage};
+use wafer_core::nvlog::LunId;
+use wafer_core::units::{DiskId, Duration};
+use wafer_raid::{RaidGroupGeometry, RaidType};
+use wafer_rng::Rng;
+
+use crate::world::{FaultRates, World};
+
+/// What a check run is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckConfig {
+    /// The seed.
+    pub seed: u64,
+    /// Host operations to run in all.
+    pub ops: u64,
+    /// Whether to inject faults in the safety phase.
+    pub faults: bool,
+    /// A deliberate engine bug, for negative controls.
+    pub sabotage: Option<Sabotage>,
+}
+
+/// What a passing run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Host operations completed.
+    pub ops: u64,
+    /// Reads whose data was compared with the model.
+    pub reads_checked: u64,
+    /// Crashes survived.
+    pub crashes: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    /// CPs committed by the last filer instance.
+    pub cps: u64,
+    /// Stripes whose parity was verified at the end.
+    pub stripes_verified: usize,
+}
+
+/// Why a run failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckFailure {
+    /// The seed, to replay.
+    pub seed: u64,
+    /// What went wrong.
+    pub reason: String,
+}
+
+impl core::fmt::Display for CheckFailure {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "seed {}: {}", self.seed, self.reason)
+    }
+}
+
+struct LunModel {
+    data: Vec<u8>,
+    certain: Vec<bool>,
+}
+
+#[derive(Clone, Debug)]
+enum InFlight {
+    Write {
+        lun: LunId,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    Trim {
+        lun: LunId,
+        offset: u64,
+        length: u64,
+    },
+    Read {
+        lun: LunId,
+        offset: u64,
+        length: u64,
+        expected: Vec<u8>,
+        certain: Vec<bool>,
+    },
+    Flush,
+}
+
+impl InFlight {
+    /// A one-line description, without the data.
+    fn describe(&self) -> String {
+        match self {
+            InFlight::Write { lun, offset, data } => format!(
+                "write of {} bytes at {offset} of LUN {}",
+                data.len(),
+                lun.file.0
+            ),
+            InFlight::Trim {
+                lun,
+                offset,
+                length,
+            } => format!("trim of {length} bytes at {offset} of LUN {}", lun.file.0),
+            InFlight::Read {
+                lun,
+                offset,
+                length,
+                ..
+            } => format!("read of {length} bytes at {offset} of LUN {}", lun.file.0),
+            InFlight::Flush => "flush".into(),
+        }
+    }
+
+    fn range(&self) -> Option<(LunId, u64, u64)> {
+        match self {
+            InFlight::Write { lun, offset, data } => Some((*lun, *offset, data.len() as u64)),
+            InFlight::Trim {
+                lun,
+                offset,
+                length,
+            }
+            | InFlight::Read {
+                lun,
+                offset,
+                length,
+                ..
+            } => Some((*lun, *offset, *length)),
+            InFlight::Flush => None,
+        }
+    }
+}
+
+struct Harness {
+    world: World,
+    rng: Rng,
+    luns: BTreeMap<LunId, LunModel>,
+    in_flight: BTreeMap<RequestId, InFlight>,
+    report: CheckReport,
+}
+
+/// Runs one seeded check.
+pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
+    let fail = |reason: String| CheckFailure {
+        seed: config.seed,
+        reason,
+    };
+    let mut rng = Rng::seeded(config.seed);
+    let layout = random_layout(&mut rng);
+    let options = Options {
+        cache_blocks: 64 + rng.below(512) as usize,
+        nvlog_half_bytes: 64 * 1024 + rng.below(512 * 1024),
+        cp_interval: Duration::from_millis(200 + rng.below(2000)),
+        dirty_high_water: 32 + rng.below(256) as usize,
+        sabotage: config.sabotage,
+    };
+    let world = World::format(layout, options, rng.next_u64());
+    let mut harness = Harness {
+        world,
+        rng,
+        luns: BTreeMap::new(),
+        in_flight: BTreeMap::new(),
+        report: CheckReport::default(),
+    };
+    harness.run(config).map_err(fail)?;
+    Ok(harness.report)
+}
+
+/// An aggregate of one or two small RAID-DP groups (sometimes a RAID-4 one).
+fn random_layout(rng: &mut Rng) -> Layout {
+    let groups = 1 + rng.below(2) as usize;
+    let blocks_per_disk = 4096 + rng.below(4096);
+    let geometries = (0..groups)
+        .map(|n| {
+            let raid4 = n > 0 && rng.chance(1, 3);
+            let (raid_type, size) = match raid4 {
+                true => (RaidType::Raid4, 3 + rng.below(4) as u16),
+                false => (RaidType::RaidDp, 4 + rng.below(6) as u16),
+            };
+            RaidGroupGeometry::new(raid_type, size, blocks_per_disk).expect("a valid small group")
+        })
+        .collect();
+    Layout::new(geometries, 1).expect("a valid layout")
+}
+
+impl Harness {
+    fn run(&mut self, config: &CheckConfig) -> Result<(), String> {
+        self.wait_online()?;
+        self.setup()?;
+        let safety_ops = config.ops * 7 / 10;
+        if config.faults {
+            self.world.faults = FaultRates {
+                lost_write: 300,
+                misdirected_write: 200,
+                bit_rot: 1500,
+                latent_error: 1500,
+            };
+        }
+        while self.report.ops < safety_ops {
+            if config.faults {
+                self.maybe_fault()?;
+            }
+            self.workload_step()?;
+        }
+        self.world.faults = FaultRates::NONE;
+        while self.report.ops < config.ops {
+            self.workload_step()?;
+        }
+        self.settle()?;
+        self.verify_everything()?;
+        self.report.faults = self.world.injected.clone();
+        self.report.cps = self.world.filer.counters().cps.values().sum();
+        Ok(())
+    }
+
+    fn wait_online(&mut self) -> Result<(), String> {
+        self.world.wait_online()
+    }
+
+    /// One volume with two or three LUNs, made durable before the workload.
+    fn setup(&mut self) -> Result<(), String> {
+        let volume = match self.admin(HostRequest::CreateVolume {
+            name: "vol0".into(),
+            size_bytes: 20 << 20,
+        })? {
+            ReplyData::Volume(v) => v,
+            other => return Err(format!("create volume replied {other:?}")),
+        };
+        let luns = 2 + self.rng.below(2);
+        for n in 0..luns {
+            let size = (256 + self.rng.below(1024)) * 4096;
+            let lun = match self.admin(HostRequest::CreateLun {
+                volume,
+                name: format!("lun{n}"),
+                size_bytes: size,
+            })? {
+                ReplyData::Lun(lun) => lun,
+                other => return Err(format!("create LUN replied {other:?}")),
+            };
+            self.luns.insert(
+                lun,
+                LunModel {
+                    data: vec![0; size as usize],
+                    certain: vec![true; size as usize],
+                },
+            );
+        }
+        self.admin(HostRequest::Flush)?;
+        Ok(())
+    }
+
+    /// Submits a request and runs until its reply (no crash may intervene).
+    fn admin(&mut self, request: HostRequest) -> Result<ReplyData, String> {
+        let id = self
+            .world
+            .filer
+            .submit(self.world.now(), request.clone())
+            .map_err(|e| e.to_string())?;
+        self.world.drain();
+        loop {
+            for reply in self.world.take_replies() {
+                if reply.id == id {
+                    return reply
+                        .result
+                        .map_err(|e| format!("{} failed: {e}", describe(&request)));
+                }
+            }
+            if !self.world.step() {
+                return Err(format!("{} never completed", describe(&request)));
+            }
+        }
+    }
+
+    fn maybe_fault(&mut self) -> Result<(), String> {
+        if self.rng.chance(1, 400) {
+            self.crash()?;
+        }
+        if self.rng.chance(1, 1500) {
+            let disk = DiskId(self.rng.below(u64::from(self.world.layout().disk_count())) as u32);
+            self.world.kill_disk(disk);
+        }
+        Ok(())
+    }
+
+    /// Crashes the filer; in-flight writes become uncertain, in-flight reads
+    /// are dropped; then waits for the remount.
+    fn crash(&mut self) -> Result<(), String> {
+        self.report.crashes += 1;
+        for (_, op) in core::mem::take(&mut self.in_flight) {
+            match op {
+                InFlight::Write { lun, offset, data } => {
+                    self.uncertain(lun, offset, data.len() as u64)
+                }
+                InFlight::Trim {
+                    lun,
+                    offset,
+                    length,
+                } => self.uncertain(lun, offset, length),
+                InFlight::Read { .. } | InFlight::Flush => {}
+            }
+        }
+        self.world.crash_and_remount();
+        self.wait_online()
+    }
+
+    fn uncertain(&mut self, lun: LunId, offset: u64, length: u64) {
+        let model = self.luns.get_mut(&lun).expect("modelled LUN");
+        model.certain[offset as usize..(offset + length) as usize].fill(false);
+    }
+
+    /// Submits one random request if there is room, then advances the world.
+    fn workload_step(&mut self) -> Result<(), String> {
+        if self.in_flight.len() < 8 {
+            if let Some((request, op)) = self.random_request() {
+                let id = self
+                    .world
+                    .filer
+                    .submit(self.world.now(), request)
+                    .map_err(|e| format!("submit refused: {e}"))?;
+                self.in_flight.insert(id, op);
+                self.world.drain();
+            }
+        }
+        if !self.world.step() && self.in_flight.is_empty() {
+            self.world.idle(Duration::from_millis(100));
+        }
+        for reply in self.world.take_replies() {
+            self.complete(reply)?;
+        }
+        Ok(())
+    }
+
+    fn random_request(&mut self) -> Option<(HostRequest, InFlight)> {
+        let luns: Vec<LunId> = self.luns.keys().copied().collect();
+        let lun = luns[self.rng.below(luns.len() as u64) as usize];
+        let size = self.luns[&lun].data.len() as u64;
+        let roll = self.rng.below(100);
+        if roll < 3 {
+            return Some((HostRequest::Flush, InFlight::Flush));
+        }
+        let length = match self.rng.below(4) {
+            0 => 1 + self.rng.below(512),
+            1 => 4096,
+            2 => 4096 * (1 + self.rng.below(16)),
+            _ => 1 + self.rng.below(40_000),
+        }
+        .min(size);
+        let aligned = self.rng.chance(1, 2);
+        let mut offset = self.rng.below(size - length + 1);
+        if aligned {
+            offset -= offset % 4096;
+        }
+        if self.overlaps_in_flight(lun, offset, length) {
+            return None;
+        }
+        Some(match roll {
+            3..=45 => {
+                let mut data = vec![0u8; length as usize];
+                self.rng.fill(&mut data);
+                (
+                    HostRequest::Write {
+                        lun,
+                        offset,
+                        data: data.clone(),
+                    },
+                    InFlight::Write { lun, offset, data },
+                )
+            }
+            46..=50 => (
+                HostRequest::Trim {
+                    lun,
+                    offset,
+                    length,
+                },
+                InFlight::Trim {
+                    lun,
+                    offset,
+                    length,
+                },
+            ),
+            _ => {
+                let model = &self.luns[&lun];
+                let range = offset as usize..(offset + length) as usize;
+                (
+                    HostRequest::Read {
+                        lun,
+                        offset,
+                        length,
+                    },
+                    InFlight::Read {
+                        lun,
+                        offset,
+                        length,
+                        expected: model.data[range.clone()].to_vec(),
+                        certain: model.certain[range].to_vec(),
+                    },
+                )
+            }
+        })
+    }
+
+    /// Whether a range overlaps (at 4 KiB granularity) anything in flight.
+    fn overlaps_in_flight(&self, lun: LunId, offset: u64, length: u64) -> bool {
+        let blocks = |o: u64, l: u64| (o / 4096, (o + l).div_ceil(4096));
+        let (first, end) = blocks(offset, length);
+        self.in_flight
+            .values()
+            .filter_map(InFlight::range)
+            .any(|(other, o, l)| {
+                let (f, e) = blocks(o, l);
+                other == lun && first < e && f < end
+            })
+    }
+
+    fn complete(&mut self, reply: wafer_core::filer::Reply) -> Result<(), String> {
+        let Some(op) = self.in_flight.remove(&reply.id) else {
+            return Ok(());
+        };
+        self.report.ops += 1;
+        let result = reply
+            .result
+            .map_err(|e| format!("{} failed: {e}", op.describe()))?;
+        match op {
+            InFlight::Write { lun, offset, data } => {
+                let model = self.luns.get_mut(&lun).expect("modelled");
+                let range = offset as usize..offset as usize + data.len();
+                model.data[range.clone()].copy_from_slice(&data);
+                model.certain[range].fill(true);
+            }
+            InFlight::Trim {
+                lun,
+                offset,
+                length,
+            } => {
+                let model = self.luns.get_mut(&lun).expect("modelled");
+                let range = offset as usize..(offset + length) as usize;
+                model.data[range.clone()].fill(0);
+                model.certain[range].fill(true);
+            }
+            InFlight::Read {
+                lun,
+                offset,
+                expected,
+                certain,
+                ..
+            } => {
+                let ReplyData::Data(got) = result else {
+                    return Err(format!("read replied {result:?}"));
+                };
+                compare(lun, offset, &got, &expected, &certain)?;
+                self.report.reads_checked += 1;
+            }
+            InFlight::Flush => {}
+        }
+        Ok(())
+    }
+
+    /// Lets everything in flight finish, then makes it durable.
+    fn settle(&mut self) -> Result<(), String> {
+        while !self.in_flight.is_empty() {
+            if !self.world.step() {
+                self.world.idle(Duration::from_millis(100));
+            }
+            for reply in self.world.take_replies() {
+                self.complete(reply)?;
+            }
+        }
+        self.admin(HostRequest::Flush)?;
+        while self.world.step() {}
+        Ok(())
+    }
+
+    /// Reads every LUN whole, checks the invariants and every stripe's parity.
+    fn verify_everything(&mut self) -> Result<(), String> {
+        let luns: Vec<LunId> = self.luns.keys().copied().collect();
+        for lun in luns {
+            let size = self.luns[&lun].data.len() as u64;
+            let ReplyData::Data(got) = self.admin(HostRequest::Read {
+                lun,
+                offset: 0,
+                length: size,
+            })?
+            else {
+                return Err("a read returned no data".into());
+            };
+            let model = &self.luns[&lun];
+            compare(lun, 0, &got, &model.data, &model.certain)?;
+            self.report.reads_checked += 1;
+        }
+        while self.world.step() {}
+        self.world.filer.check_invariants()?;
+        self.report.stripes_verified = self.world.check_parity()?;
+        Ok(())
+    }
+}
+
+fn compare(
+    lun: LunId,
+    offset: u64,
+    got: &[u8],
+    expected: &[u8],
+    certain: &[bool],
+) -> Result<(), String> {
+    if got.len() != expected.len() {
+        return Err(format!(
+            "LUN {lun:?} read {} bytes, expected {}",
+            got.len(),
+            expected.len()
+        ));
+    }
+    match (0..got.len()).find(|&i| certain[i] && got[i] != expected[i]) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "LUN {}/{} byte {}: read {:#04x}, but the last acknowledged write left {:#04x}",
+            lun.volume.0,
+            lun.file.0,
+            offset + i as u64,
+            got[i],
+            expected[i]
+        )),
+    }
+}
+
+fn describe(request: &HostRequest) -> String {
+    match request {
+        HostRequest::Read {
+            lun,
+            offset,
+            length,
+        } => format!("read of {length} bytes at {offset} of LUN {}", lun.file.0),
+        HostRequest::Write { .. } | HostRequest::Trim { .. } => "a write".into(),
+        other => format!("{other:?}"),
+    }
+}

@@ -1,0 +1,551 @@
+//! The simulated world: the filer, in-memory disks and NVRAM, and virtual time.
+//!
+//! Every I/O the filer asks for completes after a seeded random latency, disk
+//! I/Os in any order, NVRAM operations in the order issued (as a real NVLog
+//! group-commits). The disks keep the pristine bytes as written, and faults are
+//! injected on top of that, within what RAID promises to survive: in no stripe
+//! do dead disks plus damaged blocks exceed the group's parity disks. The fault
+//! model:
+//!
+//! - **dead disk**: every later I/O to it fails;
+//! - **latent sector error**: a written block can no longer be read;
+//! - **bit rot**: a bit of a written block flips;
+//! - **lost write**: a write is acknowledged but never lands;
+//! - **misdirected write**: a write lands on another block of the same disk;
+//! - **crash**: the filer vanishes; writes in flight land whole, torn, or not at
+//!   all; NVRAM appends in flight persist as a prefix, the last one possibly
+//!   torn. The filer then mounts again from what is there. A stripe left half
+//!   written is itself a fault of that stripe (the RAID write hole, closed by
+//!   the mount's resync), so writes in flight to a stripe that already holds a
+//!   fault land whole.
+//!
+//! A damaged block stops counting against its stripe once it is written again.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use wafer_core::aggregate::{Layout, Slot};
+use wafer_core::filer::{Io, IoId, IoOp, IoResult, Options, Reply, Sector};
+use wafer_core::units::{DiskId, Duration, Instant};
+use wafer_core::{BLOCK_SIZE, Filer};
+use wafer_rng::Rng;
+
+/// How often each fault is injected, in parts per million of opportunities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultRates {
+    /// Per disk write: the write is acknowledged but lost.
+    pub lost_write: u64,
+    /// Per disk write: the write lands on another block.
+    pub misdirected_write: u64,
+    /// Per simulation step: a random written block rots.
+    pub bit_rot: u64,
+    /// Per simulation step: a random written block becomes unreadable.
+    pub latent_error: u64,
+}
+
+impl FaultRates {
+    /// No faults at all.
+    pub const NONE: FaultRates = FaultRates {
+        lost_write: 0,
+        misdirected_write: 0,
+        bit_rot: 0,
+        latent_error: 0,
+    };
+}
+
+#[derive(Clone, Debug)]
+enum Pending {
+    Disk(Io),
+    Nvram(Io),
+}
+
+/// One simulated disk.
+#[derive(Clone, Debug, Default)]
+struct SimDisk {
+    sectors: BTreeMap<u64, Sector>,
+    unreadable: BTreeSet<u64>,
+    dead: bool,
+}
+
+/// The filer in its simulated world.
+pub struct World {
+    /// The filer under test.
+    pub filer: Filer,
+    layout: Layout,
+    options: Options,
+    disks: Vec<SimDisk>,
+    nvram: [Vec<u8>; 2],
+    events: BTreeMap<(Instant, u64), Pending>,
+    nvram_queue_end: Instant,
+    seq: u64,
+    now: Instant,
+    rng: Rng,
+    /// Blocks damaged behind the filer's back, by (disk, dbn).
+    damaged: BTreeSet<(DiskId, u64)>,
+    /// Fault rates in force.
+    pub faults: FaultRates,
+    replies: VecDeque<Reply>,
+    /// Faults injected so far, by kind.
+    pub injected: BTreeMap<&'static str, u64>,
+}
+
+impl World {
+    /// A world with blank disks and a freshly formatted filer.
+    pub fn format(layout: Layout, options: Options, seed: u64) -> World {
+        let disks = vec![SimDisk::default(); layout.disk_count() as usize];
+        let filer = Filer::format(layout.clone(), options.clone(), Instant(0));
+        let mut world = World {
+            filer,
+            layout,
+            options,
+            disks,
+            nvram: [Vec::new(), Vec::new()],
+            events: BTreeMap::new(),
+            nvram_queue_end: Instant(0),
+            seq: 0,
+            now: Instant(0),
+            rng: Rng::seeded(seed),
+            damaged: BTreeSet::new(),
+            faults: FaultRates::NONE,
+            replies: VecDeque::new(),
+            injected: BTreeMap::new(),
+        };
+        world.drain();
+        world
+    }
+
+    /// Runs until the filer is online, or says why it cannot be.
+    pub fn wait_online(&mut self) -> Result<(), String> {
+        loop {
+            if self.filer.is_online() {
+                return Ok(());
+            }
+            if let Some(error) = self.filer.mount_error() {
+                return Err(format!("mount failed: {error}"));
+            }
+            if !self.step() {
+                return Err("the filer stalled before coming online".into());
+            }
+        }
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The aggregate's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The seeded generator the world uses (workloads draw from it too).
+    pub fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
+    /// Whether anything is still in flight.
+    pub fn is_idle(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Replies received so far, oldest first.
+    pub fn take_replies(&mut self) -> Vec<Reply> {
+        self.replies.drain(..).collect()
+    }
+
+    /// Moves the filer's output into the world: I/Os become events, replies
+    /// are kept for the harness.
+    pub fn drain(&mut self) {
+        while let Some(io) = self.filer.poll_io() {
+            self.schedule(io);
+        }
+        while let Some(reply) = self.filer.poll_reply() {
+            self.replies.push_back(reply);
+        }
+    }
+
+    fn schedule(&mut self, io: Io) {
+        self.seq += 1;
+        match io.op {
+            IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => {
+                let start = self.now.max(self.nvram_queue_end);
+                self.nvram_queue_end = start + Duration(10_000 + self.rng.below(20_000));
+                self.events
+                    .insert((self.nvram_queue_end, self.seq), Pending::Nvram(io));
+            }
+            _ => {
+                let latency = Duration(50_000 + self.rng.below(2_000_000));
+                self.events
+                    .insert((self.now + latency, self.seq), Pending::Disk(io));
+            }
+        }
+    }
+
+    /// Runs the next event (or the filer's timer if it comes first). Returns
+    /// false when nothing at all is pending.
+    pub fn step(&mut self) -> bool {
+        let next_event = self.events.keys().next().map(|(t, _)| *t);
+        let timer = self.filer.poll_timeout();
+        match (next_event, timer) {
+            (_, Some(t)) if next_event.is_none_or(|e| t < e) => {
+                self.now = self.now.max(t);
+                self.filer.handle_timeout(self.now);
+            }
+            (Some(_), _) => {
+                let ((time, _), pending) = self.events.pop_first().expect("an event");
+                self.now = self.now.max(time);
+                self.inject_background_faults();
+                let (id, result) = self.perform(pending);
+                self.filer.handle_io_done(self.now, id, result);
+            }
+            (None, None) => return false,
+            (None, Some(_)) => unreachable!("covered by the first arm"),
+        }
+        self.drain();
+        true
+    }
+
+    /// Advances virtual time by `span` with nothing happening but timers.
+    pub fn idle(&mut self, span: Duration) {
+        let until = self.now + span;
+        while let Some(t) = self.filer.poll_timeout().filter(|t| *t <= until) {
+            self.now = self.now.max(t);
+            self.filer.handle_timeout(self.now);
+            self.drain();
+            while self.events.keys().next().is_some() && self.step() {}
+        }
+        self.now = self.now.max(until);
+    }
+
+    fn perform(&mut self, pending: Pending) -> (IoId, IoResult) {
+        match pending {
+            Pending::Nvram(io) => {
+                match io.op {
+                    IoOp::NvlogAppend { half, record } => {
+                        self.nvram[usize::from(half)].extend_from_slice(&record)
+                    }
+                    IoOp::NvlogReset { half } => self.nvram[usize::from(half)].clear(),
+                    _ => unreachable!("NVRAM queue holds NVRAM operations"),
+                }
+                (io.id, IoResult::Done)
+            }
+            Pending::Disk(io) => {
+                let result = self.disk_io(&io.op);
+                (io.id, result)
+            }
+        }
+    }
+
+    fn disk_io(&mut self, op: &IoOp) -> IoResult {
+        match op {
+            IoOp::Read { disk, dbn, count } => {
+                let d = &self.disks[disk.0 as usize];
+                if d.dead {
+                    return IoResult::DiskFailed;
+                }
+                IoResult::Read(
+                    (dbn.0..dbn.0 + u64::from(*count))
+                        .map(|n| match d.unreadable.contains(&n) {
+                            true => None,
+                            false => Some(d.sectors.get(&n).cloned().unwrap_or_else(blank_sector)),
+                        })
+                        .collect(),
+                )
+            }
+            IoOp::Write { disk, dbn, sectors } => {
+                if self.disks[disk.0 as usize].dead {
+                    return IoResult::DiskFailed;
+                }
+                for (n, sector) in sectors.iter().enumerate() {
+                    self.land_write(*disk, dbn.0 + n as u64, sector.clone());
+                }
+                IoResult::Done
+            }
+            IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => {
+                unreachable!("NVRAM operations queue apart")
+            }
+        }
+    }
+
+    /// Writes one sector, perhaps losing or misdirecting it.
+    fn land_write(&mut self, disk: DiskId, dbn: u64, sector: Sector) {
+        if self.roll(self.faults.lost_write) && self.may_damage(disk, dbn) {
+            self.count("lost write");
+            self.damaged.insert((disk, dbn));
+            return;
+        }
+        if self.roll(self.faults.misdirected_write) {
+            let blocks = self.blocks_on(disk);
+            let victim = self.rng.below(blocks);
+            if victim != dbn && self.may_damage(disk, dbn) && self.may_damage(disk, victim) {
+                self.count("misdirected write");
+                self.damaged.insert((disk, dbn));
+                self.store(disk, victim, sector);
+                self.damaged.insert((disk, victim));
+                return;
+            }
+        }
+        self.store(disk, dbn, sector);
+        self.damaged.remove(&(disk, dbn));
+    }
+
+    fn store(&mut self, disk: DiskId, dbn: u64, sector: Sector) {
+        let d = &mut self.disks[disk.0 as usize];
+        d.unreadable.remove(&dbn);
+        d.sectors.insert(dbn, sector);
+    }
+
+    fn blocks_on(&self, disk: DiskId) -> u64 {
+        match self.layout.slot(disk) {
+            Some(Slot::Member { group, .. }) => self.layout.groups()[group].blocks_per_disk(),
+            _ => 1,
+        }
+    }
+
+    fn roll(&mut self, parts_per_million: u64) -> bool {
+        parts_per_million > 0 && self.rng.chance(parts_per_million, 1_000_000)
+    }
+
+    fn count(&mut self, kind: &'static str) {
+        *self.injected.entry(kind).or_default() += 1;
+    }
+
+    /// Whether one more damaged block at (`disk`, `dbn`) stays within what the
+    /// stripe survives.
+    fn may_damage(&self, disk: DiskId, dbn: u64) -> bool {
+        let Some(Slot::Member { group, .. }) = self.layout.slot(disk) else {
+            return false;
+        };
+        if self.damaged.contains(&(disk, dbn)) {
+            return false;
+        }
+        let geometry = &self.layout.groups()[group];
+        let members: Vec<DiskId> = geometry
+            .all_disks()
+            .iter()
+            .map(|d| self.layout.disk_id(group, d))
+            .collect();
+        let dead = members
+            .iter()
+            .filter(|d| self.disks[d.0 as usize].dead)
+            .count();
+        let damaged = members
+            .iter()
+            .filter(|d| self.damaged.contains(&(**d, dbn)))
+            .count();
+        !self.disks[disk.0 as usize].dead
+            && dead + damaged < geometry.raid_type().tolerated_failures()
+    }
+
+    fn inject_background_faults(&mut self) {
+        for (rate, rot) in [
+            (self.faults.bit_rot, true),
+            (self.faults.latent_error, false),
+        ] {
+            if !self.roll(rate) {
+                continue;
+            }
+            let disk = DiskId(self.rng.below(u64::from(self.layout.disk_count())) as u32);
+            let written: Vec<u64> = self.disks[disk.0 as usize]
+                .sectors
+                .keys()
+                .copied()
+                .collect();
+            if written.is_empty() {
+                continue;
+            }
+            let dbn = written[self.rng.below(written.len() as u64) as usize];
+            if !self.may_damage(disk, dbn) {
+                continue;
+            }
+            self.damaged.insert((disk, dbn));
+            if rot {
+                self.count("bit rot");
+                let byte = self.rng.below(BLOCK_SIZE as u64) as usize;
+                let bit = 1u8 << self.rng.below(8);
+                let sector = self.disks[disk.0 as usize]
+                    .sectors
+                    .get_mut(&dbn)
+                    .expect("written");
+                sector.data[byte] ^= bit;
+            } else {
+                self.count("latent sector error");
+                self.disks[disk.0 as usize].unreadable.insert(dbn);
+            }
+        }
+    }
+
+    /// Dead disks plus damaged blocks in the stripe of (`disk`, `dbn`).
+    fn stripe_faults(&self, disk: DiskId, dbn: u64) -> usize {
+        let Some(Slot::Member { group, .. }) = self.layout.slot(disk) else {
+            return 0;
+        };
+        self.layout.groups()[group]
+            .all_disks()
+            .iter()
+            .map(|d| self.layout.disk_id(group, d))
+            .filter(|d| self.disks[d.0 as usize].dead || self.damaged.contains(&(*d, dbn)))
+            .count()
+    }
+
+    /// Kills a disk if its group can lose one more without any stripe going
+    /// past what RAID survives. Returns whether it did.
+    pub fn kill_disk(&mut self, disk: DiskId) -> bool {
+        let Some(Slot::Member { group, .. }) = self.layout.slot(disk) else {
+            return false;
+        };
+        let geometry = &self.layout.groups()[group];
+        let members: Vec<DiskId> = geometry
+            .all_disks()
+            .iter()
+            .map(|d| self.layout.disk_id(group, d))
+            .collect();
+        let dead = members
+            .iter()
+            .filter(|d| self.disks[d.0 as usize].dead)
+            .count();
+        let worst_stripe = self
+            .damaged
+            .iter()
+            .filter(|(d, _)| members.contains(d) && *d != disk)
+            .fold(BTreeMap::<u64, usize>::new(), |mut per, (_, dbn)| {
+                *per.entry(*dbn).or_default() += 1;
+                per
+            })
+            .into_values()
+            .max()
+            .unwrap_or(0);
+        if self.disks[disk.0 as usize].dead
+            || dead + 1 + worst_stripe > geometry.raid_type().tolerated_failures()
+        {
+            return false;
+        }
+        self.disks[disk.0 as usize].dead = true;
+        self.damaged.retain(|(d, _)| *d != disk);
+        self.count("dead disk");
+        true
+    }
+
+    /// Crashes the filer: in-flight writes land whole, torn or not at all, the
+    /// NVRAM keeps a prefix of what was in flight. Then mounts a new filer.
+    pub fn crash_and_remount(&mut self) {
+        self.count("crash");
+        let pending: Vec<Pending> = core::mem::take(&mut self.events).into_values().collect();
+        let mut nvram_alive = true;
+        for event in pending {
+            match event {
+                Pending::Disk(io) => self.crash_disk_io(io),
+                Pending::Nvram(_) if !nvram_alive => {}
+                Pending::Nvram(io) => {
+                    nvram_alive = self.rng.chance(1, 2);
+                    if nvram_alive {
+                        self.perform(Pending::Nvram(io));
+                    } else if let IoOp::NvlogAppend { half, record } = io.op {
+                        // The first lost append may leave a torn prefix behind;
+                        // NVRAM operations after it are lost (they complete in order).
+                        let keep = self.rng.below(record.len() as u64) as usize;
+                        self.nvram[usize::from(half)].extend_from_slice(&record[..keep]);
+                    }
+                }
+            }
+        }
+        self.replies.clear();
+        self.nvram_queue_end = self.now;
+        self.filer = Filer::mount(
+            self.layout.clone(),
+            self.options.clone(),
+            self.now,
+            [&self.nvram[0], &self.nvram[1]],
+        );
+        self.drain();
+    }
+
+    fn crash_disk_io(&mut self, io: Io) {
+        let IoOp::Write { disk, dbn, sectors } = io.op else {
+            return;
+        };
+        if self.disks[disk.0 as usize].dead {
+            return;
+        }
+        let at_risk = |world: &World, n: u64| world.stripe_faults(disk, dbn.0 + n) > 0;
+        if (0..sectors.len() as u64).any(|n| at_risk(self, n)) {
+            // A half-written stripe is itself a fault of that stripe (the write
+            // hole, which the mount's resync closes); it is injected only into
+            // stripes that hold no other fault.
+            for (n, sector) in sectors.into_iter().enumerate() {
+                self.store(disk, dbn.0 + n as u64, sector);
+            }
+            return;
+        }
+        for (n, sector) in sectors.into_iter().enumerate() {
+            let at = dbn.0 + n as u64;
+            match self.rng.below(3) {
+                0 => {}
+                1 => self.store(disk, at, sector),
+                _ if self.may_damage(disk, at) => {
+                    self.count("torn write");
+                    let mut torn = sector;
+                    let cut = self.rng.below(BLOCK_SIZE as u64) as usize;
+                    torn.data[cut..].fill(0xee);
+                    self.store(disk, at, torn);
+                    self.damaged.insert((disk, at));
+                }
+                _ => self.store(disk, at, sector),
+            }
+        }
+    }
+
+    /// Checks that every stripe's parity matches its blocks, except stripes
+    /// holding damaged blocks or blocks of dead disks. Call only when idle.
+    pub fn check_parity(&self) -> Result<usize, String> {
+        let mut checked = 0;
+        for (group, geometry) in self.layout.groups().iter().enumerate() {
+            let members: Vec<DiskId> = geometry
+                .all_disks()
+                .iter()
+                .map(|d| self.layout.disk_id(group, d))
+                .collect();
+            if members.iter().any(|d| self.disks[d.0 as usize].dead) {
+                continue;
+            }
+            let written: BTreeSet<u64> = members
+                .iter()
+                .flat_map(|d| self.disks[d.0 as usize].sectors.keys().copied())
+                .collect();
+            for dbn in written {
+                // The superblock stripes are rewritten whole every other CP and
+                // may be torn by a crash in between; their copies carry them.
+                if group == 0 && dbn < wafer_core::aggregate::SUPERBLOCK_COPIES {
+                    continue;
+                }
+                if members.iter().any(|d| self.damaged.contains(&(*d, dbn))) {
+                    continue;
+                }
+                let stripe: Vec<wafer_core::Block> = members
+                    .iter()
+                    .map(|d| {
+                        self.disks[d.0 as usize]
+                            .sectors
+                            .get(&dbn)
+                            .map_or([0; BLOCK_SIZE], |s| *s.data)
+                    })
+                    .collect();
+                let report = geometry.scrub_stripe(&stripe);
+                if !report.is_consistent() {
+                    return Err(format!(
+                        "RAID group {group} stripe {dbn}: parity inconsistent ({report:?})"
+                    ));
+                }
+                checked += 1;
+            }
+        }
+        Ok(checked)
+    }
+}
+
+fn blank_sector() -> Sector {
+    Sector {
+        data: Box::new([0; BLOCK_SIZE]),
+        trailer: [0; wafer_core::format::TRAILER_SIZE],
+    }
+}

@@ -1,0 +1,279 @@
+//! Hand-written scenarios of the filer in the simulated world: the behaviours
+//! the seeded check exercises at random, pinned down one at a time.
+
+use wafer_core::aggregate::Layout;
+use wafer_core::filer::{HostError, HostRequest, Options, ReplyData};
+use wafer_core::nvlog::LunId;
+use wafer_core::units::{DiskId, Duration};
+use wafer_raid::{RaidGroupGeometry, RaidType};
+use wafer_sim::world::World;
+
+fn world() -> World {
+    let geometry = RaidGroupGeometry::new(RaidType::RaidDp, 6, 4096).expect("valid");
+    let layout = Layout::new(vec![geometry], 1).expect("valid");
+    let options = Options {
+        cp_interval: Duration::from_secs(3600), // no timer CPs unless a test wants one
+        dirty_high_water: 512,
+        nvlog_half_bytes: 8 << 20,
+        ..Options::default()
+    };
+    let mut world = World::format(layout, options, 7);
+    world.wait_online().expect("online");
+    world
+}
+
+fn request(world: &mut World, request: HostRequest) -> Result<ReplyData, HostError> {
+    let id = world.filer.submit(world.now(), request).expect("online");
+    world.drain();
+    loop {
+        if let Some(reply) = world.take_replies().into_iter().find(|r| r.id == id) {
+            return reply.result;
+        }
+        assert!(world.step(), "the request never completed");
+    }
+}
+
+fn lun(world: &mut World, size_bytes: u64) -> LunId {
+    let volume = match request(
+        world,
+        HostRequest::CreateVolume {
+            name: "vol0".into(),
+            size_bytes: 40 << 20,
+        },
+    ) {
+        Ok(ReplyData::Volume(v)) => v,
+        other => panic!("{other:?}"),
+    };
+    match request(
+        world,
+        HostRequest::CreateLun {
+            volume,
+            name: "lun0".into(),
+            size_bytes,
+        },
+    ) {
+        Ok(ReplyData::Lun(lun)) => lun,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn read(world: &mut World, lun: LunId, offset: u64, length: u64) -> Vec<u8> {
+    match request(
+        world,
+        HostRequest::Read {
+            lun,
+            offset,
+            length,
+        },
+    ) {
+        Ok(ReplyData::Data(data)) => data,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_add((i * 31 % 251) as u8))
+        .collect()
+}
+
+#[test]
+fn unaligned_writes_read_back_and_trims_read_as_zeros() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    let data = pattern(3, 10_000);
+    request(
+        &mut world,
+        HostRequest::Write {
+            lun,
+            offset: 5_000,
+            data: data.clone(),
+        },
+    )
+    .expect("write");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    assert_eq!(read(&mut world, lun, 5_000, 10_000), data);
+    request(
+        &mut world,
+        HostRequest::Trim {
+            lun,
+            offset: 8_192,
+            length: 4_096,
+        },
+    )
+    .expect("trim");
+    let after = read(&mut world, lun, 5_000, 10_000);
+    assert!(
+        after[3_192..7_288].iter().all(|&b| b == 0),
+        "the trimmed block reads as zeros"
+    );
+    assert_eq!(after[..3_192], data[..3_192]);
+    assert!(
+        world.filer.counters().partial_write_reads == 0,
+        "a first write to a hole reads nothing"
+    );
+}
+
+#[test]
+fn an_acknowledged_write_survives_a_crash_before_any_cp() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let committed = world.filer.committed_cp();
+    let data = pattern(9, 8_192);
+    request(
+        &mut world,
+        HostRequest::Write {
+            lun,
+            offset: 4_096,
+            data: data.clone(),
+        },
+    )
+    .expect("write");
+    assert_eq!(
+        world.filer.committed_cp(),
+        committed,
+        "no CP ran: the write is only in the NVLog"
+    );
+    world.crash_and_remount();
+    world.wait_online().expect("remounted");
+    assert_eq!(read(&mut world, lun, 4_096, 8_192), data);
+}
+
+#[test]
+fn every_block_reads_back_with_two_dead_disks() {
+    let mut world = world();
+    let lun = lun(&mut world, 2 << 20);
+    let data = pattern(5, 2 << 20);
+    request(
+        &mut world,
+        HostRequest::Write {
+            lun,
+            offset: 0,
+            data: data.clone(),
+        },
+    )
+    .expect("write");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    assert!(
+        world.kill_disk(DiskId(2)) && world.kill_disk(DiskId(4)),
+        "two data disks die"
+    );
+    world.crash_and_remount(); // drop the cache so every block comes from disk
+    world.wait_online().expect("remounted degraded");
+    assert_eq!(read(&mut world, lun, 0, 2 << 20), data);
+    assert!(
+        world.filer.counters().degraded_reads > 0,
+        "blocks were rebuilt from parity"
+    );
+    assert!(
+        !world.kill_disk(DiskId(3)),
+        "a third failure is beyond RAID-DP and is not injected"
+    );
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_change_nothing() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    let past_end = request(
+        &mut world,
+        HostRequest::Write {
+            lun,
+            offset: (1 << 20) - 10,
+            data: vec![1; 20],
+        },
+    );
+    assert!(
+        matches!(past_end, Err(HostError::OutOfRange { .. })),
+        "{past_end:?}"
+    );
+    let volume = lun.volume;
+    let twice = request(
+        &mut world,
+        HostRequest::CreateLun {
+            volume,
+            name: "lun0".into(),
+            size_bytes: 4096,
+        },
+    );
+    assert!(matches!(twice, Err(HostError::Exists(_))), "{twice:?}");
+    let too_big = request(
+        &mut world,
+        HostRequest::CreateLun {
+            volume,
+            name: "big".into(),
+            size_bytes: 1 << 40,
+        },
+    );
+    assert!(
+        matches!(too_big, Err(HostError::NoSpace { .. })),
+        "{too_big:?}"
+    );
+    let odd = request(
+        &mut world,
+        HostRequest::CreateLun {
+            volume,
+            name: "odd".into(),
+            size_bytes: 1000,
+        },
+    );
+    assert!(matches!(odd, Err(HostError::Invalid(_))), "{odd:?}");
+    let bad_name = request(
+        &mut world,
+        HostRequest::CreateVolume {
+            name: "no/slash".into(),
+            size_bytes: 40 << 20,
+        },
+    );
+    assert!(
+        matches!(bad_name, Err(HostError::Invalid(_))),
+        "{bad_name:?}"
+    );
+    assert_eq!(world.filer.luns(volume).len(), 1, "nothing was created");
+    assert!(read(&mut world, lun, 0, 4096).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn a_resized_lun_keeps_its_head_and_drops_its_tail() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    let data = pattern(1, 1 << 20);
+    request(
+        &mut world,
+        HostRequest::Write {
+            lun,
+            offset: 0,
+            data: data.clone(),
+        },
+    )
+    .expect("write");
+    request(
+        &mut world,
+        HostRequest::ResizeLun {
+            lun,
+            size_bytes: 64 << 10,
+        },
+    )
+    .expect("shrink");
+    request(
+        &mut world,
+        HostRequest::ResizeLun {
+            lun,
+            size_bytes: 1 << 20,
+        },
+    )
+    .expect("grow");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let now = read(&mut world, lun, 0, 1 << 20);
+    assert_eq!(now[..64 << 10], data[..64 << 10]);
+    assert!(
+        now[64 << 10..].iter().all(|&b| b == 0),
+        "the dropped tail comes back as zeros"
+    );
+    while world.step() {}
+    world
+        .filer
+        .check_invariants()
+        .expect("maps match the trees after the resize");
+}

@@ -1,0 +1,81 @@
+//! Negative controls: with a deliberate bug switched on in the engine, the
+//! simulation must fail within the seeds CI runs. Each proves one checker can
+//! see the fault it exists for.
+
+use wafer_core::filer::Sabotage;
+use wafer_sim::check::{CheckConfig, run};
+
+/// Seeds and operations per seed: a prefix of CI's seed set.
+const SEEDS: u64 = 100;
+const OPS: u64 = 1000;
+
+/// The first seed whose run fails with `sabotage`, and why. A broken
+/// invariant is an assertion in the engine, so a panic counts as caught.
+fn first_failure(sabotage: Sabotage) -> Option<(u64, String)> {
+    (1..=SEEDS).find_map(|seed| {
+        let config = CheckConfig {
+            seed,
+            ops: OPS,
+            faults: true,
+            sabotage: Some(sabotage),
+        };
+        match std::panic::catch_unwind(|| run(&config)) {
+            Ok(Ok(_)) => None,
+            Ok(Err(failure)) => Some((seed, failure.reason)),
+            Err(panic) => Some((seed, panic_message(&panic))),
+        }
+    })
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    let text = panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()));
+    format!(
+        "engine assertion: {}",
+        text.unwrap_or_else(|| "(no message)".into())
+    )
+}
+
+fn assert_caught(sabotage: Sabotage) {
+    match first_failure(sabotage) {
+        Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
+        None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds"),
+    }
+}
+
+#[test]
+fn skipping_nvlog_replay_loses_acknowledged_writes() {
+    assert_caught(Sabotage::SkipReplay);
+}
+
+#[test]
+fn freeing_a_block_a_cp_early_corrupts_the_previous_image() {
+    assert_caught(Sabotage::EarlyFree);
+}
+
+#[test]
+fn skipping_the_parity_update_of_a_partial_stripe_is_seen() {
+    assert_caught(Sabotage::SkipParityUpdate);
+}
+
+#[test]
+fn ignoring_block_trailers_returns_damaged_data() {
+    assert_caught(Sabotage::IgnoreTrailer);
+}
+
+#[test]
+fn the_same_runs_pass_without_sabotage() {
+    for seed in 1..=SEEDS / 4 {
+        let config = CheckConfig {
+            seed,
+            ops: OPS,
+            faults: true,
+            sabotage: None,
+        };
+        if let Err(failure) = run(&config) {
+            panic!("the control run failed: {failure}");
+        }
+    }
+}
