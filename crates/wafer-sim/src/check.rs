@@ -76,8 +76,17 @@ struct LunModel {
     certain: Vec<bool>,
 }
 
+/// A change to the set or size of LUNs.
+#[derive(Clone, Debug)]
+enum AdminOp {
+    Create { name: String, size: u64 },
+    Resize { lun: LunId, size: u64 },
+    Destroy { lun: LunId },
+}
+
 #[derive(Clone, Debug)]
 enum InFlight {
+    Admin(AdminOp),
     Write {
         lun: LunId,
         offset: u64,
@@ -119,6 +128,7 @@ impl InFlight {
                 ..
             } => format!("read of {length} bytes at {offset} of LUN {}", lun.file.0),
             InFlight::Flush => "flush".into(),
+            InFlight::Admin(op) => format!("{op:?}"),
         }
     }
 
@@ -136,13 +146,15 @@ impl InFlight {
                 length,
                 ..
             } => Some((*lun, *offset, *length)),
-            InFlight::Flush => None,
+            InFlight::Flush | InFlight::Admin(_) => None,
         }
     }
 }
 
 struct Harness {
     world: World,
+    volume: wafer_core::units::VolumeId,
+    next_lun_name: u64,
     rng: Rng,
     luns: BTreeMap<LunId, LunModel>,
     in_flight: BTreeMap<RequestId, InFlight>,
@@ -167,6 +179,8 @@ pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
     let world = World::format(layout, options, rng.next_u64());
     let mut harness = Harness {
         world,
+        volume: wafer_core::units::VolumeId(0),
+        next_lun_name: 0,
         rng,
         luns: BTreeMap::new(),
         in_flight: BTreeMap::new(),
@@ -236,12 +250,13 @@ impl Harness {
             ReplyData::Volume(v) => v,
             other => return Err(format!("create volume replied {other:?}")),
         };
+        self.volume = volume;
         let luns = 2 + self.rng.below(2);
         for n in 0..luns {
             let size = (256 + self.rng.below(1024)) * 4096;
             let lun = match self.admin(HostRequest::CreateLun {
                 volume,
-                name: format!("lun{n}"),
+                name: format!("setup{n}"),
                 size_bytes: size,
             })? {
                 ReplyData::Lun(lun) => lun,
@@ -296,6 +311,7 @@ impl Harness {
     /// are dropped; then waits for the remount.
     fn crash(&mut self) -> Result<(), String> {
         self.report.crashes += 1;
+        let mut admin = None;
         for (_, op) in core::mem::take(&mut self.in_flight) {
             match op {
                 InFlight::Write { lun, offset, data } => {
@@ -306,11 +322,35 @@ impl Harness {
                     offset,
                     length,
                 } => self.uncertain(lun, offset, length),
+                InFlight::Admin(op) => admin = Some(op),
                 InFlight::Read { .. } | InFlight::Flush => {}
             }
         }
         self.world.crash_and_remount();
-        self.wait_online()
+        self.wait_online()?;
+        if let Some(op) = admin {
+            self.reconcile(op);
+        }
+        Ok(())
+    }
+
+    /// After a crash with a LUN change in flight: the change may or may not
+    /// have happened; the filer's own view says which, and the model follows.
+    fn reconcile(&mut self, op: AdminOp) {
+        let luns = self.world.filer.luns(self.volume);
+        let (happened, created) = match &op {
+            AdminOp::Create { name, .. } => {
+                let found = luns.iter().find(|(_, n, _)| n == name).map(|(l, _, _)| *l);
+                (found.is_some(), found)
+            }
+            AdminOp::Resize { lun, size } => {
+                (luns.iter().any(|(l, _, s)| l == lun && s == size), None)
+            }
+            AdminOp::Destroy { lun } => (!luns.iter().any(|(l, _, _)| l == lun), None),
+        };
+        if happened {
+            self.apply_admin(op, created);
+        }
     }
 
     fn uncertain(&mut self, lun: LunId, offset: u64, length: u64) {
@@ -320,7 +360,23 @@ impl Harness {
 
     /// Submits one random request if there is room, then advances the world.
     fn workload_step(&mut self) -> Result<(), String> {
-        if self.in_flight.len() < 8 {
+        let admin_turn =
+            self.in_flight.is_empty() && (self.luns.is_empty() || self.rng.chance(1, 150));
+        if admin_turn {
+            let (request, op) = self.random_admin();
+            let id = self
+                .world
+                .filer
+                .submit(self.world.now(), request)
+                .map_err(|e| format!("submit refused: {e}"))?;
+            self.in_flight.insert(id, InFlight::Admin(op));
+            self.world.drain();
+        } else if self.in_flight.len() < 8
+            && !self
+                .in_flight
+                .values()
+                .any(|op| matches!(op, InFlight::Admin(_)))
+        {
             if let Some((request, op)) = self.random_request() {
                 let id = self
                     .world
@@ -338,6 +394,63 @@ impl Harness {
             self.complete(reply)?;
         }
         Ok(())
+    }
+
+    /// Creates, resizes or destroys a LUN (sizes may exceed what the volume can
+    /// reserve: the filer then refuses, which is also checked).
+    fn random_admin(&mut self) -> (HostRequest, AdminOp) {
+        let size = (1 + self.rng.below(1024)) * 4096;
+        let luns: Vec<LunId> = self.luns.keys().copied().collect();
+        match (luns.is_empty(), self.rng.below(3)) {
+            (true, _) | (false, 0) => {
+                self.next_lun_name += 1;
+                let name = format!("lun{}", self.next_lun_name);
+                let request = HostRequest::CreateLun {
+                    volume: self.volume,
+                    name: name.clone(),
+                    size_bytes: size,
+                };
+                (request, AdminOp::Create { name, size })
+            }
+            (false, 1) => {
+                let lun = luns[self.rng.below(luns.len() as u64) as usize];
+                (
+                    HostRequest::ResizeLun {
+                        lun,
+                        size_bytes: size,
+                    },
+                    AdminOp::Resize { lun, size },
+                )
+            }
+            (false, _) => {
+                let lun = luns[self.rng.below(luns.len() as u64) as usize];
+                (HostRequest::DestroyLun { lun }, AdminOp::Destroy { lun })
+            }
+        }
+    }
+
+    /// Makes the model follow a LUN change that happened.
+    fn apply_admin(&mut self, op: AdminOp, created: Option<LunId>) {
+        match op {
+            AdminOp::Create { size, .. } => {
+                let lun = created.expect("a created LUN has an id");
+                self.luns.insert(
+                    lun,
+                    LunModel {
+                        data: vec![0; size as usize],
+                        certain: vec![true; size as usize],
+                    },
+                );
+            }
+            AdminOp::Resize { lun, size } => {
+                let model = self.luns.get_mut(&lun).expect("modelled");
+                model.data.resize(size as usize, 0);
+                model.certain.resize(size as usize, true);
+            }
+            AdminOp::Destroy { lun } => {
+                self.luns.remove(&lun);
+            }
+        }
     }
 
     fn random_request(&mut self) -> Option<(HostRequest, InFlight)> {
@@ -427,6 +540,20 @@ impl Harness {
             return Ok(());
         };
         self.report.ops += 1;
+        if let InFlight::Admin(admin) = op {
+            return match reply.result {
+                Ok(ReplyData::Lun(lun)) => {
+                    self.apply_admin(admin, Some(lun));
+                    Ok(())
+                }
+                Ok(_) => {
+                    self.apply_admin(admin, None);
+                    Ok(())
+                }
+                Err(wafer_core::filer::HostError::NoSpace { .. }) => Ok(()),
+                Err(e) => Err(format!("{admin:?} failed: {e}")),
+            };
+        }
         let result = reply
             .result
             .map_err(|e| format!("{} failed: {e}", op.describe()))?;
@@ -460,7 +587,7 @@ impl Harness {
                 compare(lun, offset, &got, &expected, &certain)?;
                 self.report.reads_checked += 1;
             }
-            InFlight::Flush => {}
+            InFlight::Flush | InFlight::Admin(_) => {}
         }
         Ok(())
     }

@@ -277,3 +277,43 @@ fn a_resized_lun_keeps_its_head_and_drops_its_tail() {
         .check_invariants()
         .expect("maps match the trees after the resize");
 }
+
+#[test]
+fn a_sequential_read_goes_out_as_chains_and_disks_count_it() {
+    let mut world = world();
+    let lun = lun(&mut world, 4 << 20);
+    request(
+        &mut world,
+        HostRequest::Write {
+            lun,
+            offset: 0,
+            data: pattern(2, 4 << 20),
+        },
+    )
+    .expect("write");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    world.crash_and_remount(); // an empty cache
+    world.wait_online().expect("remounted");
+    let before = world.filer.counters().clone();
+    read(&mut world, lun, 0, 4 << 20);
+    let after = world.filer.counters();
+    let chains = after.read_chains - before.read_chains;
+    let blocks = after.read_chain_blocks - before.read_chain_blocks;
+    assert_eq!(blocks, 1024, "every block of the LUN was read once");
+    assert!(
+        blocks >= 8 * chains,
+        "one CP wrote the LUN as per-disk chains: {blocks} blocks in {chains} reads"
+    );
+    let per_disk: u64 = after.disks.iter().map(|d| d.user_read_blocks).sum::<u64>()
+        - before.disks.iter().map(|d| d.user_read_blocks).sum::<u64>();
+    assert_eq!(
+        per_disk, blocks,
+        "the per-disk counters add up to the same blocks"
+    );
+    assert!(
+        after
+            .disks
+            .iter()
+            .all(|d| d.writes == 0 || d.io_time_ns > 0)
+    );
+}

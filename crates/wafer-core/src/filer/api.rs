@@ -280,6 +280,26 @@ impl CpReason {
     }
 }
 
+/// Per-disk counters, the raw material of a `statit` disk section.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DiskCounters {
+    /// Read I/Os for host data, metadata at mount and repairs ("user reads").
+    pub user_reads: u64,
+    /// Blocks those reads moved (their ratio is the chain length).
+    pub user_read_blocks: u64,
+    /// Read I/Os a CP issued for partial-stripe parity ("CP reads").
+    pub cp_reads: u64,
+    /// Blocks those reads moved.
+    pub cp_read_blocks: u64,
+    /// Write I/Os.
+    pub writes: u64,
+    /// Blocks written (their ratio to writes is the write chain length).
+    pub write_blocks: u64,
+    /// Sum over this disk's I/Os of the time from issue to completion, in
+    /// nanoseconds: with one I/O at a time, the disk's busy time.
+    pub io_time_ns: u64,
+}
+
 /// Counters for `sysstat` and `statit` style reports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -319,4 +339,6 @@ pub struct Counters {
     pub degraded_reads: u64,
     /// Blocks that could not be recovered.
     pub unrecoverable_blocks: u64,
+    /// Per-disk counters, indexed by disk id.
+    pub disks: Vec<DiskCounters>,
 }

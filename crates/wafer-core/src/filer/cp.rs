@@ -680,10 +680,7 @@ impl Filer {
         }
         for (disk, dbn, sectors) in runs {
             self.cp.as_mut().expect("a CP").writes_left += 1;
-            self.issue(
-                IoOp::Write { disk, dbn, sectors },
-                IoPurpose::CpWrite { disk },
-            );
+            self.issue(IoOp::Write { disk, dbn, sectors }, IoPurpose::CpWrite);
         }
     }
 

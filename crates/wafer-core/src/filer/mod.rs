@@ -109,9 +109,7 @@ enum IoPurpose {
         stripe: (usize, u64),
         disk: wafer_raid::DiskIndex,
     },
-    CpWrite {
-        disk: crate::units::DiskId,
-    },
+    CpWrite,
     SuperblockRead {
         disk: crate::units::DiskId,
     },
@@ -159,7 +157,7 @@ pub struct Filer {
     committed_map: Bitmap,
     next_repair: u64,
     io_out: VecDeque<Io>,
-    io_pending: BTreeMap<IoId, IoPurpose>,
+    io_pending: BTreeMap<IoId, (IoPurpose, Option<crate::units::DiskId>, Instant)>,
     next_io: u64,
     replies: VecDeque<Reply>,
     next_request: u64,
@@ -178,6 +176,10 @@ impl Filer {
         let groups = layout.groups().len();
         let halves = Halves::new(options.nvlog_half_bytes);
         let written = WrittenSums::new(&layout);
+        let counters = Counters {
+            disks: vec![DiskCounters::default(); layout.disk_count() as usize],
+            ..Counters::default()
+        };
         Filer {
             aggregate: Aggregate {
                 activemap,
@@ -215,7 +217,7 @@ impl Filer {
             next_io: 0,
             replies: VecDeque::new(),
             next_request: 0,
-            counters: Counters::default(),
+            counters,
         }
     }
 
@@ -323,21 +325,22 @@ impl Filer {
     /// An I/O has completed.
     pub fn handle_io_done(&mut self, now: Instant, id: IoId, result: IoResult) {
         self.now = now;
-        let purpose = self
+        let (purpose, disk, issued) = self
             .io_pending
             .remove(&id)
             .expect("completion of an I/O that is not pending");
-        if result == IoResult::DiskFailed {
-            if let Some(disk) = self.disk_of(&purpose) {
-                self.mark_failed(disk);
-            }
+        if let Some(disk) = disk {
+            self.counters.disks[disk.0 as usize].io_time_ns += (now - issued).0;
+        }
+        if let (IoResult::DiskFailed, Some(disk)) = (&result, disk) {
+            self.mark_failed(disk);
         }
         match purpose {
             IoPurpose::Blocks(reads) => self.blocks_read(reads, result),
             IoPurpose::Repair { job, disk } => self.repair_read(job, disk, result),
             IoPurpose::RepairWrite | IoPurpose::Reset => {}
             IoPurpose::CpRead { stripe, disk } => self.cp_read_done(stripe, disk, result),
-            IoPurpose::CpWrite { .. } | IoPurpose::SuperblockWrite => self.cp_write_done(),
+            IoPurpose::CpWrite | IoPurpose::SuperblockWrite => self.cp_write_done(),
             IoPurpose::SuperblockRead { disk } => self.superblock_read(disk, result),
             IoPurpose::Append { request } => {
                 if let Some((id, result)) = request {
@@ -350,16 +353,6 @@ impl Filer {
         }
     }
 
-    fn disk_of(&self, purpose: &IoPurpose) -> Option<crate::units::DiskId> {
-        match purpose {
-            IoPurpose::Blocks(reads) => reads
-                .first()
-                .map(|r| self.layout.disk_id(r.at.group, r.at.disk)),
-            IoPurpose::CpWrite { disk } | IoPurpose::SuperblockRead { disk } => Some(*disk),
-            _ => None,
-        }
-    }
-
     /// Marks a disk failed; its blocks are reconstructed from parity from now on.
     pub fn mark_failed(&mut self, disk: crate::units::DiskId) {
         if let Some(crate::aggregate::Slot::Member { group, disk }) = self.layout.slot(disk) {
@@ -368,14 +361,35 @@ impl Filer {
     }
 
     fn issue(&mut self, op: IoOp, purpose: IoPurpose) {
-        if let IoOp::Write { disk, dbn, sectors } = &op {
-            for (n, sector) in sectors.iter().enumerate() {
-                self.written.record(*disk, dbn.0 + n as u64, &sector.data);
+        let disk = match &op {
+            IoOp::Write { disk, dbn, sectors } => {
+                for (n, sector) in sectors.iter().enumerate() {
+                    self.written.record(*disk, dbn.0 + n as u64, &sector.data);
+                }
+                let c = &mut self.counters.disks[disk.0 as usize];
+                c.writes += 1;
+                c.write_blocks += sectors.len() as u64;
+                Some(*disk)
             }
-        }
+            IoOp::Read { disk, count, .. } => {
+                let c = &mut self.counters.disks[disk.0 as usize];
+                match purpose {
+                    IoPurpose::CpRead { .. } => {
+                        c.cp_reads += 1;
+                        c.cp_read_blocks += u64::from(*count);
+                    }
+                    _ => {
+                        c.user_reads += 1;
+                        c.user_read_blocks += u64::from(*count);
+                    }
+                }
+                Some(*disk)
+            }
+            IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => None,
+        };
         let id = IoId(self.next_io);
         self.next_io += 1;
-        self.io_pending.insert(id, purpose);
+        self.io_pending.insert(id, (purpose, disk, self.now));
         self.io_out.push_back(Io { id, op });
     }
 
@@ -647,6 +661,14 @@ impl Filer {
             }
             LoggedOp::DestroyLun { lun } => {
                 self.resize_lun(*lun, 0);
+                // What is left of the tree is its indirect blocks.
+                let release_after = self.release_point();
+                for (_, ptr) in self.volumes[&lun.volume].luns[&lun.file]
+                    .tree
+                    .all_pointers()
+                {
+                    self.free_block(FileRef::Lun(*lun), ptr, release_after);
+                }
                 let volume = self.volumes.get_mut(&lun.volume).expect("validated");
                 volume.luns.remove(&lun.file);
                 volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
