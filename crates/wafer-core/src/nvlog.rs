@@ -75,6 +75,13 @@ pub enum LoggedOp {
         /// The LUN.
         lun: LunId,
     },
+    /// A volume's buffer-cache policy set.
+    SetCachePolicy {
+        /// The volume.
+        volume: VolumeId,
+        /// The policy.
+        policy: crate::filer::api::CachePolicy,
+    },
     /// Not a host operation: the stripes a CP is about to write, as
     /// `(RAID group, stripe)`. If that CP never commits, mounting makes their
     /// parity consistent again (the RAID write hole).
@@ -149,6 +156,11 @@ impl NvRecord {
             LoggedOp::DestroyLun { lun: l } => {
                 body.push(6);
                 lun(&mut body, l);
+            }
+            LoggedOp::SetCachePolicy { volume, policy } => {
+                body.push(8);
+                body.extend_from_slice(&volume.0.to_le_bytes());
+                body.push(policy_code(*policy));
             }
             LoggedOp::DirtyStripes { stripes } => {
                 body.push(7);
@@ -235,6 +247,10 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
             size_bytes: u64_at(8)?,
         },
         6 if rest.len() == 8 => LoggedOp::DestroyLun { lun: lun()? },
+        8 if rest.len() == 5 => LoggedOp::SetCachePolicy {
+            volume: VolumeId(u32_at(0)?),
+            policy: policy_from_code(rest[4])?,
+        },
         7 if rest.len() % 12 == 0 => LoggedOp::DirtyStripes {
             stripes: rest
                 .chunks_exact(12)
@@ -243,6 +259,27 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
         },
         _ => return None,
     })
+}
+
+/// The byte a cache policy is stored as (in NVLog records and volume records).
+pub fn policy_code(policy: crate::filer::api::CachePolicy) -> u8 {
+    use crate::filer::api::CachePolicy;
+    match policy {
+        CachePolicy::Default => 0,
+        CachePolicy::Keep => 1,
+        CachePolicy::Reuse => 2,
+    }
+}
+
+/// The cache policy stored as `code`, if it is one.
+pub fn policy_from_code(code: u8) -> Option<crate::filer::api::CachePolicy> {
+    use crate::filer::api::CachePolicy;
+    match code {
+        0 => Some(CachePolicy::Default),
+        1 => Some(CachePolicy::Keep),
+        2 => Some(CachePolicy::Reuse),
+        _ => None,
+    }
 }
 
 /// Decodes a half's bytes into records, stopping at the first torn or corrupt
@@ -373,6 +410,10 @@ mod tests {
                 size_bytes: 4096,
             },
             LoggedOp::DestroyLun { lun },
+            LoggedOp::SetCachePolicy {
+                volume: VolumeId(3),
+                policy: crate::filer::api::CachePolicy::Keep,
+            },
             LoggedOp::DirtyStripes {
                 stripes: vec![(0, 7), (1, 1 << 40)],
             },
@@ -392,7 +433,7 @@ mod tests {
         let mut half: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
         assert_eq!(decode_half(&half), records());
         half.truncate(half.len() - 3);
-        assert_eq!(decode_half(&half), records()[..6]);
+        assert_eq!(decode_half(&half), records()[..7]);
     }
 
     #[test]

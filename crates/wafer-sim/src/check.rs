@@ -79,9 +79,19 @@ struct LunModel {
 /// A change to the set or size of LUNs.
 #[derive(Clone, Debug)]
 enum AdminOp {
-    Create { name: String, size: u64 },
-    Resize { lun: LunId, size: u64 },
-    Destroy { lun: LunId },
+    Create {
+        name: String,
+        size: u64,
+    },
+    Resize {
+        lun: LunId,
+        size: u64,
+    },
+    Destroy {
+        lun: LunId,
+    },
+    /// Changes nothing the model sees; exercises logging and persistence.
+    CachePolicy,
 }
 
 #[derive(Clone, Debug)]
@@ -347,6 +357,7 @@ impl Harness {
                 (luns.iter().any(|(l, _, s)| l == lun && s == size), None)
             }
             AdminOp::Destroy { lun } => (!luns.iter().any(|(l, _, _)| l == lun), None),
+            AdminOp::CachePolicy => (false, None),
         };
         if happened {
             self.apply_admin(op, created);
@@ -401,7 +412,7 @@ impl Harness {
     fn random_admin(&mut self) -> (HostRequest, AdminOp) {
         let size = (1 + self.rng.below(1024)) * 4096;
         let luns: Vec<LunId> = self.luns.keys().copied().collect();
-        match (luns.is_empty(), self.rng.below(3)) {
+        match (luns.is_empty(), self.rng.below(4)) {
             (true, _) | (false, 0) => {
                 self.next_lun_name += 1;
                 let name = format!("lun{}", self.next_lun_name);
@@ -422,9 +433,19 @@ impl Harness {
                     AdminOp::Resize { lun, size },
                 )
             }
-            (false, _) => {
+            (false, 2) => {
                 let lun = luns[self.rng.below(luns.len() as u64) as usize];
                 (HostRequest::DestroyLun { lun }, AdminOp::Destroy { lun })
+            }
+            (false, _) => {
+                use wafer_core::filer::CachePolicy;
+                let policy = [CachePolicy::Default, CachePolicy::Keep, CachePolicy::Reuse]
+                    [self.rng.below(3) as usize];
+                let request = HostRequest::SetCachePolicy {
+                    volume: self.volume,
+                    policy,
+                };
+                (request, AdminOp::CachePolicy)
             }
         }
     }
@@ -450,6 +471,7 @@ impl Harness {
             AdminOp::Destroy { lun } => {
                 self.luns.remove(&lun);
             }
+            AdminOp::CachePolicy => {}
         }
     }
 

@@ -317,3 +317,79 @@ fn a_sequential_read_goes_out_as_chains_and_disks_count_it() {
             .all(|d| d.writes == 0 || d.io_time_ns > 0)
     );
 }
+
+#[test]
+fn a_keep_volume_outlives_a_reuse_volume_in_the_cache() {
+    use wafer_core::filer::CachePolicy;
+    let geometry = RaidGroupGeometry::new(RaidType::RaidDp, 6, 8192).expect("valid");
+    let layout = Layout::new(vec![geometry], 1).expect("valid");
+    // Room for the keep volume's 256 blocks and the eviction batch, not for both LUNs.
+    let options = Options {
+        cache_blocks: 320,
+        dirty_high_water: 256,
+        nvlog_half_bytes: 4 << 20,
+        ..Options::default()
+    };
+    let mut world = World::format(layout, options, 9);
+    world.wait_online().expect("online");
+    let mut luns = Vec::new();
+    for (name, policy) in [("keep", CachePolicy::Keep), ("reuse", CachePolicy::Reuse)] {
+        let volume = match request(
+            &mut world,
+            HostRequest::CreateVolume {
+                name: name.into(),
+                size_bytes: 20 << 20,
+            },
+        ) {
+            Ok(ReplyData::Volume(v)) => v,
+            other => panic!("{other:?}"),
+        };
+        request(&mut world, HostRequest::SetCachePolicy { volume, policy }).expect("policy");
+        let lun = match request(
+            &mut world,
+            HostRequest::CreateLun {
+                volume,
+                name: "lun".into(),
+                size_bytes: 1 << 20,
+            },
+        ) {
+            Ok(ReplyData::Lun(lun)) => lun,
+            other => panic!("{other:?}"),
+        };
+        request(
+            &mut world,
+            HostRequest::Write {
+                lun,
+                offset: 0,
+                data: pattern(4, 1 << 20),
+            },
+        )
+        .expect("write");
+        luns.push(lun);
+    }
+    request(&mut world, HostRequest::Flush).expect("flush");
+    world.crash_and_remount(); // an empty cache; the policies come back from disk
+    world.wait_online().expect("remounted");
+    let (keep, reuse) = (luns[0], luns[1]);
+    // Read in 64 KiB pieces, as a host would, so few blocks are in flight at once.
+    let read_all = |world: &mut World, lun| {
+        for n in 0..16u64 {
+            read(world, lun, n << 16, 1 << 16);
+        }
+    };
+    read_all(&mut world, keep);
+    read_all(&mut world, reuse); // overflows the cache
+    let hits = world.filer.counters().cache_hits;
+    read_all(&mut world, keep);
+    assert_eq!(
+        world.filer.counters().cache_hits - hits,
+        256,
+        "every block of the keep volume stayed cached"
+    );
+    let hits = world.filer.counters().cache_hits;
+    read_all(&mut world, reuse);
+    assert!(
+        world.filer.counters().cache_hits - hits < 64,
+        "the reuse volume's blocks went first"
+    );
+}

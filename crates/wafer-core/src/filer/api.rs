@@ -75,6 +75,25 @@ pub enum HostRequest {
         /// The LUN.
         lun: LunId,
     },
+    /// Set how a volume's blocks age in the buffer cache.
+    SetCachePolicy {
+        /// The volume.
+        volume: VolumeId,
+        /// The policy.
+        policy: CachePolicy,
+    },
+}
+
+/// How a volume's blocks age in the buffer cache (ONTAP's FlexShare `cache=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CachePolicy {
+    /// Blocks are unlikely to be read again (streaming, backups): evicted first.
+    Reuse,
+    /// Normal aging.
+    #[default]
+    Default,
+    /// Blocks stay longer: evicted only after every other volume's.
+    Keep,
 }
 
 /// A successful reply's content.

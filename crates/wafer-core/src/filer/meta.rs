@@ -163,6 +163,8 @@ pub struct Volume {
     pub container_file: MetaFile,
     /// Where the next vvbn search starts.
     pub cursor: u64,
+    /// How its blocks age in the buffer cache.
+    pub cache_policy: super::api::CachePolicy,
 }
 
 impl Volume {
@@ -182,6 +184,7 @@ impl Volume {
             container: vec![0; vvbn_blocks as usize],
             container_file: MetaFile::default(),
             cursor: 1,
+            cache_policy: super::api::CachePolicy::Default,
         }
     }
 
@@ -294,6 +297,8 @@ pub struct VolumeRecord {
     pub activemap: Inode,
     /// Its container map's inode.
     pub container: Inode,
+    /// Its buffer-cache policy.
+    pub cache_policy: super::api::CachePolicy,
 }
 
 /// Encodes volume-table block `fbn` from the volumes present.
@@ -306,6 +311,7 @@ pub fn volume_table_bytes(volumes: &BTreeMap<VolumeId, Volume>, fbn: u64) -> Box
         };
         let record = &mut out[slot * VOLUME_RECORD..(slot + 1) * VOLUME_RECORD];
         put_u32(record, 0, 1);
+        record[4] = crate::nvlog::policy_code(volume.cache_policy);
         put_u64(record, 8, volume.size_bytes);
         put_u64(record, 16, volume.vvbn_blocks);
         record[24..24 + volume.name.len()].copy_from_slice(volume.name.as_bytes());
@@ -352,6 +358,8 @@ pub fn decode_volume_table(
             return Err(corrupt(format!("{vvbn_blocks} vvbns")));
         }
         let id = VolumeId((fbn * VOLUMES_PER_BLOCK as u64 + slot as u64) as u32);
+        let cache_policy = crate::nvlog::policy_from_code(record[4])
+            .ok_or_else(|| corrupt(format!("cache policy {}", record[4])))?;
         out.push((
             id,
             VolumeRecord {
@@ -361,6 +369,7 @@ pub fn decode_volume_table(
                 inofile: Inode::decode(&record[INOFILE_AT..INOFILE_AT + INODE_SIZE])?,
                 activemap: Inode::decode(&record[ACTIVEMAP_AT..ACTIVEMAP_AT + INODE_SIZE])?,
                 container: Inode::decode(&record[CONTAINER_AT..CONTAINER_AT + INODE_SIZE])?,
+                cache_policy,
             },
         ));
     }

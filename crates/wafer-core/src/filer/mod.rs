@@ -435,6 +435,9 @@ impl Filer {
                         LoggedOp::ResizeLun { lun, size_bytes }
                     }
                     HostRequest::DestroyLun { lun } => LoggedOp::DestroyLun { lun },
+                    HostRequest::SetCachePolicy { volume, policy } => {
+                        LoggedOp::SetCachePolicy { volume, policy }
+                    }
                     HostRequest::Read { .. } | HostRequest::Flush => unreachable!("handled above"),
                 };
                 self.modify(id, op);
@@ -578,6 +581,11 @@ impl Filer {
                 Ok(())
             }
             LoggedOp::DestroyLun { lun } => self.lun(*lun).map(|_| ()),
+            LoggedOp::SetCachePolicy { volume, .. } => self
+                .volumes
+                .get(volume)
+                .map(|_| ())
+                .ok_or(HostError::NotFound("volume")),
             LoggedOp::DirtyStripes { .. } => Ok(()),
         }
     }
@@ -672,6 +680,15 @@ impl Filer {
                 let volume = self.volumes.get_mut(&lun.volume).expect("validated");
                 volume.luns.remove(&lun.file);
                 volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::SetCachePolicy { volume, policy } => {
+                self.volumes
+                    .get_mut(volume)
+                    .expect("validated")
+                    .cache_policy = *policy;
+                let block = u64::from(volume.0) / VOLUMES_PER_BLOCK as u64;
+                self.aggregate.volume_table.dirty.insert(block);
                 Ok(ReplyData::Done)
             }
             // Handled by the mount's resync before replay.
@@ -1011,23 +1028,28 @@ impl Filer {
         }
     }
 
-    /// Evicts clean, unpinned, unwatched blocks beyond the cache's size, oldest first.
+    /// Evicts clean, unpinned, unwatched blocks once the cache is over its size:
+    /// `reuse` volumes' blocks first, then by age, `keep` volumes' last. It
+    /// evicts down to 15/16 of the size, so the scan is paid once per batch.
     fn evict(&mut self) {
-        let excess = self
-            .cache
-            .len()
-            .saturating_sub(self.options.cache_blocks + self.dirty.len());
-        if excess == 0 {
+        let limit = self.options.cache_blocks + self.dirty.len();
+        if self.cache.len() <= limit {
             return;
         }
-        let mut victims: Vec<(u64, (LunId, Fbn))> = self
+        let excess = self.cache.len() - limit + self.options.cache_blocks / 16;
+        let policy = |lun: &LunId| {
+            self.volumes
+                .get(&lun.volume)
+                .map_or(CachePolicy::Default, |v| v.cache_policy)
+        };
+        let mut victims: Vec<(CachePolicy, u64, (LunId, Fbn))> = self
             .cache
             .iter()
             .filter(|(_, e)| !e.dirty && !e.pinned && e.waiters.is_empty() && e.content.is_some())
-            .map(|(key, e)| (e.last_use, *key))
+            .map(|(key, e)| (policy(&key.0), e.last_use, *key))
             .collect();
         victims.sort_unstable();
-        for (_, key) in victims.into_iter().take(excess) {
+        for (_, _, key) in victims.into_iter().take(excess) {
             self.cache.remove(&key);
         }
     }

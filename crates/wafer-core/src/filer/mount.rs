@@ -253,6 +253,7 @@ impl Filer {
                     volume.inofile = MetaFile::from_inode(&record.inofile);
                     volume.activemap_file = MetaFile::from_inode(&record.activemap);
                     volume.container_file = MetaFile::from_inode(&record.container);
+                    volume.cache_policy = record.cache_policy;
                     self.volumes.insert(id, volume);
                     for file in [
                         FileRef::Inofile(id),
