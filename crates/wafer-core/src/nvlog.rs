@@ -26,9 +26,10 @@ pub struct LunId {
     pub file: FileId,
 }
 
-/// A modifying operation, as logged and as replayed.
+/// A change a host asks for: logged before it is acknowledged, replayed
+/// after a crash.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LoggedOp {
+pub enum Change {
     /// Bytes written to a LUN.
     Write {
         /// The LUN.
@@ -82,6 +83,13 @@ pub enum LoggedOp {
         /// The policy.
         policy: crate::filer::api::CachePolicy,
     },
+}
+
+/// What an NVLog record holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoggedOp {
+    /// A host's change.
+    Change(Change),
     /// Not a host operation: the stripes a CP is about to write, as
     /// `(RAID group, stripe)`. If that CP never commits, mounting makes their
     /// parity consistent again (the RAID write hole).
@@ -113,51 +121,51 @@ impl NvRecord {
             body.extend_from_slice(&lun.file.0.to_le_bytes());
         };
         match &self.op {
-            LoggedOp::Write {
+            LoggedOp::Change(Change::Write {
                 lun: l,
                 offset,
                 data,
-            } => {
+            }) => {
                 body.push(1);
                 lun(&mut body, l);
                 body.extend_from_slice(&offset.to_le_bytes());
                 body.extend_from_slice(data);
             }
-            LoggedOp::Trim {
+            LoggedOp::Change(Change::Trim {
                 lun: l,
                 offset,
                 length,
-            } => {
+            }) => {
                 body.push(2);
                 lun(&mut body, l);
                 body.extend_from_slice(&offset.to_le_bytes());
                 body.extend_from_slice(&length.to_le_bytes());
             }
-            LoggedOp::CreateVolume { name, size_bytes } => {
+            LoggedOp::Change(Change::CreateVolume { name, size_bytes }) => {
                 body.push(3);
                 body.extend_from_slice(&size_bytes.to_le_bytes());
                 body.extend_from_slice(name.as_bytes());
             }
-            LoggedOp::CreateLun {
+            LoggedOp::Change(Change::CreateLun {
                 volume,
                 name,
                 size_bytes,
-            } => {
+            }) => {
                 body.push(4);
                 body.extend_from_slice(&volume.0.to_le_bytes());
                 body.extend_from_slice(&size_bytes.to_le_bytes());
                 body.extend_from_slice(name.as_bytes());
             }
-            LoggedOp::ResizeLun { lun: l, size_bytes } => {
+            LoggedOp::Change(Change::ResizeLun { lun: l, size_bytes }) => {
                 body.push(5);
                 lun(&mut body, l);
                 body.extend_from_slice(&size_bytes.to_le_bytes());
             }
-            LoggedOp::DestroyLun { lun: l } => {
+            LoggedOp::Change(Change::DestroyLun { lun: l }) => {
                 body.push(6);
                 lun(&mut body, l);
             }
-            LoggedOp::SetCachePolicy { volume, policy } => {
+            LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {
                 body.push(8);
                 body.extend_from_slice(&volume.0.to_le_bytes());
                 body.push(policy_code(*policy));
@@ -223,34 +231,34 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
         (bytes.len() <= NAME_MAX).then(|| core::str::from_utf8(bytes).ok().map(str::to_string))?
     };
     Some(match tag {
-        1 => LoggedOp::Write {
+        1 => LoggedOp::Change(Change::Write {
             lun: lun()?,
             offset: u64_at(8)?,
             data: rest.get(16..)?.to_vec(),
-        },
-        2 if rest.len() == 24 => LoggedOp::Trim {
+        }),
+        2 if rest.len() == 24 => LoggedOp::Change(Change::Trim {
             lun: lun()?,
             offset: u64_at(8)?,
             length: u64_at(16)?,
-        },
-        3 => LoggedOp::CreateVolume {
+        }),
+        3 => LoggedOp::Change(Change::CreateVolume {
             size_bytes: u64_at(0)?,
             name: name_at(8)?,
-        },
-        4 => LoggedOp::CreateLun {
+        }),
+        4 => LoggedOp::Change(Change::CreateLun {
             volume: VolumeId(u32_at(0)?),
             size_bytes: u64_at(4)?,
             name: name_at(12)?,
-        },
-        5 if rest.len() == 16 => LoggedOp::ResizeLun {
+        }),
+        5 if rest.len() == 16 => LoggedOp::Change(Change::ResizeLun {
             lun: lun()?,
             size_bytes: u64_at(8)?,
-        },
-        6 if rest.len() == 8 => LoggedOp::DestroyLun { lun: lun()? },
-        8 if rest.len() == 5 => LoggedOp::SetCachePolicy {
+        }),
+        6 if rest.len() == 8 => LoggedOp::Change(Change::DestroyLun { lun: lun()? }),
+        8 if rest.len() == 5 => LoggedOp::Change(Change::SetCachePolicy {
             volume: VolumeId(u32_at(0)?),
             policy: policy_from_code(rest[4])?,
-        },
+        }),
         7 if rest.len() % 12 == 0 => LoggedOp::DirtyStripes {
             stripes: rest
                 .chunks_exact(12)
@@ -386,34 +394,34 @@ mod tests {
             file: FileId(2),
         };
         let ops = vec![
-            LoggedOp::Write {
+            LoggedOp::Change(Change::Write {
                 lun,
                 offset: 12345,
                 data: vec![7; 100],
-            },
-            LoggedOp::Trim {
+            }),
+            LoggedOp::Change(Change::Trim {
                 lun,
                 offset: 0,
                 length: 8192,
-            },
-            LoggedOp::CreateVolume {
+            }),
+            LoggedOp::Change(Change::CreateVolume {
                 name: "vol0".into(),
                 size_bytes: 1 << 30,
-            },
-            LoggedOp::CreateLun {
+            }),
+            LoggedOp::Change(Change::CreateLun {
                 volume: VolumeId(1),
                 name: "lun0".into(),
                 size_bytes: 1 << 29,
-            },
-            LoggedOp::ResizeLun {
+            }),
+            LoggedOp::Change(Change::ResizeLun {
                 lun,
                 size_bytes: 4096,
-            },
-            LoggedOp::DestroyLun { lun },
-            LoggedOp::SetCachePolicy {
+            }),
+            LoggedOp::Change(Change::DestroyLun { lun }),
+            LoggedOp::Change(Change::SetCachePolicy {
                 volume: VolumeId(3),
                 policy: crate::filer::api::CachePolicy::Keep,
-            },
+            }),
             LoggedOp::DirtyStripes {
                 stripes: vec![(0, 7), (1, 1 << 40)],
             },

@@ -13,7 +13,7 @@
 )]
 
 use wafer_core::aggregate::Layout;
-use wafer_core::filer::{HostRequest, Options, ReplyData};
+use wafer_core::filer::{Change, HostRequest, Options, ReplyData};
 use wafer_core::units::Duration;
 use wafer_raid::{RaidGroupGeometry, RaidType};
 use wafer_sim::world::World;
@@ -36,21 +36,21 @@ fn main() {
     world.wait_online().expect("a fresh aggregate comes online");
     let volume = match admin(
         &mut world,
-        HostRequest::CreateVolume {
+        HostRequest::Change(Change::CreateVolume {
             name: "vol0".into(),
             size_bytes: LUN_BYTES + (64 << 20),
-        },
+        }),
     ) {
         ReplyData::Volume(v) => v,
         other => panic!("create volume: {other:?}"),
     };
     let lun = match admin(
         &mut world,
-        HostRequest::CreateLun {
+        HostRequest::Change(Change::CreateLun {
             volume,
             name: "lun0".into(),
             size_bytes: LUN_BYTES,
-        },
+        }),
     ) {
         ReplyData::Lun(l) => l,
         other => panic!("create LUN: {other:?}"),
@@ -66,7 +66,10 @@ fn main() {
             world.rng().fill(&mut data);
             world
                 .filer
-                .submit(world.now(), HostRequest::Write { lun, offset, data })
+                .submit(
+                    world.now(),
+                    HostRequest::Change(Change::Write { lun, offset, data }),
+                )
                 .expect("online");
             world.drain();
             submitted += 1;

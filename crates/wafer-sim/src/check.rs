@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use wafer_core::aggregate::Layout;
-use wafer_core::filer::{HostRequest, Options, ReplyData, RequestId, Sabotage};
+use wafer_core::filer::{Change, HostRequest, Options, ReplyData, RequestId, Sabotage};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{DiskId, Duration};
 use wafer_raid::{RaidGroupGeometry, RaidType};
@@ -253,10 +253,10 @@ impl Harness {
 
     /// One volume with two or three LUNs, made durable before the workload.
     fn setup(&mut self) -> Result<(), String> {
-        let volume = match self.admin(HostRequest::CreateVolume {
+        let volume = match self.admin(HostRequest::Change(Change::CreateVolume {
             name: "vol0".into(),
             size_bytes: 20 << 20,
-        })? {
+        }))? {
             ReplyData::Volume(v) => v,
             other => return Err(format!("create volume replied {other:?}")),
         };
@@ -264,11 +264,11 @@ impl Harness {
         let luns = 2 + self.rng.below(2);
         for n in 0..luns {
             let size = (256 + self.rng.below(1024)) * 4096;
-            let lun = match self.admin(HostRequest::CreateLun {
+            let lun = match self.admin(HostRequest::Change(Change::CreateLun {
                 volume,
                 name: format!("setup{n}"),
                 size_bytes: size,
-            })? {
+            }))? {
                 ReplyData::Lun(lun) => lun,
                 other => return Err(format!("create LUN replied {other:?}")),
             };
@@ -416,35 +416,38 @@ impl Harness {
             (true, _) | (false, 0) => {
                 self.next_lun_name += 1;
                 let name = format!("lun{}", self.next_lun_name);
-                let request = HostRequest::CreateLun {
+                let request = HostRequest::Change(Change::CreateLun {
                     volume: self.volume,
                     name: name.clone(),
                     size_bytes: size,
-                };
+                });
                 (request, AdminOp::Create { name, size })
             }
             (false, 1) => {
                 let lun = luns[self.rng.below(luns.len() as u64) as usize];
                 (
-                    HostRequest::ResizeLun {
+                    HostRequest::Change(Change::ResizeLun {
                         lun,
                         size_bytes: size,
-                    },
+                    }),
                     AdminOp::Resize { lun, size },
                 )
             }
             (false, 2) => {
                 let lun = luns[self.rng.below(luns.len() as u64) as usize];
-                (HostRequest::DestroyLun { lun }, AdminOp::Destroy { lun })
+                (
+                    HostRequest::Change(Change::DestroyLun { lun }),
+                    AdminOp::Destroy { lun },
+                )
             }
             (false, _) => {
                 use wafer_core::filer::CachePolicy;
                 let policy = [CachePolicy::Default, CachePolicy::Keep, CachePolicy::Reuse]
                     [self.rng.below(3) as usize];
-                let request = HostRequest::SetCachePolicy {
+                let request = HostRequest::Change(Change::SetCachePolicy {
                     volume: self.volume,
                     policy,
-                };
+                });
                 (request, AdminOp::CachePolicy)
             }
         }
@@ -503,20 +506,20 @@ impl Harness {
                 let mut data = vec![0u8; length as usize];
                 self.rng.fill(&mut data);
                 (
-                    HostRequest::Write {
+                    HostRequest::Change(Change::Write {
                         lun,
                         offset,
                         data: data.clone(),
-                    },
+                    }),
                     InFlight::Write { lun, offset, data },
                 )
             }
             46..=50 => (
-                HostRequest::Trim {
+                HostRequest::Change(Change::Trim {
                     lun,
                     offset,
                     length,
-                },
+                }),
                 InFlight::Trim {
                     lun,
                     offset,
@@ -687,7 +690,9 @@ fn describe(request: &HostRequest) -> String {
             offset,
             length,
         } => format!("read of {length} bytes at {offset} of LUN {}", lun.file.0),
-        HostRequest::Write { .. } | HostRequest::Trim { .. } => "a write".into(),
+        HostRequest::Change(Change::Write { .. }) | HostRequest::Change(Change::Trim { .. }) => {
+            "a write".into()
+        }
         other => format!("{other:?}"),
     }
 }

@@ -2,7 +2,7 @@
 //! the seeded check exercises at random, pinned down one at a time.
 
 use wafer_core::aggregate::Layout;
-use wafer_core::filer::{HostError, HostRequest, Options, ReplyData};
+use wafer_core::filer::{Change, HostError, HostRequest, Options, ReplyData};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{DiskId, Duration};
 use wafer_raid::{RaidGroupGeometry, RaidType};
@@ -36,21 +36,21 @@ fn request(world: &mut World, request: HostRequest) -> Result<ReplyData, HostErr
 fn lun(world: &mut World, size_bytes: u64) -> LunId {
     let volume = match request(
         world,
-        HostRequest::CreateVolume {
+        HostRequest::Change(Change::CreateVolume {
             name: "vol0".into(),
             size_bytes: 40 << 20,
-        },
+        }),
     ) {
         Ok(ReplyData::Volume(v)) => v,
         other => panic!("{other:?}"),
     };
     match request(
         world,
-        HostRequest::CreateLun {
+        HostRequest::Change(Change::CreateLun {
             volume,
             name: "lun0".into(),
             size_bytes,
-        },
+        }),
     ) {
         Ok(ReplyData::Lun(lun)) => lun,
         other => panic!("{other:?}"),
@@ -84,22 +84,22 @@ fn unaligned_writes_read_back_and_trims_read_as_zeros() {
     let data = pattern(3, 10_000);
     request(
         &mut world,
-        HostRequest::Write {
+        HostRequest::Change(Change::Write {
             lun,
             offset: 5_000,
             data: data.clone(),
-        },
+        }),
     )
     .expect("write");
     request(&mut world, HostRequest::Flush).expect("flush");
     assert_eq!(read(&mut world, lun, 5_000, 10_000), data);
     request(
         &mut world,
-        HostRequest::Trim {
+        HostRequest::Change(Change::Trim {
             lun,
             offset: 8_192,
             length: 4_096,
-        },
+        }),
     )
     .expect("trim");
     let after = read(&mut world, lun, 5_000, 10_000);
@@ -123,11 +123,11 @@ fn an_acknowledged_write_survives_a_crash_before_any_cp() {
     let data = pattern(9, 8_192);
     request(
         &mut world,
-        HostRequest::Write {
+        HostRequest::Change(Change::Write {
             lun,
             offset: 4_096,
             data: data.clone(),
-        },
+        }),
     )
     .expect("write");
     assert_eq!(
@@ -147,11 +147,11 @@ fn every_block_reads_back_with_two_dead_disks() {
     let data = pattern(5, 2 << 20);
     request(
         &mut world,
-        HostRequest::Write {
+        HostRequest::Change(Change::Write {
             lun,
             offset: 0,
             data: data.clone(),
-        },
+        }),
     )
     .expect("write");
     request(&mut world, HostRequest::Flush).expect("flush");
@@ -178,11 +178,11 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     let lun = lun(&mut world, 1 << 20);
     let past_end = request(
         &mut world,
-        HostRequest::Write {
+        HostRequest::Change(Change::Write {
             lun,
             offset: (1 << 20) - 10,
             data: vec![1; 20],
-        },
+        }),
     );
     assert!(
         matches!(past_end, Err(HostError::OutOfRange { .. })),
@@ -191,20 +191,20 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     let volume = lun.volume;
     let twice = request(
         &mut world,
-        HostRequest::CreateLun {
+        HostRequest::Change(Change::CreateLun {
             volume,
             name: "lun0".into(),
             size_bytes: 4096,
-        },
+        }),
     );
     assert!(matches!(twice, Err(HostError::Exists(_))), "{twice:?}");
     let too_big = request(
         &mut world,
-        HostRequest::CreateLun {
+        HostRequest::Change(Change::CreateLun {
             volume,
             name: "big".into(),
             size_bytes: 1 << 40,
-        },
+        }),
     );
     assert!(
         matches!(too_big, Err(HostError::NoSpace { .. })),
@@ -212,19 +212,19 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
     );
     let odd = request(
         &mut world,
-        HostRequest::CreateLun {
+        HostRequest::Change(Change::CreateLun {
             volume,
             name: "odd".into(),
             size_bytes: 1000,
-        },
+        }),
     );
     assert!(matches!(odd, Err(HostError::Invalid(_))), "{odd:?}");
     let bad_name = request(
         &mut world,
-        HostRequest::CreateVolume {
+        HostRequest::Change(Change::CreateVolume {
             name: "no/slash".into(),
             size_bytes: 40 << 20,
-        },
+        }),
     );
     assert!(
         matches!(bad_name, Err(HostError::Invalid(_))),
@@ -241,27 +241,27 @@ fn a_resized_lun_keeps_its_head_and_drops_its_tail() {
     let data = pattern(1, 1 << 20);
     request(
         &mut world,
-        HostRequest::Write {
+        HostRequest::Change(Change::Write {
             lun,
             offset: 0,
             data: data.clone(),
-        },
+        }),
     )
     .expect("write");
     request(
         &mut world,
-        HostRequest::ResizeLun {
+        HostRequest::Change(Change::ResizeLun {
             lun,
             size_bytes: 64 << 10,
-        },
+        }),
     )
     .expect("shrink");
     request(
         &mut world,
-        HostRequest::ResizeLun {
+        HostRequest::Change(Change::ResizeLun {
             lun,
             size_bytes: 1 << 20,
-        },
+        }),
     )
     .expect("grow");
     request(&mut world, HostRequest::Flush).expect("flush");
@@ -284,11 +284,11 @@ fn a_sequential_read_goes_out_as_chains_and_disks_count_it() {
     let lun = lun(&mut world, 4 << 20);
     request(
         &mut world,
-        HostRequest::Write {
+        HostRequest::Change(Change::Write {
             lun,
             offset: 0,
             data: pattern(2, 4 << 20),
-        },
+        }),
     )
     .expect("write");
     request(&mut world, HostRequest::Flush).expect("flush");
@@ -336,33 +336,37 @@ fn a_keep_volume_outlives_a_reuse_volume_in_the_cache() {
     for (name, policy) in [("keep", CachePolicy::Keep), ("reuse", CachePolicy::Reuse)] {
         let volume = match request(
             &mut world,
-            HostRequest::CreateVolume {
+            HostRequest::Change(Change::CreateVolume {
                 name: name.into(),
                 size_bytes: 20 << 20,
-            },
+            }),
         ) {
             Ok(ReplyData::Volume(v)) => v,
             other => panic!("{other:?}"),
         };
-        request(&mut world, HostRequest::SetCachePolicy { volume, policy }).expect("policy");
+        request(
+            &mut world,
+            HostRequest::Change(Change::SetCachePolicy { volume, policy }),
+        )
+        .expect("policy");
         let lun = match request(
             &mut world,
-            HostRequest::CreateLun {
+            HostRequest::Change(Change::CreateLun {
                 volume,
                 name: "lun".into(),
                 size_bytes: 1 << 20,
-            },
+            }),
         ) {
             Ok(ReplyData::Lun(lun)) => lun,
             other => panic!("{other:?}"),
         };
         request(
             &mut world,
-            HostRequest::Write {
+            HostRequest::Change(Change::Write {
                 lun,
                 offset: 0,
                 data: pattern(4, 1 << 20),
-            },
+            }),
         )
         .expect("write");
         luns.push(lun);

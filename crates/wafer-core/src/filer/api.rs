@@ -4,6 +4,7 @@
 use wafer_raid::Dbn;
 
 use crate::Block;
+pub use crate::nvlog::Change;
 use crate::nvlog::LunId;
 use crate::units::{Duration, VolumeId};
 
@@ -27,61 +28,11 @@ pub enum HostRequest {
         /// Bytes to read.
         length: u64,
     },
-    /// Write bytes to a LUN; acknowledged once logged in the NVLog.
-    Write {
-        /// The LUN.
-        lun: LunId,
-        /// Byte offset.
-        offset: u64,
-        /// The bytes.
-        data: Vec<u8>,
-    },
-    /// Deallocate a range of a LUN; it then reads as zeros.
-    Trim {
-        /// The LUN.
-        lun: LunId,
-        /// Byte offset.
-        offset: u64,
-        /// Bytes.
-        length: u64,
-    },
     /// Complete once every earlier write is in a committed CP.
     Flush,
-    /// Create a flexible volume.
-    CreateVolume {
-        /// Its name.
-        name: String,
-        /// Its size in bytes.
-        size_bytes: u64,
-    },
-    /// Create a LUN in a volume, with its full size reserved.
-    CreateLun {
-        /// The volume.
-        volume: VolumeId,
-        /// Its name.
-        name: String,
-        /// Its size in bytes (a multiple of 4 KiB).
-        size_bytes: u64,
-    },
-    /// Change a LUN's size; shrinking discards the blocks past the new end.
-    ResizeLun {
-        /// The LUN.
-        lun: LunId,
-        /// The new size in bytes (a multiple of 4 KiB).
-        size_bytes: u64,
-    },
-    /// Destroy a LUN and free its blocks.
-    DestroyLun {
-        /// The LUN.
-        lun: LunId,
-    },
-    /// Set how a volume's blocks age in the buffer cache.
-    SetCachePolicy {
-        /// The volume.
-        volume: VolumeId,
-        /// The policy.
-        policy: CachePolicy,
-    },
+    /// A change (write, trim, LUN and volume administration), acknowledged
+    /// once logged in the NVLog.
+    Change(Change),
 }
 
 /// How a volume's blocks age in the buffer cache (ONTAP's FlexShare `cache=`).

@@ -405,43 +405,7 @@ impl Filer {
                 length,
             } => self.read(id, lun, offset, length),
             HostRequest::Flush => self.flush(id),
-            modifying => {
-                let op = match modifying {
-                    HostRequest::Write { lun, offset, data } => {
-                        LoggedOp::Write { lun, offset, data }
-                    }
-                    HostRequest::Trim {
-                        lun,
-                        offset,
-                        length,
-                    } => LoggedOp::Trim {
-                        lun,
-                        offset,
-                        length,
-                    },
-                    HostRequest::CreateVolume { name, size_bytes } => {
-                        LoggedOp::CreateVolume { name, size_bytes }
-                    }
-                    HostRequest::CreateLun {
-                        volume,
-                        name,
-                        size_bytes,
-                    } => LoggedOp::CreateLun {
-                        volume,
-                        name,
-                        size_bytes,
-                    },
-                    HostRequest::ResizeLun { lun, size_bytes } => {
-                        LoggedOp::ResizeLun { lun, size_bytes }
-                    }
-                    HostRequest::DestroyLun { lun } => LoggedOp::DestroyLun { lun },
-                    HostRequest::SetCachePolicy { volume, policy } => {
-                        LoggedOp::SetCachePolicy { volume, policy }
-                    }
-                    HostRequest::Read { .. } | HostRequest::Flush => unreachable!("handled above"),
-                };
-                self.modify(id, op);
-            }
+            HostRequest::Change(change) => self.modify(id, LoggedOp::Change(change)),
         }
     }
 
@@ -501,15 +465,15 @@ impl Filer {
     fn validate(&self, op: &LoggedOp) -> Result<(), HostError> {
         let block = BLOCK_SIZE as u64;
         match op {
-            LoggedOp::Write { lun, offset, data } => {
+            LoggedOp::Change(Change::Write { lun, offset, data }) => {
                 self.check_range(*lun, *offset, data.len() as u64)
             }
-            LoggedOp::Trim {
+            LoggedOp::Change(Change::Trim {
                 lun,
                 offset,
                 length,
-            } => self.check_range(*lun, *offset, *length),
-            LoggedOp::CreateVolume { name, size_bytes } => {
+            }) => self.check_range(*lun, *offset, *length),
+            LoggedOp::Change(Change::CreateVolume { name, size_bytes }) => {
                 check_name(name)?;
                 if self.volumes.values().any(|v| v.name == *name) {
                     return Err(HostError::Exists(format!("volume {name}")));
@@ -532,11 +496,11 @@ impl Filer {
                 }
                 Ok(())
             }
-            LoggedOp::CreateLun {
+            LoggedOp::Change(Change::CreateLun {
                 volume,
                 name,
                 size_bytes,
-            } => {
+            }) => {
                 check_name(name)?;
                 let v = self
                     .volumes
@@ -564,7 +528,7 @@ impl Filer {
                 }
                 Ok(())
             }
-            LoggedOp::ResizeLun { lun, size_bytes } => {
+            LoggedOp::Change(Change::ResizeLun { lun, size_bytes }) => {
                 let (v, l) = self.lun(*lun)?;
                 if *size_bytes == 0 || size_bytes % block != 0 {
                     return Err(HostError::Invalid(
@@ -580,8 +544,8 @@ impl Filer {
                 }
                 Ok(())
             }
-            LoggedOp::DestroyLun { lun } => self.lun(*lun).map(|_| ()),
-            LoggedOp::SetCachePolicy { volume, .. } => self
+            LoggedOp::Change(Change::DestroyLun { lun }) => self.lun(*lun).map(|_| ()),
+            LoggedOp::Change(Change::SetCachePolicy { volume, .. }) => self
                 .volumes
                 .get(volume)
                 .map(|_| ())
@@ -643,31 +607,31 @@ impl Filer {
     fn apply(&mut self, generation: CpCount, op: &LoggedOp) -> Result<ReplyData, HostError> {
         self.validate(op)?;
         match op {
-            LoggedOp::Write { lun, offset, data } => {
+            LoggedOp::Change(Change::Write { lun, offset, data }) => {
                 self.apply_write(generation, *lun, *offset, Some(data), data.len() as u64);
                 Ok(ReplyData::Done)
             }
-            LoggedOp::Trim {
+            LoggedOp::Change(Change::Trim {
                 lun,
                 offset,
                 length,
-            } => {
+            }) => {
                 self.apply_write(generation, *lun, *offset, None, *length);
                 Ok(ReplyData::Done)
             }
-            LoggedOp::CreateVolume { name, size_bytes } => {
+            LoggedOp::Change(Change::CreateVolume { name, size_bytes }) => {
                 Ok(ReplyData::Volume(self.create_volume(name, *size_bytes)))
             }
-            LoggedOp::CreateLun {
+            LoggedOp::Change(Change::CreateLun {
                 volume,
                 name,
                 size_bytes,
-            } => Ok(ReplyData::Lun(self.create_lun(*volume, name, *size_bytes))),
-            LoggedOp::ResizeLun { lun, size_bytes } => {
+            }) => Ok(ReplyData::Lun(self.create_lun(*volume, name, *size_bytes))),
+            LoggedOp::Change(Change::ResizeLun { lun, size_bytes }) => {
                 self.resize_lun(*lun, *size_bytes);
                 Ok(ReplyData::Done)
             }
-            LoggedOp::DestroyLun { lun } => {
+            LoggedOp::Change(Change::DestroyLun { lun }) => {
                 self.resize_lun(*lun, 0);
                 // What is left of the tree is its indirect blocks.
                 let release_after = self.release_point();
@@ -682,7 +646,7 @@ impl Filer {
                 volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
                 Ok(ReplyData::Done)
             }
-            LoggedOp::SetCachePolicy { volume, policy } => {
+            LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {
                 self.volumes
                     .get_mut(volume)
                     .expect("validated")
