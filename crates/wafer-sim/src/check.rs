@@ -92,6 +92,8 @@ enum AdminOp {
     },
     /// Changes nothing the model sees; exercises logging and persistence.
     CachePolicy,
+    /// Rewrites a LUN in place of itself; the model must not notice.
+    Reallocate,
 }
 
 #[derive(Clone, Debug)]
@@ -357,7 +359,7 @@ impl Harness {
                 (luns.iter().any(|(l, _, s)| l == lun && s == size), None)
             }
             AdminOp::Destroy { lun } => (!luns.iter().any(|(l, _, _)| l == lun), None),
-            AdminOp::CachePolicy => (false, None),
+            AdminOp::CachePolicy | AdminOp::Reallocate => (false, None),
         };
         if happened {
             self.apply_admin(op, created);
@@ -412,7 +414,7 @@ impl Harness {
     fn random_admin(&mut self) -> (HostRequest, AdminOp) {
         let size = (1 + self.rng.below(1024)) * 4096;
         let luns: Vec<LunId> = self.luns.keys().copied().collect();
-        match (luns.is_empty(), self.rng.below(4)) {
+        match (luns.is_empty(), self.rng.below(5)) {
             (true, _) | (false, 0) => {
                 self.next_lun_name += 1;
                 let name = format!("lun{}", self.next_lun_name);
@@ -439,6 +441,10 @@ impl Harness {
                     HostRequest::Change(Change::DestroyLun { lun }),
                     AdminOp::Destroy { lun },
                 )
+            }
+            (false, 3) => {
+                let lun = luns[self.rng.below(luns.len() as u64) as usize];
+                (HostRequest::ReallocateStart { lun }, AdminOp::Reallocate)
             }
             (false, _) => {
                 use wafer_core::filer::CachePolicy;
@@ -474,7 +480,7 @@ impl Harness {
             AdminOp::Destroy { lun } => {
                 self.luns.remove(&lun);
             }
-            AdminOp::CachePolicy => {}
+            AdminOp::CachePolicy | AdminOp::Reallocate => {}
         }
     }
 

@@ -397,3 +397,65 @@ fn a_keep_volume_outlives_a_reuse_volume_in_the_cache() {
         "the reuse volume's blocks went first"
     );
 }
+
+#[test]
+fn reallocate_lays_a_randomly_written_lun_out_again() {
+    let mut world = world();
+    let lun = lun(&mut world, 4 << 20);
+    let mut model = pattern(6, 4 << 20);
+    let write = |world: &mut World, offset: u64, data: Vec<u8>| {
+        request(
+            world,
+            HostRequest::Change(Change::Write { lun, offset, data }),
+        )
+        .expect("write");
+    };
+    write(&mut world, 0, model.clone());
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let measure = |world: &mut World| match request(world, HostRequest::ReallocateMeasure { lun }) {
+        Ok(ReplyData::Measure(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    let sequential = measure(&mut world);
+    assert!(
+        sequential.rating <= 2,
+        "one sequential write lies contiguously: {sequential:?}"
+    );
+    for n in 0..400u64 {
+        let block = world.rng().below(1024);
+        let data = pattern(n as u8, 4096);
+        model[(block * 4096) as usize..((block + 1) * 4096) as usize].copy_from_slice(&data);
+        write(&mut world, block * 4096, data);
+        if n % 8 == 7 {
+            request(&mut world, HostRequest::Flush).expect("flush"); // a CP every few writes
+        }
+    }
+    let aged = measure(&mut world);
+    assert!(
+        aged.rating >= 4,
+        "random overwrites scatter the LUN: {aged:?}"
+    );
+    assert!(
+        aged.log_line("/vol/vol0/lun0", 4)
+            .ends_with("so will reallocate."),
+        "{}",
+        aged.log_line("/vol/vol0/lun0", 4)
+    );
+    request(&mut world, HostRequest::ReallocateStart { lun }).expect("start");
+    while world.filer.realloc_status().is_some() {
+        request(&mut world, HostRequest::Flush).expect("a CP moves the job on");
+    }
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let after = measure(&mut world);
+    assert!(after.rating <= 2, "reallocated: {after:?} (was {aged:?})");
+    assert_eq!(
+        read(&mut world, lun, 0, 4 << 20),
+        model,
+        "reallocation changes no data"
+    );
+    while world.step() {}
+    world
+        .filer
+        .check_invariants()
+        .expect("maps match after reallocation");
+}

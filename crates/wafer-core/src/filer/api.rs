@@ -33,6 +33,17 @@ pub enum HostRequest {
     /// A change (write, trim, LUN and volume administration), acknowledged
     /// once logged in the NVLog.
     Change(Change),
+    /// Rate how contiguously a LUN lies on disk (`reallocate measure`).
+    ReallocateMeasure {
+        /// The LUN.
+        lun: LunId,
+    },
+    /// Rewrite a LUN contiguously in the background, a batch per CP
+    /// (`reallocate start`). It changes no data and is not logged.
+    ReallocateStart {
+        /// The LUN.
+        lun: LunId,
+    },
 }
 
 /// How a volume's blocks age in the buffer cache (ONTAP's FlexShare `cache=`).
@@ -58,6 +69,8 @@ pub enum ReplyData {
     Volume(VolumeId),
     /// The LUN created.
     Lun(LunId),
+    /// A reallocation measurement.
+    Measure(super::ReallocMeasure),
 }
 
 /// Why a host request failed.
@@ -309,6 +322,8 @@ pub struct Counters {
     pub degraded_reads: u64,
     /// Blocks that could not be recovered.
     pub unrecoverable_blocks: u64,
+    /// Blocks a reallocation job marked for rewriting.
+    pub realloc_blocks: u64,
     /// Per-disk counters, indexed by disk id.
     pub disks: Vec<DiskCounters>,
 }

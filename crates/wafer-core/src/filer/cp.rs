@@ -782,6 +782,7 @@ impl Filer {
         if matches!(self.phase, Phase::Mounting(_)) {
             self.mount_cp_committed();
         }
+        self.advance_realloc();
         self.evict();
         if let Some(reason) = self.next_cp_reason.take() {
             self.start_cp(reason);

@@ -18,6 +18,7 @@ mod blockio;
 mod cp;
 pub mod meta;
 mod mount;
+mod realloc;
 mod resync;
 mod written;
 
@@ -30,6 +31,7 @@ use blockio::{BlockRead, ReadPurpose, RepairJob};
 use cp::Cp;
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
+pub use realloc::{REALLOC_BLOCKS_PER_CP, ReallocMeasure};
 use written::WrittenSums;
 
 use crate::aggregate::Layout;
@@ -77,6 +79,20 @@ struct CacheEntry {
     pinned: bool,
     waiters: Vec<RequestId>,
     last_use: u64,
+}
+
+impl CacheEntry {
+    /// An entry whose content is being read, with changes queued behind it.
+    fn filling(queue: Vec<QueuedOp>, waiters: Vec<RequestId>, last_use: u64) -> CacheEntry {
+        CacheEntry {
+            content: None,
+            queue,
+            dirty: false,
+            pinned: false,
+            waiters,
+            last_use,
+        }
+    }
 }
 
 /// A read waiting for blocks to arrive.
@@ -155,6 +171,7 @@ pub struct Filer {
     /// The aggregate's active map as of the newest committed CP: no block it
     /// marks may be written until a newer CP has committed without it.
     committed_map: Bitmap,
+    realloc: Option<realloc::ReallocJob>,
     next_repair: u64,
     io_out: VecDeque<Io>,
     io_pending: BTreeMap<IoId, (IoPurpose, Option<crate::units::DiskId>, Instant)>,
@@ -209,6 +226,7 @@ impl Filer {
             failed: vec![DiskSet::EMPTY; groups],
             written,
             committed_map: Bitmap::new(total),
+            realloc: None,
             repairs: BTreeMap::new(),
             parked_repairs: Vec::new(),
             next_repair: 0,
@@ -405,6 +423,14 @@ impl Filer {
                 length,
             } => self.read(id, lun, offset, length),
             HostRequest::Flush => self.flush(id),
+            HostRequest::ReallocateMeasure { lun } => {
+                let result = self.measure(lun).map(ReplyData::Measure);
+                self.reply(id, result);
+            }
+            HostRequest::ReallocateStart { lun } => {
+                let result = self.start_realloc(lun).map(|()| ReplyData::Done);
+                self.reply(id, result);
+            }
             HostRequest::Change(change) => self.modify(id, LoggedOp::Change(change)),
         }
     }
@@ -816,7 +842,9 @@ impl Filer {
                 },
             );
             if filling {
-                self.counters.partial_write_reads += 1;
+                if op.len > 0 {
+                    self.counters.partial_write_reads += 1;
+                }
                 self.fill(lun, fbn, ptr);
             }
         }
@@ -948,17 +976,8 @@ impl Filer {
             }
             self.counters.cache_misses += 1;
             read.missing += 1;
-            self.cache.insert(
-                key,
-                CacheEntry {
-                    content: None,
-                    queue: Vec::new(),
-                    dirty: false,
-                    pinned: false,
-                    waiters: vec![id],
-                    last_use: stamp,
-                },
-            );
+            self.cache
+                .insert(key, CacheEntry::filling(Vec::new(), vec![id], stamp));
             disk_reads.push(self.block_read(
                 FileRef::Lun(lun),
                 0,
