@@ -83,6 +83,14 @@ pub enum Change {
         /// The policy.
         policy: crate::filer::api::CachePolicy,
     },
+    /// A volume's `read_realloc` option set: sequential reads of blocks that
+    /// are not largely contiguous rewrite them in the next CP.
+    SetReadRealloc {
+        /// The volume.
+        volume: VolumeId,
+        /// Whether the option is on.
+        enabled: bool,
+    },
 }
 
 /// What an NVLog record holds.
@@ -169,6 +177,11 @@ impl NvRecord {
                 body.push(8);
                 body.extend_from_slice(&volume.0.to_le_bytes());
                 body.push(policy_code(*policy));
+            }
+            LoggedOp::Change(Change::SetReadRealloc { volume, enabled }) => {
+                body.push(9);
+                body.extend_from_slice(&volume.0.to_le_bytes());
+                body.push(u8::from(*enabled));
             }
             LoggedOp::DirtyStripes { stripes } => {
                 body.push(7);
@@ -258,6 +271,10 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
         8 if rest.len() == 5 => LoggedOp::Change(Change::SetCachePolicy {
             volume: VolumeId(u32_at(0)?),
             policy: policy_from_code(rest[4])?,
+        }),
+        9 if rest.len() == 5 && rest[4] <= 1 => LoggedOp::Change(Change::SetReadRealloc {
+            volume: VolumeId(u32_at(0)?),
+            enabled: rest[4] == 1,
         }),
         7 if rest.len() % 12 == 0 => LoggedOp::DirtyStripes {
             stripes: rest
@@ -422,6 +439,10 @@ mod tests {
                 volume: VolumeId(3),
                 policy: crate::filer::api::CachePolicy::Keep,
             }),
+            LoggedOp::Change(Change::SetReadRealloc {
+                volume: VolumeId(4),
+                enabled: true,
+            }),
             LoggedOp::DirtyStripes {
                 stripes: vec![(0, 7), (1, 1 << 40)],
             },
@@ -441,7 +462,7 @@ mod tests {
         let mut half: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
         assert_eq!(decode_half(&half), records());
         half.truncate(half.len() - 3);
-        assert_eq!(decode_half(&half), records()[..7]);
+        assert_eq!(decode_half(&half), records()[..8]);
     }
 
     #[test]

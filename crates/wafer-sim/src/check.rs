@@ -90,7 +90,8 @@ enum AdminOp {
     Destroy {
         lun: LunId,
     },
-    /// Changes nothing the model sees; exercises logging and persistence.
+    /// A volume option (cache policy, read_realloc): nothing the model sees
+    /// changes; exercises logging, persistence and read reallocation.
     CachePolicy,
     /// Rewrites a LUN in place of itself; the model must not notice.
     Reallocate,
@@ -450,10 +451,16 @@ impl Harness {
                 use wafer_core::filer::CachePolicy;
                 let policy = [CachePolicy::Default, CachePolicy::Keep, CachePolicy::Reuse]
                     [self.rng.below(3) as usize];
-                let request = HostRequest::Change(Change::SetCachePolicy {
-                    volume: self.volume,
-                    policy,
-                });
+                let request = match self.rng.chance(1, 2) {
+                    true => HostRequest::Change(Change::SetCachePolicy {
+                        volume: self.volume,
+                        policy,
+                    }),
+                    false => HostRequest::Change(Change::SetReadRealloc {
+                        volume: self.volume,
+                        enabled: self.rng.chance(1, 2),
+                    }),
+                };
                 (request, AdminOp::CachePolicy)
             }
         }

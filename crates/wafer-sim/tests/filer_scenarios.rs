@@ -459,3 +459,58 @@ fn reallocate_lays_a_randomly_written_lun_out_again() {
         .check_invariants()
         .expect("maps match after reallocation");
 }
+
+#[test]
+fn read_realloc_rewrites_scattered_blocks_a_sequential_read_touched() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    let mut model = vec![0u8; 1 << 20];
+    for n in 0..256u64 {
+        // Write the blocks in a scattered order, one CP every few writes.
+        let block = (n * 97) % 256;
+        let data = pattern(n as u8, 4096);
+        model[(block * 4096) as usize..((block + 1) * 4096) as usize].copy_from_slice(&data);
+        request(
+            &mut world,
+            HostRequest::Change(Change::Write {
+                lun,
+                offset: block * 4096,
+                data,
+            }),
+        )
+        .expect("write");
+        if n % 4 == 3 {
+            request(&mut world, HostRequest::Flush).expect("flush");
+        }
+    }
+    let measure = |world: &mut World| match request(world, HostRequest::ReallocateMeasure { lun }) {
+        Ok(ReplyData::Measure(m)) => m.rating,
+        other => panic!("{other:?}"),
+    };
+    let scattered = measure(&mut world);
+    assert!(scattered >= 4, "scattered writes rate {scattered}");
+    assert_eq!(
+        read(&mut world, lun, 0, 1 << 20),
+        model,
+        "read_realloc is off: nothing moves"
+    );
+    request(&mut world, HostRequest::Flush).expect("flush");
+    assert_eq!(measure(&mut world), scattered);
+    let volume = lun.volume;
+    request(
+        &mut world,
+        HostRequest::Change(Change::SetReadRealloc {
+            volume,
+            enabled: true,
+        }),
+    )
+    .expect("option");
+    assert_eq!(read(&mut world, lun, 0, 1 << 20), model);
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let after = measure(&mut world);
+    assert!(
+        after <= 2,
+        "a sequential read with read_realloc on laid the LUN out again: {scattered} -> {after}"
+    );
+    assert_eq!(read(&mut world, lun, 0, 1 << 20), model);
+}

@@ -165,6 +165,8 @@ pub struct Volume {
     pub cursor: u64,
     /// How its blocks age in the buffer cache.
     pub cache_policy: super::api::CachePolicy,
+    /// Whether sequential reads of scattered blocks rewrite them.
+    pub read_realloc: bool,
 }
 
 impl Volume {
@@ -185,6 +187,7 @@ impl Volume {
             container_file: MetaFile::default(),
             cursor: 1,
             cache_policy: super::api::CachePolicy::Default,
+            read_realloc: false,
         }
     }
 
@@ -299,6 +302,8 @@ pub struct VolumeRecord {
     pub container: Inode,
     /// Its buffer-cache policy.
     pub cache_policy: super::api::CachePolicy,
+    /// Its read_realloc option.
+    pub read_realloc: bool,
 }
 
 /// Encodes volume-table block `fbn` from the volumes present.
@@ -312,6 +317,7 @@ pub fn volume_table_bytes(volumes: &BTreeMap<VolumeId, Volume>, fbn: u64) -> Box
         let record = &mut out[slot * VOLUME_RECORD..(slot + 1) * VOLUME_RECORD];
         put_u32(record, 0, 1);
         record[4] = crate::nvlog::policy_code(volume.cache_policy);
+        record[5] = u8::from(volume.read_realloc);
         put_u64(record, 8, volume.size_bytes);
         put_u64(record, 16, volume.vvbn_blocks);
         record[24..24 + volume.name.len()].copy_from_slice(volume.name.as_bytes());
@@ -370,6 +376,7 @@ pub fn decode_volume_table(
                 activemap: Inode::decode(&record[ACTIVEMAP_AT..ACTIVEMAP_AT + INODE_SIZE])?,
                 container: Inode::decode(&record[CONTAINER_AT..CONTAINER_AT + INODE_SIZE])?,
                 cache_policy,
+                read_realloc: record[5] == 1,
             },
         ));
     }

@@ -98,6 +98,7 @@ impl CacheEntry {
 /// A read waiting for blocks to arrive.
 #[derive(Clone, Debug)]
 struct PendingRead {
+    lun: LunId,
     offset: u64,
     data: Vec<u8>,
     missing: usize,
@@ -571,6 +572,11 @@ impl Filer {
                 Ok(())
             }
             LoggedOp::Change(Change::DestroyLun { lun }) => self.lun(*lun).map(|_| ()),
+            LoggedOp::Change(Change::SetReadRealloc { volume, .. }) => self
+                .volumes
+                .get(volume)
+                .map(|_| ())
+                .ok_or(HostError::NotFound("volume")),
             LoggedOp::Change(Change::SetCachePolicy { volume, .. }) => self
                 .volumes
                 .get(volume)
@@ -677,6 +683,15 @@ impl Filer {
                     .get_mut(volume)
                     .expect("validated")
                     .cache_policy = *policy;
+                let block = u64::from(volume.0) / VOLUMES_PER_BLOCK as u64;
+                self.aggregate.volume_table.dirty.insert(block);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::Change(Change::SetReadRealloc { volume, enabled }) => {
+                self.volumes
+                    .get_mut(volume)
+                    .expect("validated")
+                    .read_realloc = *enabled;
                 let block = u64::from(volume.0) / VOLUMES_PER_BLOCK as u64;
                 self.aggregate.volume_table.dirty.insert(block);
                 Ok(ReplyData::Done)
@@ -941,6 +956,7 @@ impl Filer {
         self.reads.insert(
             id,
             PendingRead {
+                lun,
                 offset,
                 data: vec![0; length as usize],
                 missing: 0,
@@ -993,6 +1009,9 @@ impl Filer {
     fn finish_read(&mut self, id: RequestId) {
         if self.reads.get(&id).is_some_and(|r| r.missing == 0) {
             let read = self.reads.remove(&id).expect("present");
+            if !read.failed {
+                self.read_realloc(read.lun, read.offset, read.data.len() as u64);
+            }
             let result = match read.failed {
                 true => Err(HostError::Io),
                 false => Ok(ReplyData::Data(read.data)),

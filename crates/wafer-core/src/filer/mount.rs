@@ -254,6 +254,7 @@ impl Filer {
                     volume.activemap_file = MetaFile::from_inode(&record.activemap);
                     volume.container_file = MetaFile::from_inode(&record.container);
                     volume.cache_policy = record.cache_policy;
+                    volume.read_realloc = record.read_realloc;
                     self.volumes.insert(id, volume);
                     for file in [
                         FileRef::Inofile(id),

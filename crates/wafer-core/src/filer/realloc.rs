@@ -151,18 +151,74 @@ impl Filer {
     }
 }
 
-/// A window's rating from its blocks' locations in file order.
-fn window_rating(locations: &[Location]) -> Option<u8> {
-    if locations.len() < 2 {
-        return None;
+/// Reads shorter than this are not sequential enough to judge a layout by.
+const READ_REALLOC_MIN_BLOCKS: u64 = 8;
+
+impl Filer {
+    /// `read_realloc`: after a sequential read of a volume with the option on,
+    /// if the blocks read were not largely contiguous (more than one break in
+    /// four), mark them dirty so the next CP writes them as chains.
+    pub(super) fn read_realloc(&mut self, lun: LunId, offset: u64, length: u64) {
+        let block = crate::BLOCK_SIZE as u64;
+        let (first, end) = (offset / block, (offset + length).div_ceil(block));
+        let enabled = self
+            .volumes
+            .get(&lun.volume)
+            .is_some_and(|v| v.read_realloc);
+        if !enabled || end - first < READ_REALLOC_MIN_BLOCKS || self.lun(lun).is_err() {
+            return;
+        }
+        let tree = &self.volumes[&lun.volume].luns[&lun.file].tree;
+        let present: Vec<(Fbn, Location)> = (first..end)
+            .map(Fbn)
+            .filter_map(|fbn| {
+                let ptr = tree.get(fbn);
+                let at = self.layout.locate(ptr.pvbn).filter(|_| !ptr.is_null())?;
+                Some((fbn, at))
+            })
+            .collect();
+        let locations: Vec<Location> = present.iter().map(|(_, at)| *at).collect();
+        let scattered = locations.len() >= 2 && breaks(&locations) * 4 > locations.len();
+        if !scattered {
+            return;
+        }
+        let generation = self.generation();
+        for (fbn, _) in present {
+            if self
+                .cache
+                .get(&(lun, fbn))
+                .is_some_and(|e| e.content.is_some())
+            {
+                let touch = QueuedOp {
+                    generation,
+                    at: 0,
+                    bytes: Some(Vec::new()),
+                    len: 0,
+                };
+                self.counters.realloc_blocks += 1;
+                self.apply_block(lun, fbn, touch);
+            }
+        }
     }
-    let breaks = locations
+}
+
+/// Places in a run of locations where the next block is not the adjacent one
+/// on the same disk.
+fn breaks(locations: &[Location]) -> usize {
+    locations
         .windows(2)
         .filter(|pair| {
             let (a, b) = (pair[0], pair[1]);
             !(a.group == b.group && a.disk == b.disk && a.dbn.0 + 1 == b.dbn.0)
         })
-        .count();
+        .count()
+}
+
+/// A window's rating from its blocks' locations in file order.
+fn window_rating(locations: &[Location]) -> Option<u8> {
+    if locations.len() < 2 {
+        return None;
+    }
     let worst = (locations.len() - 1) as f64;
-    Some((1.0 + 9.0 * breaks as f64 / worst).round() as u8)
+    Some((1.0 + 9.0 * breaks(locations) as f64 / worst).round() as u8)
 }
