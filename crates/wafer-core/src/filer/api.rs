@@ -288,7 +288,8 @@ pub struct DiskCounters {
 pub struct Counters {
     /// CPs completed, by reason.
     pub cps: std::collections::BTreeMap<CpReason, u64>,
-    /// Host writes that waited for a CP because both NVLog halves were full.
+    /// Host changes that waited for a running CP because the other NVLog half
+    /// filled, or dirty data reached twice the high-water mark.
     pub back_to_back_waits: u64,
     /// Stripes written whole, parity computed in memory.
     pub full_stripes: u64,

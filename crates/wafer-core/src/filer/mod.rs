@@ -446,13 +446,16 @@ impl Filer {
         if let Err(error) = self.validate(&op) {
             return self.reply(id, Err(error));
         }
-        let dirty_limit = 2 * self.options.dirty_high_water;
+        // Changes wait, in order, behind earlier waiting ones, while a CP is
+        // capturing (briefly), and while a CP runs with twice the high water
+        // already dirty (the dirty-buffer suspend: new copies must not outrun
+        // the space set aside for them).
         let capturing = self.cp.as_ref().is_some_and(Cp::is_capturing);
-        if !self.stalled.is_empty()
-            || capturing
-            || (self.cp.is_some() && self.dirty.len() >= dirty_limit)
-        {
-            self.counters.back_to_back_waits += 1;
+        let over_dirty = self.cp.is_some() && self.dirty.len() >= 2 * self.options.dirty_high_water;
+        if !self.stalled.is_empty() || capturing || over_dirty {
+            if over_dirty {
+                self.counters.back_to_back_waits += 1;
+            }
             return self.stalled.push_back((id, op));
         }
         let record = NvRecord {
