@@ -198,6 +198,11 @@ impl Layout {
             .map(|disk| self.disk_id(0, disk))
     }
 
+    /// How many pvbns the superblock pair takes.
+    pub fn reserved_blocks(&self) -> u64 {
+        SUPERBLOCK_COPIES * self.groups[0].data_disks() as u64
+    }
+
     /// Whether `pvbn` is part of the superblock pair and never allocatable.
     pub fn is_reserved(&self, pvbn: Pvbn) -> bool {
         matches!(self.locate(pvbn), Some(Location { group: 0, dbn, .. }) if dbn.0 < SUPERBLOCK_COPIES)

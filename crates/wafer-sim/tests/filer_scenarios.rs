@@ -514,3 +514,53 @@ fn read_realloc_rewrites_scattered_blocks_a_sequential_read_touched() {
     );
     assert_eq!(read(&mut world, lun, 0, 1 << 20), model);
 }
+
+#[test]
+fn space_is_reserved_by_luns_and_returned_when_they_go() {
+    let mut world = world();
+    let before = world.filer.aggregate_space();
+    let lun = lun(&mut world, 1 << 20);
+    let volume = lun.volume;
+    let aggregate = world.filer.aggregate_space();
+    assert!(
+        aggregate.available_bytes < before.available_bytes,
+        "the volume took its footprint"
+    );
+    assert_eq!(
+        aggregate.used_bytes + aggregate.available_bytes,
+        aggregate.total_bytes
+    );
+    let space = world.filer.volume_space(volume).expect("volume");
+    assert_eq!(
+        (space.size_bytes, space.lun_reserved_bytes),
+        (40 << 20, 1 << 20)
+    );
+    assert_eq!(space.available_bytes, (40 << 20) - (1 << 20));
+    assert_eq!(space.lun_written_bytes, 0, "nothing written yet");
+    request(
+        &mut world,
+        HostRequest::Change(Change::Write {
+            lun,
+            offset: 0,
+            data: pattern(8, 1 << 20),
+        }),
+    )
+    .expect("write");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let written = world.filer.volume_space(volume).expect("volume");
+    assert_eq!(written.lun_written_bytes, 1 << 20);
+    assert!(written.metadata_bytes > 0 && written.used_bytes == (1 << 20) + written.metadata_bytes);
+    request(&mut world, HostRequest::Change(Change::DestroyLun { lun })).expect("destroy");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let gone = world.filer.volume_space(volume).expect("volume");
+    assert_eq!(
+        (
+            gone.lun_reserved_bytes,
+            gone.lun_written_bytes,
+            gone.available_bytes
+        ),
+        (0, 0, 40 << 20)
+    );
+    while world.step() {}
+    world.filer.check_invariants().expect("space adds up");
+}

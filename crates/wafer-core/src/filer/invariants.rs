@@ -10,6 +10,7 @@
 //! - Blocks held for a later CP are marked free and not used; the allocator's
 //!   count of free blocks is exact.
 //! - No pointer is born after the newest committed CP.
+//! - Space adds up, for the aggregate and for each volume.
 
 use std::collections::BTreeSet;
 
@@ -64,7 +65,8 @@ impl Filer {
             }
         }
         self.check_aggregate_map(&pvbns)?;
-        self.check_volume_maps()
+        self.check_volume_maps()?;
+        self.check_space()
     }
 
     fn check_aggregate_map(&self, referenced: &BTreeSet<u64>) -> Result<(), String> {
@@ -119,6 +121,33 @@ impl Filer {
                         volume.name
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Space adds up: the aggregate's used and available make its total and
+    /// cover what is allocated; each volume's LUNs fit its size and its blocks
+    /// fit its vvbn space.
+    fn check_space(&self) -> Result<(), String> {
+        let aggregate = self.aggregate_space();
+        if aggregate.used_bytes + aggregate.available_bytes != aggregate.total_bytes
+            || aggregate.allocated_bytes > aggregate.total_bytes
+        {
+            return Err(format!("aggregate space does not add up: {aggregate:?}"));
+        }
+        for (&id, volume) in &self.volumes {
+            let space = self.volume_space(id).expect("a volume");
+            let blocks = volume.activemap.count_ones();
+            if space.lun_reserved_bytes > space.size_bytes
+                || space.lun_reserved_bytes + space.available_bytes != space.size_bytes
+                || space.lun_written_bytes > space.lun_reserved_bytes
+                || blocks > volume.vvbn_blocks
+            {
+                return Err(format!(
+                    "volume {} space does not add up: {space:?}",
+                    volume.name
+                ));
             }
         }
         Ok(())

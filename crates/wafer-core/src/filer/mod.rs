@@ -20,6 +20,7 @@ pub mod meta;
 mod mount;
 mod realloc;
 mod resync;
+mod space;
 mod written;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -32,6 +33,7 @@ use cp::Cp;
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
 pub use realloc::{REALLOC_BLOCKS_PER_CP, ReallocMeasure};
+pub use space::{AggregateSpace, VolumeSpace};
 use written::WrittenSums;
 
 use crate::aggregate::Layout;
@@ -626,15 +628,15 @@ impl Filer {
         vvbns + vvbns.div_ceil(meta::CONTAINER_ENTRIES_PER_BLOCK) + 8
     }
 
-    /// pvbns not yet promised to a volume, less the aggregate's own metadata
-    /// and CP slack.
+    /// pvbns not yet promised to a volume, less the superblock pair, the
+    /// aggregate's own metadata (its map, twice for a CP's new copy, and the
+    /// volume table) and its share of CP room.
     fn aggregate_available(&self) -> u64 {
-        let total = self.layout.total_blocks();
         let own =
             2 * self.aggregate.activemap.blocks() + 64 + 2 * self.options.dirty_high_water as u64;
-        total.saturating_sub(
-            self.reserved_blocks + own + 2 * crate::aggregate::SUPERBLOCK_COPIES * 28,
-        )
+        self.layout
+            .total_blocks()
+            .saturating_sub(self.layout.reserved_blocks() + self.reserved_blocks + own)
     }
 
     /// Applies an operation to the in-memory state (after logging it, or when
