@@ -20,7 +20,7 @@
 //! the missing one), so that adding column `c` is two contiguous XORs: its symbols
 //! `0..p-c` land on diagonals `c..p` and the rest wrap around to `0..c-1`.
 
-use crate::xor::{is_zero, xor_into, xor_into_both, xor_pair};
+use crate::xor::{is_zero, xor_into, xor_into_both};
 use crate::{BLOCK_SIZE, Block};
 
 /// The RDP prime.
@@ -170,16 +170,13 @@ fn follow_chain(
         let row = (diagonal + PRIME - x) % PRIME;
         let row_of_y = (diagonal + PRIME - y) % PRIME;
         assert!(row < ROWS, "a chain diagonal must cross column {x}");
-        let x_cell = symbol_mut(out_x, row);
-        x_cell.copy_from_slice(diagonal_syndrome.symbol(diagonal));
+        // Symbols are 16 bytes: one u128 each, so a step is a few loads and XORs.
+        let mut x_cell = cell(&diagonal_syndrome.sums, diagonal);
         if row_of_y < ROWS {
-            xor_into(x_cell, symbol(out_y, row_of_y));
+            x_cell ^= cell(out_y, row_of_y);
         }
-        xor_pair(
-            symbol_mut(out_y, row),
-            symbol(row_syndrome, row),
-            symbol(out_x, row),
-        );
+        set_cell(out_x, row, x_cell);
+        set_cell(out_y, row, cell(row_syndrome, row) ^ x_cell);
         diagonal = (row + y) % PRIME;
         rows_solved += 1;
         assert!(rows_solved <= ROWS, "RDP chain did not terminate");
@@ -187,12 +184,25 @@ fn follow_chain(
     rows_solved
 }
 
-fn symbol(block: &Block, row: usize) -> &[u8] {
-    &block[row * SYMBOL_BYTES..(row + 1) * SYMBOL_BYTES]
+/// Symbol `index` of `bytes` as one 128-bit word.
+#[allow(clippy::host_endian_bytes, reason = "XOR is byte-order agnostic")]
+fn cell(bytes: &[u8], index: usize) -> u128 {
+    let start = index * SYMBOL_BYTES;
+    u128::from_ne_bytes(
+        bytes[start..start + SYMBOL_BYTES]
+            .try_into()
+            .expect("a symbol"),
+    )
 }
 
-fn symbol_mut(block: &mut Block, row: usize) -> &mut [u8] {
-    &mut block[row * SYMBOL_BYTES..(row + 1) * SYMBOL_BYTES]
+#[allow(clippy::host_endian_bytes, reason = "XOR is byte-order agnostic")]
+fn set_cell(bytes: &mut [u8], index: usize, value: u128) {
+    let start = index * SYMBOL_BYTES;
+    bytes[start..start + SYMBOL_BYTES].copy_from_slice(&value.to_ne_bytes());
+}
+
+fn symbol(block: &Block, row: usize) -> &[u8] {
+    &block[row * SYMBOL_BYTES..(row + 1) * SYMBOL_BYTES]
 }
 
 /// The data column whose lone corruption explains both syndromes, if exactly one does.
@@ -227,6 +237,11 @@ fn explains_syndromes(column: usize, row_syndrome: &Block, diagonal_syndrome: &D
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xor::xor_pair;
+
+    fn symbol_mut(block: &mut Block, row: usize) -> &mut [u8] {
+        &mut block[row * SYMBOL_BYTES..(row + 1) * SYMBOL_BYTES]
+    }
 
     /// Builds a block whose symbol `r` is filled with `values[r]`.
     fn block_of_symbols(values: impl Fn(usize) -> u8) -> Block {
