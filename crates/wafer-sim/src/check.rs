@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use wafer_core::aggregate::Layout;
 use wafer_core::filer::{Change, HostRequest, Options, ReplyData, RequestId, Sabotage};
 use wafer_core::nvlog::LunId;
-use wafer_core::units::{DiskId, Duration};
+use wafer_core::units::{DiskId, Duration, VolumeId};
 use wafer_raid::{RaidGroupGeometry, RaidType};
 use wafer_rng::Rng;
 
@@ -54,6 +54,10 @@ pub struct CheckReport {
     pub cps: u64,
     /// Stripes whose parity was verified at the end.
     pub stripes_verified: usize,
+    /// Volumes at the end.
+    pub volumes: usize,
+    /// LUNs at the end.
+    pub luns: usize,
 }
 
 /// Why a run failed.
@@ -76,10 +80,14 @@ struct LunModel {
     certain: Vec<bool>,
 }
 
-/// A change to the set or size of LUNs.
+/// A change to the set of volumes or the set or size of LUNs.
 #[derive(Clone, Debug)]
 enum AdminOp {
+    CreateVolume {
+        name: String,
+    },
     Create {
+        volume: VolumeId,
         name: String,
         size: u64,
     },
@@ -166,8 +174,9 @@ impl InFlight {
 
 struct Harness {
     world: World,
-    volume: wafer_core::units::VolumeId,
-    next_lun_name: u64,
+    volumes: Vec<wafer_core::units::VolumeId>,
+    next_name: u64,
+    admin_due: bool,
     rng: Rng,
     luns: BTreeMap<LunId, LunModel>,
     in_flight: BTreeMap<RequestId, InFlight>,
@@ -192,8 +201,9 @@ pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
     let world = World::format(layout, options, rng.next_u64());
     let mut harness = Harness {
         world,
-        volume: wafer_core::units::VolumeId(0),
-        next_lun_name: 0,
+        volumes: Vec::new(),
+        next_name: 0,
+        admin_due: false,
         rng,
         luns: BTreeMap::new(),
         in_flight: BTreeMap::new(),
@@ -263,7 +273,7 @@ impl Harness {
             ReplyData::Volume(v) => v,
             other => return Err(format!("create volume replied {other:?}")),
         };
-        self.volume = volume;
+        self.volumes.push(volume);
         let luns = 2 + self.rng.below(2);
         for n in 0..luns {
             let size = (256 + self.rng.below(1024)) * 4096;
@@ -350,7 +360,25 @@ impl Harness {
     /// After a crash with a LUN change in flight: the change may or may not
     /// have happened; the filer's own view says which, and the model follows.
     fn reconcile(&mut self, op: AdminOp) {
-        let luns = self.world.filer.luns(self.volume);
+        if let AdminOp::CreateVolume { name } = &op {
+            let created = self
+                .world
+                .filer
+                .volumes()
+                .into_iter()
+                .find(|(_, n)| n == name)
+                .map(|(v, _)| v);
+            if let Some(volume) = created {
+                self.volumes.push(volume);
+            }
+            return;
+        }
+        let volume = match &op {
+            AdminOp::Create { volume, .. } => *volume,
+            AdminOp::Resize { lun, .. } | AdminOp::Destroy { lun } => lun.volume,
+            _ => return,
+        };
+        let luns = self.world.filer.luns(volume);
         let (happened, created) = match &op {
             AdminOp::Create { name, .. } => {
                 let found = luns.iter().find(|(_, n, _)| n == name).map(|(l, _, _)| *l);
@@ -360,7 +388,7 @@ impl Harness {
                 (luns.iter().any(|(l, _, s)| l == lun && s == size), None)
             }
             AdminOp::Destroy { lun } => (!luns.iter().any(|(l, _, _)| l == lun), None),
-            AdminOp::CachePolicy | AdminOp::Reallocate => (false, None),
+            _ => (false, None),
         };
         if happened {
             self.apply_admin(op, created);
@@ -374,9 +402,11 @@ impl Harness {
 
     /// Submits one random request if there is room, then advances the world.
     fn workload_step(&mut self) -> Result<(), String> {
-        let admin_turn =
-            self.in_flight.is_empty() && (self.luns.is_empty() || self.rng.chance(1, 150));
+        // Now and then the workload drains and changes volumes or LUNs, alone.
+        self.admin_due = self.admin_due || self.luns.is_empty() || self.rng.chance(1, 60);
+        let admin_turn = self.admin_due && self.in_flight.is_empty();
         if admin_turn {
+            self.admin_due = false;
             let (request, op) = self.random_admin();
             let id = self
                 .world
@@ -385,7 +415,8 @@ impl Harness {
                 .map_err(|e| format!("submit refused: {e}"))?;
             self.in_flight.insert(id, InFlight::Admin(op));
             self.world.drain();
-        } else if self.in_flight.len() < 8
+        } else if !self.admin_due
+            && self.in_flight.len() < 8
             && !self
                 .in_flight
                 .values()
@@ -415,49 +446,55 @@ impl Harness {
     fn random_admin(&mut self) -> (HostRequest, AdminOp) {
         let size = (1 + self.rng.below(1024)) * 4096;
         let luns: Vec<LunId> = self.luns.keys().copied().collect();
-        match (luns.is_empty(), self.rng.below(5)) {
+        let volume = self.volumes[self.rng.below(self.volumes.len() as u64) as usize];
+        self.next_name += 1;
+        let name = format!("w{}", self.next_name);
+        let pick = |rng: &mut Rng| luns[rng.below(luns.len() as u64) as usize];
+        match (luns.is_empty(), self.rng.below(6)) {
             (true, _) | (false, 0) => {
-                self.next_lun_name += 1;
-                let name = format!("lun{}", self.next_lun_name);
                 let request = HostRequest::Change(Change::CreateLun {
-                    volume: self.volume,
+                    volume,
                     name: name.clone(),
                     size_bytes: size,
                 });
-                (request, AdminOp::Create { name, size })
+                (request, AdminOp::Create { volume, name, size })
             }
             (false, 1) => {
-                let lun = luns[self.rng.below(luns.len() as u64) as usize];
-                (
-                    HostRequest::Change(Change::ResizeLun {
-                        lun,
-                        size_bytes: size,
-                    }),
-                    AdminOp::Resize { lun, size },
-                )
+                let lun = pick(&mut self.rng);
+                let request = HostRequest::Change(Change::ResizeLun {
+                    lun,
+                    size_bytes: size,
+                });
+                (request, AdminOp::Resize { lun, size })
             }
             (false, 2) => {
-                let lun = luns[self.rng.below(luns.len() as u64) as usize];
+                let lun = pick(&mut self.rng);
                 (
                     HostRequest::Change(Change::DestroyLun { lun }),
                     AdminOp::Destroy { lun },
                 )
             }
             (false, 3) => {
-                let lun = luns[self.rng.below(luns.len() as u64) as usize];
+                let lun = pick(&mut self.rng);
                 (HostRequest::ReallocateStart { lun }, AdminOp::Reallocate)
+            }
+            (false, 4) => {
+                // Often refused for want of space, which is checked too.
+                let size_bytes = (20 + self.rng.below(8)) << 20;
+                let request = HostRequest::Change(Change::CreateVolume {
+                    name: name.clone(),
+                    size_bytes,
+                });
+                (request, AdminOp::CreateVolume { name })
             }
             (false, _) => {
                 use wafer_core::filer::CachePolicy;
                 let policy = [CachePolicy::Default, CachePolicy::Keep, CachePolicy::Reuse]
                     [self.rng.below(3) as usize];
                 let request = match self.rng.chance(1, 2) {
-                    true => HostRequest::Change(Change::SetCachePolicy {
-                        volume: self.volume,
-                        policy,
-                    }),
+                    true => HostRequest::Change(Change::SetCachePolicy { volume, policy }),
                     false => HostRequest::Change(Change::SetReadRealloc {
-                        volume: self.volume,
+                        volume,
                         enabled: self.rng.chance(1, 2),
                     }),
                 };
@@ -487,7 +524,7 @@ impl Harness {
             AdminOp::Destroy { lun } => {
                 self.luns.remove(&lun);
             }
-            AdminOp::CachePolicy | AdminOp::Reallocate => {}
+            AdminOp::CachePolicy | AdminOp::Reallocate | AdminOp::CreateVolume { .. } => {}
         }
     }
 
@@ -584,6 +621,10 @@ impl Harness {
                     self.apply_admin(admin, Some(lun));
                     Ok(())
                 }
+                Ok(ReplyData::Volume(volume)) => {
+                    self.volumes.push(volume);
+                    Ok(())
+                }
                 Ok(_) => {
                     self.apply_admin(admin, None);
                     Ok(())
@@ -665,6 +706,8 @@ impl Harness {
         while self.world.step() {}
         self.world.filer.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;
+        self.report.volumes = self.volumes.len();
+        self.report.luns = self.luns.len();
         Ok(())
     }
 }

@@ -496,7 +496,9 @@ impl World {
     }
 
     /// Checks that every stripe's parity matches its blocks, except stripes
-    /// holding damaged blocks or blocks of dead disks. Call only when idle.
+    /// holding damaged blocks and groups with no redundancy left; with one
+    /// RAID-DP disk dead, its blocks are rebuilt by one parity and checked
+    /// against the other. Call only when idle.
     pub fn check_parity(&self) -> Result<usize, String> {
         let mut checked = 0;
         for (group, geometry) in self.layout.groups().iter().enumerate() {
@@ -505,7 +507,14 @@ impl World {
                 .iter()
                 .map(|d| self.layout.disk_id(group, d))
                 .collect();
-            if members.iter().any(|d| self.disks[d.0 as usize].dead) {
+            // With one disk dead, RAID-DP still has one parity to spare: rebuild
+            // the dead disk's block from row parity and check the diagonals.
+            let dead: wafer_raid::DiskSet = geometry
+                .all_disks()
+                .iter()
+                .filter(|d| self.disks[members[d.as_usize()].0 as usize].dead)
+                .collect();
+            if dead.len() >= geometry.raid_type().tolerated_failures() {
                 continue;
             }
             let written: BTreeSet<u64> = members
@@ -521,7 +530,7 @@ impl World {
                 if members.iter().any(|d| self.damaged.contains(&(*d, dbn))) {
                     continue;
                 }
-                let stripe: Vec<wafer_core::Block> = members
+                let mut stripe: Vec<wafer_core::Block> = members
                     .iter()
                     .map(|d| {
                         self.disks[d.0 as usize]
@@ -530,6 +539,13 @@ impl World {
                             .map_or([0; BLOCK_SIZE], |s| *s.data)
                     })
                     .collect();
+                // The dead disk's block comes back by one parity; the scrub then
+                // checks the other against it.
+                if !dead.is_empty() && geometry.reconstruct_stripe(&mut stripe, dead).is_err() {
+                    return Err(format!(
+                        "RAID group {group} stripe {dbn}: cannot rebuild {dead:?}"
+                    ));
+                }
                 let report = geometry.scrub_stripe(&stripe);
                 if !report.is_consistent() {
                     return Err(format!(

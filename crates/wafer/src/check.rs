@@ -63,11 +63,14 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 }
                 if args.verbose {
                     println!(
-                        "seed {seed}: ok: {} ops, {} reads checked, {} crashes, {} stripes verified, faults {:?}",
+                        "seed {seed}: ok: {} ops, {} reads checked, {} crashes, {} stripes verified, \
+                         {} volumes and {} LUNs at the end, faults {:?}",
                         report.ops,
                         report.reads_checked,
                         report.crashes,
                         report.stripes_verified,
+                        report.volumes,
+                        report.luns,
                         report.faults
                     );
                 }
