@@ -320,15 +320,7 @@ impl World {
             return false;
         }
         let geometry = &self.layout.groups()[group];
-        let members: Vec<DiskId> = geometry
-            .all_disks()
-            .iter()
-            .map(|d| self.layout.disk_id(group, d))
-            .collect();
-        let dead = members
-            .iter()
-            .filter(|d| self.disks[d.0 as usize].dead)
-            .count();
+        let (members, dead) = self.members_and_dead(group);
         let damaged = members
             .iter()
             .filter(|d| self.damaged.contains(&(**d, dbn)))
@@ -375,6 +367,20 @@ impl World {
         }
     }
 
+    /// The disks of a RAID group, and how many of them are dead.
+    fn members_and_dead(&self, group: usize) -> (Vec<DiskId>, usize) {
+        let members: Vec<DiskId> = self.layout.groups()[group]
+            .all_disks()
+            .iter()
+            .map(|d| self.layout.disk_id(group, d))
+            .collect();
+        let dead = members
+            .iter()
+            .filter(|d| self.disks[d.0 as usize].dead)
+            .count();
+        (members, dead)
+    }
+
     /// Dead disks plus damaged blocks in the stripe of (`disk`, `dbn`).
     fn stripe_faults(&self, disk: DiskId, dbn: u64) -> usize {
         let Some(Slot::Member { group, .. }) = self.layout.slot(disk) else {
@@ -395,15 +401,7 @@ impl World {
             return false;
         };
         let geometry = &self.layout.groups()[group];
-        let members: Vec<DiskId> = geometry
-            .all_disks()
-            .iter()
-            .map(|d| self.layout.disk_id(group, d))
-            .collect();
-        let dead = members
-            .iter()
-            .filter(|d| self.disks[d.0 as usize].dead)
-            .count();
+        let (members, dead) = self.members_and_dead(group);
         let worst_stripe = self
             .damaged
             .iter()

@@ -64,6 +64,17 @@ struct QueuedOp {
 }
 
 impl QueuedOp {
+    /// A change of nothing: the block becomes dirty as it is, so the next CP
+    /// writes it somewhere new (reallocation).
+    fn touch(generation: CpCount) -> QueuedOp {
+        QueuedOp {
+            generation,
+            at: 0,
+            bytes: Some(Vec::new()),
+            len: 0,
+        }
+    }
+
     fn apply(&self, block: &mut Block) {
         match &self.bytes {
             Some(bytes) => block[self.at..self.at + self.len].copy_from_slice(bytes),

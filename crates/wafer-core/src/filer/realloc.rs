@@ -124,13 +124,7 @@ impl Filer {
             if ptr.is_null() {
                 continue;
             }
-            // A change of nothing: the block becomes dirty as it is.
-            let touch = QueuedOp {
-                generation,
-                at: 0,
-                bytes: Some(Vec::new()),
-                len: 0,
-            };
+            let touch = QueuedOp::touch(generation);
             self.counters.realloc_blocks += 1;
             let key = (job.lun, fbn);
             if self.cache.contains_key(&key) {
@@ -189,14 +183,8 @@ impl Filer {
                 .get(&(lun, fbn))
                 .is_some_and(|e| e.content.is_some())
             {
-                let touch = QueuedOp {
-                    generation,
-                    at: 0,
-                    bytes: Some(Vec::new()),
-                    len: 0,
-                };
                 self.counters.realloc_blocks += 1;
-                self.apply_block(lun, fbn, touch);
+                self.apply_block(lun, fbn, QueuedOp::touch(generation));
             }
         }
     }
