@@ -33,6 +33,7 @@ pub struct BlockTree {
     root: [BlockPtr; ROOT_POINTERS],
     nodes: BTreeMap<NodeId, Node>,
     dirty: BTreeSet<NodeId>,
+    root_changed: bool,
 }
 
 /// Content blocks a tree of `level` can address.
@@ -150,6 +151,17 @@ impl BlockTree {
         !self.dirty.is_empty()
     }
 
+    /// Whether the root pointers or the level changed since the last call:
+    /// the inode that holds them must then be written.
+    pub fn take_root_changed(&mut self) -> bool {
+        core::mem::take(&mut self.root_changed)
+    }
+
+    /// Whether the root pointers or the level changed and nobody took note yet.
+    pub fn root_changed(&self) -> bool {
+        self.root_changed
+    }
+
     /// The encoded content of indirect block `node`.
     pub fn node_bytes(&self, node: NodeId) -> Box<Block> {
         let mut out = Box::new([0u8; BLOCK_SIZE]);
@@ -216,6 +228,7 @@ impl BlockTree {
         node[..ROOT_POINTERS].copy_from_slice(&self.root);
         self.nodes.insert((self.level, 0), node);
         self.dirty.insert((self.level, 0));
+        self.root_changed = true;
         // Root slot 0 stays null until the CP gives the new node an address;
         // meanwhile reads go through the resident node.
         self.root = [BlockPtr::NULL; ROOT_POINTERS];
@@ -223,6 +236,7 @@ impl BlockTree {
 
     fn set_child(&mut self, level: u8, index: u64, ptr: BlockPtr) -> BlockPtr {
         if level == self.level {
+            self.root_changed = true;
             return core::mem::replace(&mut self.root[index as usize], ptr);
         }
         let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);

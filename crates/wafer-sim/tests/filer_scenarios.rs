@@ -564,3 +564,90 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
     while world.step() {}
     world.filer.check_invariants().expect("space adds up");
 }
+
+#[test]
+fn a_lun_destroyed_under_a_read_and_created_again_keeps_reads_and_data_apart() {
+    let mut world = world();
+    let old = lun(&mut world, 1 << 20);
+    request(
+        &mut world,
+        HostRequest::Change(Change::Write {
+            lun: old,
+            offset: 0,
+            data: pattern(1, 1 << 20),
+        }),
+    )
+    .expect("write");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    world.crash_and_remount(); // the reads below go to disk
+    world.wait_online().expect("remounted");
+    let now = world.now();
+    let read_id = world
+        .filer
+        .submit(
+            now,
+            HostRequest::Read {
+                lun: old,
+                offset: 0,
+                length: 1 << 20,
+            },
+        )
+        .expect("online");
+    let destroy = world
+        .filer
+        .submit(now, HostRequest::Change(Change::DestroyLun { lun: old }))
+        .expect("online");
+    let volume = old.volume;
+    let create = HostRequest::Change(Change::CreateLun {
+        volume,
+        name: "again".into(),
+        size_bytes: 1 << 20,
+    });
+    let create_id = world.filer.submit(now, create).expect("online");
+    // The new LUN gets the old one's inode number: its first block is written
+    // while the old LUN's reads of the same keys are still in flight.
+    let write = HostRequest::Change(Change::Write {
+        lun: old,
+        offset: 0,
+        data: pattern(9, 4096),
+    });
+    let write_id = world.filer.submit(now, write).expect("online");
+    world.drain();
+    let mut replies = Vec::new();
+    while replies.len() < 4 {
+        replies.extend(world.take_replies());
+        if !world.step() {
+            break;
+        }
+    }
+    replies.extend(world.take_replies());
+    let reply = |id| {
+        replies
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| r.result.clone())
+    };
+    assert!(
+        matches!(reply(read_id), Some(Ok(ReplyData::Data(_)))),
+        "the read completes: {:?}",
+        reply(read_id)
+    );
+    assert_eq!(reply(destroy), Some(Ok(ReplyData::Done)));
+    let Some(Ok(ReplyData::Lun(again))) = reply(create_id) else {
+        panic!("create: {:?}", reply(create_id))
+    };
+    assert_eq!(again, old, "the inode number is reused");
+    assert_eq!(reply(write_id), Some(Ok(ReplyData::Done)));
+    // None of the old LUN's data, read back late, may land in the new LUN.
+    while world.step() {}
+    let now = read(&mut world, again, 0, 1 << 20);
+    assert_eq!(
+        now[..4096],
+        pattern(9, 4096)[..],
+        "the new LUN's write stands"
+    );
+    assert!(
+        now[4096..].iter().all(|&b| b == 0),
+        "the rest of a new LUN reads as zeros"
+    );
+}

@@ -24,8 +24,8 @@ use crate::{BLOCK_SIZE, Block};
 /// What a block read is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ReadPurpose {
-    /// A LUN block for the buffer cache.
-    Fill(LunId, Fbn),
+    /// A LUN block for the buffer cache, with the token of the entry it fills.
+    Fill(LunId, Fbn, u64),
     /// A metadata or indirect block while mounting.
     Mount(FileRef, NodeId),
 }
@@ -312,7 +312,7 @@ impl Filer {
 
     fn deliver(&mut self, purpose: ReadPurpose, block: Option<Box<Block>>) {
         match purpose {
-            ReadPurpose::Fill(lun, fbn) => self.filled(lun, fbn, block),
+            ReadPurpose::Fill(lun, fbn, fill) => self.filled(lun, fbn, fill, block),
             ReadPurpose::Mount(file, node) => self.mount_block(file, node, block),
         }
     }

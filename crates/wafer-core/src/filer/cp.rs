@@ -165,9 +165,6 @@ impl Filer {
             let ptr = self.allocate_block(file, number);
             let old = self.lun_tree_mut(lun).set(fbn, ptr);
             self.free_block(file, old, number);
-            // The inode records the file's root pointers and, later, times:
-            // a written file's inode is rewritten.
-            self.mark_owner_dirty(file);
             writes.push(PlannedWrite {
                 ptr,
                 file,
@@ -198,7 +195,7 @@ impl Filer {
         let mut files = Vec::new();
         for (&volume, v) in &self.volumes {
             for (&file, lun) in &v.luns {
-                if lun.tree.has_dirty_nodes() {
+                if lun.tree.has_dirty_nodes() || lun.tree.root_changed() {
                     files.push(FileRef::Lun(LunId { volume, file }));
                 }
             }
@@ -221,7 +218,6 @@ impl Filer {
         cleaned: &mut BTreeSet<(FileRef, u8, u64)>,
         writes: &mut Vec<PlannedWrite>,
     ) -> bool {
-        let before = (self.tree_mut(file).root(), self.tree_mut(file).level());
         let mut progress = false;
         let dirty_content = match self.meta_file_mut(file) {
             Some(meta) => core::mem::take(&mut meta.dirty),
@@ -262,7 +258,9 @@ impl Filer {
                 progress = true;
             }
         }
-        if (self.tree_mut(file).root(), self.tree_mut(file).level()) != before {
+        // A root change, here or since the last CP (a trim, a resize), is a
+        // change of the inode that holds the root.
+        if self.tree_mut(file).take_root_changed() {
             self.mark_owner_dirty(file);
         }
         progress

@@ -87,6 +87,9 @@ impl QueuedOp {
 #[derive(Clone, Debug)]
 struct CacheEntry {
     content: Option<Box<Block>>,
+    /// The read that will fill the entry (0: none). A LUN destroyed and
+    /// created again reuses keys; a read for the old one must not fill the new.
+    fill: u64,
     queue: Vec<QueuedOp>,
     dirty: bool,
     pinned: bool,
@@ -95,10 +98,16 @@ struct CacheEntry {
 }
 
 impl CacheEntry {
-    /// An entry whose content is being read, with changes queued behind it.
-    fn filling(queue: Vec<QueuedOp>, waiters: Vec<RequestId>, last_use: u64) -> CacheEntry {
+    /// An entry whose content read `fill` is bringing, with changes queued behind it.
+    fn filling(
+        fill: u64,
+        queue: Vec<QueuedOp>,
+        waiters: Vec<RequestId>,
+        last_use: u64,
+    ) -> CacheEntry {
         CacheEntry {
             content: None,
+            fill,
             queue,
             dirty: false,
             pinned: false,
@@ -180,6 +189,7 @@ pub struct Filer {
     now: Instant,
     failed: Vec<DiskSet>,
     repairs: BTreeMap<u64, RepairJob>,
+    next_fill: u64,
     parked_repairs: Vec<(BlockRead, u8)>,
     written: WrittenSums,
     /// The aggregate's active map as of the newest committed CP: no block it
@@ -242,6 +252,7 @@ impl Filer {
             committed_map: Bitmap::new(total),
             realloc: None,
             repairs: BTreeMap::new(),
+            next_fill: 0,
             parked_repairs: Vec::new(),
             next_repair: 0,
             io_out: VecDeque::new(),
@@ -769,8 +780,15 @@ impl Filer {
             .map(|(key, _)| *key)
             .collect();
         for key in cached {
-            self.cache.remove(&key);
+            let entry = self.cache.remove(&key).expect("listed");
             self.dirty.remove(&key);
+            // Reads waiting for a discarded block get zeros, as the range now reads.
+            for waiter in entry.waiters {
+                if let Some(read) = self.reads.get_mut(&waiter) {
+                    read.missing -= 1;
+                }
+                self.finish_read(waiter);
+            }
         }
         let release_after = self.release_point();
         let pointers: Vec<(Fbn, BlockPtr)> = {
@@ -859,24 +877,22 @@ impl Filer {
         let stamp = self.use_clock;
         if !self.cache.contains_key(&key) {
             let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
-            let content = (whole || ptr.is_null()).then(|| Box::new([0u8; BLOCK_SIZE]));
-            let filling = content.is_none();
-            self.cache.insert(
-                key,
-                CacheEntry {
-                    content,
-                    queue: Vec::new(),
-                    dirty: false,
-                    pinned: false,
-                    waiters: Vec::new(),
-                    last_use: stamp,
-                },
-            );
-            if filling {
-                if op.len > 0 {
-                    self.counters.partial_write_reads += 1;
+            match whole || ptr.is_null() {
+                true => {
+                    let mut entry = CacheEntry::filling(0, Vec::new(), Vec::new(), stamp);
+                    entry.content = Some(Box::new([0u8; BLOCK_SIZE]));
+                    self.cache.insert(key, entry);
                 }
-                self.fill(lun, fbn, ptr);
+                false => {
+                    if op.len > 0 {
+                        self.counters.partial_write_reads += 1;
+                    }
+                    let fill = self.fill(lun, fbn, ptr);
+                    self.cache.insert(
+                        key,
+                        CacheEntry::filling(fill, Vec::new(), Vec::new(), stamp),
+                    );
+                }
             }
         }
         let entry = self.cache.get_mut(&key).expect("present");
@@ -892,25 +908,35 @@ impl Filer {
         self.evict();
     }
 
-    /// Starts reading a LUN block into the cache.
-    fn fill(&mut self, lun: LunId, fbn: Fbn, ptr: BlockPtr) {
-        let read = self.block_read(
-            FileRef::Lun(lun),
-            0,
-            fbn.0,
-            ptr,
-            ReadPurpose::Fill(lun, fbn),
-        );
+    /// Starts reading a LUN block into the cache; returns the read's token.
+    fn fill(&mut self, lun: LunId, fbn: Fbn, ptr: BlockPtr) -> u64 {
+        let (read, fill) = self.fill_read(lun, fbn, ptr);
         self.read_blocks(vec![read]);
+        fill
+    }
+
+    /// A read that fills a cache entry, and the token the entry must carry.
+    fn fill_read(&mut self, lun: LunId, fbn: Fbn, ptr: BlockPtr) -> (BlockRead, u64) {
+        self.next_fill += 1;
+        let fill = self.next_fill;
+        let purpose = ReadPurpose::Fill(lun, fbn, fill);
+        (
+            self.block_read(FileRef::Lun(lun), 0, fbn.0, ptr, purpose),
+            fill,
+        )
     }
 
     /// A block of a LUN has arrived (or could not be recovered). Queued
     /// changes are applied in order; if the running CP waits for this block, it
     /// takes the content as of its own generation.
-    fn filled(&mut self, lun: LunId, fbn: Fbn, content: Option<Box<Block>>) {
+    fn filled(&mut self, lun: LunId, fbn: Fbn, fill: u64, content: Option<Box<Block>>) {
         let key = (lun, fbn);
-        let Some(entry) = self.cache.get_mut(&key) else {
-            return;
+        let Some(entry) = self
+            .cache
+            .get_mut(&key)
+            .filter(|e| e.fill == fill && e.content.is_none())
+        else {
+            return; // the entry is gone, or was refilled for a newer LUN
         };
         let waiters = core::mem::take(&mut entry.waiters);
         let Some(mut content) = content else {
@@ -1008,15 +1034,10 @@ impl Filer {
             }
             self.counters.cache_misses += 1;
             read.missing += 1;
+            let (read, fill) = self.fill_read(lun, fbn, ptr);
             self.cache
-                .insert(key, CacheEntry::filling(Vec::new(), vec![id], stamp));
-            disk_reads.push(self.block_read(
-                FileRef::Lun(lun),
-                0,
-                fbn.0,
-                ptr,
-                ReadPurpose::Fill(lun, fbn),
-            ));
+                .insert(key, CacheEntry::filling(fill, Vec::new(), vec![id], stamp));
+            disk_reads.push(read);
         }
         self.read_blocks(disk_reads);
         self.finish_read(id);

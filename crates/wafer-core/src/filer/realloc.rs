@@ -131,12 +131,10 @@ impl Filer {
                 self.apply_block(job.lun, fbn, touch);
                 continue;
             }
-            self.cache.insert(
-                key,
-                CacheEntry::filling(vec![touch], Vec::new(), self.use_clock),
-            );
-            let purpose = super::blockio::ReadPurpose::Fill(job.lun, fbn);
-            reads.push(self.block_read(super::meta::FileRef::Lun(job.lun), 0, fbn.0, ptr, purpose));
+            let (read, fill) = self.fill_read(job.lun, fbn, ptr);
+            let entry = CacheEntry::filling(fill, vec![touch], Vec::new(), self.use_clock);
+            self.cache.insert(key, entry);
+            reads.push(read);
         }
         // One batch, so blocks adjacent on disk go out as chains.
         self.read_blocks(reads);
