@@ -394,6 +394,18 @@ pub struct Superblock {
 
 /// Most RAID groups one aggregate may hold (what one superblock block records).
 pub const MAX_GROUPS: usize = 64;
+/// The superblock's bytes covered by its hash, stored in the 8 bytes after them.
+const SUPERBLOCK_HASHED: usize = BLOCK_SIZE - 8;
+
+/// FNV-1a, 64 bits: the superblock's self-check. A CRC will not do here: CRCs
+/// are linear, so the XOR of an odd number of valid superblocks (which is
+/// what rebuilding a copy from a stripe of mixed copies and parity yields)
+/// carries a valid CRC of its own. Multiplication breaks that.
+fn superblock_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
 const GROUP_RECORDS_AT: usize = 1024;
 
 impl Superblock {
@@ -415,8 +427,8 @@ impl Superblock {
             put_u16(&mut out, at + 2, group.group_size);
             put_u64(&mut out, at + 8, group.blocks_per_disk);
         }
-        let crc = crc32c::crc32c(&out[..BLOCK_SIZE - 4]);
-        put_u32(&mut out, BLOCK_SIZE - 4, crc);
+        let hash = superblock_hash(&out[..SUPERBLOCK_HASHED]);
+        put_u64(&mut out, SUPERBLOCK_HASHED, hash);
         out
     }
 
@@ -425,7 +437,7 @@ impl Superblock {
         if get_u64(block, 0) != SUPERBLOCK_MAGIC || get_u32(block, 8) != FORMAT_VERSION {
             return Err(FormatError::BadMagic { what: "superblock" });
         }
-        if crc32c::crc32c(&block[..BLOCK_SIZE - 4]) != get_u32(block, BLOCK_SIZE - 4) {
+        if superblock_hash(&block[..SUPERBLOCK_HASHED]) != get_u64(block, SUPERBLOCK_HASHED) {
             return Err(FormatError::Checksum);
         }
         let group_count = get_u32(block, 24) as usize;
@@ -572,6 +584,20 @@ mod tests {
         assert!(Inode::decode(&bytes).is_err());
     }
 
+    fn superblock_like() -> Superblock {
+        Superblock {
+            cp: CpCount(1),
+            groups: vec![GroupRecord {
+                raid_dp: true,
+                group_size: 6,
+                blocks_per_disk: 4096,
+            }],
+            spares: 1,
+            activemap: Inode::free(),
+            volumes: Inode::free(),
+        }
+    }
+
     #[test]
     fn a_superblock_round_trips_and_detects_damage() {
         let superblock = Superblock {
@@ -596,6 +622,25 @@ mod tests {
         assert_eq!(Superblock::decode(&block), Ok(superblock));
         block[300] ^= 4;
         assert_eq!(Superblock::decode(&block), Err(FormatError::Checksum));
+        // Three valid superblocks XORed together (what a rebuild from mixed copies
+        // gives) must not pass for a fourth.
+        let versions: Vec<Block> = [17, 19, 21]
+            .iter()
+            .map(|&cp| {
+                Superblock {
+                    cp: CpCount(cp),
+                    ..superblock_like()
+                }
+                .encode()
+            })
+            .collect();
+        let mut mixed = versions[0];
+        for other in &versions[1..] {
+            for (m, o) in mixed.iter_mut().zip(other) {
+                *m ^= o;
+            }
+        }
+        assert_eq!(Superblock::decode(&mixed), Err(FormatError::Checksum));
         assert!(matches!(
             Superblock::decode(&[0u8; BLOCK_SIZE]),
             Err(FormatError::BadMagic { .. })
