@@ -57,6 +57,14 @@ fn lun(world: &mut World, size_bytes: u64) -> LunId {
     }
 }
 
+fn write(world: &mut World, lun: LunId, offset: u64, data: Vec<u8>) {
+    request(
+        world,
+        HostRequest::Change(Change::Write { lun, offset, data }),
+    )
+    .expect("write");
+}
+
 fn read(world: &mut World, lun: LunId, offset: u64, length: u64) -> Vec<u8> {
     match request(
         world,
@@ -82,15 +90,7 @@ fn unaligned_writes_read_back_and_trims_read_as_zeros() {
     let mut world = world();
     let lun = lun(&mut world, 1 << 20);
     let data = pattern(3, 10_000);
-    request(
-        &mut world,
-        HostRequest::Change(Change::Write {
-            lun,
-            offset: 5_000,
-            data: data.clone(),
-        }),
-    )
-    .expect("write");
+    write(&mut world, lun, 5_000, data.clone());
     request(&mut world, HostRequest::Flush).expect("flush");
     assert_eq!(read(&mut world, lun, 5_000, 10_000), data);
     request(
@@ -121,15 +121,7 @@ fn an_acknowledged_write_survives_a_crash_before_any_cp() {
     request(&mut world, HostRequest::Flush).expect("flush");
     let committed = world.filer.committed_cp();
     let data = pattern(9, 8_192);
-    request(
-        &mut world,
-        HostRequest::Change(Change::Write {
-            lun,
-            offset: 4_096,
-            data: data.clone(),
-        }),
-    )
-    .expect("write");
+    write(&mut world, lun, 4_096, data.clone());
     assert_eq!(
         world.filer.committed_cp(),
         committed,
@@ -145,15 +137,7 @@ fn every_block_reads_back_with_two_dead_disks() {
     let mut world = world();
     let lun = lun(&mut world, 2 << 20);
     let data = pattern(5, 2 << 20);
-    request(
-        &mut world,
-        HostRequest::Change(Change::Write {
-            lun,
-            offset: 0,
-            data: data.clone(),
-        }),
-    )
-    .expect("write");
+    write(&mut world, lun, 0, data.clone());
     request(&mut world, HostRequest::Flush).expect("flush");
     assert!(
         world.kill_disk(DiskId(2)) && world.kill_disk(DiskId(4)),
@@ -239,15 +223,7 @@ fn a_resized_lun_keeps_its_head_and_drops_its_tail() {
     let mut world = world();
     let lun = lun(&mut world, 1 << 20);
     let data = pattern(1, 1 << 20);
-    request(
-        &mut world,
-        HostRequest::Change(Change::Write {
-            lun,
-            offset: 0,
-            data: data.clone(),
-        }),
-    )
-    .expect("write");
+    write(&mut world, lun, 0, data.clone());
     request(
         &mut world,
         HostRequest::Change(Change::ResizeLun {
@@ -282,15 +258,7 @@ fn a_resized_lun_keeps_its_head_and_drops_its_tail() {
 fn a_sequential_read_goes_out_as_chains_and_disks_count_it() {
     let mut world = world();
     let lun = lun(&mut world, 4 << 20);
-    request(
-        &mut world,
-        HostRequest::Change(Change::Write {
-            lun,
-            offset: 0,
-            data: pattern(2, 4 << 20),
-        }),
-    )
-    .expect("write");
+    write(&mut world, lun, 0, pattern(2, 4 << 20));
     request(&mut world, HostRequest::Flush).expect("flush");
     world.crash_and_remount(); // an empty cache
     world.wait_online().expect("remounted");
@@ -360,15 +328,7 @@ fn a_keep_volume_outlives_a_reuse_volume_in_the_cache() {
             Ok(ReplyData::Lun(lun)) => lun,
             other => panic!("{other:?}"),
         };
-        request(
-            &mut world,
-            HostRequest::Change(Change::Write {
-                lun,
-                offset: 0,
-                data: pattern(4, 1 << 20),
-            }),
-        )
-        .expect("write");
+        write(&mut world, lun, 0, pattern(4, 1 << 20));
         luns.push(lun);
     }
     request(&mut world, HostRequest::Flush).expect("flush");
@@ -537,15 +497,7 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
     );
     assert_eq!(space.available_bytes, (40 << 20) - (1 << 20));
     assert_eq!(space.lun_written_bytes, 0, "nothing written yet");
-    request(
-        &mut world,
-        HostRequest::Change(Change::Write {
-            lun,
-            offset: 0,
-            data: pattern(8, 1 << 20),
-        }),
-    )
-    .expect("write");
+    write(&mut world, lun, 0, pattern(8, 1 << 20));
     request(&mut world, HostRequest::Flush).expect("flush");
     let written = world.filer.volume_space(volume).expect("volume");
     assert_eq!(written.lun_written_bytes, 1 << 20);
@@ -569,15 +521,7 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
 fn a_lun_destroyed_under_a_read_and_created_again_keeps_reads_and_data_apart() {
     let mut world = world();
     let old = lun(&mut world, 1 << 20);
-    request(
-        &mut world,
-        HostRequest::Change(Change::Write {
-            lun: old,
-            offset: 0,
-            data: pattern(1, 1 << 20),
-        }),
-    )
-    .expect("write");
+    write(&mut world, old, 0, pattern(1, 1 << 20));
     request(&mut world, HostRequest::Flush).expect("flush");
     world.crash_and_remount(); // the reads below go to disk
     world.wait_online().expect("remounted");
