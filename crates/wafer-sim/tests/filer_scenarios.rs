@@ -363,14 +363,7 @@ fn reallocate_lays_a_randomly_written_lun_out_again() {
     let mut world = world();
     let lun = lun(&mut world, 4 << 20);
     let mut model = pattern(6, 4 << 20);
-    let write = |world: &mut World, offset: u64, data: Vec<u8>| {
-        request(
-            world,
-            HostRequest::Change(Change::Write { lun, offset, data }),
-        )
-        .expect("write");
-    };
-    write(&mut world, 0, model.clone());
+    write(&mut world, lun, 0, model.clone());
     request(&mut world, HostRequest::Flush).expect("flush");
     let measure = |world: &mut World| match request(world, HostRequest::ReallocateMeasure { lun }) {
         Ok(ReplyData::Measure(m)) => m,
@@ -385,7 +378,7 @@ fn reallocate_lays_a_randomly_written_lun_out_again() {
         let block = world.rng().below(1024);
         let data = pattern(n as u8, 4096);
         model[(block * 4096) as usize..((block + 1) * 4096) as usize].copy_from_slice(&data);
-        write(&mut world, block * 4096, data);
+        write(&mut world, lun, block * 4096, data);
         if n % 8 == 7 {
             request(&mut world, HostRequest::Flush).expect("flush"); // a CP every few writes
         }
