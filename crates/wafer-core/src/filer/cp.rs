@@ -274,8 +274,7 @@ impl Filer {
                 volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
             }
             FileRef::Inofile(v) | FileRef::VolumeMap(v) | FileRef::Container(v) => {
-                let block = u64::from(v.0) / super::meta::VOLUMES_PER_BLOCK as u64;
-                self.aggregate.volume_table.dirty.insert(block);
+                self.volume_record_dirty(v)
             }
             // Their inodes live in the superblock, written by every CP.
             FileRef::AggregateMap | FileRef::VolumeTable => {}

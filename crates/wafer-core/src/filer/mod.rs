@@ -710,8 +710,7 @@ impl Filer {
                     .get_mut(volume)
                     .expect("validated")
                     .cache_policy = *policy;
-                let block = u64::from(volume.0) / VOLUMES_PER_BLOCK as u64;
-                self.aggregate.volume_table.dirty.insert(block);
+                self.volume_record_dirty(*volume);
                 Ok(ReplyData::Done)
             }
             LoggedOp::Change(Change::SetReadRealloc { volume, enabled }) => {
@@ -719,13 +718,18 @@ impl Filer {
                     .get_mut(volume)
                     .expect("validated")
                     .read_realloc = *enabled;
-                let block = u64::from(volume.0) / VOLUMES_PER_BLOCK as u64;
-                self.aggregate.volume_table.dirty.insert(block);
+                self.volume_record_dirty(*volume);
                 Ok(ReplyData::Done)
             }
             // Handled by the mount's resync before replay.
             LoggedOp::DirtyStripes { .. } => Ok(ReplyData::Done),
         }
+    }
+
+    /// Marks the volume-table block holding `volume`'s record for the next CP.
+    fn volume_record_dirty(&mut self, volume: VolumeId) {
+        let block = u64::from(volume.0) / VOLUMES_PER_BLOCK as u64;
+        self.aggregate.volume_table.dirty.insert(block);
     }
 
     fn create_volume(&mut self, name: &str, size_bytes: u64) -> VolumeId {
@@ -737,10 +741,7 @@ impl Filer {
         self.reserved_blocks += self.volume_footprint(size_blocks);
         let volume = Volume::new(name.to_string(), size_bytes, self.volume_vvbns(size_blocks));
         self.volumes.insert(id, volume);
-        self.aggregate
-            .volume_table
-            .dirty
-            .insert(u64::from(id.0) / VOLUMES_PER_BLOCK as u64);
+        self.volume_record_dirty(id);
         let volume = self.volumes.get_mut(&id).expect("inserted");
         volume.activemap_file.dirty.insert(0); // vvbn 0 is marked used
         id
