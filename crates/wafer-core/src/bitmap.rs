@@ -90,6 +90,58 @@ impl Bitmap {
         out
     }
 
+    /// The union of two bitmaps of the same length.
+    pub fn union(&self, other: &Bitmap) -> Bitmap {
+        assert_eq!(self.len, other.len, "union of bitmaps of different lengths");
+        let words: Vec<u64> = self
+            .words
+            .iter()
+            .zip(&other.words)
+            .map(|(a, b)| a | b)
+            .collect();
+        let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
+        Bitmap {
+            words,
+            len: self.len,
+            ones,
+        }
+    }
+
+    /// Bits set in both.
+    pub fn count_common(&self, other: &Bitmap) -> u64 {
+        assert_eq!(self.len, other.len, "bitmaps of different lengths");
+        self.words
+            .iter()
+            .zip(&other.words)
+            .map(|(a, b)| u64::from((a & b).count_ones()))
+            .sum()
+    }
+
+    /// The bits set here and in none of `others`, in order.
+    pub fn ones_outside(&self, others: &[&Bitmap]) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (index, &word) in self.words.iter().enumerate() {
+            let mut left = others.iter().fold(word, |w, o| w & !o.words[index]);
+            while left != 0 {
+                out.push(index as u64 * 64 + u64::from(left.trailing_zeros()));
+                left &= left - 1;
+            }
+        }
+        out
+    }
+
+    /// The map blocks in which the two bitmaps differ.
+    pub fn differing_blocks(&self, other: &Bitmap) -> Vec<u64> {
+        assert_eq!(self.len, other.len, "bitmaps of different lengths");
+        self.words
+            .chunks(WORDS_PER_BLOCK)
+            .zip(other.words.chunks(WORDS_PER_BLOCK))
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(block, _)| block as u64)
+            .collect()
+    }
+
     /// Loads map block `block` from its bytes, ignoring bits past the end.
     pub fn load_block(&mut self, block: u64, bytes: &[u8; BLOCK_SIZE]) {
         let first = block as usize * WORDS_PER_BLOCK;
@@ -138,5 +190,24 @@ mod tests {
         noisy[0] = 0;
         copy.load_block(1, &noisy);
         assert_eq!(copy.count_ones(), 40_000 - 32_768 - 8 + 2);
+    }
+
+    #[test]
+    fn set_operations_agree_with_bit_by_bit_definitions() {
+        let (mut a, mut b) = (Bitmap::new(70_000), Bitmap::new(70_000));
+        for n in [1, 64, 65, 40_000, 69_999] {
+            a.set(n);
+        }
+        for n in [64, 40_000, 50_000] {
+            b.set(n);
+        }
+        let union = a.union(&b);
+        assert_eq!(union.count_ones(), 6);
+        assert!((0..70_000).all(|n| union.get(n) == (a.get(n) || b.get(n))));
+        assert_eq!(a.count_common(&b), 2);
+        assert_eq!(a.ones_outside(&[&b]), vec![1, 65, 69_999]);
+        assert_eq!(union.ones_outside(&[&a, &b]), Vec::<u64>::new());
+        assert_eq!(a.differing_blocks(&union), vec![1]);
+        assert_eq!(a.differing_blocks(&a.clone()), Vec::<u64>::new());
     }
 }

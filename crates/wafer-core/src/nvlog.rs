@@ -91,6 +91,36 @@ pub enum Change {
         /// Whether the option is on.
         enabled: bool,
     },
+    /// A snapshot of a volume taken (by the CP after this change).
+    CreateSnapshot {
+        /// The volume.
+        volume: VolumeId,
+        /// The snapshot's name.
+        name: String,
+    },
+    /// A snapshot deleted: the blocks only it held become free.
+    DeleteSnapshot {
+        /// The volume.
+        volume: VolumeId,
+        /// The snapshot's name.
+        name: String,
+    },
+    /// A LUN, or a whole volume, put back as a snapshot holds it.
+    RestoreSnapshot {
+        /// The volume.
+        volume: VolumeId,
+        /// The snapshot's name.
+        name: String,
+        /// The LUN to restore (its inode number), or `None` for every LUN.
+        lun: Option<FileId>,
+    },
+    /// A volume's snapshot reserve set, in percent of its size.
+    SetSnapReserve {
+        /// The volume.
+        volume: VolumeId,
+        /// The percentage.
+        percent: u8,
+    },
 }
 
 /// What an NVLog record holds.
@@ -182,6 +212,27 @@ impl NvRecord {
                 body.push(9);
                 body.extend_from_slice(&volume.0.to_le_bytes());
                 body.push(u8::from(*enabled));
+            }
+            LoggedOp::Change(Change::CreateSnapshot { volume, name }) => {
+                body.push(10);
+                body.extend_from_slice(&volume.0.to_le_bytes());
+                body.extend_from_slice(name.as_bytes());
+            }
+            LoggedOp::Change(Change::DeleteSnapshot { volume, name }) => {
+                body.push(11);
+                body.extend_from_slice(&volume.0.to_le_bytes());
+                body.extend_from_slice(name.as_bytes());
+            }
+            LoggedOp::Change(Change::RestoreSnapshot { volume, name, lun }) => {
+                body.push(12);
+                body.extend_from_slice(&volume.0.to_le_bytes());
+                body.extend_from_slice(&lun.map_or(0, |f| f.0).to_le_bytes());
+                body.extend_from_slice(name.as_bytes());
+            }
+            LoggedOp::Change(Change::SetSnapReserve { volume, percent }) => {
+                body.push(13);
+                body.extend_from_slice(&volume.0.to_le_bytes());
+                body.push(*percent);
             }
             LoggedOp::DirtyStripes { stripes } => {
                 body.push(7);
@@ -275,6 +326,23 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
         9 if rest.len() == 5 && rest[4] <= 1 => LoggedOp::Change(Change::SetReadRealloc {
             volume: VolumeId(u32_at(0)?),
             enabled: rest[4] == 1,
+        }),
+        10 => LoggedOp::Change(Change::CreateSnapshot {
+            volume: VolumeId(u32_at(0)?),
+            name: name_at(4)?,
+        }),
+        11 => LoggedOp::Change(Change::DeleteSnapshot {
+            volume: VolumeId(u32_at(0)?),
+            name: name_at(4)?,
+        }),
+        12 => LoggedOp::Change(Change::RestoreSnapshot {
+            volume: VolumeId(u32_at(0)?),
+            lun: Some(FileId(u32_at(4)?)).filter(|f| f.0 != 0),
+            name: name_at(8)?,
+        }),
+        13 if rest.len() == 5 => LoggedOp::Change(Change::SetSnapReserve {
+            volume: VolumeId(u32_at(0)?),
+            percent: rest[4],
         }),
         7 if rest.len() % 12 == 0 => LoggedOp::DirtyStripes {
             stripes: rest
@@ -443,6 +511,28 @@ mod tests {
                 volume: VolumeId(4),
                 enabled: true,
             }),
+            LoggedOp::Change(Change::CreateSnapshot {
+                volume: VolumeId(5),
+                name: "nightly.0".into(),
+            }),
+            LoggedOp::Change(Change::DeleteSnapshot {
+                volume: VolumeId(5),
+                name: "nightly.1".into(),
+            }),
+            LoggedOp::Change(Change::RestoreSnapshot {
+                volume: VolumeId(5),
+                name: "s1".into(),
+                lun: Some(FileId(64)),
+            }),
+            LoggedOp::Change(Change::RestoreSnapshot {
+                volume: VolumeId(5),
+                name: "s1".into(),
+                lun: None,
+            }),
+            LoggedOp::Change(Change::SetSnapReserve {
+                volume: VolumeId(5),
+                percent: 20,
+            }),
             LoggedOp::DirtyStripes {
                 stripes: vec![(0, 7), (1, 1 << 40)],
             },
@@ -462,7 +552,7 @@ mod tests {
         let mut half: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
         assert_eq!(decode_half(&half), records());
         half.truncate(half.len() - 3);
-        assert_eq!(decode_half(&half), records()[..8]);
+        assert_eq!(decode_half(&half), records()[..records().len() - 1]);
     }
 
     #[test]

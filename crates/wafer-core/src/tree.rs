@@ -12,8 +12,13 @@
 //! at a CP the write allocator gives every dirty node a new address, bottom up,
 //! which in turn dirties its parent, until the root pointers in the inode change.
 //! That is write-anywhere: no block is ever overwritten in place.
+//!
+//! Nodes are shared, copy on write, between a tree and its frozen copies (the
+//! snapshots of a volume): a snapshot costs no memory until the active tree
+//! changes a node, just as it costs no disk space until a block is rewritten.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::format::{
     BlockPtr, Inode, MAX_TREE_LEVEL, POINTER_SIZE, POINTERS_PER_BLOCK, ROOT_POINTERS,
@@ -21,7 +26,7 @@ use crate::format::{
 use crate::units::Fbn;
 use crate::{BLOCK_SIZE, Block};
 
-type Node = Box<[BlockPtr; POINTERS_PER_BLOCK]>;
+type Node = Arc<[BlockPtr; POINTERS_PER_BLOCK]>;
 
 /// Identifies an indirect block of a tree: `(level, index)`.
 pub type NodeId = (u8, u64);
@@ -54,6 +59,18 @@ impl BlockTree {
             level: inode.level,
             root: inode.root,
             ..BlockTree::default()
+        }
+    }
+
+    /// A read-only copy of the tree as it stands, sharing every node with it:
+    /// what a snapshot keeps. The copy has nothing dirty.
+    pub fn frozen_copy(&self) -> BlockTree {
+        BlockTree {
+            level: self.level,
+            root: self.root,
+            nodes: self.nodes.clone(),
+            dirty: BTreeSet::new(),
+            root_changed: false,
         }
     }
 
@@ -127,7 +144,7 @@ impl BlockTree {
                 .nodes
                 .get_mut(&parent)
                 .expect("a written block's parent is resident");
-            &mut node[(index % POINTERS_PER_BLOCK as u64) as usize]
+            &mut Arc::make_mut(node)[(index % POINTERS_PER_BLOCK as u64) as usize]
         };
         assert!(!slot.is_null(), "checksum for a block that is not there");
         slot.checksum = checksum;
@@ -175,11 +192,11 @@ impl BlockTree {
 
     /// Installs an indirect block read from disk.
     pub fn load_node(&mut self, node: NodeId, bytes: &Block) {
-        let mut pointers: Node = Box::new([BlockPtr::NULL; POINTERS_PER_BLOCK]);
+        let mut pointers = [BlockPtr::NULL; POINTERS_PER_BLOCK];
         for (slot, ptr) in pointers.iter_mut().enumerate() {
             *ptr = BlockPtr::decode(&bytes[slot * POINTER_SIZE..]);
         }
-        self.nodes.insert(node, pointers);
+        self.nodes.insert(node, Arc::new(pointers));
     }
 
     /// The non-null children of `node`, as (child node or content fbn, pointer).
@@ -224,9 +241,9 @@ impl BlockTree {
             "block tree over {MAX_TREE_LEVEL} levels"
         );
         self.level += 1;
-        let mut node: Node = Box::new([BlockPtr::NULL; POINTERS_PER_BLOCK]);
+        let mut node = [BlockPtr::NULL; POINTERS_PER_BLOCK];
         node[..ROOT_POINTERS].copy_from_slice(&self.root);
-        self.nodes.insert((self.level, 0), node);
+        self.nodes.insert((self.level, 0), Arc::new(node));
         self.dirty.insert((self.level, 0));
         self.root_changed = true;
         // Root slot 0 stays null until the CP gives the new node an address;
@@ -242,7 +259,7 @@ impl BlockTree {
         let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);
         self.ensure_node(parent);
         self.dirty.insert(parent);
-        let node = self.nodes.get_mut(&parent).expect("ensured");
+        let node = Arc::make_mut(self.nodes.get_mut(&parent).expect("ensured"));
         core::mem::replace(&mut node[(index % POINTERS_PER_BLOCK as u64) as usize], ptr)
     }
 
@@ -252,7 +269,7 @@ impl BlockTree {
         }
         self.nodes.insert(
             (level, index),
-            Box::new([BlockPtr::NULL; POINTERS_PER_BLOCK]),
+            Arc::new([BlockPtr::NULL; POINTERS_PER_BLOCK]),
         );
         self.dirty.insert((level, index));
         if level < self.level {
@@ -309,5 +326,20 @@ mod tests {
         assert_eq!(copy.children(l1), vec![(300, ptr(7))]);
         let pointers = tree.all_pointers();
         assert!(pointers.contains(&((0, 300), ptr(7))) && pointers.contains(&((1, 1), ptr(99))));
+    }
+
+    #[test]
+    fn a_frozen_copy_keeps_its_pointers_while_the_tree_changes() {
+        let mut tree = BlockTree::new();
+        tree.set(Fbn(300), ptr(7));
+        tree.set_node_ptr((1, 1), ptr(99));
+        let frozen = tree.frozen_copy();
+        assert!(!frozen.has_dirty_nodes() && !frozen.root_changed());
+        tree.set(Fbn(300), ptr(8));
+        tree.set(Fbn(301), ptr(9));
+        assert_eq!(tree.get(Fbn(300)), ptr(8));
+        assert_eq!(frozen.get(Fbn(300)), ptr(7), "the copy's node was not changed");
+        assert_eq!(frozen.get(Fbn(301)), BlockPtr::NULL);
+        assert_eq!(frozen.node_ptr((1, 1)), ptr(99));
     }
 }

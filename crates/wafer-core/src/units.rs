@@ -84,6 +84,10 @@ pub struct VolumeId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FileId(pub u32);
 
+/// A snapshot's number within its volume, 1..=255 (ONTAP's limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SnapshotId(pub u8);
+
 /// A consistency point's sequence number. CP `n` is the on-disk image that the
 /// `n`th committed superblock describes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -13,7 +13,9 @@
 //! The model keeps each LUN's bytes and which of them are certain: a write that
 //! was in flight at a crash may or may not have happened, so its bytes are
 //! uncertain until written again. Requests in flight at once never overlap, so
-//! the model is never ambiguous otherwise.
+//! the model is never ambiguous otherwise. A snapshot is a copy of the model's
+//! LUNs of its volume when it was taken; reads of it are checked against that
+//! copy, and restoring one copies it back.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +48,10 @@ pub struct CheckReport {
     pub ops: u64,
     /// Reads whose data was compared with the model.
     pub reads_checked: u64,
+    /// Of those, reads of snapshots.
+    pub snapshot_reads_checked: u64,
+    /// Snapshots at the end.
+    pub snapshots: usize,
     /// Crashes survived.
     pub crashes: u64,
     /// Faults injected, by kind.
@@ -75,10 +81,14 @@ impl core::fmt::Display for CheckFailure {
     }
 }
 
+#[derive(Clone, Debug)]
 struct LunModel {
     data: Vec<u8>,
     certain: Vec<bool>,
 }
+
+/// A snapshot's LUNs, as the model had them when it was taken.
+type SnapshotModel = BTreeMap<LunId, LunModel>;
 
 /// A change to the set of volumes or the set or size of LUNs.
 #[derive(Clone, Debug)]
@@ -103,6 +113,19 @@ enum AdminOp {
     CachePolicy,
     /// Rewrites a LUN in place of itself; the model must not notice.
     Reallocate,
+    SnapCreate {
+        volume: VolumeId,
+        name: String,
+    },
+    SnapDelete {
+        volume: VolumeId,
+        name: String,
+    },
+    SnapRestore {
+        volume: VolumeId,
+        name: String,
+        lun: Option<LunId>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -122,6 +145,13 @@ enum InFlight {
         lun: LunId,
         offset: u64,
         length: u64,
+        expected: Vec<u8>,
+        certain: Vec<bool>,
+    },
+    SnapRead {
+        lun: LunId,
+        snapshot: String,
+        offset: u64,
         expected: Vec<u8>,
         certain: Vec<bool>,
     },
@@ -148,6 +178,17 @@ impl InFlight {
                 length,
                 ..
             } => format!("read of {length} bytes at {offset} of LUN {}", lun.file.0),
+            InFlight::SnapRead {
+                lun,
+                snapshot,
+                offset,
+                expected,
+                ..
+            } => format!(
+                "read of {} bytes at {offset} of LUN {} in snapshot {snapshot}",
+                expected.len(),
+                lun.file.0
+            ),
             InFlight::Flush => "flush".into(),
             InFlight::Admin(op) => format!("{op:?}"),
         }
@@ -167,7 +208,8 @@ impl InFlight {
                 length,
                 ..
             } => Some((*lun, *offset, *length)),
-            InFlight::Flush | InFlight::Admin(_) => None,
+            // A snapshot never changes: its reads overlap nothing.
+            InFlight::SnapRead { .. } | InFlight::Flush | InFlight::Admin(_) => None,
         }
     }
 }
@@ -179,6 +221,7 @@ struct Harness {
     admin_due: bool,
     rng: Rng,
     luns: BTreeMap<LunId, LunModel>,
+    snapshots: BTreeMap<(VolumeId, String), SnapshotModel>,
     in_flight: BTreeMap<RequestId, InFlight>,
     report: CheckReport,
 }
@@ -206,6 +249,7 @@ pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
         admin_due: false,
         rng,
         luns: BTreeMap::new(),
+        snapshots: BTreeMap::new(),
         in_flight: BTreeMap::new(),
         report: CheckReport::default(),
     };
@@ -346,7 +390,7 @@ impl Harness {
                     length,
                 } => self.uncertain(lun, offset, length),
                 InFlight::Admin(op) => admin = Some(op),
-                InFlight::Read { .. } | InFlight::Flush => {}
+                InFlight::Read { .. } | InFlight::SnapRead { .. } | InFlight::Flush => {}
             }
         }
         self.world.crash_and_remount();
@@ -360,6 +404,24 @@ impl Harness {
     /// After a crash with a LUN change in flight: the change may or may not
     /// have happened; the filer's own view says which, and the model follows.
     fn reconcile(&mut self, op: AdminOp) {
+        match &op {
+            AdminOp::SnapCreate { volume, name } | AdminOp::SnapDelete { volume, name } => {
+                let exists = self
+                    .world
+                    .filer
+                    .snapshots(*volume)
+                    .iter()
+                    .any(|s| s.name == *name);
+                if exists == matches!(op, AdminOp::SnapCreate { .. }) {
+                    self.apply_admin(op, None);
+                }
+                return;
+            }
+            AdminOp::SnapRestore { volume, name, lun } => {
+                return self.reconcile_restore(*volume, name, *lun);
+            }
+            _ => {}
+        }
         if let AdminOp::CreateVolume { name } = &op {
             let created = self
                 .world
@@ -392,6 +454,51 @@ impl Harness {
         };
         if happened {
             self.apply_admin(op, created);
+        }
+    }
+
+    /// After a crash with a restore in flight: the LUNs' sizes as the filer
+    /// has them say whether it happened when they differ between the model and
+    /// the snapshot; where they do not, each byte on which the two disagree is
+    /// uncertain.
+    fn reconcile_restore(&mut self, volume: VolumeId, name: &str, lun: Option<LunId>) {
+        let snapshot = self.snapshots[&(volume, name.to_string())].clone();
+        let affected = |l: &LunId| l.volume == volume && lun.is_none_or(|only| only == *l);
+        let shape = |luns: Vec<(LunId, u64)>| -> Vec<(LunId, u64)> {
+            luns.into_iter().filter(|(l, _)| affected(l)).collect()
+        };
+        let filer = shape(
+            self.world
+                .filer
+                .luns(volume)
+                .into_iter()
+                .map(|(l, _, size)| (l, size))
+                .collect(),
+        );
+        let sizes = |luns: &BTreeMap<LunId, LunModel>| {
+            shape(
+                luns.iter()
+                    .map(|(l, m)| (*l, m.data.len() as u64))
+                    .collect(),
+            )
+        };
+        let (model, restored) = (sizes(&self.luns), sizes(&snapshot));
+        let op = AdminOp::SnapRestore {
+            volume,
+            name: name.to_string(),
+            lun,
+        };
+        if model != restored {
+            if filer == restored {
+                self.apply_admin(op, None);
+            }
+            return;
+        }
+        for (id, copy) in snapshot.into_iter().filter(|(l, _)| affected(l)) {
+            let current = self.luns.get_mut(&id).expect("same shape");
+            for (n, certain) in current.certain.iter_mut().enumerate() {
+                *certain &= copy.certain[n] && copy.data[n] == current.data[n];
+            }
         }
     }
 
@@ -450,6 +557,9 @@ impl Harness {
         self.next_name += 1;
         let name = format!("w{}", self.next_name);
         let pick = |rng: &mut Rng| luns[rng.below(luns.len() as u64) as usize];
+        if !luns.is_empty() && self.rng.chance(1, 3) {
+            return self.random_snapshot_op(volume, name);
+        }
         match (luns.is_empty(), self.rng.below(6)) {
             (true, _) | (false, 0) => {
                 let request = HostRequest::Change(Change::CreateLun {
@@ -491,16 +601,59 @@ impl Harness {
                 use wafer_core::filer::CachePolicy;
                 let policy = [CachePolicy::Default, CachePolicy::Keep, CachePolicy::Reuse]
                     [self.rng.below(3) as usize];
-                let request = match self.rng.chance(1, 2) {
-                    true => HostRequest::Change(Change::SetCachePolicy { volume, policy }),
-                    false => HostRequest::Change(Change::SetReadRealloc {
+                let request = match self.rng.below(3) {
+                    0 => HostRequest::Change(Change::SetCachePolicy { volume, policy }),
+                    1 => HostRequest::Change(Change::SetReadRealloc {
                         volume,
                         enabled: self.rng.chance(1, 2),
+                    }),
+                    _ => HostRequest::Change(Change::SetSnapReserve {
+                        volume,
+                        percent: [0, 5, 20][self.rng.below(3) as usize],
                     }),
                 };
                 (request, AdminOp::CachePolicy)
             }
         }
+    }
+
+    /// Creates, deletes or restores a snapshot of `volume`.
+    fn random_snapshot_op(&mut self, volume: VolumeId, name: String) -> (HostRequest, AdminOp) {
+        let existing: Vec<String> = self
+            .snapshots
+            .keys()
+            .filter(|(v, _)| *v == volume)
+            .map(|(_, n)| n.clone())
+            .collect();
+        if existing.is_empty() || self.rng.chance(2, 5) {
+            let request = HostRequest::Change(Change::CreateSnapshot {
+                volume,
+                name: name.clone(),
+            });
+            return (request, AdminOp::SnapCreate { volume, name });
+        }
+        let name = existing[self.rng.below(existing.len() as u64) as usize].clone();
+        if self.rng.chance(1, 2) {
+            let request = HostRequest::Change(Change::DeleteSnapshot {
+                volume,
+                name: name.clone(),
+            });
+            return (request, AdminOp::SnapDelete { volume, name });
+        }
+        let held: Vec<LunId> = self.snapshots[&(volume, name.clone())]
+            .keys()
+            .copied()
+            .collect();
+        let lun = match held.is_empty() || self.rng.chance(1, 3) {
+            true => None,
+            false => Some(held[self.rng.below(held.len() as u64) as usize]),
+        };
+        let request = HostRequest::Change(Change::RestoreSnapshot {
+            volume,
+            name: name.clone(),
+            lun: lun.map(|l| l.file),
+        });
+        (request, AdminOp::SnapRestore { volume, name, lun })
     }
 
     /// Makes the model follow a LUN change that happened.
@@ -524,6 +677,30 @@ impl Harness {
             AdminOp::Destroy { lun } => {
                 self.luns.remove(&lun);
             }
+            AdminOp::SnapCreate { volume, name } => {
+                let copy = self
+                    .luns
+                    .iter()
+                    .filter(|(l, _)| l.volume == volume)
+                    .map(|(l, m)| (*l, m.clone()))
+                    .collect();
+                self.snapshots.insert((volume, name), copy);
+            }
+            AdminOp::SnapDelete { volume, name } => {
+                self.snapshots.remove(&(volume, name));
+            }
+            AdminOp::SnapRestore { volume, name, lun } => {
+                let snapshot = &self.snapshots[&(volume, name)];
+                if lun.is_none() {
+                    self.luns
+                        .retain(|l, _| l.volume != volume || snapshot.contains_key(l));
+                }
+                for (id, copy) in snapshot {
+                    if lun.is_none_or(|only| only == *id) {
+                        self.luns.insert(*id, copy.clone());
+                    }
+                }
+            }
             AdminOp::CachePolicy | AdminOp::Reallocate | AdminOp::CreateVolume { .. } => {}
         }
     }
@@ -535,6 +712,9 @@ impl Harness {
         let roll = self.rng.below(100);
         if roll < 3 {
             return Some((HostRequest::Flush, InFlight::Flush));
+        }
+        if roll < 10 {
+            return self.random_snapshot_read(lun);
         }
         let length = match self.rng.below(4) {
             0 => 1 + self.rng.below(512),
@@ -595,6 +775,43 @@ impl Harness {
                 )
             }
         })
+    }
+
+    /// A read of `lun` in one of the snapshots that hold it, if any does.
+    fn random_snapshot_read(&mut self, lun: LunId) -> Option<(HostRequest, InFlight)> {
+        let holding: Vec<&(VolumeId, String)> = self
+            .snapshots
+            .iter()
+            .filter(|(_, luns)| luns.contains_key(&lun))
+            .map(|(key, _)| key)
+            .collect();
+        if holding.is_empty() {
+            return None;
+        }
+        let (_, snapshot) = holding[self.rng.below(holding.len() as u64) as usize].clone();
+        let model = &self.snapshots[&(lun.volume, snapshot.clone())][&lun];
+        let size = model.data.len() as u64;
+        let length = (1 + self.rng.below(65_536)).min(size);
+        let offset = self.rng.below(size - length + 1);
+        let range = offset as usize..(offset + length) as usize;
+        let (expected, certain) = (
+            model.data[range.clone()].to_vec(),
+            model.certain[range].to_vec(),
+        );
+        let request = HostRequest::ReadSnapshot {
+            lun,
+            snapshot: snapshot.clone(),
+            offset,
+            length,
+        };
+        let op = InFlight::SnapRead {
+            lun,
+            snapshot,
+            offset,
+            expected,
+            certain,
+        };
+        Some((request, op))
     }
 
     /// Whether a range overlaps (at 4 KiB granularity) anything in flight.
@@ -666,6 +883,21 @@ impl Harness {
                 compare(lun, offset, &got, &expected, &certain)?;
                 self.report.reads_checked += 1;
             }
+            InFlight::SnapRead {
+                lun,
+                snapshot,
+                offset,
+                expected,
+                certain,
+            } => {
+                let ReplyData::Data(got) = result else {
+                    return Err(format!("snapshot read replied {result:?}"));
+                };
+                compare(lun, offset, &got, &expected, &certain)
+                    .map_err(|e| format!("snapshot {snapshot}: {e}"))?;
+                self.report.reads_checked += 1;
+                self.report.snapshot_reads_checked += 1;
+            }
             InFlight::Flush | InFlight::Admin(_) => {}
         }
         Ok(())
@@ -703,6 +935,29 @@ impl Harness {
             compare(lun, 0, &got, &model.data, &model.certain)?;
             self.report.reads_checked += 1;
         }
+        let snapshots: Vec<((VolumeId, String), LunId)> = self
+            .snapshots
+            .iter()
+            .flat_map(|(key, luns)| luns.keys().map(move |l| (key.clone(), *l)))
+            .collect();
+        for ((_, name), lun) in snapshots {
+            let size = self.snapshots[&(lun.volume, name.clone())][&lun].data.len() as u64;
+            let ReplyData::Data(got) = self.admin(HostRequest::ReadSnapshot {
+                lun,
+                snapshot: name.clone(),
+                offset: 0,
+                length: size,
+            })?
+            else {
+                return Err("a snapshot read returned no data".into());
+            };
+            let model = &self.snapshots[&(lun.volume, name.clone())][&lun];
+            compare(lun, 0, &got, &model.data, &model.certain)
+                .map_err(|e| format!("snapshot {name}: {e}"))?;
+            self.report.reads_checked += 1;
+            self.report.snapshot_reads_checked += 1;
+        }
+        self.report.snapshots = self.snapshots.len();
         while self.world.step() {}
         self.world.filer.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;

@@ -494,7 +494,10 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
     request(&mut world, HostRequest::Flush).expect("flush");
     let written = world.filer.volume_space(volume).expect("volume");
     assert_eq!(written.lun_written_bytes, 1 << 20);
-    assert!(written.metadata_bytes > 0 && written.used_bytes == (1 << 20) + written.metadata_bytes);
+    assert!(
+        written.metadata_bytes > 0 && written.used_bytes == 1 << 20,
+        "metadata lives in the vvbn space's own room: {written:?}"
+    );
     request(&mut world, HostRequest::Change(Change::DestroyLun { lun })).expect("destroy");
     request(&mut world, HostRequest::Flush).expect("flush");
     let gone = world.filer.volume_space(volume).expect("volume");
@@ -587,4 +590,326 @@ fn a_lun_destroyed_under_a_read_and_created_again_keeps_reads_and_data_apart() {
         now[4096..].iter().all(|&b| b == 0),
         "the rest of a new LUN reads as zeros"
     );
+}
+
+fn snap(world: &mut World, change: Change) -> Result<ReplyData, HostError> {
+    request(world, HostRequest::Change(change))
+}
+
+fn read_snapshot(world: &mut World, lun: LunId, name: &str, offset: u64, length: u64) -> Vec<u8> {
+    match request(
+        world,
+        HostRequest::ReadSnapshot {
+            lun,
+            snapshot: name.into(),
+            offset,
+            length,
+        },
+    ) {
+        Ok(ReplyData::Data(data)) => data,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_snapshot_keeps_its_image_through_overwrites_crashes_and_deletion() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    let volume = lun.volume;
+    let a = pattern(1, 256 << 10);
+    write(&mut world, lun, 0, a.clone());
+    let create = |name: &str| Change::CreateSnapshot {
+        volume,
+        name: name.into(),
+    };
+    snap(&mut world, create("s1")).expect("snap create");
+    let b = pattern(2, 256 << 10);
+    write(&mut world, lun, 0, b.clone());
+    request(&mut world, HostRequest::Flush).expect("flush");
+    assert_eq!(read_snapshot(&mut world, lun, "s1", 0, 256 << 10), a);
+    assert_eq!(read(&mut world, lun, 0, 256 << 10), b);
+    let held = world.filer.volume_space(volume).expect("volume");
+    assert!(
+        held.snapshot_used_bytes >= 256 << 10,
+        "the overwritten blocks are the snapshot's alone: {held:?}"
+    );
+    assert_eq!(
+        snap(&mut world, create("s1")),
+        Err(HostError::Exists("snapshot s1".into()))
+    );
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    let listed = world.filer.snapshots(volume);
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].name, "s1");
+    assert!(listed[0].exclusive_bytes >= 256 << 10);
+    assert_eq!(read_snapshot(&mut world, lun, "s1", 0, 256 << 10), a);
+    assert_eq!(read(&mut world, lun, 0, 256 << 10), b);
+    let allocated = world.filer.aggregate_space().allocated_bytes;
+    snap(
+        &mut world,
+        Change::DeleteSnapshot {
+            volume,
+            name: "s1".into(),
+        },
+    )
+    .expect("snap delete");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let freed = world.filer.volume_space(volume).expect("volume");
+    assert_eq!(
+        (freed.snapshot_used_bytes, freed.overwrite_reserve_bytes),
+        (0, 0)
+    );
+    assert!(
+        world.filer.aggregate_space().allocated_bytes + (256 << 10) <= allocated,
+        "deleting the snapshot returned its blocks to the aggregate"
+    );
+    assert_eq!(
+        request(
+            &mut world,
+            HostRequest::ReadSnapshot {
+                lun,
+                snapshot: "s1".into(),
+                offset: 0,
+                length: 4096
+            }
+        ),
+        Err(HostError::NotFound("snapshot"))
+    );
+    while world.step() {}
+    world
+        .filer
+        .check_invariants()
+        .expect("maps and space add up");
+}
+
+#[test]
+fn restoring_brings_back_a_lun_and_a_whole_volume() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    let volume = lun.volume;
+    let a = pattern(4, 1 << 20);
+    write(&mut world, lun, 0, a.clone());
+    snap(
+        &mut world,
+        Change::CreateSnapshot {
+            volume,
+            name: "before".into(),
+        },
+    )
+    .expect("snap create");
+    write(&mut world, lun, 4096, pattern(5, 100_000));
+    snap(
+        &mut world,
+        Change::ResizeLun {
+            lun,
+            size_bytes: 512 << 10,
+        },
+    )
+    .expect("resize");
+    let later = match snap(
+        &mut world,
+        Change::CreateLun {
+            volume,
+            name: "later".into(),
+            size_bytes: 1 << 20,
+        },
+    ) {
+        Ok(ReplyData::Lun(l)) => l,
+        other => panic!("{other:?}"),
+    };
+    write(&mut world, later, 0, pattern(6, 8192));
+    snap(
+        &mut world,
+        Change::RestoreSnapshot {
+            volume,
+            name: "before".into(),
+            lun: Some(lun.file),
+        },
+    )
+    .expect("restore the LUN");
+    assert_eq!(
+        read(&mut world, lun, 0, 1 << 20),
+        a,
+        "size and content as in the snapshot"
+    );
+    assert_eq!(
+        read(&mut world, later, 0, 8192),
+        pattern(6, 8192),
+        "other LUNs untouched"
+    );
+    snap(
+        &mut world,
+        Change::RestoreSnapshot {
+            volume,
+            name: "before".into(),
+            lun: None,
+        },
+    )
+    .expect("restore the volume");
+    let names: Vec<String> = world
+        .filer
+        .luns(volume)
+        .into_iter()
+        .map(|(_, n, _)| n)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["lun0".to_string()],
+        "the LUN made after the snapshot is gone"
+    );
+    request(&mut world, HostRequest::Flush).expect("flush");
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    assert_eq!(read(&mut world, lun, 0, 1 << 20), a);
+    write(&mut world, lun, 0, pattern(7, 4096));
+    assert_eq!(
+        read_snapshot(&mut world, lun, "before", 0, 4096),
+        a[..4096],
+        "writing the restored LUN leaves the snapshot alone"
+    );
+    while world.step() {}
+    world
+        .filer
+        .check_invariants()
+        .expect("maps and space add up");
+}
+
+#[test]
+fn snapshots_need_room_for_overwrites_and_a_reserve_can_be_set_aside() {
+    let mut world = world();
+    let lun = lun(&mut world, 24 << 20); // of a 40 MiB volume
+    let volume = lun.volume;
+    write(&mut world, lun, 0, pattern(8, 20 << 20));
+    let refused = snap(
+        &mut world,
+        Change::CreateSnapshot {
+            volume,
+            name: "big".into(),
+        },
+    );
+    assert!(
+        matches!(refused, Err(HostError::NoSpace { .. })),
+        "20 MiB written in a 24 MiB LUN needs 44 MiB with a snapshot: {refused:?}"
+    );
+    request(
+        &mut world,
+        HostRequest::Change(Change::Trim {
+            lun,
+            offset: 0,
+            length: 16 << 20,
+        }),
+    )
+    .expect("trim");
+    snap(
+        &mut world,
+        Change::CreateSnapshot {
+            volume,
+            name: "small".into(),
+        },
+    )
+    .expect("4 MiB written fits");
+    let space = world.filer.volume_space(volume).expect("volume");
+    assert!(space.overwrite_reserve_bytes >= 4 << 20, "{space:?}");
+    assert_eq!(
+        snap(
+            &mut world,
+            Change::SetSnapReserve {
+                volume,
+                percent: 60
+            }
+        ),
+        Err(HostError::Invalid(
+            "the snapshot reserve is at most 50%".into()
+        ))
+    );
+    snap(
+        &mut world,
+        Change::SetSnapReserve {
+            volume,
+            percent: 20,
+        },
+    )
+    .expect("20% reserve");
+    let reserved = world.filer.volume_space(volume).expect("volume");
+    assert_eq!(reserved.snapshot_reserve_bytes, 8 << 20);
+    assert_eq!(
+        reserved.used_bytes + reserved.available_bytes,
+        (40 << 20) - (8 << 20)
+    );
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    assert_eq!(
+        world
+            .filer
+            .volume_space(volume)
+            .expect("volume")
+            .snapshot_reserve_bytes,
+        8 << 20,
+        "the reserve is persistent"
+    );
+}
+
+#[test]
+fn a_snapshot_in_the_nvlog_is_taken_again_by_replay() {
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    let volume = lun.volume;
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let a = pattern(9, 64 << 10);
+    write(&mut world, lun, 0, a.clone());
+    let id = world
+        .filer
+        .submit(
+            world.now(),
+            HostRequest::Change(Change::CreateSnapshot {
+                volume,
+                name: "logged".into(),
+            }),
+        )
+        .expect("online");
+    let later = world
+        .filer
+        .submit(
+            world.now(),
+            HostRequest::Change(Change::Write {
+                lun,
+                offset: 0,
+                data: pattern(10, 4096),
+            }),
+        )
+        .expect("online");
+    world.drain();
+    // Let the NVRAM take the snapshot's record, then crash before its CP can
+    // commit (disk writes take far longer than NVRAM appends).
+    for _ in 0..2 {
+        world.step();
+    }
+    let replies = world.take_replies();
+    assert!(
+        replies.iter().all(|r| r.id != id && r.id != later),
+        "neither the snapshot nor the write behind it is answered yet"
+    );
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    assert_eq!(
+        world.filer.snapshots(volume).len(),
+        1,
+        "replay took the snapshot"
+    );
+    assert!(
+        read_snapshot(&mut world, lun, "logged", 0, 64 << 10) == a,
+        "the snapshot holds what was acknowledged before it"
+    );
+    let active = read(&mut world, lun, 0, 64 << 10);
+    assert!(
+        active[4096..] == a[4096..]
+            && (active[..4096] == a[..4096] || active[..4096] == pattern(10, 4096)[..]),
+        "the write behind the snapshot happened or not, nothing else"
+    );
+    while world.step() {}
+    world
+        .filer
+        .check_invariants()
+        .expect("maps and space add up");
 }

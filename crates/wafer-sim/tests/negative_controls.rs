@@ -66,6 +66,11 @@ fn ignoring_block_trailers_returns_damaged_data() {
 }
 
 #[test]
+fn freeing_blocks_snapshots_hold_corrupts_the_snapshots() {
+    assert_caught(Sabotage::IgnoreSnapshots);
+}
+
+#[test]
 fn the_same_runs_pass_without_sabotage() {
     for seed in 1..=SEEDS / 4 {
         let config = CheckConfig {

@@ -32,7 +32,7 @@ pub struct CheckArgs {
 
 /// Runs the seeds; exit status 1 on the first failure.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let mut totals = (0u64, 0u64, 0u64);
+    let mut totals = Totals::default();
     let mut faults: std::collections::BTreeMap<&'static str, u64> =
         std::collections::BTreeMap::new();
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
@@ -55,22 +55,27 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         });
         match outcome {
             Ok(report) => {
-                totals.0 += report.ops;
-                totals.1 += report.reads_checked;
-                totals.2 += report.crashes;
+                totals.ops += report.ops;
+                totals.reads += report.reads_checked;
+                totals.snapshot_reads += report.snapshot_reads_checked;
+                totals.snapshots += report.snapshots as u64;
+                totals.crashes += report.crashes;
                 for (kind, count) in &report.faults {
                     *faults.entry(kind).or_default() += count;
                 }
                 if args.verbose {
                     println!(
-                        "seed {seed}: ok: {} ops, {} reads checked, {} crashes, {} stripes verified, \
-                         {} volumes and {} LUNs at the end, faults {:?}",
+                        "seed {seed}: ok: {} ops, {} reads checked ({} of snapshots), {} crashes, \
+                         {} stripes verified, {} volumes, {} LUNs and {} snapshots at the end, \
+                         faults {:?}",
                         report.ops,
                         report.reads_checked,
+                        report.snapshot_reads_checked,
                         report.crashes,
                         report.stripes_verified,
                         report.volumes,
                         report.luns,
+                        report.snapshots,
                         report.faults
                     );
                 }
@@ -87,8 +92,15 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     println!(
-        "check passed: {} seeds from {}, {} ops, {} reads checked, {} crashes survived",
-        args.seeds, args.seed, totals.0, totals.1, totals.2
+        "check passed: {} seeds from {}, {} ops, {} reads checked ({} of snapshots), \
+         {} crashes survived, {} snapshots left at the ends",
+        args.seeds,
+        args.seed,
+        totals.ops,
+        totals.reads,
+        totals.snapshot_reads,
+        totals.crashes,
+        totals.snapshots
     );
     if !faults.is_empty() {
         let list: Vec<String> = faults
@@ -98,4 +110,14 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         println!("faults injected: {}", list.join(", "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sums over the seeds of a run.
+#[derive(Default)]
+struct Totals {
+    ops: u64,
+    reads: u64,
+    snapshot_reads: u64,
+    snapshots: u64,
+    crashes: u64,
 }

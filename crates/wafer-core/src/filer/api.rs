@@ -28,6 +28,18 @@ pub enum HostRequest {
         /// Bytes to read.
         length: u64,
     },
+    /// Read `length` bytes at `offset` of a LUN as snapshot `snapshot` of its
+    /// volume holds it.
+    ReadSnapshot {
+        /// The LUN (its inode number in the snapshot).
+        lun: LunId,
+        /// The snapshot's name.
+        snapshot: String,
+        /// Byte offset.
+        offset: u64,
+        /// Bytes to read.
+        length: u64,
+    },
     /// Complete once every earlier write is in a committed CP.
     Flush,
     /// A change (write, trim, LUN and volume administration), acknowledged
@@ -218,6 +230,9 @@ pub enum Sabotage {
     SkipParityUpdate,
     /// Reads accept a block whatever its checksum and identity say.
     IgnoreTrailer,
+    /// Blocks the active file system lets go of are freed even when a
+    /// snapshot still holds them.
+    IgnoreSnapshots,
 }
 
 impl Default for Options {
@@ -245,6 +260,8 @@ pub enum CpReason {
     HighWater,
     /// `U`: a flush asked for it.
     Flush,
+    /// `S`: a snapshot is being taken.
+    Snapshot,
     /// `Z`: the filer is formatting, mounting or shutting down.
     Sync,
 }
@@ -258,6 +275,7 @@ impl CpReason {
             CpReason::BackToBack => 'B',
             CpReason::HighWater => 'H',
             CpReason::Flush => 'U',
+            CpReason::Snapshot => 'S',
             CpReason::Sync => 'Z',
         }
     }

@@ -28,6 +28,8 @@ pub(super) enum ReadPurpose {
     Fill(LunId, Fbn, u64),
     /// A metadata or indirect block while mounting.
     Mount(FileRef, NodeId),
+    /// A block of a snapshot for a host read.
+    Snapshot(super::RequestId, Fbn),
 }
 
 /// One block to read and what it must turn out to be.
@@ -314,6 +316,7 @@ impl Filer {
         match purpose {
             ReadPurpose::Fill(lun, fbn, fill) => self.filled(lun, fbn, fill, block),
             ReadPurpose::Mount(file, node) => self.mount_block(file, node, block),
+            ReadPurpose::Snapshot(request, fbn) => self.snapshot_block(request, fbn, block),
         }
     }
 }

@@ -78,6 +78,10 @@ pub(super) struct Cp {
     writes_left: usize,
     superblock: bool,
     flushes: Vec<super::RequestId>,
+    snapshot_waiters: Vec<super::RequestId>,
+    /// A CP in the middle of replay: the NVLog halves still hold records to
+    /// replay, so this CP neither freezes nor releases one.
+    keeps_log: bool,
 }
 
 impl Cp {
@@ -95,9 +99,17 @@ impl Cp {
 impl Filer {
     /// Starts a CP.
     pub(super) fn start_cp(&mut self, reason: CpReason) {
+        self.start_cp_logging(reason, false);
+    }
+
+    /// Starts a CP; `keeps_log` for one that replay runs before it is done.
+    pub(super) fn start_cp_logging(&mut self, reason: CpReason, keeps_log: bool) {
         assert!(self.cp.is_none(), "one CP at a time");
         let number = CpCount(self.committed.0 + 1);
-        let half = self.halves.freeze();
+        let half = match keeps_log {
+            true => self.halves.active_half(),
+            false => self.halves.freeze(),
+        };
         let mut cp = Cp {
             number,
             reason,
@@ -112,6 +124,8 @@ impl Filer {
             writes_left: 0,
             superblock: false,
             flushes: core::mem::take(&mut self.flush_waiting),
+            snapshot_waiters: Vec::new(),
+            keeps_log,
         };
         for key in core::mem::take(&mut self.dirty) {
             let entry = self.cache.get_mut(&key).expect("dirty blocks are cached");
@@ -179,7 +193,9 @@ impl Filer {
             for file in self.files_to_clean() {
                 progress |= self.clean_file(file, number, &mut cleaned, &mut writes);
             }
-            if !progress {
+            // Once the volumes' images are allocated, snapshots taken by this
+            // CP join the summary maps, whose blocks then need addresses.
+            if !progress && !self.map_pending_snapshots(number) {
                 break;
             }
         }
@@ -203,6 +219,8 @@ impl Filer {
                 FileRef::Inofile(volume),
                 FileRef::VolumeMap(volume),
                 FileRef::Container(volume),
+                FileRef::SnapInfo(volume),
+                FileRef::SummaryMap(volume),
             ]);
         }
         files.extend([FileRef::VolumeTable, FileRef::AggregateMap]);
@@ -273,25 +291,52 @@ impl Filer {
                 let volume = self.volumes.get_mut(&lun.volume).expect("volume of a LUN");
                 volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
             }
-            FileRef::Inofile(v) | FileRef::VolumeMap(v) | FileRef::Container(v) => {
-                self.volume_record_dirty(v)
-            }
+            FileRef::Inofile(v)
+            | FileRef::VolumeMap(v)
+            | FileRef::Container(v)
+            | FileRef::SnapInfo(v)
+            | FileRef::SummaryMap(v) => self.volume_record_dirty(v),
             // Their inodes live in the superblock, written by every CP.
             FileRef::AggregateMap | FileRef::VolumeTable => {}
+            FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => {
+                unreachable!("snapshots are never written")
+            }
         }
     }
 
     pub(super) fn tree_mut(&mut self, file: FileRef) -> &mut BlockTree {
         match file {
             FileRef::Lun(lun) => self.lun_tree_mut(lun),
+            FileRef::SnapshotInofile(v, id) => &mut self.snapshot_mut(v, id).inofile,
+            FileRef::SnapshotLun(lun, id) => {
+                &mut self
+                    .snapshot_mut(lun.volume, id)
+                    .luns
+                    .get_mut(&lun.file)
+                    .expect("a snapshot's LUN")
+                    .tree
+            }
             _ => &mut self.meta_file_mut(file).expect("a metadata file").tree,
         }
     }
 
+    fn snapshot_mut(
+        &mut self,
+        volume: crate::units::VolumeId,
+        id: crate::units::SnapshotId,
+    ) -> &mut super::meta::Snapshot {
+        self.volumes
+            .get_mut(&volume)
+            .and_then(|v| v.snapshots.get_mut(&id))
+            .expect("a snapshot")
+    }
+
     pub(super) fn meta_file_mut(&mut self, file: FileRef) -> Option<&mut MetaFile> {
         match file {
-            FileRef::Lun(_) => None,
+            FileRef::Lun(_) | FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => None,
             FileRef::Inofile(v) => self.volumes.get_mut(&v).map(|v| &mut v.inofile),
+            FileRef::SnapInfo(v) => self.volumes.get_mut(&v).map(|v| &mut v.snapinfo),
+            FileRef::SummaryMap(v) => self.volumes.get_mut(&v).map(|v| &mut v.summary_file),
             FileRef::VolumeMap(v) => self.volumes.get_mut(&v).map(|v| &mut v.activemap_file),
             FileRef::Container(v) => self.volumes.get_mut(&v).map(|v| &mut v.container_file),
             FileRef::AggregateMap => Some(&mut self.aggregate.activemap_file),
@@ -347,7 +392,12 @@ impl Filer {
     fn write_blocks(&mut self, mut writes: Vec<PlannedWrite>, number: CpCount) {
         writes.sort_by_key(|w| (encode_order(w.file), w.file, w.level, w.index));
         let mut by_stripe: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector>> = BTreeMap::new();
+        let mut snapshots_taken = false;
         for write in writes {
+            if !snapshots_taken && encode_order(write.file) >= SNAPSHOT_ORDER {
+                self.take_snapshots_into_cp(number);
+                snapshots_taken = true;
+            }
             let content = match write.content {
                 Content::Data(data) => {
                     self.counters.data_blocks_written += 1;
@@ -387,6 +437,9 @@ impl Filer {
                 },
             );
         }
+        if !snapshots_taken {
+            self.take_snapshots_into_cp(number);
+        }
         if by_stripe.is_empty() {
             return self.maybe_write_superblock();
         }
@@ -412,6 +465,17 @@ impl Filer {
             },
             IoPurpose::StripesLogged,
         );
+    }
+
+    /// Snapshots this CP takes keep their trees now (every checksum in them is
+    /// final); their requests are answered when the CP commits.
+    fn take_snapshots_into_cp(&mut self, number: CpCount) {
+        let waiters = self.take_pending_snapshots(number);
+        self.cp
+            .as_mut()
+            .expect("a CP")
+            .snapshot_waiters
+            .extend(waiters);
     }
 
     /// The CP's stripes are logged: plan each, and write or read what it needs.
@@ -762,14 +826,16 @@ impl Filer {
         for volume in self.volumes.values_mut() {
             volume.pending.release(cp.number);
         }
-        let half = self.halves.release();
-        self.issue(IoOp::NvlogReset { half }, IoPurpose::Reset);
+        if !cp.keeps_log {
+            let half = self.halves.release();
+            self.issue(IoOp::NvlogReset { half }, IoPurpose::Reset);
+        }
         for key in &cp.pinned {
             if let Some(entry) = self.cache.get_mut(key) {
                 entry.pinned = false;
             }
         }
-        for id in cp.flushes {
+        for id in cp.flushes.into_iter().chain(cp.snapshot_waiters) {
             self.reply(id, Ok(ReplyData::Done));
         }
         self.last_cp_end = self.now;
@@ -777,7 +843,7 @@ impl Filer {
             self.start_repair_attempt(read, attempts);
         }
         if matches!(self.phase, Phase::Mounting(_)) {
-            self.mount_cp_committed();
+            self.replay_cp_committed();
         }
         self.advance_realloc();
         self.evict();
@@ -797,21 +863,37 @@ impl Filer {
             FileRef::Container(v) => self.volumes[&v].container_bytes(fbn),
             FileRef::AggregateMap => self.aggregate.activemap.block_bytes(fbn),
             FileRef::VolumeTable => volume_table_bytes(&self.volumes, fbn),
-            FileRef::Lun(_) => unreachable!("LUN content is captured, not generated"),
+            FileRef::SnapInfo(v) => self.volumes[&v].snapinfo_bytes(fbn),
+            FileRef::SummaryMap(v) => self.volumes[&v].summary.block_bytes(fbn),
+            FileRef::Lun(_) | FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => {
+                unreachable!("LUN content is captured, not generated")
+            }
         }
     }
 }
 
 /// Files whose blocks hold other files' roots are encoded after them: LUNs,
-/// then the volume files holding LUN inodes, then the volume table holding
-/// volume roots. The aggregate's map holds no pointers and may go anywhere.
+/// then the inode files holding LUN inodes, then the other volume files (the
+/// snapinfo file holds snapshots' inode-file roots), then the volume table
+/// holding volume roots. The aggregate's map holds no pointers.
 fn encode_order(file: FileRef) -> u8 {
     match file {
         FileRef::Lun(_) => 0,
-        FileRef::Inofile(_) | FileRef::VolumeMap(_) | FileRef::Container(_) => 1,
-        FileRef::VolumeTable | FileRef::AggregateMap => 2,
+        FileRef::Inofile(_) => 1,
+        FileRef::VolumeMap(_)
+        | FileRef::Container(_)
+        | FileRef::SnapInfo(_)
+        | FileRef::SummaryMap(_) => SNAPSHOT_ORDER,
+        FileRef::VolumeTable | FileRef::AggregateMap => 3,
+        FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => {
+            unreachable!("snapshots are never written")
+        }
     }
 }
+
+/// The first encode order after the volumes' images: snapshots are taken
+/// before it.
+const SNAPSHOT_ORDER: u8 = 2;
 
 /// Whether a sector read back for a parity computation can be trusted: it is
 /// what the filer last wrote there (when that is known), and otherwise it was
@@ -867,7 +949,7 @@ impl Volume {
         let blocks = self.vvbn_blocks;
         for step in 0..blocks {
             let vvbn = (self.cursor + step) % blocks;
-            if !self.activemap.get(vvbn) && !self.pending.is_held(vvbn) {
+            if !self.activemap.get(vvbn) && !self.summary.get(vvbn) && !self.pending.is_held(vvbn) {
                 self.activemap.set(vvbn);
                 self.activemap_file.dirty.insert(Bitmap::block_of(vvbn));
                 self.cursor = vvbn + 1;

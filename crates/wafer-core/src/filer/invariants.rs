@@ -1,12 +1,15 @@
 //! Invariants of the in-memory file systems, checked at quiescent points.
 //!
 //! - Every block pointer of every file names a block the aggregate's active map
-//!   marks used, and no two pointers name the same block.
-//! - The aggregate's active map marks exactly those blocks, plus the superblock
-//!   pair: nothing leaks, nothing referenced is free.
+//!   marks used, and no two pointers of the active file system name the same
+//!   block.
+//! - The aggregate's active map marks exactly those blocks and the snapshots'
+//!   blocks, plus the superblock pair: nothing leaks, nothing referenced is free.
 //! - For a volume's files, the vvbn is marked in the volume's active map, the
-//!   container map sends it to the pointer's pvbn, and the volume's map and
-//!   container hold nothing else.
+//!   container map sends it to the pointer's pvbn, and the volume's map holds
+//!   nothing else. Each snapshot's map marks exactly its trees' vvbns, the
+//!   summary map is their union, and the container map holds exactly what the
+//!   active and summary maps mark.
 //! - Blocks held for a later CP are marked free and not used; the allocator's
 //!   count of free blocks is exact.
 //! - No pointer is born after the newest committed CP.
@@ -64,9 +67,53 @@ impl Filer {
                 None => {}
             }
         }
+        for (file, ptr) in self.snapshot_pointers() {
+            let volume = &self.volumes[&file.volume().expect("snapshots are of volumes")];
+            if volume.container[ptr.vvbn.0 as usize] != ptr.pvbn.0 {
+                return Err(format!(
+                    "vvbn {} of {file:?} is not mapped to pvbn {}",
+                    ptr.vvbn, ptr.pvbn
+                ));
+            }
+            pvbns.insert(ptr.pvbn.0);
+        }
         self.check_aggregate_map(&pvbns)?;
         self.check_volume_maps()?;
+        self.check_snapshot_maps()?;
         self.check_space()
+    }
+
+    fn check_snapshot_maps(&self) -> Result<(), String> {
+        for volume in self.volumes.values() {
+            let mut union = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
+            for (id, snapshot) in &volume.snapshots {
+                let mut map = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
+                let trees = core::iter::once(&snapshot.inofile)
+                    .chain(snapshot.luns.values().map(|l| &l.tree));
+                for (_, ptr) in trees.flat_map(|t| t.all_pointers()) {
+                    map.set(ptr.vvbn.0);
+                }
+                if map != snapshot.map {
+                    return Err(format!(
+                        "snapshot {} of volume {} maps {} blocks, its trees hold {}",
+                        id.0,
+                        volume.name,
+                        snapshot.map.count_ones(),
+                        map.count_ones()
+                    ));
+                }
+                union = union.union(&map);
+            }
+            if union != volume.summary {
+                return Err(format!(
+                    "volume {}'s summary map marks {} blocks, its snapshots {}",
+                    volume.name,
+                    volume.summary.count_ones(),
+                    union.count_ones()
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check_aggregate_map(&self, referenced: &BTreeSet<u64>) -> Result<(), String> {
@@ -115,7 +162,8 @@ impl Filer {
                     ));
                 }
                 let mapped = volume.container[vvbn as usize] != 0;
-                if mapped != (vvbn != 0 && expected) {
+                let held = expected || volume.summary.get(vvbn);
+                if mapped != (vvbn != 0 && held) {
                     return Err(format!(
                         "volume {} container entry {vvbn} is stale",
                         volume.name
@@ -127,8 +175,8 @@ impl Filer {
     }
 
     /// Space adds up: the aggregate's used and available make its total and
-    /// cover what is allocated; each volume's LUNs fit its size and its blocks
-    /// fit its vvbn space.
+    /// cover what is allocated; each volume's used and available make its
+    /// active total, and its blocks fit its vvbn space.
     fn check_space(&self) -> Result<(), String> {
         let aggregate = self.aggregate_space();
         if aggregate.used_bytes + aggregate.available_bytes != aggregate.total_bytes
@@ -138,9 +186,9 @@ impl Filer {
         }
         for (&id, volume) in &self.volumes {
             let space = self.volume_space(id).expect("a volume");
-            let blocks = volume.activemap.count_ones();
-            if space.lun_reserved_bytes > space.size_bytes
-                || space.lun_reserved_bytes + space.available_bytes != space.size_bytes
+            let blocks = volume.activemap.union(&volume.summary).count_ones();
+            if !space.fits()
+                || space.used_bytes + space.available_bytes != space.active_total_bytes()
                 || space.lun_written_bytes > space.lun_reserved_bytes
                 || blocks > volume.vvbn_blocks
             {
@@ -166,9 +214,38 @@ impl Filer {
             add(FileRef::Inofile(v), &volume.inofile.tree);
             add(FileRef::VolumeMap(v), &volume.activemap_file.tree);
             add(FileRef::Container(v), &volume.container_file.tree);
+            add(FileRef::SnapInfo(v), &volume.snapinfo.tree);
+            add(FileRef::SummaryMap(v), &volume.summary_file.tree);
         }
         add(FileRef::AggregateMap, &self.aggregate.activemap_file.tree);
         add(FileRef::VolumeTable, &self.aggregate.volume_table.tree);
+        out
+    }
+
+    /// Every non-null pointer of every snapshot (shared blocks many times).
+    pub(super) fn snapshot_pointers(&self) -> Vec<(FileRef, BlockPtr)> {
+        let mut out = Vec::new();
+        for (&v, volume) in &self.volumes {
+            for (&id, snapshot) in &volume.snapshots {
+                let inofile = FileRef::SnapshotInofile(v, id);
+                out.extend(
+                    snapshot
+                        .inofile
+                        .all_pointers()
+                        .into_iter()
+                        .map(|(_, p)| (inofile, p)),
+                );
+                for (&file, lun) in &snapshot.luns {
+                    let lun_ref = FileRef::SnapshotLun(LunId { volume: v, file }, id);
+                    out.extend(
+                        lun.tree
+                            .all_pointers()
+                            .into_iter()
+                            .map(|(_, p)| (lun_ref, p)),
+                    );
+                }
+            }
+        }
         out
     }
 }

@@ -1,12 +1,19 @@
 //! The in-memory form of the file systems' metadata and its block encodings.
 //!
 //! The aggregate keeps two metadata files whose roots the superblock holds: its
-//! active map (one bit per pvbn) and its volume table (one 1 KiB record per
+//! active map (one bit per pvbn) and its volume table (one 2 KiB record per
 //! volume with the roots of the volume's own files and its container map). A
 //! flexible volume keeps an inode file (its LUNs), an active map over its vvbn
-//! space, and in the aggregate a container map from vvbn to pvbn. All of it is
-//! resident; a CP writes the blocks that changed, content generated from these
-//! structures at the moment the CP allocates them.
+//! space, a snapinfo file (one entry per snapshot: name, CP, time and the root
+//! of the snapshot's inode file), a summary map (the vvbns any snapshot holds)
+//! and, in the aggregate, a container map from vvbn to pvbn. All of it is
+//! resident, snapshots included; a CP writes the blocks that changed, content
+//! generated from these structures at the moment the CP allocates them.
+//!
+//! A snapshot is the volume's inode file as one CP wrote it, and through it the
+//! trees of every LUN: nothing is copied. Its blocks stay allocated (in the
+//! container map and the aggregate's map) while its map, folded into the
+//! summary map, marks them, whatever the active file system does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,7 +25,7 @@ use crate::format::{
 use crate::nvlog::LunId;
 use crate::space::PendingFrees;
 use crate::tree::BlockTree;
-use crate::units::{FileId, VolumeId};
+use crate::units::{CpCount, FileId, Instant, SnapshotId, VolumeId};
 use crate::{BLOCK_SIZE, Block};
 
 /// A volume's inode file.
@@ -27,6 +34,12 @@ pub const INOFILE: FileId = FileId(1);
 pub const ACTIVEMAP: FileId = FileId(2);
 /// The aggregate's volume table file.
 pub const VOLUME_TABLE: FileId = FileId(3);
+/// A volume's snapinfo file.
+pub const SNAPINFO: FileId = FileId(4);
+/// A volume's summary map file.
+pub const SUMMARY: FileId = FileId(5);
+/// Most snapshots per volume.
+pub const MAX_SNAPSHOTS: usize = 255;
 /// Inode numbers below this are reserved for metadata files.
 pub const FIRST_LUN: u32 = 64;
 /// The container map of volume `v` is aggregate file `CONTAINER_BASE + v`.
@@ -37,15 +50,23 @@ pub const SUPERBLOCK_FILE: FileId = FileId(0);
 pub const PARITY_FILE: FileId = FileId(u32::MAX);
 
 /// Volume records per volume-table block.
-pub const VOLUMES_PER_BLOCK: usize = 4;
+pub const VOLUMES_PER_BLOCK: usize = 2;
 const VOLUME_RECORD: usize = BLOCK_SIZE / VOLUMES_PER_BLOCK;
 const INOFILE_AT: usize = 128;
 const ACTIVEMAP_AT: usize = INOFILE_AT + INODE_SIZE;
 const CONTAINER_AT: usize = ACTIVEMAP_AT + INODE_SIZE;
+const SNAPINFO_AT: usize = CONTAINER_AT + INODE_SIZE;
+const SUMMARY_AT: usize = SNAPINFO_AT + INODE_SIZE;
 const _: () = assert!(
-    CONTAINER_AT + INODE_SIZE <= VOLUME_RECORD,
-    "a volume record holds three inodes"
+    SUMMARY_AT + INODE_SIZE <= VOLUME_RECORD,
+    "a volume record holds five inodes"
 );
+/// Snapinfo entries per block.
+const SNAPSHOTS_PER_BLOCK: usize = 8;
+const SNAPSHOT_ENTRY: usize = BLOCK_SIZE / SNAPSHOTS_PER_BLOCK;
+const SNAPSHOT_INOFILE_AT: usize = SNAPSHOT_ENTRY - INODE_SIZE;
+/// Blocks of a snapinfo file (room for every snapshot id).
+pub const SNAPINFO_BLOCKS: u64 = MAX_SNAPSHOTS.div_ceil(SNAPSHOTS_PER_BLOCK) as u64;
 /// Container-map entries per block (one little-endian pvbn each).
 pub const CONTAINER_ENTRIES_PER_BLOCK: u64 = (BLOCK_SIZE / 8) as u64;
 /// Most volumes per aggregate.
@@ -68,24 +89,39 @@ pub enum FileRef {
     AggregateMap,
     /// The aggregate's volume table.
     VolumeTable,
+    /// A volume's snapinfo file.
+    SnapInfo(VolumeId),
+    /// A volume's summary map.
+    SummaryMap(VolumeId),
+    /// A snapshot's inode file (read-only: read at mount, never written).
+    SnapshotInofile(VolumeId, SnapshotId),
+    /// A LUN as a snapshot holds it (read-only).
+    SnapshotLun(LunId, SnapshotId),
 }
 
 impl FileRef {
     /// The volume whose vvbn space the file's blocks use, if any.
     pub fn volume(self) -> Option<VolumeId> {
         match self {
-            FileRef::Lun(lun) => Some(lun.volume),
-            FileRef::Inofile(v) | FileRef::VolumeMap(v) => Some(v),
+            FileRef::Lun(lun) | FileRef::SnapshotLun(lun, _) => Some(lun.volume),
+            FileRef::Inofile(v)
+            | FileRef::VolumeMap(v)
+            | FileRef::SnapInfo(v)
+            | FileRef::SummaryMap(v)
+            | FileRef::SnapshotInofile(v, _) => Some(v),
             FileRef::Container(_) | FileRef::AggregateMap | FileRef::VolumeTable => None,
         }
     }
 
-    /// The (volume, file) pair block trailers record.
+    /// The (volume, file) pair block trailers record. A snapshot's blocks were
+    /// written as blocks of the active file, and say so.
     pub fn ids(self) -> (VolumeId, FileId) {
         use crate::format::AGGREGATE_VOLUME;
         match self {
-            FileRef::Lun(lun) => (lun.volume, lun.file),
-            FileRef::Inofile(v) => (v, INOFILE),
+            FileRef::Lun(lun) | FileRef::SnapshotLun(lun, _) => (lun.volume, lun.file),
+            FileRef::Inofile(v) | FileRef::SnapshotInofile(v, _) => (v, INOFILE),
+            FileRef::SnapInfo(v) => (v, SNAPINFO),
+            FileRef::SummaryMap(v) => (v, SUMMARY),
             FileRef::VolumeMap(v) => (v, ACTIVEMAP),
             FileRef::Container(v) => (AGGREGATE_VOLUME, FileId(CONTAINER_BASE + v.0)),
             FileRef::AggregateMap => (AGGREGATE_VOLUME, ACTIVEMAP),
@@ -138,6 +174,66 @@ pub struct Lun {
     pub tree: BlockTree,
 }
 
+impl Lun {
+    /// The LUN as a snapshot keeps it: same content, tree shared.
+    pub fn frozen_copy(&self) -> Lun {
+        Lun {
+            name: self.name.clone(),
+            size_bytes: self.size_bytes,
+            generation: self.generation,
+            tree: self.tree.frozen_copy(),
+        }
+    }
+}
+
+/// A snapshot: a volume's LUNs as one CP wrote them.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// Its name.
+    pub name: String,
+    /// The CP whose image it is.
+    pub cp: CpCount,
+    /// When it was taken.
+    pub created: Instant,
+    /// Its inode file's tree.
+    pub inofile: BlockTree,
+    /// Its LUNs by inode number.
+    pub luns: BTreeMap<FileId, Lun>,
+    /// The vvbns it holds.
+    pub map: Bitmap,
+}
+
+impl Snapshot {
+    /// The snapinfo entry of a snapshot: what mounting needs to find it again.
+    fn entry(&self, inofile_blocks: u64) -> Inode {
+        Inode {
+            kind: InodeKind::Metadata,
+            level: self.inofile.level(),
+            generation: 0,
+            size_bytes: inofile_blocks * BLOCK_SIZE as u64,
+            name: String::new(),
+            root: self.inofile.root(),
+        }
+    }
+}
+
+/// A snapshot asked for and not yet taken: the CP of its generation takes it.
+#[derive(Clone, Debug)]
+pub struct PendingSnapshot {
+    /// The id it will have.
+    pub id: SnapshotId,
+    /// Its name.
+    pub name: String,
+    /// The CP that takes it.
+    pub generation: CpCount,
+    /// When it was asked for.
+    pub created: Instant,
+    /// Its map, once the CP has allocated its image.
+    pub map: Option<Bitmap>,
+    /// The host request waiting for it (none when replayed).
+    pub waiter: Option<super::RequestId>,
+}
+
 /// A flexible volume.
 #[derive(Clone, Debug)]
 pub struct Volume {
@@ -167,6 +263,18 @@ pub struct Volume {
     pub cache_policy: super::api::CachePolicy,
     /// Whether sequential reads of scattered blocks rewrite them.
     pub read_realloc: bool,
+    /// Its snapshots.
+    pub snapshots: BTreeMap<SnapshotId, Snapshot>,
+    /// A snapshot the next CP takes.
+    pub pending_snapshot: Option<PendingSnapshot>,
+    /// vvbns any snapshot holds: the union of the snapshots' maps.
+    pub summary: Bitmap,
+    /// The summary map file.
+    pub summary_file: MetaFile,
+    /// The snapinfo file.
+    pub snapinfo: MetaFile,
+    /// Percent of the size set aside for snapshots.
+    pub snap_reserve_percent: u8,
 }
 
 impl Volume {
@@ -188,7 +296,72 @@ impl Volume {
             cursor: 1,
             cache_policy: super::api::CachePolicy::Default,
             read_realloc: false,
+            snapshots: BTreeMap::new(),
+            pending_snapshot: None,
+            summary: Bitmap::new(vvbn_blocks),
+            summary_file: MetaFile::default(),
+            snapinfo: MetaFile::default(),
+            snap_reserve_percent: 0,
         }
+    }
+
+    /// The vvbns of the volume's image as its trees stand: the inode file and
+    /// every LUN, indirect blocks included. What a snapshot taken now holds.
+    pub fn image_map(&self) -> Bitmap {
+        let mut map = Bitmap::new(self.vvbn_blocks);
+        let trees = core::iter::once(&self.inofile.tree).chain(self.luns.values().map(|l| &l.tree));
+        for tree in trees {
+            for (_, ptr) in tree.all_pointers() {
+                map.set(ptr.vvbn.0);
+            }
+        }
+        map
+    }
+
+    /// The snapshot called `name`.
+    pub fn snapshot_named(&self, name: &str) -> Option<(SnapshotId, &Snapshot)> {
+        self.snapshots
+            .iter()
+            .find(|(_, s)| s.name == name)
+            .map(|(id, s)| (*id, s))
+    }
+
+    /// The lowest snapshot id not in use.
+    pub fn free_snapshot_id(&self) -> Option<SnapshotId> {
+        (1..=MAX_SNAPSHOTS as u8)
+            .map(SnapshotId)
+            .find(|id| !self.snapshots.contains_key(id))
+    }
+
+    /// The snapinfo block holding snapshot `id`'s entry.
+    pub fn snapinfo_block(id: SnapshotId) -> u64 {
+        u64::from(id.0 - 1) / SNAPSHOTS_PER_BLOCK as u64
+    }
+
+    /// Encodes snapinfo block `fbn`.
+    pub fn snapinfo_bytes(&self, fbn: u64) -> Box<Block> {
+        let mut out = Box::new([0u8; BLOCK_SIZE]);
+        let inofile_blocks = |s: &Snapshot| {
+            s.luns
+                .keys()
+                .last()
+                .map_or(0, |&f| Volume::inofile_block(f) + 1)
+        };
+        for (id, snapshot) in &self.snapshots {
+            if Volume::snapinfo_block(*id) != fbn {
+                continue;
+            }
+            let slot = usize::from(id.0 - 1) % SNAPSHOTS_PER_BLOCK;
+            let entry = &mut out[slot * SNAPSHOT_ENTRY..(slot + 1) * SNAPSHOT_ENTRY];
+            put_u32(entry, 0, 1);
+            put_u64(entry, 8, snapshot.cp.0);
+            put_u64(entry, 16, snapshot.created.0);
+            entry[24..24 + snapshot.name.len()].copy_from_slice(snapshot.name.as_bytes());
+            snapshot
+                .entry(inofile_blocks(snapshot))
+                .encode(&mut entry[SNAPSHOT_INOFILE_AT..]);
+        }
+        out
     }
 
     /// Bytes reserved by its LUNs.
@@ -230,33 +403,6 @@ impl Volume {
         out
     }
 
-    /// Loads inode-file block `fbn`: creates the LUNs it holds.
-    pub fn load_inofile_block(
-        &mut self,
-        fbn: u64,
-        bytes: &Block,
-    ) -> Result<Vec<FileId>, FormatError> {
-        let mut loaded = Vec::new();
-        for slot in 0..INODES_PER_BLOCK {
-            let inode = Inode::decode(&bytes[slot * INODE_SIZE..])?;
-            if inode.kind != InodeKind::Lun {
-                continue;
-            }
-            let file = FileId((fbn * INODES_PER_BLOCK as u64 + slot as u64) as u32);
-            self.luns.insert(
-                file,
-                Lun {
-                    tree: BlockTree::from_inode(&inode),
-                    name: inode.name,
-                    size_bytes: inode.size_bytes,
-                    generation: inode.generation,
-                },
-            );
-            loaded.push(file);
-        }
-        Ok(loaded)
-    }
-
     /// Encodes container-map block `fbn`.
     pub fn container_bytes(&self, fbn: u64) -> Box<Block> {
         let mut out = Box::new([0u8; BLOCK_SIZE]);
@@ -285,6 +431,79 @@ impl Volume {
     }
 }
 
+/// Decodes inode-file block `fbn` into the LUNs it holds.
+pub fn decode_inofile_block(fbn: u64, bytes: &Block) -> Result<Vec<(FileId, Lun)>, FormatError> {
+    let mut luns = Vec::new();
+    for slot in 0..INODES_PER_BLOCK {
+        let inode = Inode::decode(&bytes[slot * INODE_SIZE..])?;
+        if inode.kind != InodeKind::Lun {
+            continue;
+        }
+        let file = FileId((fbn * INODES_PER_BLOCK as u64 + slot as u64) as u32);
+        luns.push((
+            file,
+            Lun {
+                tree: BlockTree::from_inode(&inode),
+                name: inode.name,
+                size_bytes: inode.size_bytes,
+                generation: inode.generation,
+            },
+        ));
+    }
+    Ok(luns)
+}
+
+/// A snapinfo entry read back: a snapshot without its LUNs and map yet.
+#[derive(Clone, Debug)]
+pub struct SnapshotEntry {
+    /// Its id.
+    pub id: SnapshotId,
+    /// Its name.
+    pub name: String,
+    /// Its CP.
+    pub cp: CpCount,
+    /// When it was taken.
+    pub created: Instant,
+    /// Its inode file's inode.
+    pub inofile: Inode,
+}
+
+/// Decodes snapinfo block `fbn`.
+pub fn decode_snapinfo_block(fbn: u64, bytes: &Block) -> Result<Vec<SnapshotEntry>, FormatError> {
+    let corrupt = |detail: String| FormatError::Corrupt {
+        what: "snapinfo",
+        detail,
+    };
+    let mut out = Vec::new();
+    for slot in 0..SNAPSHOTS_PER_BLOCK {
+        let entry = &bytes[slot * SNAPSHOT_ENTRY..(slot + 1) * SNAPSHOT_ENTRY];
+        match get_u32(entry, 0) {
+            0 => continue,
+            1 => {}
+            other => return Err(corrupt(format!("entry flag {other}"))),
+        }
+        let number = fbn * SNAPSHOTS_PER_BLOCK as u64 + slot as u64 + 1;
+        if number > MAX_SNAPSHOTS as u64 {
+            return Err(corrupt(format!("snapshot id {number}")));
+        }
+        out.push(SnapshotEntry {
+            id: SnapshotId(number as u8),
+            name: decode_name(&entry[24..24 + NAME_MAX]).map_err(corrupt)?,
+            cp: CpCount(get_u64(entry, 8)),
+            created: Instant(get_u64(entry, 16)),
+            inofile: Inode::decode(&entry[SNAPSHOT_INOFILE_AT..])?,
+        });
+    }
+    Ok(out)
+}
+
+fn decode_name(bytes: &[u8]) -> Result<String, String> {
+    let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    core::str::from_utf8(&bytes[..len])
+        .map(str::to_string)
+        .map_err(|_| "a name is not UTF-8".to_string())
+}
+
 /// What the volume table records about one volume.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VolumeRecord {
@@ -304,6 +523,12 @@ pub struct VolumeRecord {
     pub cache_policy: super::api::CachePolicy,
     /// Its read_realloc option.
     pub read_realloc: bool,
+    /// Its snapshot reserve, in percent of its size.
+    pub snap_reserve_percent: u8,
+    /// Its snapinfo file's inode.
+    pub snapinfo: Inode,
+    /// Its summary map's inode.
+    pub summary: Inode,
 }
 
 /// Encodes volume-table block `fbn` from the volumes present.
@@ -318,6 +543,7 @@ pub fn volume_table_bytes(volumes: &BTreeMap<VolumeId, Volume>, fbn: u64) -> Box
         put_u32(record, 0, 1);
         record[4] = crate::nvlog::policy_code(volume.cache_policy);
         record[5] = u8::from(volume.read_realloc);
+        record[6] = volume.snap_reserve_percent;
         put_u64(record, 8, volume.size_bytes);
         put_u64(record, 16, volume.vvbn_blocks);
         record[24..24 + volume.name.len()].copy_from_slice(volume.name.as_bytes());
@@ -333,6 +559,14 @@ pub fn volume_table_bytes(volumes: &BTreeMap<VolumeId, Volume>, fbn: u64) -> Box
             .container_file
             .inode(volume.container_blocks())
             .encode(&mut record[CONTAINER_AT..CONTAINER_AT + INODE_SIZE]);
+        volume
+            .snapinfo
+            .inode(SNAPINFO_BLOCKS)
+            .encode(&mut record[SNAPINFO_AT..SNAPINFO_AT + INODE_SIZE]);
+        volume
+            .summary_file
+            .inode(volume.summary.blocks())
+            .encode(&mut record[SUMMARY_AT..SUMMARY_AT + INODE_SIZE]);
     }
     out
 }
@@ -354,11 +588,7 @@ pub fn decode_volume_table(
             1 => {}
             other => return Err(corrupt(format!("record flag {other}"))),
         }
-        let name_bytes = &record[24..24 + NAME_MAX];
-        let len = name_bytes.iter().position(|&b| b == 0).unwrap_or(NAME_MAX);
-        let name = core::str::from_utf8(&name_bytes[..len])
-            .map_err(|_| corrupt("volume name is not UTF-8".into()))?
-            .to_string();
+        let name = decode_name(&record[24..24 + NAME_MAX]).map_err(corrupt)?;
         let vvbn_blocks = get_u64(record, 16);
         if vvbn_blocks == 0 || vvbn_blocks > 1 << 40 {
             return Err(corrupt(format!("{vvbn_blocks} vvbns")));
@@ -377,6 +607,9 @@ pub fn decode_volume_table(
                 container: Inode::decode(&record[CONTAINER_AT..CONTAINER_AT + INODE_SIZE])?,
                 cache_policy,
                 read_realloc: record[5] == 1,
+                snap_reserve_percent: record[6],
+                snapinfo: Inode::decode(&record[SNAPINFO_AT..SNAPINFO_AT + INODE_SIZE])?,
+                summary: Inode::decode(&record[SUMMARY_AT..SUMMARY_AT + INODE_SIZE])?,
             },
         ));
     }

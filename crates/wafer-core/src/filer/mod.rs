@@ -20,6 +20,7 @@ pub mod meta;
 mod mount;
 mod realloc;
 mod resync;
+mod snapshot;
 mod space;
 mod written;
 
@@ -33,7 +34,8 @@ use cp::Cp;
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
 pub use realloc::{REALLOC_BLOCKS_PER_CP, ReallocMeasure};
-pub use space::{AggregateSpace, VolumeSpace};
+pub use snapshot::SnapshotInfo;
+pub use space::{AggregateSpace, MAX_SNAP_RESERVE_PERCENT, VolumeSpace};
 use written::WrittenSums;
 
 use crate::aggregate::Layout;
@@ -125,6 +127,8 @@ struct PendingRead {
     data: Vec<u8>,
     missing: usize,
     failed: bool,
+    /// A read of a snapshot (it does not trigger read reallocation).
+    snapshot: bool,
 }
 
 /// Where the filer is in its life.
@@ -447,6 +451,12 @@ impl Filer {
                 offset,
                 length,
             } => self.read(id, lun, offset, length),
+            HostRequest::ReadSnapshot {
+                lun,
+                snapshot,
+                offset,
+                length,
+            } => self.read_snapshot(id, lun, &snapshot, offset, length),
             HostRequest::Flush => self.flush(id),
             HostRequest::ReallocateMeasure { lun } => {
                 let result = self.measure(lun).map(ReplyData::Measure);
@@ -476,7 +486,8 @@ impl Filer {
         // the space set aside for them).
         let capturing = self.cp.as_ref().is_some_and(Cp::is_capturing);
         let over_dirty = self.cp.is_some() && self.dirty.len() >= 2 * self.options.dirty_high_water;
-        if !self.stalled.is_empty() || capturing || over_dirty {
+        let waits = !self.stalled.is_empty() || capturing || self.snapshot_pending();
+        if waits || over_dirty {
             if over_dirty {
                 self.counters.back_to_back_waits += 1;
             }
@@ -502,16 +513,31 @@ impl Filer {
         };
         self.next_seq += 1;
         let result = self.apply(record.generation, &record.op);
+        // A snapshot is answered when the CP that takes it commits.
+        let snapshot = match (&record.op, &result) {
+            (LoggedOp::Change(Change::CreateSnapshot { volume, .. }), Ok(_)) => Some(*volume),
+            _ => None,
+        };
+        let request = match snapshot {
+            Some(volume) => {
+                self.wait_for_snapshot(volume, id);
+                None
+            }
+            None => Some((id, result)),
+        };
         self.issue(
             IoOp::NvlogAppend {
                 half,
                 record: encoded,
             },
-            IoPurpose::Append {
-                request: Some((id, result)),
-            },
+            IoPurpose::Append { request },
         );
-        if self.cp.is_none() && self.dirty.len() >= self.options.dirty_high_water {
+        if snapshot.is_some() {
+            match self.cp {
+                None => self.start_cp(CpReason::Snapshot),
+                Some(_) => self.next_cp_reason = Some(CpReason::Snapshot),
+            }
+        } else if self.cp.is_none() && self.dirty.len() >= self.options.dirty_high_water {
             self.start_cp(CpReason::HighWater);
         }
     }
@@ -573,7 +599,7 @@ impl Filer {
                         "at most {MAX_LUNS} LUNs per volume"
                     )));
                 }
-                let available = v.size_bytes - v.reserved_bytes();
+                let available = self.volume_available(*volume);
                 if *size_bytes > available {
                     return Err(HostError::NoSpace {
                         needed_blocks: size_bytes / block,
@@ -583,13 +609,13 @@ impl Filer {
                 Ok(())
             }
             LoggedOp::Change(Change::ResizeLun { lun, size_bytes }) => {
-                let (v, l) = self.lun(*lun)?;
+                let (_, l) = self.lun(*lun)?;
                 if *size_bytes == 0 || size_bytes % block != 0 {
                     return Err(HostError::Invalid(
                         "a LUN's size is a positive multiple of 4 KiB".into(),
                     ));
                 }
-                let available = v.size_bytes - v.reserved_bytes() + l.size_bytes;
+                let available = self.volume_available(lun.volume) + l.size_bytes;
                 if *size_bytes > available {
                     return Err(HostError::NoSpace {
                         needed_blocks: size_bytes / block,
@@ -609,6 +635,12 @@ impl Filer {
                 .get(volume)
                 .map(|_| ())
                 .ok_or(HostError::NotFound("volume")),
+            LoggedOp::Change(
+                change @ (Change::CreateSnapshot { .. }
+                | Change::DeleteSnapshot { .. }
+                | Change::RestoreSnapshot { .. }
+                | Change::SetSnapReserve { .. }),
+            ) => self.validate_snapshot_change(change),
             LoggedOp::DirtyStripes { .. } => Ok(()),
         }
     }
@@ -623,6 +655,11 @@ impl Filer {
             .get(&id.file)
             .ok_or(HostError::NotFound("LUN"))?;
         Ok((volume, lun))
+    }
+
+    /// Bytes a volume can still reserve for LUNs.
+    fn volume_available(&self, volume: VolumeId) -> u64 {
+        self.volume_space(volume).map_or(0, |s| s.available_bytes)
     }
 
     fn check_range(&self, lun: LunId, offset: u64, length: u64) -> Result<(), HostError> {
@@ -691,18 +728,27 @@ impl Filer {
                 Ok(ReplyData::Done)
             }
             LoggedOp::Change(Change::DestroyLun { lun }) => {
-                self.resize_lun(*lun, 0);
-                // What is left of the tree is its indirect blocks.
-                let release_after = self.release_point();
-                for (_, ptr) in self.volumes[&lun.volume].luns[&lun.file]
-                    .tree
-                    .all_pointers()
-                {
-                    self.free_block(FileRef::Lun(*lun), ptr, release_after);
-                }
-                let volume = self.volumes.get_mut(&lun.volume).expect("validated");
-                volume.luns.remove(&lun.file);
-                volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
+                self.replace_lun(*lun, None);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::Change(Change::CreateSnapshot { volume, name }) => {
+                self.request_snapshot(generation, *volume, name);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::Change(Change::DeleteSnapshot { volume, name }) => {
+                self.delete_snapshot(*volume, name);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::Change(Change::RestoreSnapshot { volume, name, lun }) => {
+                self.restore_snapshot(*volume, name, *lun);
+                Ok(ReplyData::Done)
+            }
+            LoggedOp::Change(Change::SetSnapReserve { volume, percent }) => {
+                self.volumes
+                    .get_mut(volume)
+                    .expect("validated")
+                    .snap_reserve_percent = *percent;
+                self.volume_record_dirty(*volume);
                 Ok(ReplyData::Done)
             }
             LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {
@@ -987,14 +1033,11 @@ impl Filer {
     }
 
     fn read(&mut self, id: RequestId, lun: LunId, offset: u64, length: u64) {
-        if let Err(error) = self.check_range(lun, offset, length) {
+        let checked = self
+            .lun(lun)
+            .and_then(|(_, l)| check_read_range(offset, length, l.size_bytes));
+        if let Err(error) = checked {
             return self.reply(id, Err(error));
-        }
-        if length > 32 << 20 {
-            return self.reply(
-                id,
-                Err(HostError::Invalid("reads are at most 32 MiB".into())),
-            );
         }
         self.reads.insert(
             id,
@@ -1004,6 +1047,7 @@ impl Filer {
                 data: vec![0; length as usize],
                 missing: 0,
                 failed: false,
+                snapshot: false,
             },
         );
         let block = BLOCK_SIZE as u64;
@@ -1047,7 +1091,7 @@ impl Filer {
     fn finish_read(&mut self, id: RequestId) {
         if self.reads.get(&id).is_some_and(|r| r.missing == 0) {
             let read = self.reads.remove(&id).expect("present");
-            if !read.failed {
+            if !read.failed && !read.snapshot {
                 self.read_realloc(read.lun, read.offset, read.data.len() as u64);
             }
             let result = match read.failed {
@@ -1094,32 +1138,51 @@ impl Filer {
         }
     }
 
-    /// Gives a freed block back (after the image that uses it is superseded).
+    /// The active file system lets go of a block. It is freed (reusable once
+    /// the image that uses it is superseded) unless a snapshot holds it.
     fn free_block(&mut self, file: FileRef, old: BlockPtr, release_after: CpCount) {
         if old.is_null() {
             return;
         }
+        match file.volume() {
+            Some(v) => {
+                let volume = self.volumes.get_mut(&v).expect("the volume of a file");
+                let vvbn = old.vvbn.0;
+                volume.activemap.clear(vvbn);
+                volume.activemap_file.dirty.insert(Bitmap::block_of(vvbn));
+                let held = volume.summary.get(vvbn)
+                    && self.options.sabotage != Some(Sabotage::IgnoreSnapshots);
+                if !held {
+                    self.release_vvbn(v, vvbn, release_after);
+                }
+            }
+            None => self.release_pvbn(old.pvbn, release_after),
+        }
+    }
+
+    /// Frees a vvbn no image uses any more, and the pvbn it maps to.
+    fn release_vvbn(&mut self, volume_id: VolumeId, vvbn: u64, release_after: CpCount) {
+        let volume = self.volumes.get_mut(&volume_id).expect("a volume");
+        let pvbn = core::mem::take(&mut volume.container[vvbn as usize]);
+        volume.pending.hold(vvbn, release_after);
+        volume
+            .container_file
+            .dirty
+            .insert(vvbn / meta::CONTAINER_ENTRIES_PER_BLOCK);
+        self.release_pvbn(crate::units::Pvbn(pvbn), release_after);
+    }
+
+    fn release_pvbn(&mut self, pvbn: crate::units::Pvbn, release_after: CpCount) {
         let aggregate = &mut self.aggregate;
-        aggregate.activemap.clear(old.pvbn.0);
+        aggregate.activemap.clear(pvbn.0);
         aggregate
             .activemap_file
             .dirty
-            .insert(Bitmap::block_of(old.pvbn.0));
+            .insert(Bitmap::block_of(pvbn.0));
         if self.options.sabotage == Some(Sabotage::EarlyFree) {
-            aggregate.allocator.note_released(&self.layout, old.pvbn);
+            aggregate.allocator.note_released(&self.layout, pvbn);
         } else {
-            aggregate.pending.hold(old.pvbn.0, release_after);
-        }
-        if let Some(volume) = file.volume().and_then(|v| self.volumes.get_mut(&v)) {
-            let vvbn = old.vvbn.0;
-            volume.activemap.clear(vvbn);
-            volume.activemap_file.dirty.insert(Bitmap::block_of(vvbn));
-            volume.pending.hold(vvbn, release_after);
-            volume.container[vvbn as usize] = 0;
-            volume
-                .container_file
-                .dirty
-                .insert(vvbn / meta::CONTAINER_ENTRIES_PER_BLOCK);
+            aggregate.pending.hold(pvbn.0, release_after);
         }
     }
 
@@ -1129,6 +1192,24 @@ impl Filer {
         for (id, op) in stalled {
             self.modify(id, op);
         }
+    }
+}
+
+/// A read's range must lie inside the LUN and be at most 32 MiB.
+fn check_read_range(offset: u64, length: u64, size: u64) -> Result<(), HostError> {
+    match offset.checked_add(length) {
+        Some(end) if end <= size => {}
+        _ => {
+            return Err(HostError::OutOfRange {
+                offset,
+                length,
+                size,
+            });
+        }
+    }
+    match length > 32 << 20 {
+        true => Err(HostError::Invalid("reads are at most 32 MiB".into())),
+        false => Ok(()),
     }
 }
 

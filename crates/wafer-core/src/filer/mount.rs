@@ -5,17 +5,26 @@
 //!    do: every other block of that CP was durable before it was written.
 //! 2. Walk the aggregate's files (active map, volume table) and through the
 //!    volume table every volume's files, top down; the LUN trees' indirect
-//!    blocks too (LUN content stays on disk until read). Every block is verified
-//!    and repaired like any read.
+//!    blocks too (LUN content stays on disk until read), and through each
+//!    snapinfo file every snapshot's inode file and LUN trees. Every block is
+//!    verified and repaired like any read. Each snapshot's map is rebuilt from
+//!    its trees; their union must be the summary map read from disk.
 //! 3. Replay, in sequence order, the NVLog records newer than the superblock,
-//!    then run a CP so that they are on disk, and go online.
+//!    then run a CP so that they are on disk, and go online. A snapshot in the
+//!    log is taken where it stands: replay stops there for a CP of its own
+//!    (which leaves the log alone, since it still holds what follows).
 
-use super::meta::{FileRef, MetaFile, Volume, decode_volume_table};
+use std::collections::VecDeque;
+
+use super::meta::{
+    FileRef, MetaFile, Snapshot, Volume, decode_inofile_block, decode_snapinfo_block,
+    decode_volume_table,
+};
 use super::{Filer, IoOp, IoPurpose, IoResult, Options, Phase};
 use crate::Block;
 use crate::aggregate::{Layout, SUPERBLOCK_COPIES};
 use crate::format::{Superblock, Trailer};
-use crate::nvlog::{LoggedOp, NvRecord, decode_half};
+use crate::nvlog::{Change, LoggedOp, NvRecord, decode_half};
 use crate::space::Allocator;
 use crate::tree::NodeId;
 use crate::units::{CpCount, DiskId, Instant};
@@ -30,6 +39,10 @@ pub(super) struct Mount {
     reads_left: usize,
     records: Vec<NvRecord>,
     replaying: bool,
+    /// Records still to replay after the snapshot CP running now.
+    to_replay: VecDeque<NvRecord>,
+    /// Whether the last replay CP (the one that releases the log) has started.
+    final_cp: bool,
     pub(super) resync: Option<super::resync::Resync>,
 }
 
@@ -52,6 +65,8 @@ impl Filer {
             reads_left: disks.len(),
             records,
             replaying: false,
+            to_replay: VecDeque::new(),
+            final_cp: false,
             resync: None,
         }));
         for disk in disks {
@@ -189,7 +204,7 @@ impl Filer {
         (level, index): NodeId,
         ptr: crate::format::BlockPtr,
     ) {
-        if level == 0 && matches!(file, FileRef::Lun(_)) {
+        if level == 0 && matches!(file, FileRef::Lun(_) | FileRef::SnapshotLun(..)) {
             return; // LUN content is read on demand
         }
         self.mount_state().reads_left += 1;
@@ -237,14 +252,43 @@ impl Filer {
             FileRef::VolumeMap(v) => self.volume_mut(v)?.activemap.load_block(fbn, block),
             FileRef::Container(v) => self.volume_mut(v)?.load_container_block(fbn, block),
             FileRef::Inofile(v) => {
-                let luns = self
-                    .volume_mut(v)?
-                    .load_inofile_block(fbn, block)
+                let luns = decode_inofile_block(fbn, block)
                     .map_err(|e| format!("inode file of volume {}: {e}", v.0))?;
-                for file in luns {
+                for (file, lun) in luns {
+                    self.volume_mut(v)?.luns.insert(file, lun);
                     self.read_roots(FileRef::Lun(crate::nvlog::LunId { volume: v, file }));
                 }
             }
+            FileRef::SnapshotInofile(v, id) => {
+                let luns = decode_inofile_block(fbn, block).map_err(|e| {
+                    format!("inode file of snapshot {} of volume {}: {e}", id.0, v.0)
+                })?;
+                for (file, lun) in luns {
+                    let volume = self.volume_mut(v)?;
+                    let snapshot = volume.snapshots.get_mut(&id).expect("loaded first");
+                    snapshot.luns.insert(file, lun);
+                    let lun = crate::nvlog::LunId { volume: v, file };
+                    self.read_roots(FileRef::SnapshotLun(lun, id));
+                }
+            }
+            FileRef::SnapInfo(v) => {
+                let entries = decode_snapinfo_block(fbn, block)
+                    .map_err(|e| format!("snapinfo of volume {}: {e}", v.0))?;
+                for entry in entries {
+                    let volume = self.volume_mut(v)?;
+                    let snapshot = Snapshot {
+                        name: entry.name,
+                        cp: entry.cp,
+                        created: entry.created,
+                        inofile: crate::tree::BlockTree::from_inode(&entry.inofile),
+                        luns: Default::default(),
+                        map: crate::bitmap::Bitmap::new(volume.vvbn_blocks),
+                    };
+                    volume.snapshots.insert(entry.id, snapshot);
+                    self.read_roots(FileRef::SnapshotInofile(v, entry.id));
+                }
+            }
+            FileRef::SummaryMap(v) => self.volume_mut(v)?.summary.load_block(fbn, block),
             FileRef::VolumeTable => {
                 let records = decode_volume_table(fbn, block).map_err(|e| e.to_string())?;
                 for (id, record) in records {
@@ -253,19 +297,26 @@ impl Filer {
                     volume.inofile = MetaFile::from_inode(&record.inofile);
                     volume.activemap_file = MetaFile::from_inode(&record.activemap);
                     volume.container_file = MetaFile::from_inode(&record.container);
+                    volume.snapinfo = MetaFile::from_inode(&record.snapinfo);
+                    volume.summary_file = MetaFile::from_inode(&record.summary);
                     volume.cache_policy = record.cache_policy;
                     volume.read_realloc = record.read_realloc;
+                    volume.snap_reserve_percent = record.snap_reserve_percent;
                     self.volumes.insert(id, volume);
                     for file in [
                         FileRef::Inofile(id),
                         FileRef::VolumeMap(id),
                         FileRef::Container(id),
+                        FileRef::SnapInfo(id),
+                        FileRef::SummaryMap(id),
                     ] {
                         self.read_roots(file);
                     }
                 }
             }
-            FileRef::Lun(_) => unreachable!("LUN content is not read at mount"),
+            FileRef::Lun(_) | FileRef::SnapshotLun(..) => {
+                unreachable!("LUN content is not read at mount")
+            }
         }
         Ok(())
     }
@@ -283,6 +334,9 @@ impl Filer {
             return;
         }
         mount.replaying = true;
+        if let Err(reason) = self.rebuild_snapshot_maps() {
+            return self.fail_mount(reason);
+        }
         let activemap = &self.aggregate.activemap;
         self.aggregate.allocator = Allocator::new(&self.layout, |p| !activemap.get(p.0));
         self.committed_map = self.aggregate.activemap.clone();
@@ -291,7 +345,11 @@ impl Filer {
             .values()
             .map(|v| self.volume_footprint(v.size_bytes / crate::BLOCK_SIZE as u64))
             .sum();
-        for (_, ptr) in self.every_pointer() {
+        let pointers = self
+            .every_pointer()
+            .into_iter()
+            .chain(self.snapshot_pointers());
+        for (_, ptr) in pointers.collect::<Vec<_>>() {
             let at = self
                 .layout
                 .locate(ptr.pvbn)
@@ -317,26 +375,72 @@ impl Filer {
         }
     }
 
+    /// Each snapshot's map from its trees; their union must be the summary
+    /// map on disk.
+    fn rebuild_snapshot_maps(&mut self) -> Result<(), String> {
+        for volume in self.volumes.values_mut() {
+            let mut union = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
+            for snapshot in volume.snapshots.values_mut() {
+                let trees = core::iter::once(&snapshot.inofile)
+                    .chain(snapshot.luns.values().map(|l| &l.tree));
+                for (_, ptr) in trees.flat_map(|t| t.all_pointers()) {
+                    snapshot.map.set(ptr.vvbn.0);
+                }
+                union = union.union(&snapshot.map);
+            }
+            if union != volume.summary {
+                return Err(format!(
+                    "the summary map of volume {} marks {} blocks, its snapshots hold {}",
+                    volume.name,
+                    volume.summary.count_ones(),
+                    union.count_ones()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Replays the operations newer than the mounted CP, then commits them.
     pub(super) fn replay(&mut self) {
         let records = core::mem::take(&mut self.mount_state().records);
-        let generation = CpCount(self.committed.0 + 1);
         self.next_seq = records.iter().map(|r| r.seq + 1).max().unwrap_or(0);
-        let newer: Vec<NvRecord> = records
-            .into_iter()
-            .filter(|r| r.generation > self.committed)
-            .collect();
         let skip = self.options.sabotage == Some(super::Sabotage::SkipReplay);
-        for record in newer.iter().filter(|_| !skip) {
+        let committed = self.committed;
+        let newer: VecDeque<NvRecord> = records
+            .into_iter()
+            .filter(|r| r.generation > committed && !skip)
+            .collect();
+        self.mount_state().to_replay = newer;
+        self.replay_some();
+    }
+
+    /// Replays up to the next snapshot, and starts the CP that takes it; or,
+    /// with nothing left, the final replay CP.
+    fn replay_some(&mut self) {
+        let generation = CpCount(self.committed.0 + 1);
+        while let Some(record) = self.mount_state().to_replay.pop_front() {
             // An operation that no longer applies (say, a LUN created twice) was
             // already in the on-disk image; it is skipped, as it was then.
-            let _ = self.apply(generation, &record.op);
+            let applied = self.apply(generation, &record.op).is_ok();
+            if applied && matches!(record.op, LoggedOp::Change(Change::CreateSnapshot { .. })) {
+                return self.start_cp_logging(CpReason::Snapshot, true);
+            }
         }
+        self.mount_state().final_cp = true;
         self.start_cp(CpReason::Sync);
     }
 
+    /// A CP started by replay has committed: replay goes on, or the filer is
+    /// online.
+    pub(super) fn replay_cp_committed(&mut self) {
+        match self.mount_state().final_cp {
+            true => self.mount_cp_committed(),
+            false => self.replay_some(),
+        }
+    }
+
     /// The replay CP has committed: the filer is online.
-    pub(super) fn mount_cp_committed(&mut self) {
+    fn mount_cp_committed(&mut self) {
         self.phase = Phase::Online;
         // The CP released the half it froze; the other may still hold replayed
         // records, and new records go there next, after this reset.

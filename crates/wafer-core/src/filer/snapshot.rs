@@ -1,0 +1,517 @@
+//! Snapshots: a volume's image at a CP, kept by keeping its blocks.
+//!
+//! `snap create` is a logged change. Applying it names the snapshot and makes
+//! the next CP (type S) the one that takes it; host changes wait meanwhile, so
+//! the snapshot holds exactly what was acknowledged before it. That CP, once
+//! it has allocated, records the vvbns of the volume's image as the snapshot's
+//! map and folds them into the summary map; once the image's checksums are
+//! final it keeps frozen copies of the inode file's and the LUNs' trees (nodes
+//! shared, copy on write) and writes the snapinfo entry. The request is
+//! answered when that CP commits.
+//!
+//! From then on, freeing a block the summary map marks only clears it from the
+//! active map: the container map and the aggregate keep it. `snap delete`
+//! rebuilds the summary map from the remaining snapshots and frees what neither
+//! it nor the active map marks (after the next CP, like any free). `snap
+//! restore` points a LUN, or every LUN of the volume, at the snapshot's trees
+//! again: the blocks become shared once more and nothing is copied.
+//!
+//! Reads of a snapshot walk its trees and verify every block like any other
+//! read; they bypass the buffer cache, which holds the active file system.
+
+use super::blockio::ReadPurpose;
+use super::meta::{FileRef, Lun, MAX_SNAPSHOTS, PendingSnapshot, Snapshot, Volume};
+use super::space::{MAX_SNAP_RESERVE_PERCENT, SpaceInputs};
+use super::{CacheEntry, Filer, HostError, PendingRead, RequestId, check_name};
+use crate::bitmap::Bitmap;
+use crate::nvlog::{Change, LunId};
+use crate::units::{CpCount, Fbn, Instant, SnapshotId, VolumeId};
+use crate::{BLOCK_SIZE, Block};
+
+/// What `snap list` shows of a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// Its number in the volume.
+    pub id: SnapshotId,
+    /// Its name.
+    pub name: String,
+    /// The CP whose image it is.
+    pub cp: CpCount,
+    /// When it was taken.
+    pub created: Instant,
+    /// Bytes it holds in all.
+    pub held_bytes: u64,
+    /// Bytes only it holds: what deleting it would free.
+    pub exclusive_bytes: u64,
+}
+
+impl Filer {
+    /// A volume's snapshots, oldest first.
+    pub fn snapshots(&self, volume: VolumeId) -> Vec<SnapshotInfo> {
+        let Some(v) = self.volumes.get(&volume) else {
+            return Vec::new();
+        };
+        let block = BLOCK_SIZE as u64;
+        let mut out: Vec<SnapshotInfo> = v
+            .snapshots
+            .iter()
+            .map(|(&id, snapshot)| {
+                let mut others: Vec<&Bitmap> = v
+                    .snapshots
+                    .iter()
+                    .filter(|(other, _)| **other != id)
+                    .map(|(_, s)| &s.map)
+                    .collect();
+                others.push(&v.activemap);
+                SnapshotInfo {
+                    id,
+                    name: snapshot.name.clone(),
+                    cp: snapshot.cp,
+                    created: snapshot.created,
+                    held_bytes: snapshot.map.count_ones() * block,
+                    exclusive_bytes: snapshot.map.ones_outside(&others).len() as u64 * block,
+                }
+            })
+            .collect();
+        out.sort_by_key(|s| s.cp);
+        out
+    }
+
+    /// Checks a snapshot change against the volume as it stands.
+    pub(super) fn validate_snapshot_change(&self, change: &Change) -> Result<(), HostError> {
+        match change {
+            Change::CreateSnapshot { volume, name } => {
+                check_name(name)?;
+                let v = self.volume_of(*volume)?;
+                if v.snapshot_named(name).is_some()
+                    || v.pending_snapshot.as_ref().is_some_and(|p| p.name == *name)
+                {
+                    return Err(HostError::Exists(format!("snapshot {name}")));
+                }
+                if v.pending_snapshot.is_some() || v.snapshots.len() >= MAX_SNAPSHOTS {
+                    return Err(HostError::Invalid(format!(
+                        "at most {MAX_SNAPSHOTS} snapshots per volume"
+                    )));
+                }
+                self.check_snapshot_room(*volume, v)
+            }
+            Change::DeleteSnapshot { volume, name } => self.snapshot(*volume, name).map(|_| ()),
+            Change::RestoreSnapshot { volume, name, lun } => {
+                let (_, snapshot) = self.snapshot(*volume, name)?;
+                if let Some(file) = lun {
+                    let restored = snapshot
+                        .luns
+                        .get(file)
+                        .ok_or(HostError::NotFound("LUN in that snapshot"))?;
+                    let volume = self.volume_of(*volume)?;
+                    let taken = volume
+                        .luns
+                        .iter()
+                        .any(|(f, l)| f != file && l.name == restored.name);
+                    if taken {
+                        return Err(HostError::Exists(format!("LUN {}", restored.name)));
+                    }
+                }
+                self.check_restore_room(*volume, snapshot, *lun)
+            }
+            Change::SetSnapReserve { volume, percent } => {
+                let v = self.volume_of(*volume)?;
+                if *percent > MAX_SNAP_RESERVE_PERCENT {
+                    return Err(HostError::Invalid(format!(
+                        "the snapshot reserve is at most {MAX_SNAP_RESERVE_PERCENT}%"
+                    )));
+                }
+                let inputs = SpaceInputs {
+                    snap_reserve_percent: *percent,
+                    ..SpaceInputs::of(v)
+                };
+                fits(inputs.space(v.size_bytes, 0))
+            }
+            _ => unreachable!("not a snapshot change: {change:?}"),
+        }
+    }
+
+    fn volume_of(&self, volume: VolumeId) -> Result<&Volume, HostError> {
+        self.volumes
+            .get(&volume)
+            .ok_or(HostError::NotFound("volume"))
+    }
+
+    fn snapshot(&self, volume: VolumeId, name: &str) -> Result<(SnapshotId, &Snapshot), HostError> {
+        self.volume_of(volume)?
+            .snapshot_named(name)
+            .ok_or(HostError::NotFound("snapshot"))
+    }
+
+    /// A new snapshot turns every block of the volume's image into a shared
+    /// one: the image now, plus what the snapshot's CP writes for the volume
+    /// (its dirty data and, at most, that much again in metadata).
+    fn check_snapshot_room(&self, id: VolumeId, volume: &Volume) -> Result<(), HostError> {
+        let image = volume.image_map();
+        let dirty = self
+            .dirty
+            .iter()
+            .filter(|(lun, _)| lun.volume == id)
+            .count() as u64;
+        let summary = volume.summary.union(&image);
+        let mut active = volume.activemap.clone();
+        for vvbn in image.ones_outside(&[&volume.activemap]) {
+            active.set(vvbn);
+        }
+        let inputs = SpaceInputs {
+            active: &active,
+            summary: &summary,
+            ..SpaceInputs::of(volume)
+        };
+        let mut space = inputs.space(volume.size_bytes, 0);
+        space.used_bytes += (2 * dirty + 16) * BLOCK_SIZE as u64;
+        fits(space)
+    }
+
+    /// Restoring makes the snapshot's blocks of the restored LUNs active again
+    /// (shared) and takes their sizes as reservations.
+    fn check_restore_room(
+        &self,
+        id: VolumeId,
+        snapshot: &Snapshot,
+        lun: Option<crate::units::FileId>,
+    ) -> Result<(), HostError> {
+        let volume = self.volume_of(id)?;
+        let restored: Vec<(crate::units::FileId, &Lun)> = match lun {
+            Some(file) => vec![(file, &snapshot.luns[&file])],
+            None => snapshot.luns.iter().map(|(f, l)| (*f, l)).collect(),
+        };
+        let replaced: Vec<&Lun> = match lun {
+            Some(file) => volume.luns.get(&file).into_iter().collect(),
+            None => volume.luns.values().collect(),
+        };
+        let mut active = volume.activemap.clone();
+        for old in &replaced {
+            for (_, ptr) in old.tree.all_pointers() {
+                active.clear(ptr.vvbn.0);
+            }
+        }
+        for (_, new) in &restored {
+            for (_, ptr) in new.tree.all_pointers() {
+                active.set(ptr.vvbn.0);
+            }
+        }
+        let reserved = volume.reserved_bytes() - replaced.iter().map(|l| l.size_bytes).sum::<u64>()
+            + restored.iter().map(|(_, l)| l.size_bytes).sum::<u64>();
+        let inputs = SpaceInputs {
+            active: &active,
+            lun_reserved_bytes: reserved,
+            ..SpaceInputs::of(volume)
+        };
+        fits(inputs.space(volume.size_bytes, 0))
+    }
+
+    /// Names the snapshot the next CP of `generation` takes.
+    pub(super) fn request_snapshot(&mut self, generation: CpCount, volume: VolumeId, name: &str) {
+        let now = self.now;
+        let v = self.volumes.get_mut(&volume).expect("validated");
+        let id = v.free_snapshot_id().expect("validated: an id is free");
+        v.snapinfo.dirty.insert(Volume::snapinfo_block(id));
+        v.pending_snapshot = Some(PendingSnapshot {
+            id,
+            name: name.to_string(),
+            generation,
+            created: now,
+            map: None,
+            waiter: None,
+        });
+        self.volume_record_dirty(volume);
+    }
+
+    /// Whether a snapshot waits for its CP (host changes wait with it).
+    pub(super) fn snapshot_pending(&self) -> bool {
+        self.volumes.values().any(|v| v.pending_snapshot.is_some())
+    }
+
+    /// Registers the request to answer when the pending snapshot is on disk.
+    pub(super) fn wait_for_snapshot(&mut self, volume: VolumeId, request: RequestId) {
+        let v = self.volumes.get_mut(&volume).expect("validated");
+        v.pending_snapshot.as_mut().expect("just requested").waiter = Some(request);
+    }
+
+    /// CP `number` has allocated: the snapshots it takes get their maps, which
+    /// join the summary maps. Returns whether a summary-map block became dirty
+    /// (and so needs an address in turn).
+    pub(super) fn map_pending_snapshots(&mut self, number: CpCount) -> bool {
+        let mut dirtied = false;
+        for volume in self.volumes.values_mut() {
+            let due = volume
+                .pending_snapshot
+                .as_ref()
+                .is_some_and(|p| p.generation <= number && p.map.is_none());
+            if !due {
+                continue;
+            }
+            let map = volume.image_map();
+            let summary = volume.summary.union(&map);
+            let changed = volume.summary.differing_blocks(&summary);
+            dirtied |= !changed.is_empty();
+            volume.summary_file.dirty.extend(changed);
+            volume.summary = summary;
+            volume.pending_snapshot.as_mut().expect("due").map = Some(map);
+        }
+        dirtied
+    }
+
+    /// The CP's image is final up to the inode files: the mapped snapshots
+    /// keep their trees. Returns the requests to answer when the CP commits.
+    pub(super) fn take_pending_snapshots(&mut self, number: CpCount) -> Vec<RequestId> {
+        let mut waiters = Vec::new();
+        for volume in self.volumes.values_mut() {
+            if volume
+                .pending_snapshot
+                .as_ref()
+                .is_none_or(|p| p.map.is_none())
+            {
+                continue;
+            }
+            let pending = volume.pending_snapshot.take().expect("checked");
+            let snapshot = Snapshot {
+                name: pending.name,
+                cp: number,
+                created: pending.created,
+                inofile: volume.inofile.tree.frozen_copy(),
+                luns: volume
+                    .luns
+                    .iter()
+                    .map(|(file, lun)| (*file, lun.frozen_copy()))
+                    .collect(),
+                map: pending.map.expect("checked"),
+            };
+            volume.snapshots.insert(pending.id, snapshot);
+            waiters.extend(pending.waiter);
+        }
+        waiters
+    }
+
+    /// Deletes a snapshot; what only it held is freed after the next CP.
+    pub(super) fn delete_snapshot(&mut self, volume_id: VolumeId, name: &str) {
+        let release_after = self.release_point();
+        let volume = self.volumes.get_mut(&volume_id).expect("validated");
+        let (id, _) = volume.snapshot_named(name).expect("validated");
+        volume.snapshots.remove(&id);
+        volume.snapinfo.dirty.insert(Volume::snapinfo_block(id));
+        let remaining = volume
+            .snapshots
+            .values()
+            .fold(Bitmap::new(volume.vvbn_blocks), |all, s| all.union(&s.map));
+        let released = volume
+            .summary
+            .ones_outside(&[&remaining, &volume.activemap]);
+        let changed = volume.summary.differing_blocks(&remaining);
+        volume.summary_file.dirty.extend(changed);
+        volume.summary = remaining;
+        for vvbn in released {
+            self.release_vvbn(volume_id, vvbn, release_after);
+        }
+    }
+
+    /// Restores one LUN, or every LUN of the volume, from a snapshot.
+    pub(super) fn restore_snapshot(
+        &mut self,
+        volume_id: VolumeId,
+        name: &str,
+        lun: Option<crate::units::FileId>,
+    ) {
+        let volume = &self.volumes[&volume_id];
+        let (_, snapshot) = volume.snapshot_named(name).expect("validated");
+        let restored: Vec<(crate::units::FileId, Lun)> = snapshot
+            .luns
+            .iter()
+            .filter(|(file, _)| lun.is_none_or(|only| only == **file))
+            .map(|(file, l)| (*file, l.frozen_copy()))
+            .collect();
+        if lun.is_none() {
+            let gone: Vec<crate::units::FileId> = volume
+                .luns
+                .keys()
+                .filter(|file| !snapshot.luns.contains_key(file))
+                .copied()
+                .collect();
+            for file in gone {
+                self.replace_lun(
+                    LunId {
+                        volume: volume_id,
+                        file,
+                    },
+                    None,
+                );
+            }
+        }
+        for (file, l) in restored {
+            self.replace_lun(
+                LunId {
+                    volume: volume_id,
+                    file,
+                },
+                Some(l),
+            );
+        }
+    }
+
+    /// Replaces a LUN's content with `new` (a snapshot's copy), or destroys
+    /// it: its cached blocks go, its blocks are freed (those a snapshot holds
+    /// stay), `new`'s blocks become active again. Reads waiting for a block
+    /// are served from the new content.
+    pub(super) fn replace_lun(&mut self, lun: LunId, new: Option<Lun>) {
+        let waiting = self.forget_cached(lun);
+        let release_after = self.release_point();
+        let volume = self.volumes.get_mut(&lun.volume).expect("validated");
+        let old = volume.luns.remove(&lun.file);
+        volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
+        for (_, ptr) in old.iter().flat_map(|l| l.tree.all_pointers()) {
+            self.free_block(FileRef::Lun(lun), ptr, release_after);
+        }
+        if let Some(new) = new {
+            let volume = self.volumes.get_mut(&lun.volume).expect("validated");
+            for (_, ptr) in new.tree.all_pointers() {
+                assert!(
+                    volume.summary.get(ptr.vvbn.0),
+                    "a restored block is one a snapshot holds"
+                );
+                volume.activemap.set(ptr.vvbn.0);
+                volume
+                    .activemap_file
+                    .dirty
+                    .insert(Bitmap::block_of(ptr.vvbn.0));
+            }
+            volume.luns.insert(lun.file, new);
+        }
+        for (fbn, waiters) in waiting {
+            self.refill_for(lun, fbn, waiters);
+        }
+    }
+
+    /// Drops a LUN's cached blocks; returns the reads waiting for any of them.
+    fn forget_cached(&mut self, lun: LunId) -> Vec<(Fbn, Vec<RequestId>)> {
+        let keys: Vec<(LunId, Fbn)> = self
+            .cache
+            .range((lun, Fbn(0))..=(lun, Fbn(u64::MAX)))
+            .map(|(key, _)| *key)
+            .collect();
+        let mut waiting = Vec::new();
+        for key in keys {
+            let entry = self.cache.remove(&key).expect("listed");
+            self.dirty.remove(&key);
+            if !entry.waiters.is_empty() {
+                waiting.push((key.1, entry.waiters));
+            }
+        }
+        waiting
+    }
+
+    /// Serves reads that waited for a block whose LUN was replaced: from the
+    /// new LUN's block, or as zeros where it has none.
+    fn refill_for(&mut self, lun: LunId, fbn: Fbn, waiters: Vec<RequestId>) {
+        let ptr = self
+            .volumes
+            .get(&lun.volume)
+            .and_then(|v| v.luns.get(&lun.file))
+            .filter(|l| fbn.0 * (BLOCK_SIZE as u64) < l.size_bytes)
+            .map(|l| l.tree.get(fbn))
+            .filter(|ptr| !ptr.is_null());
+        let Some(ptr) = ptr else {
+            for waiter in waiters {
+                if let Some(read) = self.reads.get_mut(&waiter) {
+                    read.missing -= 1;
+                }
+                self.finish_read(waiter);
+            }
+            return;
+        };
+        self.use_clock += 1;
+        let stamp = self.use_clock;
+        let (read, fill) = self.fill_read(lun, fbn, ptr);
+        self.cache.insert(
+            (lun, fbn),
+            CacheEntry::filling(fill, Vec::new(), waiters, stamp),
+        );
+        self.read_blocks(vec![read]);
+    }
+
+    /// Reads a LUN as a snapshot holds it.
+    pub(super) fn read_snapshot(
+        &mut self,
+        id: RequestId,
+        lun: LunId,
+        name: &str,
+        offset: u64,
+        length: u64,
+    ) {
+        let found = self.snapshot(lun.volume, name).and_then(|(sid, s)| {
+            let l = s.luns.get(&lun.file).ok_or(HostError::NotFound("LUN"))?;
+            Ok((sid, l.size_bytes))
+        });
+        let (sid, size) = match found {
+            Ok(found) => found,
+            Err(error) => return self.reply(id, Err(error)),
+        };
+        if let Err(error) = super::check_read_range(offset, length, size) {
+            return self.reply(id, Err(error));
+        }
+        let block = BLOCK_SIZE as u64;
+        let pointers: Vec<(Fbn, crate::format::BlockPtr)> = {
+            let tree = &self.volumes[&lun.volume].snapshots[&sid].luns[&lun.file].tree;
+            (offset / block..(offset + length).div_ceil(block))
+                .map(Fbn)
+                .map(|fbn| (fbn, tree.get(fbn)))
+                .filter(|(_, ptr)| !ptr.is_null())
+                .collect()
+        };
+        let reads = pointers
+            .iter()
+            .map(|&(fbn, ptr)| {
+                let file = FileRef::SnapshotLun(lun, sid);
+                self.block_read(file, 0, fbn.0, ptr, ReadPurpose::Snapshot(id, fbn))
+            })
+            .collect();
+        self.reads.insert(
+            id,
+            PendingRead {
+                lun,
+                offset,
+                data: vec![0; length as usize],
+                missing: pointers.len(),
+                failed: false,
+                snapshot: true,
+            },
+        );
+        self.read_blocks(reads);
+        self.finish_read(id);
+    }
+
+    /// A block of a snapshot read has arrived (or could not be recovered).
+    pub(super) fn snapshot_block(&mut self, id: RequestId, fbn: Fbn, block: Option<Box<Block>>) {
+        let Some(read) = self.reads.get_mut(&id) else {
+            return;
+        };
+        match block {
+            Some(content) => super::copy_overlap(read, fbn, &content),
+            None => {
+                self.counters.unrecoverable_blocks += 1;
+                read.failed = true;
+            }
+        }
+        read.missing -= 1;
+        self.finish_read(id);
+    }
+}
+
+/// A change fits if the volume's used space stays within its active total.
+fn fits(space: super::VolumeSpace) -> Result<(), HostError> {
+    match space.fits() {
+        true => Ok(()),
+        false => {
+            let block = BLOCK_SIZE as u64;
+            Err(HostError::NoSpace {
+                needed_blocks: space.used_bytes.div_ceil(block),
+                available_blocks: space.active_total_bytes() / block,
+            })
+        }
+    }
+}
