@@ -390,6 +390,20 @@ pub struct Superblock {
     pub activemap: Inode,
     /// The aggregate's volume table file (each volume's roots).
     pub volumes: Inode,
+    /// A disk being rebuilt onto a spare, and how far.
+    pub rebuild: Option<RebuildRecord>,
+}
+
+/// A reconstruction in progress, as the superblock records it: the disk in
+/// slot (`group`, `disk`) holds valid blocks below stripe `cursor` only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RebuildRecord {
+    /// The RAID group.
+    pub group: u16,
+    /// The disk's position in the group.
+    pub disk: u16,
+    /// The first stripe not rebuilt yet.
+    pub cursor: u64,
 }
 
 /// Most RAID groups one aggregate may hold (what one superblock block records).
@@ -407,6 +421,7 @@ fn superblock_hash(bytes: &[u8]) -> u64 {
     })
 }
 const GROUP_RECORDS_AT: usize = 1024;
+const REBUILD_AT: usize = 800;
 
 impl Superblock {
     /// Encodes into one block, with its own checksum in the last 4 bytes.
@@ -421,6 +436,12 @@ impl Superblock {
         self.activemap.encode(&mut out[32..32 + INODE_SIZE]);
         self.volumes
             .encode(&mut out[32 + INODE_SIZE..32 + 2 * INODE_SIZE]);
+        if let Some(rebuild) = self.rebuild {
+            out[REBUILD_AT] = 1;
+            put_u16(&mut out, REBUILD_AT + 2, rebuild.group);
+            put_u16(&mut out, REBUILD_AT + 4, rebuild.disk);
+            put_u64(&mut out, REBUILD_AT + 8, rebuild.cursor);
+        }
         for (n, group) in self.groups.iter().enumerate() {
             let at = GROUP_RECORDS_AT + n * 16;
             out[at] = u8::from(group.raid_dp);
@@ -457,8 +478,14 @@ impl Superblock {
                 }
             })
             .collect();
+        let rebuild = (block[REBUILD_AT] == 1).then(|| RebuildRecord {
+            group: get_u16(block, REBUILD_AT + 2),
+            disk: get_u16(block, REBUILD_AT + 4),
+            cursor: get_u64(block, REBUILD_AT + 8),
+        });
         Ok(Superblock {
             cp: CpCount(get_u64(block, 16)),
+            rebuild,
             groups,
             spares: get_u32(block, 28),
             activemap: Inode::decode(&block[32..32 + INODE_SIZE])?,
@@ -595,6 +622,7 @@ mod tests {
             spares: 1,
             activemap: Inode::free(),
             volumes: Inode::free(),
+            rebuild: None,
         }
     }
 
@@ -617,6 +645,11 @@ mod tests {
             spares: 2,
             activemap: Inode::free(),
             volumes: Inode::free(),
+            rebuild: Some(RebuildRecord {
+                group: 1,
+                disk: 3,
+                cursor: 999,
+            }),
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block), Ok(superblock));

@@ -338,7 +338,11 @@ mod tests {
         tree.set(Fbn(300), ptr(8));
         tree.set(Fbn(301), ptr(9));
         assert_eq!(tree.get(Fbn(300)), ptr(8));
-        assert_eq!(frozen.get(Fbn(300)), ptr(7), "the copy's node was not changed");
+        assert_eq!(
+            frozen.get(Fbn(300)),
+            ptr(7),
+            "the copy's node was not changed"
+        );
         assert_eq!(frozen.get(Fbn(301)), BlockPtr::NULL);
         assert_eq!(frozen.node_ptr((1, 1)), ptr(99));
     }

@@ -7,7 +7,10 @@
 //! do dead disks plus damaged blocks exceed the group's parity disks. The fault
 //! model:
 //!
-//! - **dead disk**: every later I/O to it fails;
+//! - **dead disk**: every later I/O to it fails; the filer puts the spare in
+//!   its place (the world honours `AssignSpare` with its last spare) and
+//!   rebuilds it, and until the filer says the rebuild is done the new disk
+//!   counts as dead against the group's budget;
 //! - **latent sector error**: a written block can no longer be read;
 //! - **bit rot**: a bit of a written block flips;
 //! - **lost write**: a write is acknowledged but never lands;
@@ -64,6 +67,15 @@ struct SimDisk {
     sectors: BTreeMap<u64, Sector>,
     unreadable: BTreeSet<u64>,
     dead: bool,
+    /// A spare put in a dead disk's place, not yet rebuilt.
+    rebuilding: bool,
+}
+
+impl SimDisk {
+    /// Whether the disk counts as lost to its RAID group.
+    fn out_of_service(&self) -> bool {
+        self.dead || self.rebuilding
+    }
 }
 
 /// The filer in its simulated world.
@@ -197,6 +209,7 @@ impl World {
                 self.inject_background_faults();
                 let (id, result) = self.perform(pending);
                 self.filer.handle_io_done(self.now, id, result);
+                self.note_rebuilds();
             }
             (None, None) => return false,
             (None, Some(_)) => unreachable!("covered by the first arm"),
@@ -261,8 +274,47 @@ impl World {
                 }
                 IoResult::Done
             }
+            IoOp::AssignSpare { member } => self.assign_spare(*member),
             IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => {
                 unreachable!("NVRAM operations queue apart")
+            }
+        }
+    }
+
+    /// Puts the last spare in a dead member's place (the layout loses a
+    /// spare); a member already replaced stays as it is.
+    fn assign_spare(&mut self, member: DiskId) -> IoResult {
+        if !self.disks[member.0 as usize].dead {
+            return IoResult::Done;
+        }
+        let spares = self.layout.spares();
+        if spares == 0 {
+            return IoResult::DiskFailed;
+        }
+        let spare = self.disks.pop().expect("a spare disk");
+        self.disks[member.0 as usize] = SimDisk {
+            rebuilding: true,
+            ..spare
+        };
+        self.damaged.retain(|(d, _)| *d != member);
+        self.layout = Layout::new(self.layout.groups().to_vec(), spares - 1)
+            .expect("the same groups make a valid layout");
+        self.count("spare assigned");
+        IoResult::Done
+    }
+
+    /// A disk the filer has finished rebuilding is back in service.
+    fn note_rebuilds(&mut self) {
+        if !self.filer.is_online() {
+            return;
+        }
+        for id in 0..self.disks.len() {
+            let Some(Slot::Member { group, disk }) = self.layout.slot(DiskId(id as u32)) else {
+                continue;
+            };
+            if self.disks[id].rebuilding && !self.filer.failed_disks()[group].contains(disk) {
+                self.disks[id].rebuilding = false;
+                self.count("disk rebuilt");
             }
         }
     }
@@ -325,7 +377,7 @@ impl World {
             .iter()
             .filter(|d| self.damaged.contains(&(**d, dbn)))
             .count();
-        !self.disks[disk.0 as usize].dead
+        !self.disks[disk.0 as usize].out_of_service()
             && dead + damaged < geometry.raid_type().tolerated_failures()
     }
 
@@ -376,7 +428,7 @@ impl World {
             .collect();
         let dead = members
             .iter()
-            .filter(|d| self.disks[d.0 as usize].dead)
+            .filter(|d| self.disks[d.0 as usize].out_of_service())
             .count();
         (members, dead)
     }
@@ -390,7 +442,9 @@ impl World {
             .all_disks()
             .iter()
             .map(|d| self.layout.disk_id(group, d))
-            .filter(|d| self.disks[d.0 as usize].dead || self.damaged.contains(&(*d, dbn)))
+            .filter(|d| {
+                self.disks[d.0 as usize].out_of_service() || self.damaged.contains(&(*d, dbn))
+            })
             .count()
     }
 
@@ -413,7 +467,7 @@ impl World {
             .into_values()
             .max()
             .unwrap_or(0);
-        if self.disks[disk.0 as usize].dead
+        if self.disks[disk.0 as usize].out_of_service()
             || dead + 1 + worst_stripe > geometry.raid_type().tolerated_failures()
         {
             return false;
@@ -510,7 +564,7 @@ impl World {
             let dead: wafer_raid::DiskSet = geometry
                 .all_disks()
                 .iter()
-                .filter(|d| self.disks[members[d.as_usize()].0 as usize].dead)
+                .filter(|d| self.disks[members[d.as_usize()].0 as usize].out_of_service())
                 .collect();
             if dead.len() >= geometry.raid_type().tolerated_failures() {
                 continue;

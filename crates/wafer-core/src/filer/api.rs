@@ -186,6 +186,16 @@ pub enum IoOp {
         /// The half.
         half: u8,
     },
+    /// Put a spare disk in the place of failed disk `member`, durably, so
+    /// that from now on I/O to `member` goes to the spare (blank as far as
+    /// the filer cares; it rebuilds it). The driver takes its last spare. If
+    /// `member` was already replaced (the request is repeated after a
+    /// crash), nothing changes and it completes `Done`; with no spare left it
+    /// completes `DiskFailed`.
+    AssignSpare {
+        /// The failed disk's slot.
+        member: crate::units::DiskId,
+    },
 }
 
 /// The outcome of an [`Io`].
@@ -343,6 +353,10 @@ pub struct Counters {
     pub unrecoverable_blocks: u64,
     /// Blocks a reallocation job marked for rewriting.
     pub realloc_blocks: u64,
+    /// Blocks written onto a spare by reconstruction.
+    pub rebuilt_blocks: u64,
+    /// Reconstructions onto a spare completed.
+    pub rebuilds_completed: u64,
     /// Per-disk counters, indexed by disk id.
     pub disks: Vec<DiskCounters>,
 }

@@ -58,6 +58,8 @@ struct StripeJob {
     new: BTreeMap<DiskIndex, Sector>,
     plan: ParityUpdatePlan,
     failed: DiskSet,
+    /// A disk whose block this stripe rebuilds onto a spare.
+    target: Option<DiskIndex>,
     old: BTreeMap<DiskIndex, Option<Sector>>,
     reads_left: usize,
 }
@@ -79,6 +81,10 @@ pub(super) struct Cp {
     superblock: bool,
     flushes: Vec<super::RequestId>,
     snapshot_waiters: Vec<super::RequestId>,
+    /// The stripes this CP rebuilds onto a spare.
+    pub(super) rebuild: Option<super::rebuild::RebuildBatch>,
+    /// Whether this CP's superblock records the rebuild in progress.
+    records_rebuild: bool,
     /// A CP in the middle of replay: the NVLog halves still hold records to
     /// replay, so this CP neither freezes nor releases one.
     keeps_log: bool,
@@ -125,6 +131,8 @@ impl Filer {
             superblock: false,
             flushes: core::mem::take(&mut self.flush_waiting),
             snapshot_waiters: Vec::new(),
+            rebuild: None,
+            records_rebuild: false,
             keeps_log,
         };
         for key in core::mem::take(&mut self.dirty) {
@@ -440,6 +448,12 @@ impl Filer {
         if !snapshots_taken {
             self.take_snapshots_into_cp(number);
         }
+        if let Some(batch) = self.rebuild_batch() {
+            for &dbn in &batch.stripes {
+                by_stripe.entry((batch.group, dbn)).or_default();
+            }
+            self.cp.as_mut().expect("a CP").rebuild = Some(batch);
+        }
         if by_stripe.is_empty() {
             return self.maybe_write_superblock();
         }
@@ -485,18 +499,23 @@ impl Filer {
         for ((group, dbn), new) in staged {
             let geometry = self.layout.groups()[group];
             let written = DiskSet::of(new.keys().copied());
-            let failed = self.failed[group];
-            let plan = self.verifiable_plan(
-                group,
-                dbn,
-                geometry.plan_parity_update(written, failed),
-                failed,
-            );
+            let failed = self.untrusted(group, dbn);
+            let target = self.rebuild_target(group, dbn);
+            let plan = match target {
+                Some(target) => super::rebuild::rebuild_plan(&geometry, written, failed, target),
+                None => self.verifiable_plan(
+                    group,
+                    dbn,
+                    geometry.plan_parity_update(written, failed),
+                    failed,
+                ),
+            };
             self.count_plan(plan.method);
             let job = StripeJob {
                 new,
                 plan,
                 failed,
+                target,
                 old: BTreeMap::new(),
                 reads_left: plan.reads.len(),
             };
@@ -588,6 +607,7 @@ impl Filer {
             IoResult::Read(mut sectors) => sectors.pop().flatten(),
             IoResult::Done | IoResult::DiskFailed => None,
         };
+        let untrusted = self.untrusted(stripe.0, stripe.1);
         let cp = self.cp.as_mut().expect("a CP reads only while it runs");
         let job = cp.stripes.get_mut(&stripe).expect("a stripe job");
         job.old.insert(disk, sector);
@@ -609,7 +629,7 @@ impl Filer {
             })
             .map(|(disk, _)| *disk)
             .collect();
-        let failed = job.failed.union(suspects).union(self.failed[group]);
+        let failed = job.failed.union(suspects).union(untrusted);
         let tolerable = failed.len() <= geometry.raid_type().tolerated_failures();
         if failed != job.failed && tolerable {
             // Something read back damaged (or a disk died): rebuild the stripe
@@ -617,10 +637,11 @@ impl Filer {
             let reads = geometry.all_disks().difference(failed);
             let missing = reads.difference(DiskSet::of(job.old.keys().copied()));
             job.failed = failed;
+            let target = DiskSet::of(job.target);
             job.plan = ParityUpdatePlan {
                 method: ParityUpdateMethod::ReconstructFirst,
                 reads,
-                writes: job.plan.writes.difference(failed),
+                writes: job.plan.writes.difference(failed).union(target),
             };
             job.reads_left = missing.len();
             job.old.retain(|disk, _| !failed.contains(*disk));
@@ -703,10 +724,11 @@ impl Filer {
         {
             let sector = match job.new.get(&disk) {
                 Some(sector) => sector.clone(),
-                None => {
+                None if parity.contains(disk) => {
                     self.counters.parity_blocks_written += 1;
                     parity_sector(&stripe[disk.as_usize()], dbn)
                 }
+                None => self.rebuilt_sector(group, disk, dbn, &stripe[disk.as_usize()]),
             };
             out.push((self.layout.disk_id(group, disk), Dbn(dbn), sector));
         }
@@ -762,8 +784,10 @@ impl Filer {
             return;
         }
         let number = cp.number;
+        let rebuild = self.rebuild_record();
         let superblock = Superblock {
             cp: number,
+            rebuild,
             groups: self.layout.records(),
             spares: self.layout.spares(),
             activemap: self
@@ -781,14 +805,16 @@ impl Filer {
         let mut stripe: Vec<Block> = vec![superblock; geometry.group_size()];
         geometry.encode_stripe(&mut stripe);
         let mut writes = Vec::new();
-        for disk in geometry.all_disks().difference(self.failed[0]).iter() {
+        for disk in geometry.all_disks().difference(self.unwritable(0)).iter() {
             let sector = match self.layout.pvbn(0, disk, dbn) {
                 Some(pvbn) => superblock_sector(&superblock, pvbn, number),
                 None => parity_sector(&stripe[disk.as_usize()], dbn.0),
             };
             writes.push((self.layout.disk_id(0, disk), dbn, sector));
         }
-        self.cp.as_mut().expect("a CP").superblock = true;
+        let cp = self.cp.as_mut().expect("a CP");
+        cp.superblock = true;
+        cp.records_rebuild = rebuild.is_some();
         let count = writes.len();
         for (disk, dbn, sector) in writes {
             self.cp.as_mut().expect("a CP").writes_left += 1;
@@ -845,12 +871,18 @@ impl Filer {
         if matches!(self.phase, Phase::Mounting(_)) {
             self.replay_cp_committed();
         }
+        self.rebuild_after_commit(cp.records_rebuild, cp.rebuild.map(|b| b.cursor_after));
         self.advance_realloc();
         self.evict();
-        if let Some(reason) = self.next_cp_reason.take() {
-            self.start_cp(reason);
-        } else if self.dirty.len() >= self.options.dirty_high_water {
-            self.start_cp(CpReason::HighWater);
+        if self.cp.is_none() {
+            let online = matches!(self.phase, Phase::Online);
+            if let Some(reason) = self.next_cp_reason.take() {
+                self.start_cp(reason);
+            } else if self.dirty.len() >= self.options.dirty_high_water {
+                self.start_cp(CpReason::HighWater);
+            } else if online && self.rebuild_wants_cp() {
+                self.start_cp(CpReason::Sync);
+            }
         }
         self.resume_stalled();
     }

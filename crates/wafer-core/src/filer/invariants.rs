@@ -201,51 +201,57 @@ impl Filer {
         Ok(())
     }
 
-    /// Every non-null pointer of every file, with the file it belongs to.
-    pub(super) fn every_pointer(&self) -> Vec<(FileRef, BlockPtr)> {
+    /// Every file of the active file systems (aggregate files included).
+    pub(super) fn active_trees(&self) -> Vec<(FileRef, &crate::tree::BlockTree)> {
         let mut out = Vec::new();
-        let mut add = |file: FileRef, tree: &crate::tree::BlockTree| {
-            out.extend(tree.all_pointers().into_iter().map(|(_, ptr)| (file, ptr)));
-        };
         for (&v, volume) in &self.volumes {
             for (&file, lun) in &volume.luns {
-                add(FileRef::Lun(LunId { volume: v, file }), &lun.tree);
+                out.push((FileRef::Lun(LunId { volume: v, file }), &lun.tree));
             }
-            add(FileRef::Inofile(v), &volume.inofile.tree);
-            add(FileRef::VolumeMap(v), &volume.activemap_file.tree);
-            add(FileRef::Container(v), &volume.container_file.tree);
-            add(FileRef::SnapInfo(v), &volume.snapinfo.tree);
-            add(FileRef::SummaryMap(v), &volume.summary_file.tree);
+            out.extend([
+                (FileRef::Inofile(v), &volume.inofile.tree),
+                (FileRef::VolumeMap(v), &volume.activemap_file.tree),
+                (FileRef::Container(v), &volume.container_file.tree),
+                (FileRef::SnapInfo(v), &volume.snapinfo.tree),
+                (FileRef::SummaryMap(v), &volume.summary_file.tree),
+            ]);
         }
-        add(FileRef::AggregateMap, &self.aggregate.activemap_file.tree);
-        add(FileRef::VolumeTable, &self.aggregate.volume_table.tree);
+        out.push((FileRef::AggregateMap, &self.aggregate.activemap_file.tree));
+        out.push((FileRef::VolumeTable, &self.aggregate.volume_table.tree));
         out
     }
 
-    /// Every non-null pointer of every snapshot (shared blocks many times).
-    pub(super) fn snapshot_pointers(&self) -> Vec<(FileRef, BlockPtr)> {
+    /// Every file of every snapshot (shared blocks appear in many).
+    pub(super) fn snapshot_trees(&self) -> Vec<(FileRef, &crate::tree::BlockTree)> {
         let mut out = Vec::new();
         for (&v, volume) in &self.volumes {
             for (&id, snapshot) in &volume.snapshots {
-                let inofile = FileRef::SnapshotInofile(v, id);
-                out.extend(
-                    snapshot
-                        .inofile
-                        .all_pointers()
-                        .into_iter()
-                        .map(|(_, p)| (inofile, p)),
-                );
+                out.push((FileRef::SnapshotInofile(v, id), &snapshot.inofile));
                 for (&file, lun) in &snapshot.luns {
-                    let lun_ref = FileRef::SnapshotLun(LunId { volume: v, file }, id);
-                    out.extend(
-                        lun.tree
-                            .all_pointers()
-                            .into_iter()
-                            .map(|(_, p)| (lun_ref, p)),
-                    );
+                    out.push((
+                        FileRef::SnapshotLun(LunId { volume: v, file }, id),
+                        &lun.tree,
+                    ));
                 }
             }
         }
         out
     }
+
+    /// Every non-null pointer of every active file, with the file it belongs to.
+    pub(super) fn every_pointer(&self) -> Vec<(FileRef, BlockPtr)> {
+        pointers_of(self.active_trees())
+    }
+
+    /// Every non-null pointer of every snapshot.
+    pub(super) fn snapshot_pointers(&self) -> Vec<(FileRef, BlockPtr)> {
+        pointers_of(self.snapshot_trees())
+    }
+}
+
+fn pointers_of(trees: Vec<(FileRef, &crate::tree::BlockTree)>) -> Vec<(FileRef, BlockPtr)> {
+    trees
+        .into_iter()
+        .flat_map(|(file, tree)| tree.all_pointers().into_iter().map(move |(_, p)| (file, p)))
+        .collect()
 }

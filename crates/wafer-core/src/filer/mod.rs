@@ -19,6 +19,7 @@ mod cp;
 pub mod meta;
 mod mount;
 mod realloc;
+mod rebuild;
 mod resync;
 mod snapshot;
 mod space;
@@ -34,6 +35,7 @@ use cp::Cp;
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
 pub use realloc::{REALLOC_BLOCKS_PER_CP, ReallocMeasure};
+pub use rebuild::{REBUILD_STRIPES_PER_CP, RebuildStatus};
 pub use snapshot::SnapshotInfo;
 pub use space::{AggregateSpace, MAX_SNAP_RESERVE_PERCENT, VolumeSpace};
 use written::WrittenSums;
@@ -167,6 +169,7 @@ enum IoPurpose {
         disk: wafer_raid::DiskIndex,
     },
     ResyncWrite,
+    AssignSpare,
 }
 
 /// One aggregate, its volumes and LUNs: the filer engine.
@@ -200,6 +203,11 @@ pub struct Filer {
     /// marks may be written until a newer CP has committed without it.
     committed_map: Bitmap,
     realloc: Option<realloc::ReallocJob>,
+    rebuild: Option<rebuild::Rebuild>,
+    /// The driver said it has no spare left.
+    spares_exhausted: bool,
+    /// A rebuild finished and no committed superblock says so yet.
+    rebuild_done_unrecorded: bool,
     next_repair: u64,
     io_out: VecDeque<Io>,
     io_pending: BTreeMap<IoId, (IoPurpose, Option<crate::units::DiskId>, Instant)>,
@@ -255,6 +263,9 @@ impl Filer {
             written,
             committed_map: Bitmap::new(total),
             realloc: None,
+            rebuild: None,
+            spares_exhausted: false,
+            rebuild_done_unrecorded: false,
             repairs: BTreeMap::new(),
             next_fill: 0,
             parked_repairs: Vec::new(),
@@ -381,6 +392,7 @@ impl Filer {
         }
         if let (IoResult::DiskFailed, Some(disk)) = (&result, disk) {
             self.mark_failed(disk);
+            self.rebuild_disk_failed(disk);
         }
         match purpose {
             IoPurpose::Blocks(reads) => self.blocks_read(reads, result),
@@ -397,6 +409,7 @@ impl Filer {
             IoPurpose::StripesLogged => self.issue_stripes(),
             IoPurpose::ResyncRead { stripe, disk } => self.resync_read(stripe, disk, result),
             IoPurpose::ResyncWrite => self.resync_write_done(),
+            IoPurpose::AssignSpare => self.spare_assigned(result),
         }
     }
 
@@ -413,6 +426,7 @@ impl Filer {
                 for (n, sector) in sectors.iter().enumerate() {
                     self.written.record(*disk, dbn.0 + n as u64, &sector.data);
                 }
+                self.note_rebuild_write(*disk, dbn.0, sectors.len() as u64);
                 let c = &mut self.counters.disks[disk.0 as usize];
                 c.writes += 1;
                 c.write_blocks += sectors.len() as u64;
@@ -432,7 +446,7 @@ impl Filer {
                 }
                 Some(*disk)
             }
-            IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => None,
+            IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } | IoOp::AssignSpare { .. } => None,
         };
         let id = IoId(self.next_io);
         self.next_io += 1;

@@ -164,11 +164,18 @@ impl Filer {
         let Some(superblock) = self.newest_superblock() else {
             return self.fail_mount("no valid superblock on any disk of RAID group 0".into());
         };
-        if superblock.groups != self.layout.records() || superblock.spares != self.layout.spares() {
+        // Spares are the driver's to count: one may have taken a failed
+        // disk's place since this superblock was written.
+        if superblock.groups != self.layout.records() {
             return self.fail_mount(format!(
                 "the disks hold an aggregate of {} RAID groups laid out differently from the configuration",
                 superblock.groups.len()
             ));
+        }
+        if let Some(record) = superblock.rebuild {
+            if let Err(reason) = self.resume_rebuild(record) {
+                return self.fail_mount(reason);
+            }
         }
         self.committed = superblock.cp;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
@@ -206,6 +213,9 @@ impl Filer {
     ) {
         if level == 0 && matches!(file, FileRef::Lun(_) | FileRef::SnapshotLun(..)) {
             return; // LUN content is read on demand
+        }
+        if matches!(self.phase, Phase::Failed(_)) {
+            return; // an earlier block was unreadable: the mount is over
         }
         self.mount_state().reads_left += 1;
         let read = self.block_read(
