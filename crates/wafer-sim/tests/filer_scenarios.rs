@@ -994,3 +994,63 @@ fn a_rebuild_interrupted_by_a_crash_resumes_where_it_was() {
     while world.step() {}
     rebuilt_disk_carries_the_group(&mut world, lun, &data);
 }
+
+#[test]
+fn extents_tell_data_from_holes_in_the_lun_and_its_snapshots() {
+    use wafer_core::filer::Extent;
+    let mut world = world();
+    let lun = lun(&mut world, 1 << 20);
+    write(&mut world, lun, 8192, pattern(13, 8192));
+    let extent = |offset, length, data| Extent {
+        offset,
+        length,
+        data,
+    };
+    let cached = world
+        .filer
+        .extents(lun, None, 1000, 20_000)
+        .expect("extents");
+    assert_eq!(
+        cached,
+        vec![
+            extent(1000, 7192, false),
+            extent(8192, 8192, true),
+            extent(16384, 4616, false)
+        ],
+        "a block written and not yet in a CP is data"
+    );
+    snap(
+        &mut world,
+        Change::CreateSnapshot {
+            volume: lun.volume,
+            name: "s".into(),
+        },
+    )
+    .expect("snap create");
+    request(
+        &mut world,
+        HostRequest::Change(Change::Trim {
+            lun,
+            offset: 8192,
+            length: 4096,
+        }),
+    )
+    .expect("trim");
+    request(&mut world, HostRequest::Flush).expect("flush");
+    assert_eq!(
+        world.filer.extents(lun, None, 8192, 8192).expect("extents"),
+        vec![extent(8192, 4096, false), extent(12288, 4096, true)]
+    );
+    assert_eq!(
+        world
+            .filer
+            .extents(lun, Some("s"), 8192, 8192)
+            .expect("extents"),
+        vec![extent(8192, 8192, true)],
+        "the snapshot keeps the trimmed block"
+    );
+    assert!(matches!(
+        world.filer.extents(lun, None, 1 << 20, 1),
+        Err(HostError::OutOfRange { .. })
+    ));
+}

@@ -121,6 +121,17 @@ pub enum HostError {
     Io,
 }
 
+/// A run of a LUN that is all data or all hole (`Filer::extents`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    /// Byte offset.
+    pub offset: u64,
+    /// Bytes.
+    pub length: u64,
+    /// Whether the run holds data (else it is a hole and reads as zeros).
+    pub data: bool,
+}
+
 /// A host request's outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reply {

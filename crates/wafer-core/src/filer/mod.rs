@@ -324,6 +324,56 @@ impl Filer {
             .collect()
     }
 
+    /// Which parts of `offset..offset + length` of a LUN (or of the LUN as
+    /// `snapshot` holds it) hold data, as runs of whole 4 KiB blocks clipped
+    /// to the range: the rest is a hole and reads as zeros. A block written
+    /// and not yet in a CP counts as data.
+    pub fn extents(
+        &self,
+        lun: LunId,
+        snapshot: Option<&str>,
+        offset: u64,
+        length: u64,
+    ) -> Result<Vec<Extent>, HostError> {
+        let (_, active) = self.lun(lun)?;
+        let (tree, size) = match snapshot {
+            None => (&active.tree, active.size_bytes),
+            Some(name) => {
+                let volume = &self.volumes[&lun.volume];
+                let (_, s) = volume
+                    .snapshot_named(name)
+                    .ok_or(HostError::NotFound("snapshot"))?;
+                let l = s.luns.get(&lun.file).ok_or(HostError::NotFound("LUN"))?;
+                (&l.tree, l.size_bytes)
+            }
+        };
+        if offset.checked_add(length).is_none_or(|end| end > size) {
+            return Err(HostError::OutOfRange {
+                offset,
+                length,
+                size,
+            });
+        }
+        let block = BLOCK_SIZE as u64;
+        let end = offset + length;
+        let mut out: Vec<Extent> = Vec::new();
+        for fbn in (offset / block..end.div_ceil(block)).map(Fbn) {
+            let cached = snapshot.is_none() && self.cache.contains_key(&(lun, fbn));
+            let data = cached || !tree.get(fbn).is_null();
+            let start = (fbn.0 * block).max(offset);
+            let stop = ((fbn.0 + 1) * block).min(end);
+            match out.last_mut() {
+                Some(last) if last.data == data => last.length += stop - start,
+                _ => out.push(Extent {
+                    offset: start,
+                    length: stop - start,
+                    data,
+                }),
+            }
+        }
+        Ok(out)
+    }
+
     /// LUNs of a volume: id, name and size in bytes.
     pub fn luns(&self, volume: VolumeId) -> Vec<(LunId, String, u64)> {
         self.volumes.get(&volume).map_or_else(Vec::new, |v| {
