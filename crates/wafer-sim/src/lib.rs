@@ -6,4 +6,5 @@
 //! read with a reference model. Same seed, same run, bit for bit.
 
 pub mod check;
+pub mod device;
 pub mod world;

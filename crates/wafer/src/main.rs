@@ -2,10 +2,11 @@
 //!
 //! The binary parses arguments, calls the library crates' public APIs and
 //! prints. Subcommands appear here only once they do something real: the RAID
-//! layer's tools (`wafer raid layout`, `wafer raid check`) and the simulation
-//! harness (`wafer check`).
+//! layer's tools (`wafer raid layout`, `wafer raid check`), the simulation
+//! harness (`wafer check`) and the lab's drive models (`wafer lab disk`).
 
 mod check;
+mod lab;
 mod raid;
 mod size;
 
@@ -31,6 +32,9 @@ enum Command {
     /// (crashes, dead disks, bit rot, lost, misdirected and torn writes) against
     /// the real engine, every read checked against a reference model.
     Check(check::CheckArgs),
+    /// The performance lab: modelled drives in virtual time.
+    #[command(subcommand)]
+    Lab(lab::LabCommand),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Raid(command) => raid::run(command),
         Command::Check(args) => check::run(&args),
+        Command::Lab(command) => lab::run(command),
     };
     match outcome {
         Ok(code) => code,
