@@ -1,5 +1,7 @@
 //! `wafer lab`: the performance lab's tools.
 //!
+//! `lab size` is E5's sizing arithmetic (see `sizing`).
+//!
 //! `lab disk` is the calibration check of the device models. For each disk and
 //! SSD of the built-in `drives.toml` (or the one named with `--drive`) it runs
 //! closed-loop random 4 KiB reads, uniform over the whole drive, at each queue
@@ -20,12 +22,17 @@ use wafer_sim::device::single_disk::{RandomReadReport, random_reads};
 
 use crate::size::Size;
 
+mod sizing;
+
 /// The lab subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
     /// Random 4 KiB reads against modelled drives at several queue depths,
     /// beside the published figures for each drive's class.
     Disk(DiskArgs),
+    /// Sizing arithmetic: data disks x per-disk IOPS x I/O size, by rule of
+    /// thumb and by the drive model, and the statit throughput formula.
+    Size(sizing::SizeArgs),
 }
 
 /// Options of `wafer lab disk`.
@@ -50,6 +57,7 @@ pub struct DiskArgs {
 pub fn run(command: LabCommand) -> anyhow::Result<ExitCode> {
     match command {
         LabCommand::Disk(args) => disk(&args),
+        LabCommand::Size(args) => sizing::run(&args),
     }
 }
 
