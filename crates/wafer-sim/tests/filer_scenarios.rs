@@ -495,6 +495,10 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
     let written = world.filer.volume_space(volume).expect("volume");
     assert_eq!(written.lun_written_bytes, 1 << 20);
     assert!(
+        world.filer.counters().cp_time_ns > 0,
+        "CPs take time, and sysstat shows it"
+    );
+    assert!(
         written.metadata_bytes > 0 && written.used_bytes == 1 << 20,
         "metadata lives in the vvbn space's own room: {written:?}"
     );

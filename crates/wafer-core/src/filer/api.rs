@@ -327,6 +327,8 @@ pub struct DiskCounters {
 pub struct Counters {
     /// CPs completed, by reason.
     pub cps: std::collections::BTreeMap<CpReason, u64>,
+    /// Nanoseconds CPs ran, from start to commit (`sysstat`'s CP time).
+    pub cp_time_ns: u64,
     /// Host changes that waited for a running CP because the other NVLog half
     /// filled, or dirty data reached twice the high-water mark.
     pub back_to_back_waits: u64,

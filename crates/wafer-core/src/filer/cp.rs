@@ -69,6 +69,7 @@ struct StripeJob {
 pub(super) struct Cp {
     pub(super) number: CpCount,
     reason: CpReason,
+    started: crate::units::Instant,
     half: u8,
     staged: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector>>,
     image_map: Option<Bitmap>,
@@ -119,6 +120,7 @@ impl Filer {
         let mut cp = Cp {
             number,
             reason,
+            started: self.now,
             half,
             staged: BTreeMap::new(),
             image_map: None,
@@ -844,6 +846,7 @@ impl Filer {
         self.committed = cp.number;
         self.committed_map = cp.image_map.take().expect("a committed CP has allocated");
         *self.counters.cps.entry(cp.reason).or_default() += 1;
+        self.counters.cp_time_ns += (self.now - cp.started).0;
         for pvbn in self.aggregate.pending.release(cp.number) {
             self.aggregate
                 .allocator
