@@ -3,11 +3,13 @@
 //! The binary parses arguments, calls the library crates' public APIs and
 //! prints. Subcommands appear here only once they do something real: the RAID
 //! layer's tools (`wafer raid layout`, `wafer raid check`), the simulation
-//! harness (`wafer check`) and the lab's drive models (`wafer lab disk`).
+//! harness (`wafer check`), the lab's drive models and sizing (`wafer lab
+//! disk`, `wafer lab size`) and the filer itself (`wafer serve`).
 
 mod check;
 mod lab;
 mod raid;
+mod serve;
 mod size;
 
 use std::process::ExitCode;
@@ -35,6 +37,9 @@ enum Command {
     /// The performance lab: modelled drives in virtual time.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// The filer on file-backed disks, its LUNs served over NBD, administered
+    /// over DIR/admin.sock.
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +48,7 @@ fn main() -> ExitCode {
         Command::Raid(command) => raid::run(command),
         Command::Check(args) => check::run(&args),
         Command::Lab(command) => lab::run(command),
+        Command::Serve(args) => serve::run(&args),
     };
     match outcome {
         Ok(code) => code,

@@ -1,0 +1,560 @@
+//! The admin protocol: JSON lines over the Unix socket `DIR/admin.sock`.
+//!
+//! A client writes one [`AdminRequest`] object per line and reads one
+//! [`AdminResponse`] object per line, in order, as many as it likes on one
+//! connection. Requests are carried out on the engine thread, one at a time,
+//! between host I/Os; changes (volume, LUN and snapshot administration) are
+//! logged in the NVLog like any write and answered once durable (a snapshot
+//! once the CP that takes it has committed).
+//!
+//! The wire form is serde's: a request is tagged by `command`
+//! (`{"command":"snap_create","volume":"vol0","name":"s1"}`), a response is
+//! `{"ok":{"kind":...,"data":...}}` or `{"error":{"kind":...,"message":...}}`.
+//! Sizes are bytes, times nanoseconds since the Unix epoch. The replies carry
+//! complete data, not text: the CLI formats them ONTAP's way.
+//!
+//! The socket is created with mode 0600 in a directory of mode 0700: only
+//! the server's user may administer it.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::DiskState;
+
+/// The admin socket's name in the data directory.
+pub const ADMIN_SOCKET: &str = "admin.sock";
+/// The longest request line the server reads.
+pub const REQUEST_LINE_BYTES_MAX: usize = 64 * 1024;
+
+/// One administrative request. Unknown commands, and unknown or missing
+/// fields of a request that has fields, are refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AdminRequest {
+    /// `vol status`: every volume.
+    VolStatus,
+    /// `vol create NAME SIZE`.
+    VolCreate {
+        /// The volume's name.
+        name: String,
+        /// Its size.
+        size_bytes: u64,
+    },
+    /// `lun create SIZE PATH` (`/vol/VOLUME/LUN`).
+    LunCreate {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        /// Its size.
+        size_bytes: u64,
+    },
+    /// `lun show`: every LUN of every volume.
+    LunShow,
+    /// `lun resize PATH SIZE`.
+    LunResize {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        /// The new size.
+        size_bytes: u64,
+    },
+    /// `lun destroy PATH`.
+    LunDestroy {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
+    /// `snap create VOLUME NAME`; answered when the snapshot's CP has committed.
+    SnapCreate {
+        /// The volume.
+        volume: String,
+        /// The snapshot's name.
+        name: String,
+    },
+    /// `snap list VOLUME`.
+    SnapList {
+        /// The volume.
+        volume: String,
+    },
+    /// `snap delete VOLUME NAME`.
+    SnapDelete {
+        /// The volume.
+        volume: String,
+        /// The snapshot.
+        name: String,
+    },
+    /// `snap restore VOLUME NAME [LUN]`: the whole volume, or one LUN (by name
+    /// or path) that exists now.
+    SnapRestore {
+        /// The volume.
+        volume: String,
+        /// The snapshot.
+        name: String,
+        /// The LUN, or none for every LUN of the volume.
+        #[serde(default)]
+        lun: Option<String>,
+    },
+    /// `df`: every volume's space.
+    Df,
+    /// `df -A`: the aggregate's space.
+    DfAggregate,
+    /// `aggr status`: RAID groups, disks with roles and states, spares.
+    AggrStatus,
+    /// `disk fail DISK`: fail a disk for good (by name, or by slot number).
+    DiskFail {
+        /// The disk's name or slot number.
+        disk: String,
+    },
+    /// `sysstat`: a snapshot of every counter.
+    Sysstat,
+}
+
+/// The answer to one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdminResponse {
+    /// It was done; here is what it returns.
+    Ok(AdminReply),
+    /// It was refused or failed.
+    Error(AdminError),
+}
+
+/// What a successful request returns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum AdminReply {
+    /// A change is done (and durable).
+    Done {
+        /// What was done, in a sentence.
+        message: String,
+    },
+    /// `vol status`.
+    Volumes(Vec<VolumeStatus>),
+    /// `lun show`.
+    Luns(Vec<LunStatus>),
+    /// `snap list`.
+    Snapshots {
+        /// The volume.
+        volume: String,
+        /// Its snapshots, oldest first.
+        snapshots: Vec<SnapshotStatus>,
+    },
+    /// `df`.
+    VolumeSpace(Vec<VolumeSpaceStatus>),
+    /// `df -A`.
+    AggregateSpace(AggregateSpaceStatus),
+    /// `aggr status`.
+    Aggregate(AggregateStatus),
+    /// `sysstat`.
+    Sysstat(Box<SysstatReport>),
+}
+
+/// Why a request failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdminError {
+    /// The kind of failure.
+    pub kind: AdminErrorKind,
+    /// What happened, in a sentence.
+    pub message: String,
+}
+
+/// Kinds of admin failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdminErrorKind {
+    /// The request is malformed or not allowed.
+    Invalid,
+    /// No such volume, LUN, snapshot or disk.
+    NotFound,
+    /// The name is taken.
+    Exists,
+    /// Not enough space.
+    NoSpace,
+    /// Data or a file could not be read or written.
+    Io,
+    /// The server is stopping.
+    ShuttingDown,
+}
+
+/// One volume in `vol status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeStatus {
+    /// Its name.
+    pub name: String,
+    /// Its id in the aggregate.
+    pub id: u32,
+    /// Always `online` while the server serves it.
+    pub state: String,
+    /// Its nominal size.
+    pub size_bytes: u64,
+    /// How many LUNs it holds.
+    pub luns: usize,
+    /// How many snapshots it holds.
+    pub snapshots: usize,
+}
+
+/// One LUN in `lun show`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LunStatus {
+    /// `/vol/VOLUME/LUN`.
+    pub path: String,
+    /// Its volume.
+    pub volume: String,
+    /// Its name.
+    pub name: String,
+    /// Its size.
+    pub size_bytes: u64,
+    /// Its inode number in the volume.
+    pub file_id: u32,
+    /// The NBD export name that serves it.
+    pub export: String,
+}
+
+/// One snapshot in `snap list`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotStatus {
+    /// Its number in the volume (1..=255).
+    pub id: u8,
+    /// Its name.
+    pub name: String,
+    /// The CP whose image it is.
+    pub cp: u64,
+    /// When it was taken, in nanoseconds since the Unix epoch.
+    pub created_unix_ns: u64,
+    /// Bytes it holds in all.
+    pub held_bytes: u64,
+    /// Bytes only it holds: what deleting it frees.
+    pub exclusive_bytes: u64,
+}
+
+/// One volume in `df`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeSpaceStatus {
+    /// The volume.
+    pub volume: String,
+    /// Nominal size.
+    pub size_bytes: u64,
+    /// Size less the snapshot reserve: `df`'s total for the active file system.
+    pub active_total_bytes: u64,
+    /// Set aside for snapshots.
+    pub snapshot_reserve_bytes: u64,
+    /// Reserved by LUNs.
+    pub lun_reserved_bytes: u64,
+    /// LUN blocks actually written.
+    pub lun_written_bytes: u64,
+    /// Metadata of the active file system.
+    pub metadata_bytes: u64,
+    /// Blocks shared with snapshots, which an overwrite would need again.
+    pub overwrite_reserve_bytes: u64,
+    /// Blocks only snapshots hold.
+    pub snapshot_used_bytes: u64,
+    /// Snapshot use beyond the reserve.
+    pub snapshot_spill_bytes: u64,
+    /// `df` used.
+    pub used_bytes: u64,
+    /// `df` avail.
+    pub available_bytes: u64,
+}
+
+/// The aggregate in `df -A`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggregateSpaceStatus {
+    /// The aggregate.
+    pub aggregate: String,
+    /// Data blocks of every RAID group, less the superblocks.
+    pub total_bytes: u64,
+    /// Promised to volumes, plus the aggregate's own metadata and CP room.
+    pub used_bytes: u64,
+    /// What a new volume could take.
+    pub available_bytes: u64,
+    /// Blocks actually allocated.
+    pub allocated_bytes: u64,
+}
+
+/// `aggr status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggregateStatus {
+    /// The aggregate's name.
+    pub name: String,
+    /// `online`, or `degraded` while a group has failed disks or is being
+    /// reconstructed.
+    pub state: String,
+    /// The newest committed CP.
+    pub committed_cp: u64,
+    /// Its RAID groups.
+    pub raid_groups: Vec<RaidGroupStatus>,
+    /// Its spare disks.
+    pub spares: Vec<DiskStatus>,
+    /// The reconstruction onto a spare in progress, if any.
+    pub rebuild: Option<RebuildProgress>,
+}
+
+/// A reconstruction onto a spare (`aggr status -r`'s "reconstruction N% done").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RebuildProgress {
+    /// The RAID group.
+    pub group: usize,
+    /// The disk in the slot being rebuilt (the spare, once assigned).
+    pub disk: String,
+    /// The slot.
+    pub slot: u32,
+    /// Stripes rebuilt and committed.
+    pub stripes_done: u64,
+    /// Stripes in all.
+    pub stripes_total: u64,
+    /// Whether the spare has taken the failed disk's slot yet.
+    pub spare_assigned: bool,
+}
+
+/// One RAID group in `aggr status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaidGroupStatus {
+    /// Its number (`rg0` is 0).
+    pub group: usize,
+    /// `raid_dp` or `raid4`.
+    pub raid_type: String,
+    /// `normal`, `degraded` with failed disks, or `reconstructing` while a
+    /// spare is rebuilt in one of its slots.
+    pub state: String,
+    /// Blocks of each disk the group uses.
+    pub blocks_per_disk: u64,
+    /// Failures the group survives.
+    pub tolerated_failures: usize,
+    /// Its disks by position.
+    pub disks: Vec<DiskStatus>,
+}
+
+/// One disk in `aggr status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskStatus {
+    /// Its name.
+    pub name: String,
+    /// The engine's slot number.
+    pub slot: u32,
+    /// `dparity`, `parity`, `data` or `spare`.
+    pub role: String,
+    /// Its position in the group (none for a spare).
+    pub position: Option<u16>,
+    /// In service or failed.
+    pub state: DiskState,
+    /// Why it failed.
+    pub failed_reason: Option<String>,
+    /// Its backing file.
+    pub file: String,
+    /// Its size.
+    pub size_bytes: u64,
+}
+
+/// `sysstat`: every counter, since the server started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SysstatReport {
+    /// Nanoseconds since the server started.
+    pub uptime_ns: u64,
+    /// The newest committed CP.
+    pub committed_cp: u64,
+    /// CPs completed, by `sysstat`'s type letter (T, F, B, H, U, S, Z).
+    pub cps_by_type: BTreeMap<String, u64>,
+    /// Host changes that waited for a CP (back-to-back).
+    pub back_to_back_waits: u64,
+    /// Stripes written whole.
+    pub full_stripes: u64,
+    /// Stripes written in part, parity by subtraction.
+    pub partial_stripes_subtraction: u64,
+    /// Stripes written in part, parity by addition.
+    pub partial_stripes_addition: u64,
+    /// Stripes reconstructed before a write.
+    pub partial_stripes_reconstruct: u64,
+    /// Data blocks written by CPs.
+    pub data_blocks_written: u64,
+    /// Metadata blocks written by CPs.
+    pub meta_blocks_written: u64,
+    /// Parity blocks written.
+    pub parity_blocks_written: u64,
+    /// Disk reads for partial-stripe parity.
+    pub parity_reads: u64,
+    /// Disk reads to merge partial-block writes.
+    pub partial_write_reads: u64,
+    /// Host reads served from the buffer cache.
+    pub cache_hits: u64,
+    /// Host reads that went to disk.
+    pub cache_misses: u64,
+    /// Disk read chains issued for data.
+    pub read_chains: u64,
+    /// Blocks read in those chains.
+    pub read_chain_blocks: u64,
+    /// Blocks whose checksum or identity failed and that RAID repaired.
+    pub blocks_repaired: u64,
+    /// Blocks reconstructed because their disk is failed.
+    pub degraded_reads: u64,
+    /// Blocks that could not be recovered.
+    pub unrecoverable_blocks: u64,
+    /// Blocks written onto a spare by reconstruction.
+    pub rebuilt_blocks: u64,
+    /// Reconstructions onto a spare completed.
+    pub rebuilds_completed: u64,
+    /// Per disk, in slot order.
+    pub disks: Vec<DiskCountersStatus>,
+    /// The NBD front end.
+    pub nbd: NbdCountersStatus,
+}
+
+/// One disk's counters (`statit`'s raw material).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskCountersStatus {
+    /// The disk in the slot.
+    pub name: String,
+    /// The slot.
+    pub slot: u32,
+    /// Read I/Os for host data, metadata and repairs.
+    pub user_reads: u64,
+    /// Blocks those moved.
+    pub user_read_blocks: u64,
+    /// Read I/Os for partial-stripe parity.
+    pub cp_reads: u64,
+    /// Blocks those moved.
+    pub cp_read_blocks: u64,
+    /// Write I/Os.
+    pub writes: u64,
+    /// Blocks written.
+    pub write_blocks: u64,
+    /// Sum of the I/Os' times from issue to completion, in nanoseconds.
+    pub io_time_ns: u64,
+}
+
+/// The NBD front end's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NbdCountersStatus {
+    /// Connections open now.
+    pub connections_open: u64,
+    /// Connections accepted since start.
+    pub connections_accepted: u64,
+    /// Connections dropped for breaking the protocol.
+    pub protocol_errors: u64,
+    /// Read requests.
+    pub reads: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Write requests.
+    pub writes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Trim and write-zeroes requests.
+    pub trims: u64,
+    /// Flush requests.
+    pub flushes: u64,
+    /// Block-status requests.
+    pub block_status: u64,
+    /// Requests answered with an error.
+    pub errors: u64,
+}
+
+/// Why an admin client's request got no response.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AdminClientError {
+    /// The socket could not be reached (is the server running?).
+    #[error("cannot connect to {path}: {error} (is `wafer serve` running on that directory?)")]
+    Connect {
+        /// The socket's path.
+        path: String,
+        /// The operating system's error.
+        error: io::Error,
+    },
+    /// Sending or receiving failed.
+    #[error("admin socket: {0}")]
+    Io(io::Error),
+    /// The server closed the connection without answering.
+    #[error("the server closed the admin connection without answering")]
+    Closed,
+    /// The answer was not a response this client understands.
+    #[error("malformed admin response: {0}")]
+    Malformed(serde_json::Error),
+}
+
+/// A connection to a running server's admin socket.
+#[derive(Debug)]
+pub struct AdminClient {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl AdminClient {
+    /// Connects to the server serving data directory `dir`.
+    pub fn connect(dir: &Path) -> Result<AdminClient, AdminClientError> {
+        let path = dir.join(ADMIN_SOCKET);
+        let stream = UnixStream::connect(&path).map_err(|error| AdminClientError::Connect {
+            path: path.display().to_string(),
+            error,
+        })?;
+        Ok(AdminClient {
+            reader: BufReader::new(stream.try_clone().map_err(AdminClientError::Io)?),
+            writer: stream,
+        })
+    }
+
+    /// Sends one request and waits for its response.
+    pub fn request(&mut self, request: &AdminRequest) -> Result<AdminResponse, AdminClientError> {
+        let mut line = serde_json::to_vec(request).expect("an admin request always encodes");
+        line.push(b'\n');
+        self.writer.write_all(&line).map_err(AdminClientError::Io)?;
+        let mut answer = String::new();
+        match self.reader.read_line(&mut answer) {
+            Ok(0) => Err(AdminClientError::Closed),
+            Ok(_) => serde_json::from_str(&answer).map_err(AdminClientError::Malformed),
+            Err(error) => Err(AdminClientError::Io(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_responses_have_a_readable_wire_form() {
+        let request = AdminRequest::SnapCreate {
+            volume: "vol0".into(),
+            name: "s1".into(),
+        };
+        let text = serde_json::to_string(&request).expect("encodes");
+        assert_eq!(
+            text,
+            r#"{"command":"snap_create","volume":"vol0","name":"s1"}"#
+        );
+        let parsed: AdminRequest =
+            serde_json::from_str(r#"{"command":"snap_restore","volume":"v","name":"s"}"#)
+                .expect("lun is optional");
+        assert_eq!(
+            parsed,
+            AdminRequest::SnapRestore {
+                volume: "v".into(),
+                name: "s".into(),
+                lun: None
+            }
+        );
+        let response = AdminResponse::Error(AdminError {
+            kind: AdminErrorKind::NotFound,
+            message: "no such volume".into(),
+        });
+        let text = serde_json::to_string(&response).expect("encodes");
+        assert_eq!(
+            text,
+            r#"{"error":{"kind":"not_found","message":"no such volume"}}"#
+        );
+        let done = AdminResponse::Ok(AdminReply::Done {
+            message: "ok".into(),
+        });
+        let text = serde_json::to_string(&done).expect("encodes");
+        assert_eq!(text, r#"{"ok":{"kind":"done","data":{"message":"ok"}}}"#);
+    }
+
+    #[test]
+    fn unknown_commands_and_fields_are_refused() {
+        assert!(serde_json::from_str::<AdminRequest>(r#"{"command":"format_disks"}"#).is_err());
+        let extra = r#"{"command":"lun_destroy","path":"/vol/v/l","force":true}"#;
+        assert!(serde_json::from_str::<AdminRequest>(extra).is_err());
+        let missing = r#"{"command":"vol_create","name":"v"}"#;
+        assert!(serde_json::from_str::<AdminRequest>(missing).is_err());
+    }
+}

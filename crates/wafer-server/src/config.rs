@@ -1,0 +1,479 @@
+//! The data directory's configuration file, `wafer.toml`.
+//!
+//! The superblock describes the aggregate's geometry, but the driver has to
+//! open the disks before it can read a superblock, and only the driver knows
+//! which file backs which disk and which disks it has given up on. So this
+//! file holds:
+//!
+//! * the aggregate's name and its RAID groups: type, blocks per disk, and the
+//!   disks by position (dparity, parity, data... for RAID-DP; parity, data...
+//!   for RAID-4);
+//! * the spares, by name;
+//! * every disk: its name, its backing file (relative to the directory), its
+//!   size in blocks, and its state, in service or failed (with why);
+//! * the NVLog file and the size of each of its halves.
+//!
+//! Disk slots (the engine's `DiskId`s) are derived, not stored: group members
+//! in group and position order, then spares. A slot is re-pointed to another
+//! disk by writing that disk's name in the group's list, which is how a
+//! rebuild onto a spare will be recorded.
+//!
+//! The file is replaced atomically (written beside, synced, renamed, the
+//! directory synced), so a crash leaves the old or the new version. It is
+//! read and validated completely before anything in the directory is touched,
+//! and the mount checks the geometry against the superblock.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use wafer_core::aggregate::{Layout, Slot};
+use wafer_core::units::DiskId;
+use wafer_raid::{RaidGroupGeometry, RaidType};
+
+use crate::error::ServeError;
+
+/// The configuration file's name in the data directory.
+pub const CONFIG_FILE: &str = "wafer.toml";
+/// The version of the data directory's layout this server writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes each block takes in a backing file: 4096 of content, 64 of trailer.
+pub const SECTOR_BYTES: u64 = 4160;
+
+/// The NVLog half sizes accepted: at least room for a few records, at most
+/// 1 GiB (each half is read into memory whole at mount).
+const NVLOG_HALF_BYTES: std::ops::RangeInclusive<u64> = (1 << 20)..=(1 << 30);
+
+/// The whole configuration file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DataConfig {
+    /// The data directory layout version, [`FORMAT_VERSION`].
+    pub(crate) format_version: u32,
+    /// The aggregate's name.
+    pub(crate) aggregate: String,
+    /// The NVLog file, relative to the directory.
+    pub(crate) nvlog_file: String,
+    /// Bytes of each NVLog half (the engine's `Options::nvlog_half_bytes`).
+    pub(crate) nvlog_half_bytes: u64,
+    /// Spare disks, by name, in slot order.
+    pub(crate) spares: Vec<String>,
+    /// RAID groups, in aggregate order.
+    pub(crate) groups: Vec<GroupConfig>,
+    /// Every disk the aggregate uses.
+    pub(crate) disks: Vec<DiskConfig>,
+}
+
+/// One RAID group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GroupConfig {
+    /// `raid_dp` or `raid4`.
+    pub(crate) raid_type: RaidTypeName,
+    /// Blocks of each member disk the group uses.
+    pub(crate) blocks_per_disk: u64,
+    /// Member disks by position.
+    pub(crate) disks: Vec<String>,
+}
+
+/// A RAID type as the file spells it (ONTAP's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RaidTypeName {
+    /// RAID-DP: row and diagonal parity.
+    RaidDp,
+    /// RAID-4: row parity.
+    Raid4,
+}
+
+impl RaidTypeName {
+    /// The RAID layer's type.
+    pub(crate) fn raid_type(self) -> RaidType {
+        match self {
+            RaidTypeName::RaidDp => RaidType::RaidDp,
+            RaidTypeName::Raid4 => RaidType::Raid4,
+        }
+    }
+}
+
+/// One disk and its backing file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DiskConfig {
+    /// Its name (what `disk fail` and `aggr status` use).
+    pub(crate) name: String,
+    /// Its backing file, relative to the directory.
+    pub(crate) file: String,
+    /// Its size in blocks; the file holds `blocks * 4160` bytes.
+    pub(crate) blocks: u64,
+    /// In service, or failed.
+    pub(crate) state: DiskState,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) failed_reason: Option<String>,
+}
+
+/// Whether the driver uses a disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskState {
+    /// Its I/O goes to its backing file.
+    InService,
+    /// Failed for good: every I/O to it fails, and its blocks are rebuilt from
+    /// parity. A failed disk never rejoins (its content is stale).
+    Failed,
+}
+
+/// A disk slot as the engine numbers it, with its disk.
+#[derive(Clone, Debug)]
+pub(crate) struct SlotDisk<'a> {
+    /// The engine's id for the slot.
+    pub(crate) id: DiskId,
+    /// What the slot is in the layout.
+    pub(crate) slot: Slot,
+    /// The disk in it.
+    pub(crate) disk: &'a DiskConfig,
+}
+
+/// How a new data directory is shaped (`wafer serve` on an empty directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// Data disks in the one RAID-DP group (two parity disks and a spare are added).
+    pub data_disks: u16,
+    /// Bytes of each disk (a sparse file of `bytes / 4096 * 4160` bytes).
+    pub disk_bytes: u64,
+    /// Bytes of the volume `vol0`.
+    pub volume_bytes: u64,
+    /// Bytes of the LUN `/vol/vol0/lun0`.
+    pub lun_bytes: u64,
+}
+
+impl Default for CreateOptions {
+    /// Six 768 MiB data disks (4.5 GiB of data blocks) hold a 3 GiB `vol0`
+    /// with its metadata and CP room (about 3.2 GiB); a 2 GiB LUN in it leaves
+    /// 1 GiB for snapshots to hold overwritten blocks, and 1.3 GiB of the
+    /// aggregate stays free for `vol create`.
+    fn default() -> CreateOptions {
+        CreateOptions {
+            data_disks: 6,
+            disk_bytes: 768 << 20,
+            volume_bytes: 3 << 30,
+            lun_bytes: 2 << 30,
+        }
+    }
+}
+
+impl DataConfig {
+    /// The configuration of a new aggregate `aggr0`: one RAID-DP group of
+    /// `data_disks` plus two parity disks, and one spare.
+    pub(crate) fn new(options: &CreateOptions, nvlog_half_bytes: u64) -> DataConfig {
+        let blocks = options.disk_bytes / wafer_core::BLOCK_SIZE as u64;
+        let members = usize::from(options.data_disks) + 2;
+        let disks: Vec<DiskConfig> = (0..=members)
+            .map(|n| DiskConfig {
+                name: format!("disk{n}"),
+                file: format!("disk{n}.img"),
+                blocks,
+                state: DiskState::InService,
+                failed_reason: None,
+            })
+            .collect();
+        DataConfig {
+            format_version: FORMAT_VERSION,
+            aggregate: "aggr0".into(),
+            nvlog_file: "nvlog".into(),
+            nvlog_half_bytes,
+            spares: vec![disks[members].name.clone()],
+            groups: vec![GroupConfig {
+                raid_type: RaidTypeName::RaidDp,
+                blocks_per_disk: blocks,
+                disks: disks[..members].iter().map(|d| d.name.clone()).collect(),
+            }],
+            disks,
+        }
+    }
+
+    /// Reads and validates `dir`'s configuration, changing nothing.
+    pub(crate) fn load(dir: &Path) -> Result<DataConfig, ServeError> {
+        let path = dir.join(CONFIG_FILE);
+        let refuse = |reason: String| ServeError::Config {
+            path: path.clone(),
+            reason,
+        };
+        let text = fs::read_to_string(&path).map_err(|e| refuse(format!("cannot read: {e}")))?;
+        let config: DataConfig =
+            toml::from_str(&text).map_err(|e| refuse(format!("malformed: {e}")))?;
+        config.validate().map_err(refuse)?;
+        Ok(config)
+    }
+
+    /// Writes the configuration atomically into `dir`.
+    pub(crate) fn save(&self, dir: &Path) -> io::Result<()> {
+        let text = toml::to_string(self).map_err(io::Error::other)?;
+        let header = "# wafer data directory: written by `wafer serve`. Edit only while no \
+                      server runs;\n# a failed disk never rejoins its RAID group.\n\n";
+        let temporary = dir.join(format!("{CONFIG_FILE}.new"));
+        let mut file = fs::File::create(&temporary)?;
+        file.write_all(header.as_bytes())?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&temporary, dir.join(CONFIG_FILE))?;
+        fs::File::open(dir)?.sync_all()
+    }
+
+    /// Checks everything a server relies on before it opens a file.
+    fn validate(&self) -> Result<(), String> {
+        if self.format_version != FORMAT_VERSION {
+            return Err(format!(
+                "format_version {} is not {FORMAT_VERSION}, the only one this server reads",
+                self.format_version
+            ));
+        }
+        check_file_name("nvlog_file", &self.nvlog_file)?;
+        if !NVLOG_HALF_BYTES.contains(&self.nvlog_half_bytes)
+            || !self.nvlog_half_bytes.is_multiple_of(4096)
+        {
+            return Err(format!(
+                "nvlog_half_bytes {} is not a multiple of 4096 between 1 MiB and 1 GiB",
+                self.nvlog_half_bytes
+            ));
+        }
+        self.check_disks()?;
+        self.layout()?;
+        for (group, config) in self.groups.iter().enumerate() {
+            for name in &config.disks {
+                let disk = self.disk(name).expect("checked by check_disks");
+                if disk.blocks < config.blocks_per_disk {
+                    return Err(format!(
+                        "disk {name} has {} blocks, fewer than RAID group {group}'s {}",
+                        disk.blocks, config.blocks_per_disk
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every disk is defined once, used once (in a group or as a spare), and
+    /// has its own file.
+    fn check_disks(&self) -> Result<(), String> {
+        let mut names = BTreeSet::new();
+        let mut files = BTreeSet::new();
+        for disk in &self.disks {
+            if disk.name.is_empty() || !names.insert(disk.name.as_str()) {
+                return Err(format!("disk name {:?} is empty or repeated", disk.name));
+            }
+            check_file_name(&format!("disk {}'s file", disk.name), &disk.file)?;
+            if disk.file == self.nvlog_file || !files.insert(disk.file.as_str()) {
+                return Err(format!("file {:?} backs more than one disk", disk.file));
+            }
+        }
+        let mut used = BTreeSet::new();
+        let members = self.groups.iter().flat_map(|g| g.disks.iter());
+        for name in members.chain(self.spares.iter()) {
+            if !names.contains(name.as_str()) {
+                return Err(format!(
+                    "disk {name} is used but not defined under [[disks]]"
+                ));
+            }
+            if !used.insert(name.as_str()) {
+                return Err(format!("disk {name} is used twice"));
+            }
+        }
+        if let Some(unused) = names.difference(&used).next() {
+            return Err(format!(
+                "disk {unused} is defined but neither a group member nor a spare"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The engine's layout of the aggregate.
+    pub(crate) fn layout(&self) -> Result<Layout, String> {
+        let geometries = self
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(group, config)| {
+                let size = u16::try_from(config.disks.len()).unwrap_or(u16::MAX);
+                RaidGroupGeometry::new(config.raid_type.raid_type(), size, config.blocks_per_disk)
+                    .map_err(|e| format!("RAID group {group}: {e}"))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let spares = u32::try_from(self.spares.len()).map_err(|e| e.to_string())?;
+        Layout::new(geometries, spares).map_err(|e| e.to_string())
+    }
+
+    /// Where the NVLog's halves lie in its file for this aggregate.
+    pub(crate) fn nvlog_layout(&self) -> crate::nvlog::NvlogLayout {
+        let stripes = self.groups.iter().map(|g| g.blocks_per_disk).sum();
+        crate::nvlog::NvlogLayout::new(self.nvlog_half_bytes, stripes)
+    }
+
+    /// Every slot in engine order, with its disk.
+    pub(crate) fn slots(&self) -> Vec<SlotDisk<'_>> {
+        let layout = self
+            .layout()
+            .expect("a validated configuration has a layout");
+        let members = self.groups.iter().flat_map(|g| g.disks.iter());
+        members
+            .chain(self.spares.iter())
+            .enumerate()
+            .map(|(n, name)| {
+                let id = DiskId(u32::try_from(n).expect("fewer than 2^32 disks"));
+                SlotDisk {
+                    id,
+                    slot: layout.slot(id).expect("every listed disk has a slot"),
+                    disk: self.disk(name).expect("every listed disk is defined"),
+                }
+            })
+            .collect()
+    }
+
+    /// The disk named `name`.
+    pub(crate) fn disk(&self, name: &str) -> Option<&DiskConfig> {
+        self.disks.iter().find(|d| d.name == name)
+    }
+
+    /// Marks a disk failed, with the reason.
+    pub(crate) fn mark_failed(&mut self, name: &str, reason: &str) {
+        let disk = self
+            .disks
+            .iter_mut()
+            .find(|d| d.name == name)
+            .expect("only a configured disk is failed");
+        disk.state = DiskState::Failed;
+        disk.failed_reason = Some(reason.to_string());
+    }
+
+    /// Puts spare `spare` in place of the member at `position` of `group`;
+    /// the disk it replaces leaves the aggregate (its file stays, unused).
+    pub(crate) fn replace_member(&mut self, group: usize, position: usize, spare: &str) {
+        let old = std::mem::replace(&mut self.groups[group].disks[position], spare.to_string());
+        self.spares.retain(|s| s != spare);
+        self.disks.retain(|d| d.name != old);
+        debug_assert!(
+            self.validate().is_ok(),
+            "a spare assignment keeps the configuration valid"
+        );
+    }
+
+    /// The names of a group's failed members if `also` failed as well.
+    pub(crate) fn failed_members(&self, group: usize, also: &[&str]) -> Vec<String> {
+        self.groups[group]
+            .disks
+            .iter()
+            .filter(|name| {
+                also.contains(&name.as_str())
+                    || self
+                        .disk(name)
+                        .is_some_and(|d| d.state == DiskState::Failed)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Checks that no RAID group would lose more disks than its parity rebuilds
+    /// if the disks named in `also` failed too.
+    pub(crate) fn check_survivable(&self, also: &[&str]) -> Result<(), ServeError> {
+        for (group, config) in self.groups.iter().enumerate() {
+            let raid_type = config.raid_type.raid_type();
+            let failed = self.failed_members(group, also);
+            if failed.len() > raid_type.tolerated_failures() {
+                return Err(ServeError::TooManyFailedDisks {
+                    group,
+                    raid_type: raid_type.ontap_name(),
+                    failed,
+                    tolerated: raid_type.tolerated_failures(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Files named in the configuration live in the data directory itself.
+fn check_file_name(what: &str, name: &str) -> Result<(), String> {
+    let plain = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && name != CONFIG_FILE
+        && !name.starts_with(CONFIG_FILE);
+    match plain {
+        true => Ok(()),
+        false => Err(format!(
+            "{what} {name:?} must be a plain file name inside the data directory"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> DataConfig {
+        DataConfig::new(&CreateOptions::default(), 32 << 20)
+    }
+
+    #[test]
+    fn a_new_configuration_is_valid_and_round_trips_through_the_file() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let config = config();
+        config.validate().expect("valid");
+        config.save(dir.path()).expect("saved");
+        assert_eq!(DataConfig::load(dir.path()).expect("loaded"), config);
+        let text = fs::read_to_string(dir.path().join(CONFIG_FILE)).expect("readable");
+        assert!(text.contains("raid_type = \"raid_dp\""), "{text}");
+    }
+
+    #[test]
+    fn slots_number_members_then_spares() {
+        let config = config();
+        let slots = config.slots();
+        assert_eq!(slots.len(), 9);
+        assert_eq!(slots[2].disk.name, "disk2");
+        assert_eq!(slots[8].slot, Slot::Spare(0));
+        assert_eq!(slots[8].disk.name, "disk8");
+    }
+
+    #[test]
+    fn inconsistent_configurations_are_refused_with_a_reason() {
+        let mut twice = config();
+        twice.spares.push("disk1".into());
+        assert!(twice.validate().unwrap_err().contains("used twice"));
+        let mut escape = config();
+        escape.disks[0].file = "../elsewhere".into();
+        assert!(escape.validate().unwrap_err().contains("plain file name"));
+        let mut small = config();
+        small.disks[3].blocks -= 1;
+        assert!(small.validate().unwrap_err().contains("fewer than"));
+        let mut version = config();
+        version.format_version = 9;
+        assert!(version.validate().unwrap_err().contains("format_version"));
+    }
+
+    #[test]
+    fn garbage_is_refused_without_touching_the_directory() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        fs::write(dir.path().join(CONFIG_FILE), "aggregate = [").expect("written");
+        let error = DataConfig::load(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("malformed"), "{error}");
+        assert!(error.contains("nothing in the data directory was changed"));
+        let entries = fs::read_dir(dir.path()).expect("listable").count();
+        assert_eq!(entries, 1);
+    }
+
+    #[test]
+    fn survivability_counts_failed_disks_per_group() {
+        let mut config = config();
+        config.mark_failed("disk3", "test");
+        assert!(config.check_survivable(&["disk4"]).is_ok());
+        let refused = config.check_survivable(&["disk4", "disk5"]).unwrap_err();
+        assert!(refused.to_string().contains("3 failed disks"), "{refused}");
+        // A spare's failure costs no group anything.
+        assert!(config.check_survivable(&["disk4", "disk8"]).is_ok());
+    }
+}

@@ -1,0 +1,511 @@
+//! Admin requests, carried out on the engine thread.
+//!
+//! Queries are answered at once from the filer and the configuration.
+//! Changes are submitted to the filer like host writes (validated, logged in
+//! the NVLog, applied) and answered when the filer replies; the catalogue of
+//! exports is republished after each, so a new LUN or snapshot can be
+//! connected to at once. `disk fail` is the driver's own business: it records
+//! the failure in the configuration first, then stops the disk's I/O and
+//! tells the filer, and it refuses a failure the RAID group would not survive.
+
+use std::sync::mpsc::Sender;
+
+use wafer_core::aggregate::Slot;
+use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
+use wafer_core::nvlog::LunId;
+use wafer_core::units::VolumeId;
+use wafer_raid::DiskIndex;
+
+use super::{Engine, Stopping, Waiter};
+use crate::admin::{
+    AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
+    AggregateStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus, RebuildProgress,
+    SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
+};
+use crate::config::{DiskState, SlotDisk};
+
+/// How a request is answered.
+enum Answer {
+    /// At once.
+    Now(AdminReply),
+    /// When the filer has applied this change; the message says what it did.
+    Change(Change, String),
+}
+
+impl Engine {
+    /// Carries out an admin request, or starts to.
+    pub(super) fn admin(&mut self, request: AdminRequest, reply: Sender<AdminResponse>) {
+        if self.stopping != Stopping::No {
+            let refusal = error(AdminErrorKind::ShuttingDown, "the server is stopping");
+            let _ = reply.send(AdminResponse::Error(refusal));
+            return;
+        }
+        match self.answer(request) {
+            Ok(Answer::Now(answer)) => {
+                let _ = reply.send(AdminResponse::Ok(answer));
+            }
+            Err(refusal) => {
+                let _ = reply.send(AdminResponse::Error(refusal));
+            }
+            Ok(Answer::Change(change, message)) => {
+                let request = HostRequest::Change(change);
+                match self.filer.submit(self.clock.now(), request) {
+                    Ok(id) => {
+                        self.waiters.insert(id, Waiter::Admin { reply, message });
+                    }
+                    Err(busy) => {
+                        let refusal = error(AdminErrorKind::ShuttingDown, &busy.to_string());
+                        let _ = reply.send(AdminResponse::Error(refusal));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A change submitted by [`Engine::admin`] is answered.
+    pub(super) fn admin_done(
+        &mut self,
+        reply: &Sender<AdminResponse>,
+        message: String,
+        result: Result<ReplyData, HostError>,
+    ) {
+        let response = match result {
+            Ok(_) => {
+                self.publish_catalogue();
+                crate::log!("admin: {message}");
+                AdminResponse::Ok(AdminReply::Done { message })
+            }
+            Err(refusal) => AdminResponse::Error(host_error(&refusal)),
+        };
+        let _ = reply.send(response);
+    }
+
+    fn answer(&mut self, request: AdminRequest) -> Result<Answer, AdminError> {
+        Ok(match request {
+            AdminRequest::VolStatus => Answer::Now(AdminReply::Volumes(self.volume_status())),
+            AdminRequest::VolCreate { name, size_bytes } => {
+                let message = format!("volume {name} created ({size_bytes} bytes)");
+                Answer::Change(Change::CreateVolume { name, size_bytes }, message)
+            }
+            AdminRequest::LunCreate { path, size_bytes } => {
+                let (volume_name, name) = split_lun_path(&path)?;
+                let volume = self.volume_id(volume_name)?;
+                let message = format!("LUN /vol/{volume_name}/{name} created ({size_bytes} bytes)");
+                let name = name.to_string();
+                let change = Change::CreateLun {
+                    volume,
+                    name,
+                    size_bytes,
+                };
+                Answer::Change(change, message)
+            }
+            AdminRequest::LunShow => Answer::Now(AdminReply::Luns(self.lun_status())),
+            AdminRequest::LunResize { path, size_bytes } => {
+                let lun = self.lun_id(&path)?;
+                let message = format!("LUN {path} resized to {size_bytes} bytes");
+                Answer::Change(Change::ResizeLun { lun, size_bytes }, message)
+            }
+            AdminRequest::LunDestroy { path } => {
+                let lun = self.lun_id(&path)?;
+                Answer::Change(Change::DestroyLun { lun }, format!("LUN {path} destroyed"))
+            }
+            AdminRequest::SnapCreate { volume, name } => {
+                let message = format!("snapshot {name} of {volume} created");
+                let volume = self.volume_id(&volume)?;
+                Answer::Change(Change::CreateSnapshot { volume, name }, message)
+            }
+            AdminRequest::SnapList { volume } => {
+                let snapshots = self.snapshot_status(self.volume_id(&volume)?);
+                Answer::Now(AdminReply::Snapshots { volume, snapshots })
+            }
+            AdminRequest::SnapDelete { volume, name } => {
+                let message = format!("snapshot {name} of {volume} deleted");
+                let volume = self.volume_id(&volume)?;
+                Answer::Change(Change::DeleteSnapshot { volume, name }, message)
+            }
+            AdminRequest::SnapRestore { volume, name, lun } => {
+                self.restore(&volume, name, lun.as_deref())?
+            }
+            AdminRequest::Df => Answer::Now(AdminReply::VolumeSpace(self.volume_space())),
+            AdminRequest::DfAggregate => {
+                Answer::Now(AdminReply::AggregateSpace(self.aggregate_space()))
+            }
+            AdminRequest::AggrStatus => Answer::Now(AdminReply::Aggregate(self.aggregate_status())),
+            AdminRequest::DiskFail { disk } => Answer::Now(self.fail_disk(&disk)?),
+            AdminRequest::Sysstat => Answer::Now(AdminReply::Sysstat(Box::new(self.sysstat()))),
+        })
+    }
+
+    fn restore(
+        &self,
+        volume_name: &str,
+        name: String,
+        lun: Option<&str>,
+    ) -> Result<Answer, AdminError> {
+        let volume = self.volume_id(volume_name)?;
+        let file = match lun {
+            None => None,
+            Some(lun) if lun.contains('/') => {
+                let id = self.lun_id(lun)?;
+                if id.volume != volume {
+                    return Err(invalid(&format!("{lun} is not in volume {volume_name}")));
+                }
+                Some(id.file)
+            }
+            Some(lun) => Some(self.lun_in(volume, lun)?.file),
+        };
+        let what = lun.map_or_else(|| format!("volume {volume_name}"), |l| format!("LUN {l}"));
+        let message = format!("{what} restored from snapshot {name}");
+        Ok(Answer::Change(
+            Change::RestoreSnapshot {
+                volume,
+                name,
+                lun: file,
+            },
+            message,
+        ))
+    }
+
+    fn volume_id(&self, name: &str) -> Result<VolumeId, AdminError> {
+        self.filer
+            .volumes()
+            .into_iter()
+            .find(|(_, n)| n == name)
+            .map(|(id, _)| id)
+            .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no volume {name}")))
+    }
+
+    fn lun_in(&self, volume: VolumeId, name: &str) -> Result<LunId, AdminError> {
+        self.filer
+            .luns(volume)
+            .into_iter()
+            .find(|(_, n, _)| n == name)
+            .map(|(id, _, _)| id)
+            .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no LUN {name}")))
+    }
+
+    fn lun_id(&self, path: &str) -> Result<LunId, AdminError> {
+        let (volume, name) = split_lun_path(path)?;
+        self.lun_in(self.volume_id(volume)?, name)
+    }
+
+    fn volume_status(&self) -> Vec<VolumeStatus> {
+        self.filer
+            .volumes()
+            .into_iter()
+            .map(|(id, name)| VolumeStatus {
+                name,
+                id: id.0,
+                state: "online".into(),
+                size_bytes: self.filer.volume_space(id).map_or(0, |s| s.size_bytes),
+                luns: self.filer.luns(id).len(),
+                snapshots: self.filer.snapshots(id).len(),
+            })
+            .collect()
+    }
+
+    fn lun_status(&self) -> Vec<LunStatus> {
+        let mut luns = Vec::new();
+        for (volume, volume_name) in self.filer.volumes() {
+            for (lun, name, size_bytes) in self.filer.luns(volume) {
+                luns.push(LunStatus {
+                    path: format!("/vol/{volume_name}/{name}"),
+                    export: format!("{volume_name}/{name}"),
+                    volume: volume_name.clone(),
+                    name,
+                    size_bytes,
+                    file_id: lun.file.0,
+                });
+            }
+        }
+        luns
+    }
+
+    fn snapshot_status(&self, volume: VolumeId) -> Vec<SnapshotStatus> {
+        self.filer
+            .snapshots(volume)
+            .into_iter()
+            .map(|s| SnapshotStatus {
+                id: s.id.0,
+                name: s.name,
+                cp: s.cp.0,
+                created_unix_ns: s.created.0,
+                held_bytes: s.held_bytes,
+                exclusive_bytes: s.exclusive_bytes,
+            })
+            .collect()
+    }
+
+    fn volume_space(&self) -> Vec<VolumeSpaceStatus> {
+        let mut spaces = Vec::new();
+        for (id, volume) in self.filer.volumes() {
+            let Some(s) = self.filer.volume_space(id) else {
+                continue;
+            };
+            spaces.push(VolumeSpaceStatus {
+                volume,
+                size_bytes: s.size_bytes,
+                active_total_bytes: s.active_total_bytes(),
+                snapshot_reserve_bytes: s.snapshot_reserve_bytes,
+                lun_reserved_bytes: s.lun_reserved_bytes,
+                lun_written_bytes: s.lun_written_bytes,
+                metadata_bytes: s.metadata_bytes,
+                overwrite_reserve_bytes: s.overwrite_reserve_bytes,
+                snapshot_used_bytes: s.snapshot_used_bytes,
+                snapshot_spill_bytes: s.snapshot_spill_bytes,
+                used_bytes: s.used_bytes,
+                available_bytes: s.available_bytes,
+            });
+        }
+        spaces
+    }
+
+    fn aggregate_space(&self) -> AggregateSpaceStatus {
+        let s = self.filer.aggregate_space();
+        AggregateSpaceStatus {
+            aggregate: self.config.aggregate.clone(),
+            total_bytes: s.total_bytes,
+            used_bytes: s.used_bytes,
+            available_bytes: s.available_bytes,
+            allocated_bytes: s.allocated_bytes,
+        }
+    }
+
+    fn aggregate_status(&self) -> AggregateStatus {
+        let layout = self.filer.layout();
+        let slots = self.config.slots();
+        let mut raid_groups: Vec<RaidGroupStatus> = layout
+            .groups()
+            .iter()
+            .enumerate()
+            .map(|(group, geometry)| RaidGroupStatus {
+                group,
+                raid_type: geometry.raid_type().ontap_name().into(),
+                state: "normal".into(),
+                blocks_per_disk: geometry.blocks_per_disk(),
+                tolerated_failures: geometry.raid_type().tolerated_failures(),
+                disks: Vec::new(),
+            })
+            .collect();
+        let mut spares = Vec::new();
+        for slot in &slots {
+            match slot.slot {
+                Slot::Member { group, disk } => {
+                    let role = layout.groups()[group].role(disk).ontap_name();
+                    let status = disk_status(slot, role, Some(disk.0));
+                    if status.state == DiskState::Failed {
+                        raid_groups[group].state = "degraded".into();
+                    }
+                    raid_groups[group].disks.push(status);
+                }
+                Slot::Spare(_) => spares.push(disk_status(slot, "spare", None)),
+            }
+        }
+        let rebuild = self.filer.rebuild_status().map(|r| {
+            let slot = &slots[r.disk.0 as usize];
+            raid_groups[r.group].state = "reconstructing".into();
+            RebuildProgress {
+                group: r.group,
+                disk: slot.disk.name.clone(),
+                slot: r.disk.0,
+                stripes_done: r.stripes_done,
+                stripes_total: r.stripes_total,
+                spare_assigned: r.spare_assigned,
+            }
+        });
+        let degraded = raid_groups.iter().any(|g| g.state != "normal");
+        AggregateStatus {
+            name: self.config.aggregate.clone(),
+            state: if degraded { "degraded" } else { "online" }.into(),
+            committed_cp: self.filer.committed_cp().0,
+            raid_groups,
+            spares,
+            rebuild,
+        }
+    }
+
+    fn fail_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
+        let slots = self.config.slots();
+        let slot = slots
+            .iter()
+            .find(|s| s.disk.name == disk || s.id.0.to_string() == disk)
+            .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no disk {disk}")))?;
+        let (id, name) = (slot.id, slot.disk.name.clone());
+        if slot.disk.state == DiskState::Failed {
+            return Err(invalid(&format!("disk {name} has already failed")));
+        }
+        if let Slot::Member {
+            group,
+            disk: position,
+        } = slot.slot
+        {
+            self.check_survives(group, position, &name)?;
+        }
+        self.fail_disk_slot(id, &name, "failed by the administrator (disk fail)")
+            .map_err(|e| {
+                let message =
+                    format!("disk {name} failed, but the configuration was not saved: {e}");
+                error(AdminErrorKind::Io, &message)
+            })?;
+        let message = format!("disk {name} (slot {}) failed", id.0);
+        Ok(AdminReply::Done { message })
+    }
+
+    /// Refuses to fail the disk at `position` of `group` if the group could
+    /// not rebuild its blocks then. The filer's failed set is the measure: it
+    /// also holds a disk whose reconstruction onto a spare is not finished.
+    fn check_survives(
+        &self,
+        group: usize,
+        position: DiskIndex,
+        name: &str,
+    ) -> Result<(), AdminError> {
+        let slots = self.config.slots();
+        let lost = self.filer.failed_disks()[group].with(position);
+        let raid_type = self.filer.layout().groups()[group].raid_type();
+        if lost.len() <= raid_type.tolerated_failures() {
+            return Ok(());
+        }
+        let names: Vec<String> = lost
+            .iter()
+            .map(|d| {
+                slots[self.filer.layout().disk_id(group, d).0 as usize]
+                    .disk
+                    .name
+                    .clone()
+            })
+            .collect();
+        Err(invalid(&format!(
+            "disk {name} stays in service: failing it would leave RAID group {group} ({raid_type}) \
+             without {} disks ({}, counting any still being reconstructed), and it survives {}",
+            lost.len(),
+            names.join(", "),
+            raid_type.tolerated_failures()
+        )))
+    }
+
+    fn sysstat(&self) -> SysstatReport {
+        let c = self.filer.counters();
+        let slots = self.config.slots();
+        SysstatReport {
+            uptime_ns: self.clock.elapsed_ns(),
+            committed_cp: self.filer.committed_cp().0,
+            cps_by_type: c
+                .cps
+                .iter()
+                .map(|(reason, count)| (reason.letter().to_string(), *count))
+                .collect(),
+            back_to_back_waits: c.back_to_back_waits,
+            full_stripes: c.full_stripes,
+            partial_stripes_subtraction: c.partial_stripes_subtraction,
+            partial_stripes_addition: c.partial_stripes_addition,
+            partial_stripes_reconstruct: c.partial_stripes_reconstruct,
+            data_blocks_written: c.data_blocks_written,
+            meta_blocks_written: c.meta_blocks_written,
+            parity_blocks_written: c.parity_blocks_written,
+            parity_reads: c.parity_reads,
+            partial_write_reads: c.partial_write_reads,
+            cache_hits: c.cache_hits,
+            cache_misses: c.cache_misses,
+            read_chains: c.read_chains,
+            read_chain_blocks: c.read_chain_blocks,
+            blocks_repaired: c.blocks_repaired,
+            degraded_reads: c.degraded_reads,
+            unrecoverable_blocks: c.unrecoverable_blocks,
+            rebuilt_blocks: c.rebuilt_blocks,
+            rebuilds_completed: c.rebuilds_completed,
+            disks: c
+                .disks
+                .iter()
+                .zip(&slots)
+                .map(|(d, slot)| DiskCountersStatus {
+                    name: slot.disk.name.clone(),
+                    slot: slot.id.0,
+                    user_reads: d.user_reads,
+                    user_read_blocks: d.user_read_blocks,
+                    cp_reads: d.cp_reads,
+                    cp_read_blocks: d.cp_read_blocks,
+                    writes: d.writes,
+                    write_blocks: d.write_blocks,
+                    io_time_ns: d.io_time_ns,
+                })
+                .collect(),
+            nbd: self
+                .shared
+                .counters
+                .status(self.shared.stop.connections_open()),
+        }
+    }
+}
+
+fn disk_status(slot: &SlotDisk<'_>, role: &str, position: Option<u16>) -> DiskStatus {
+    DiskStatus {
+        name: slot.disk.name.clone(),
+        slot: slot.id.0,
+        role: role.into(),
+        position,
+        state: slot.disk.state,
+        failed_reason: slot.disk.failed_reason.clone(),
+        file: slot.disk.file.clone(),
+        size_bytes: slot.disk.blocks * wafer_core::BLOCK_SIZE as u64,
+    }
+}
+
+/// `/vol/VOLUME/LUN` (or `VOLUME/LUN`) into its volume and LUN names.
+fn split_lun_path(path: &str) -> Result<(&str, &str), AdminError> {
+    let relative = path.strip_prefix("/vol/").unwrap_or(path);
+    match relative.split_once('/') {
+        Some((volume, lun)) if !volume.is_empty() && !lun.is_empty() && !lun.contains('/') => {
+            Ok((volume, lun))
+        }
+        _ => Err(invalid(&format!(
+            "{path:?} is not a LUN path (they look like /vol/VOLUME/LUN)"
+        ))),
+    }
+}
+
+fn error(kind: AdminErrorKind, message: &str) -> AdminError {
+    AdminError {
+        kind,
+        message: message.to_string(),
+    }
+}
+
+fn invalid(message: &str) -> AdminError {
+    error(AdminErrorKind::Invalid, message)
+}
+
+/// The admin form of a filer refusal.
+fn host_error(refusal: &HostError) -> AdminError {
+    let kind = match refusal {
+        HostError::NotFound(_) => AdminErrorKind::NotFound,
+        HostError::Exists(_) => AdminErrorKind::Exists,
+        HostError::NoSpace { .. } => AdminErrorKind::NoSpace,
+        HostError::Io => AdminErrorKind::Io,
+        _ => AdminErrorKind::Invalid,
+    };
+    error(kind, &refusal.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lun_paths_split_into_volume_and_lun() {
+        assert_eq!(
+            split_lun_path("/vol/vol0/lun0").ok(),
+            Some(("vol0", "lun0"))
+        );
+        assert_eq!(split_lun_path("vol0/lun0").ok(), Some(("vol0", "lun0")));
+        for bad in [
+            "/vol/vol0",
+            "/vol//lun0",
+            "/vol/vol0/",
+            "/vol/a/b/c",
+            "lun0",
+        ] {
+            assert!(split_lun_path(bad).is_err(), "{bad}");
+        }
+    }
+}

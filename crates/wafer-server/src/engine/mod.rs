@@ -1,0 +1,494 @@
+//! The engine thread: the one owner of the [`Filer`].
+//!
+//! Everything that wants the filer sends an [`Event`] down one channel: host
+//! requests and extent queries from NBD connections, I/O completions from the
+//! disk and NVLog threads, admin requests, the stop signal. The loop takes one event (or
+//! wakes for the filer's timer), hands it to the filer, and then drains the
+//! filer as its contract says: every I/O it wants performed goes to the
+//! thread of its disk or to the NVLog thread, then every reply goes to whoever
+//! is waiting for it. Nothing here blocks except waiting for the next event,
+//! so a slow client or disk never stalls the filer.
+//!
+//! Host requests carry a callback; the engine calls it with the reply and the
+//! connection's writer thread does the rest. Requests that arrive while the
+//! server is stopping are refused without reaching the filer.
+//!
+//! Stopping: refuse new host requests, submit a flush (a CP that commits
+//! everything acknowledged), and end when it has committed and no request
+//! or I/O is outstanding, so the next start finds an empty NVLog.
+
+mod administration;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+
+use wafer_core::Filer;
+use wafer_core::aggregate::Slot;
+use wafer_core::filer::{
+    Extent, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
+};
+use wafer_core::units::DiskId;
+
+use crate::admin::{AdminRequest, AdminResponse};
+use crate::catalogue::{Catalogue, SharedCatalogue, Target};
+use crate::clock::Clock;
+use crate::config::{DataConfig, DiskState};
+use crate::disk::{DiskCommand, DiskHandle};
+use crate::error::ServeError;
+use crate::nbd::NbdCounters;
+use crate::stop::StopSignal;
+
+/// What a host request's sender hears back.
+#[derive(Debug)]
+pub(crate) enum HostOutcome {
+    /// The filer's reply.
+    Reply(Result<ReplyData, HostError>),
+    /// The server is stopping and did not take the request.
+    Refused,
+}
+
+/// Called once with the outcome of a host request.
+pub(crate) type HostCallback = Box<dyn FnOnce(HostOutcome) + Send>;
+
+/// Called once with the data and hole runs of a LUN's range.
+pub(crate) type ExtentsCallback = Box<dyn FnOnce(Result<Vec<Extent>, HostError>) + Send>;
+
+/// Everything the engine thread is told.
+pub(crate) enum Event {
+    /// A host request, and whom to tell.
+    Host {
+        request: HostRequest,
+        done: HostCallback,
+    },
+    /// Which parts of a LUN's range (or of a snapshot's) hold data: answered
+    /// at once from the filer's trees, with no I/O.
+    Extents {
+        target: Target,
+        offset: u64,
+        length: u64,
+        done: ExtentsCallback,
+    },
+    /// A disk or NVLog I/O has completed.
+    IoDone { id: IoId, result: IoResult },
+    /// A disk (by name) failed a write or sync: fail it for good.
+    DiskError { disk: String, error: String },
+    /// The NVLog cannot be written: stop.
+    NvlogFailed(String),
+    /// An admin request, and where to send the response.
+    Admin {
+        request: AdminRequest,
+        reply: Sender<AdminResponse>,
+    },
+    /// Stop gracefully.
+    Shutdown,
+}
+
+/// The threads that perform the filer's I/O.
+pub(crate) struct Devices {
+    /// One per disk slot, in slot order.
+    pub(crate) disks: Vec<DiskHandle>,
+    /// The NVLog thread.
+    pub(crate) nvlog: Sender<Io>,
+}
+
+impl Devices {
+    fn perform(&self, io: Io) {
+        let disk = match &io.op {
+            IoOp::Read { disk, .. } | IoOp::Write { disk, .. } => *disk,
+            IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => {
+                return self
+                    .nvlog
+                    .send(io)
+                    .expect("the NVLog thread runs while the engine does (a panic aborts)");
+            }
+            IoOp::AssignSpare { .. } => unreachable!("the engine thread assigns spares itself"),
+        };
+        self.disks[disk.0 as usize]
+            .send(DiskCommand::Io(io))
+            .expect("disk threads run while the engine does (a panic aborts)");
+    }
+}
+
+/// Who waits for a filer reply.
+enum Waiter {
+    /// An NBD request.
+    Host(HostCallback),
+    /// An admin change; the message says what was done.
+    Admin {
+        reply: Sender<AdminResponse>,
+        message: String,
+    },
+    /// The server's own request during startup ([`Engine::execute`]).
+    Local,
+    /// A request of the server's own whose answer nobody awaits; it is
+    /// logged if it fails.
+    Background(&'static str),
+    /// The flush that ends a graceful stop.
+    FinalFlush,
+}
+
+/// Where a graceful stop stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stopping {
+    No,
+    Flushing,
+    /// The final CP has committed, at this time.
+    Flushed(std::time::Instant),
+}
+
+/// How long a stop waits, after its final CP, for background I/O (a rebuild's
+/// CPs follow one another) to finish. What it leaves unfinished is safe: the
+/// next start resyncs a CP's logged stripes and resumes the rebuild.
+const BACKGROUND_IO_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often a stop in its grace period looks at the clock.
+const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What the engine shares with the rest of the server.
+pub(crate) struct Shared {
+    pub(crate) catalogue: Arc<SharedCatalogue>,
+    pub(crate) counters: Arc<NbdCounters>,
+    pub(crate) stop: Arc<StopSignal>,
+}
+
+/// The channels, threads and shared state an engine is built with.
+pub(crate) struct Plumbing {
+    /// Where events arrive.
+    pub(crate) events: Receiver<Event>,
+    /// A sender on the same channel.
+    pub(crate) to_self: Sender<Event>,
+    /// The disk and NVLog threads.
+    pub(crate) devices: Devices,
+    /// The data directory.
+    pub(crate) dir: PathBuf,
+    /// What the engine shares with connections.
+    pub(crate) shared: Shared,
+}
+
+/// The filer and everything its thread needs.
+pub(crate) struct Engine {
+    filer: Filer,
+    clock: Clock,
+    events: Receiver<Event>,
+    /// For completions the engine thread produces itself (spare assignment).
+    to_self: Sender<Event>,
+    devices: Devices,
+    dir: PathBuf,
+    config: DataConfig,
+    shared: Shared,
+    waiters: BTreeMap<RequestId, Waiter>,
+    local_results: BTreeMap<RequestId, Result<ReplyData, HostError>>,
+    io_in_flight: u64,
+    stopping: Stopping,
+}
+
+impl Engine {
+    /// An engine around a filer just formatted or mounting.
+    pub(crate) fn new(
+        filer: Filer,
+        clock: Clock,
+        plumbing: Plumbing,
+        config: DataConfig,
+    ) -> Engine {
+        let Plumbing {
+            events,
+            to_self,
+            devices,
+            dir,
+            shared,
+        } = plumbing;
+        let mut engine = Engine {
+            filer,
+            clock,
+            events,
+            to_self,
+            devices,
+            dir,
+            config,
+            shared,
+            waiters: BTreeMap::new(),
+            local_results: BTreeMap::new(),
+            io_in_flight: 0,
+            stopping: Stopping::No,
+        };
+        engine.drain();
+        engine
+    }
+
+    /// Runs until the filer is online (formatted, or mounted and replayed).
+    pub(crate) fn wait_online(&mut self) -> Result<(), ServeError> {
+        while !self.filer.is_online() {
+            if let Some(reason) = self.filer.mount_error() {
+                return Err(ServeError::Mount(reason.to_string()));
+            }
+            self.step()?;
+        }
+        self.publish_catalogue();
+        Ok(())
+    }
+
+    /// Submits a request of the server's own and runs until it is answered.
+    pub(crate) fn execute(
+        &mut self,
+        request: HostRequest,
+    ) -> Result<Result<ReplyData, HostError>, ServeError> {
+        let id = self
+            .filer
+            .submit(self.clock.now(), request)
+            .map_err(|busy| ServeError::Mount(busy.to_string()))?;
+        self.waiters.insert(id, Waiter::Local);
+        self.drain();
+        loop {
+            if let Some(result) = self.local_results.remove(&id) {
+                self.publish_catalogue();
+                return Ok(result);
+            }
+            self.step()?;
+        }
+    }
+
+    /// The filer, for reports.
+    pub(crate) fn filer(&self) -> &Filer {
+        &self.filer
+    }
+
+    /// The configuration as it stands.
+    pub(crate) fn config(&self) -> &DataConfig {
+        &self.config
+    }
+
+    /// Serves until a graceful stop completes, or the NVLog fails.
+    pub(crate) fn run(mut self) -> Result<(), ServeError> {
+        while !self.finished() {
+            self.step()?;
+        }
+        crate::log!(
+            "final CP committed (CP {}); stopped",
+            self.filer.committed_cp().0
+        );
+        Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        let Stopping::Flushed(at) = self.stopping else {
+            return false;
+        };
+        if !self.waiters.is_empty() {
+            return false;
+        }
+        if self.io_in_flight > 0 && at.elapsed() < BACKGROUND_IO_GRACE {
+            return false;
+        }
+        if self.io_in_flight > 0 {
+            crate::log!(
+                "leaving {} background I/Os unfinished (a rebuild's CP): the next start \
+                 resyncs its stripes and resumes",
+                self.io_in_flight
+            );
+        }
+        true
+    }
+
+    /// Waits for one event or the filer's timer, handles it, drains the filer.
+    fn step(&mut self) -> Result<(), ServeError> {
+        let timer = self.filer.poll_timeout().map(|at| self.clock.until(at));
+        // A stop waiting out its grace period must wake to notice its end.
+        let wait = match self.stopping {
+            Stopping::Flushed(_) => Some(timer.map_or(STOP_POLL, |t| t.min(STOP_POLL))),
+            _ => timer,
+        };
+        let event = match wait {
+            Some(wait) => match self.events.recv_timeout(wait) {
+                Ok(event) => Some(event),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => unreachable!("disk threads hold senders"),
+            },
+            None => Some(self.events.recv().expect("disk threads hold senders")),
+        };
+        if let Some(event) = event {
+            self.handle(event)?;
+        }
+        // Under a steady stream of events the timer must still fire.
+        let now = self.clock.now();
+        if self.filer.poll_timeout().is_some_and(|at| at <= now) {
+            self.filer.handle_timeout(now);
+        }
+        self.drain();
+        Ok(())
+    }
+
+    fn handle(&mut self, event: Event) -> Result<(), ServeError> {
+        match event {
+            Event::Host { request, done } => self.host(request, done),
+            Event::Extents {
+                target,
+                offset,
+                length,
+                done,
+            } => {
+                let snapshot = target.snapshot.as_deref();
+                done(self.filer.extents(target.lun, snapshot, offset, length));
+            }
+            Event::IoDone { id, result } => {
+                self.io_in_flight -= 1;
+                self.filer.handle_io_done(self.clock.now(), id, result);
+            }
+            Event::DiskError { disk, error } => self.disk_error(&disk, &error),
+            Event::NvlogFailed(error) => return Err(ServeError::NvlogFailed(error)),
+            Event::Admin { request, reply } => self.admin(request, reply),
+            Event::Shutdown => self.begin_stop(),
+        }
+        Ok(())
+    }
+
+    fn host(&mut self, request: HostRequest, done: HostCallback) {
+        if self.stopping != Stopping::No {
+            return done(HostOutcome::Refused);
+        }
+        match self.filer.submit(self.clock.now(), request) {
+            Ok(id) => {
+                self.waiters.insert(id, Waiter::Host(done));
+            }
+            Err(_busy) => done(HostOutcome::Refused),
+        }
+    }
+
+    /// The filer's contract: I/Os first, then replies.
+    fn drain(&mut self) {
+        while let Some(io) = self.filer.poll_io() {
+            self.io_in_flight += 1;
+            match io.op {
+                IoOp::AssignSpare { member } => {
+                    let result = self.assign_spare(member);
+                    let done = Event::IoDone { id: io.id, result };
+                    self.to_self
+                        .send(done)
+                        .expect("the engine holds its own receiver");
+                }
+                _ => self.devices.perform(io),
+            }
+        }
+        while let Some(reply) = self.filer.poll_reply() {
+            match self.waiters.remove(&reply.id) {
+                Some(Waiter::Host(done)) => done(HostOutcome::Reply(reply.result)),
+                Some(Waiter::Admin { reply: to, message }) => {
+                    self.admin_done(&to, message, reply.result);
+                }
+                Some(Waiter::Local) => {
+                    self.local_results.insert(reply.id, reply.result);
+                }
+                Some(Waiter::Background(what)) => {
+                    if let Err(error) = reply.result {
+                        crate::log!("{what} failed: {error}");
+                    }
+                }
+                Some(Waiter::FinalFlush) => {
+                    if let Err(error) = reply.result {
+                        crate::log!("the final flush failed: {error}");
+                    }
+                    self.stopping = Stopping::Flushed(std::time::Instant::now());
+                }
+                None => unreachable!("a reply to {:?}, which nobody sent", reply.id),
+            }
+        }
+    }
+
+    fn begin_stop(&mut self) {
+        if self.stopping != Stopping::No {
+            return;
+        }
+        crate::log!(
+            "stopping: no new connections; {} requests in flight finish, then a final CP",
+            self.waiters.len()
+        );
+        self.shared.stop.begin();
+        self.stopping = match self.filer.submit(self.clock.now(), HostRequest::Flush) {
+            Ok(id) => {
+                self.waiters.insert(id, Waiter::FinalFlush);
+                Stopping::Flushing
+            }
+            Err(_busy) => Stopping::Flushed(std::time::Instant::now()),
+        };
+    }
+
+    /// A disk failed an I/O: record it for good (once).
+    fn disk_error(&mut self, name: &str, error: &str) {
+        let slots = self.config.slots();
+        let Some(slot) = slots.iter().find(|s| s.disk.name == name) else {
+            return; // a disk that has left the aggregate since
+        };
+        if slot.disk.state == DiskState::Failed {
+            return;
+        }
+        let id = slot.id;
+        if let Err(save) = self.fail_disk_slot(id, name, error) {
+            crate::log!("disk {name}: cannot record its failure in the configuration: {save}");
+        }
+    }
+
+    /// Puts the last spare in failed member `member`'s slot: durably in the
+    /// configuration first, then by moving the spare's threads (and so its
+    /// file) to the slot. A member already replaced (the request repeated
+    /// after a crash) is left alone.
+    fn assign_spare(&mut self, member: DiskId) -> IoResult {
+        let slots = self.config.slots();
+        let slot = &slots[member.0 as usize];
+        let Slot::Member {
+            group,
+            disk: position,
+        } = slot.slot
+        else {
+            unreachable!("the engine rebuilds members only, not {:?}", slot.slot)
+        };
+        if slot.disk.state == DiskState::InService {
+            return IoResult::Done;
+        }
+        let failed = slot.disk.name.clone();
+        let usable = |s: &&crate::config::SlotDisk<'_>| {
+            matches!(s.slot, Slot::Spare(_)) && s.disk.state == DiskState::InService
+        };
+        let Some(spare_slot) = slots.iter().rfind(usable) else {
+            crate::log!("disk {failed} cannot be rebuilt: no spare left");
+            return IoResult::DiskFailed;
+        };
+        let (spare, spare_slot) = (spare_slot.disk.name.clone(), spare_slot.id.0 as usize);
+        let before = self.config.clone();
+        self.config
+            .replace_member(group, position.as_usize(), &spare);
+        if let Err(error) = self.config.save(&self.dir) {
+            crate::log!("spare {spare} not assigned: the configuration cannot be saved: {error}");
+            self.config = before;
+            return IoResult::DiskFailed;
+        }
+        let handle = self.devices.disks.remove(spare_slot);
+        self.devices.disks[member.0 as usize] = handle;
+        crate::log!(
+            "spare {spare} takes the place of failed disk {failed} (RAID group {group}, \
+             position {}); reconstruction runs in the background",
+            position.0
+        );
+        IoResult::Done
+    }
+
+    /// Fails a disk: in the configuration (saved), in its thread, in the filer.
+    fn fail_disk_slot(&mut self, disk: DiskId, name: &str, reason: &str) -> std::io::Result<()> {
+        self.config.mark_failed(name, reason);
+        let saved = self.config.save(&self.dir);
+        // The disk thread lives as long as the engine (a panic aborts).
+        let _ = self.devices.disks[disk.0 as usize].send(DiskCommand::Fail);
+        self.filer.mark_failed(disk);
+        crate::log!("disk {name} (slot {}) failed: {reason}", disk.0);
+        // The filer takes up a reconstruction onto a spare when a CP commits;
+        // an idle filer would not start one, so ask for a CP now.
+        if let Ok(id) = self.filer.submit(self.clock.now(), HostRequest::Flush) {
+            self.waiters
+                .insert(id, Waiter::Background("the CP after a disk failure"));
+        }
+        saved
+    }
+
+    fn publish_catalogue(&self) {
+        self.shared.catalogue.publish(Catalogue::of(&self.filer));
+    }
+}

@@ -1,0 +1,68 @@
+//! wafer's server: the real-time driver of the filer engine. It runs the
+//! sans-I/O [`wafer_core::Filer`] against files, the clock and sockets, and
+//! serves its LUNs over NBD and its administration over a Unix socket.
+//!
+//! # The data directory
+//!
+//! ```text
+//! DIR/                 mode 0700 when the server creates it
+//!   wafer.toml         the configuration: aggregate, RAID groups by position,
+//!                      spares, each disk's backing file and state (in service
+//!                      or failed), the NVLog's half size; replaced atomically
+//!   disk0.img ...      one sparse file per disk: sector n at byte n * 4160
+//!                      (4096 bytes of content, then the 64-byte trailer)
+//!   nvlog              the NVLog: two halves, each a region of the file
+//!   wafer.lock         held (flock) by the running server; holds its pid
+//!   admin.sock         the admin socket (mode 0600): JSON lines
+//! ```
+//!
+//! `wafer serve` on an absent or empty directory creates a working filer
+//! there (by default: aggregate `aggr0`, one RAID-DP group of 6 data and 2
+//! parity disks of 768 MiB plus a spare, volume `vol0` of 3 GiB, LUN
+//! `/vol/vol0/lun0` of 2 GiB); on a data directory it mounts the aggregate and
+//! replays the NVLog. `docs/SERVER.md` is the administrator's guide.
+//!
+//! # Threads
+//!
+//! * one **engine** thread owns the filer and is its only caller (`engine`);
+//! * per disk, an **I/O** thread (`pread`/`pwrite`) and a **sync** thread that
+//!   completes writes after one `fdatasync` per batch (`disk`);
+//! * one **NVLog** thread that group-commits appends (`nvlog`);
+//! * per NBD listener an accept thread, per connection a reader and a writer
+//!   (`nbd`); an admin accept thread and a thread per admin connection
+//!   (`admin_socket`); a signal thread.
+//!
+//! They talk over channels; the engine thread never blocks on any of them.
+//! Every acknowledged write is durable in the NVLog first, so a SIGKILL at any
+//! moment loses nothing a client was told about: the next start replays it.
+
+/// Writes a log line to standard error (see `logging::line`).
+macro_rules! log {
+    ($($arg:tt)*) => { $crate::logging::line(format_args!($($arg)*)) };
+}
+pub(crate) use log;
+
+pub mod admin;
+mod admin_socket;
+mod catalogue;
+mod clock;
+mod config;
+mod disk;
+mod engine;
+mod error;
+mod logging;
+mod nbd;
+mod nvlog;
+mod server;
+mod stop;
+mod stream;
+
+pub use admin::{AdminClient, AdminClientError, AdminRequest, AdminResponse};
+pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
+pub use error::ServeError;
+pub use nbd::{BYTES_IN_FLIGHT_MAX, CONNECTIONS_MAX, REQUESTS_IN_FLIGHT_MAX};
+pub use server::{LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport};
+pub use stream::ListenAddress;
+
+/// The NBD port (IANA-assigned), where `wafer serve` listens by default.
+pub const NBD_PORT: u16 = wafer_nbd::consts::NBD_DEFAULT_PORT;

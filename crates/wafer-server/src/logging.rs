@@ -1,0 +1,75 @@
+//! Log lines: one plain line per event on standard error, stamped with UTC
+//! time to the millisecond (`2026-05-01T12:34:56.789Z wafer: ...`).
+//!
+//! The server logs what an administrator needs to follow it (start, mount,
+//! degraded disks, connections, refused clients, admin changes, shutdown);
+//! per-request errors go back to the client and into the counters instead,
+//! so a misbehaving client cannot flood the log.
+
+use std::fmt;
+use std::io::Write;
+
+use crate::clock::unix_now_ns;
+
+/// Writes one log line; the crate's `log!` macro formats it.
+pub(crate) fn line(message: fmt::Arguments<'_>) {
+    let stamp = utc_timestamp(unix_now_ns());
+    // A log line that cannot be written (stderr closed) is dropped: logging
+    // must never take the server down.
+    let _ = writeln!(std::io::stderr().lock(), "{stamp} wafer: {message}");
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ` for nanoseconds since the Unix epoch.
+fn utc_timestamp(unix_ns: u64) -> String {
+    let millis = unix_ns / 1_000_000;
+    let seconds = millis / 1000;
+    let (year, month, day) = civil_from_days(seconds / 86_400);
+    let second_of_day = seconds % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60,
+        millis % 1000
+    )
+}
+
+/// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`, restricted to days after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let shifted = days + 719_468; // days since 0000-03-01
+    let era = shifted / 146_097;
+    let day_of_era = shifted % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153; // 0 = March
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = era * 400 + year_of_era + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_match_known_dates() {
+        assert_eq!(utc_timestamp(0), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29 12:34:56.789 UTC, a leap day in a century leap year.
+        assert_eq!(
+            utc_timestamp(951_827_696_789_000_000),
+            "2000-02-29T12:34:56.789Z"
+        );
+        // 2024-12-31 23:59:59 UTC.
+        assert_eq!(
+            utc_timestamp(1_735_689_599_000_000_000),
+            "2024-12-31T23:59:59.000Z"
+        );
+    }
+}

@@ -1,0 +1,714 @@
+//! The NBD front end: listeners, and two threads per connection.
+//!
+//! A listener thread accepts clients (at most [`CONNECTIONS_MAX`] at once) and
+//! gives each a **reader** thread. The reader runs the handshake (with a time
+//! limit, so a silent client cannot hold a thread), then decodes requests and
+//! turns each into a host request for the engine, pipelined: it does not wait
+//! for one request's reply before reading the next. Replies come back, in the
+//! order the engine finishes them, to the connection's **writer** thread,
+//! which encodes and sends them, batching what is ready into one write.
+//!
+//! Mapping of commands:
+//!
+//! | NBD | engine |
+//! |---|---|
+//! | READ | `Read` (or `ReadSnapshot` on a `@snapshot` export) |
+//! | WRITE, with or without FUA | `Change::Write` |
+//! | TRIM, WRITE_ZEROES (also with NO_HOLE or FAST_ZERO) | `Change::Trim`: trimmed ranges read back as zeros, which is all WRITE_ZEROES promises, and a trim is metadata only, so it is also the fast zero |
+//! | FLUSH | answered at once (see below) |
+//! | BLOCK_STATUS | `Filer::extents`: runs of data, and holes (which read as zeros) |
+//! | CACHE | answered at once: a hint with nothing to pass it to |
+//! | DISC | stop reading; the writer sends what is in flight, then closes |
+//!
+//! NO_HOLE asks that the range stay allocated, so that writing it later
+//! cannot fail for lack of space; a LUN here is space-reserved (its whole size
+//! is set aside in its volume), so a trimmed range keeps that promise too.
+//!
+//! FLUSH and FUA cost nothing: the engine acknowledges a write only once its
+//! NVLog record is durable (fdatasync), so by the time a client can flush,
+//! every write it was told about is already on stable storage. BLOCK_STATUS
+//! answers for at most [`BLOCK_STATUS_BYTES_MAX`] of the range (the protocol
+//! lets a server describe a prefix), so that one request cannot hold the
+//! engine thread for long; a block written but not yet in a CP counts as data.
+//!
+//! Each connection may hold at most [`REQUESTS_IN_FLIGHT_MAX`] requests and
+//! [`BYTES_IN_FLIGHT_MAX`] bytes of payload in flight; beyond that the reader
+//! stops reading until replies have gone out, so a client that never reads
+//! its replies cannot make the server buffer without bound.
+//!
+//! Hostile input: the codec answers malformed requests with errors and ends
+//! the connection on anything that breaks framing; either way only that
+//! connection is affected, and the engine validates every request it gets.
+
+use std::io::{self, BufWriter, Read, Write};
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use wafer_core::filer::{Change, Extent as FilerExtent, HostError, HostRequest, ReplyData};
+use wafer_nbd::reply::{
+    Chunk, Done, Extent, encode_chunk, encode_error_reply, encode_offset_data_header,
+    encode_simple_reply, encode_simple_reply_header,
+};
+use wafer_nbd::{
+    Command, DecodeError, Decoded, Handshake, HandshakeError, HandshakeEvent, NbdError, Negotiated,
+    Request, RequestDecoder,
+};
+
+use crate::admin::NbdCountersStatus;
+use crate::catalogue::{Export, SharedCatalogue, Target};
+use crate::engine::{Event, ExtentsCallback, HostCallback, HostOutcome};
+use crate::stop::StopSignal;
+use crate::stream::{Listener, Stream};
+
+/// Connections served at once; more are closed on arrival.
+pub const CONNECTIONS_MAX: usize = 64;
+/// Requests one connection may have in flight.
+pub const REQUESTS_IN_FLIGHT_MAX: u32 = 256;
+/// Payload bytes one connection may have in flight (a single larger request,
+/// up to the 32 MiB maximum, is still admitted alone).
+pub const BYTES_IN_FLIGHT_MAX: u64 = 64 << 20;
+/// The most of a range one block-status reply describes: 16384 blocks.
+pub const BLOCK_STATUS_BYTES_MAX: u32 = 64 << 20;
+/// How long a client may take over its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes read from a socket at a time.
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+/// Bytes of replies gathered before a write.
+const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// What every connection thread needs.
+pub(crate) struct Context {
+    pub(crate) engine: Sender<Event>,
+    pub(crate) catalogue: Arc<SharedCatalogue>,
+    pub(crate) counters: Arc<NbdCounters>,
+    pub(crate) stop: Arc<StopSignal>,
+}
+
+/// Starts the accept loop of `listener`.
+pub(crate) fn spawn_listener(listener: Listener, context: Arc<Context>) -> io::Result<()> {
+    context.stop.add_waker(listener.waker()?);
+    thread::Builder::new()
+        .name("nbd-listener".into())
+        .spawn(move || accept_loop(&listener, &context))?;
+    Ok(())
+}
+
+fn accept_loop(listener: &Listener, context: &Arc<Context>) {
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors, say: wait rather than spin.
+                crate::log!("NBD accept failed: {error}");
+                thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        if context.stop.is_stopping() {
+            break;
+        }
+        if context.stop.connections_open() >= CONNECTIONS_MAX {
+            crate::log!("{peer}: refused, {CONNECTIONS_MAX} connections are open");
+            continue;
+        }
+        let registered = stream
+            .try_clone()
+            .ok()
+            .and_then(|c| context.stop.register(c));
+        let Some(id) = registered else { continue };
+        context.counters.accepted.fetch_add(1, Ordering::Relaxed);
+        let connection_context = Arc::clone(context);
+        let spawned = thread::Builder::new()
+            .name(format!("nbd-{id}"))
+            .spawn(move || {
+                serve_connection(stream, &peer, &connection_context);
+                connection_context.stop.unregister(id);
+            });
+        if let Err(error) = spawned {
+            crate::log!("cannot start a connection thread: {error}");
+            context.stop.unregister(id);
+        }
+    }
+}
+
+/// Why a connection ended early.
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("handshake: {0}")]
+    Handshake(#[from] HandshakeError),
+    #[error("{0}")]
+    Decode(#[from] DecodeError),
+}
+
+fn serve_connection(mut stream: Stream, peer: &str, context: &Context) {
+    let outcome = negotiate(&mut stream, context).and_then(|chosen| match chosen {
+        Some((negotiated, export, leftover)) => {
+            crate::log!("{peer}: connected to export {:?}", export.info.name);
+            transmit(stream, &negotiated, export, &leftover, context)
+        }
+        None => Ok(()),
+    });
+    match outcome {
+        Ok(()) => crate::log!("{peer}: disconnected"),
+        Err(error) => {
+            if !matches!(error, ConnectionError::Io(_)) {
+                context
+                    .counters
+                    .protocol_errors
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            crate::log!("{peer}: dropped: {error}");
+        }
+    }
+}
+
+/// Runs the handshake; returns what was agreed, the export, and the bytes
+/// after the handshake (requests sent before the answer was read).
+fn negotiate(
+    stream: &mut Stream,
+    context: &Context,
+) -> Result<Option<(Negotiated, Export, Vec<u8>)>, ConnectionError> {
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let catalogue = context.catalogue.current();
+    let mut handshake = Handshake::new();
+    let mut output = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    send_handshake_output(&mut handshake, stream, &mut output)?;
+    loop {
+        let received = stream.read(&mut buffer)?;
+        if received == 0 {
+            return Err(handshake.handle_eof().into());
+        }
+        let mut input = &buffer[..received];
+        while !input.is_empty() {
+            let event = handshake.handle_input(&mut input, &*catalogue)?;
+            send_handshake_output(&mut handshake, stream, &mut output)?;
+            match event {
+                None => {}
+                Some(HandshakeEvent::Aborted) => return Ok(None),
+                Some(HandshakeEvent::Transmission(negotiated)) => {
+                    let export = catalogue
+                        .find(&negotiated.export.name)
+                        .cloned()
+                        .expect("the handshake found the export in this catalogue");
+                    return Ok(Some((negotiated, export, input.to_vec())));
+                }
+            }
+        }
+    }
+}
+
+fn send_handshake_output(
+    handshake: &mut Handshake,
+    stream: &mut Stream,
+    output: &mut Vec<u8>,
+) -> io::Result<()> {
+    output.clear();
+    if handshake.poll_transmit(output) > 0 {
+        stream.write_all(output)?;
+    }
+    Ok(())
+}
+
+/// The transmission phase: this thread reads, a writer thread replies.
+fn transmit(
+    mut stream: Stream,
+    negotiated: &Negotiated,
+    export: Export,
+    leftover: &[u8],
+    context: &Context,
+) -> Result<(), ConnectionError> {
+    stream.set_read_timeout(None)?;
+    let budget = Arc::new(Budget::default());
+    let (replies, outgoing) = mpsc::channel();
+    let writer = {
+        let stream = stream.try_clone()?;
+        let budget = Arc::clone(&budget);
+        let counters = Arc::clone(&context.counters);
+        let structured = negotiated.structured_replies;
+        thread::Builder::new()
+            .name("nbd-writer".into())
+            .spawn(move || write_replies(stream, &outgoing, structured, &budget, &counters))?
+    };
+    let mut dispatcher = Dispatcher {
+        target: export.target,
+        size_bytes: export.info.size_bytes,
+        base_allocation: negotiated.base_allocation,
+        budget,
+        replies,
+        engine: context.engine.clone(),
+        counters: Arc::clone(&context.counters),
+    };
+    let read = read_requests(
+        &mut stream,
+        RequestDecoder::new(negotiated),
+        leftover,
+        &mut dispatcher,
+    );
+    // The writer ends once every reply in flight has been sent.
+    drop(dispatcher);
+    let _ = writer.join();
+    let _ = stream.shutdown(Shutdown::Both);
+    read
+}
+
+fn read_requests(
+    stream: &mut Stream,
+    mut decoder: RequestDecoder,
+    leftover: &[u8],
+    dispatcher: &mut Dispatcher,
+) -> Result<(), ConnectionError> {
+    if dispatcher.feed(&mut decoder, leftover)? == Flow::Disconnect {
+        return Ok(());
+    }
+    let mut buffer = vec![0u8; READ_BUFFER_BYTES];
+    loop {
+        let received = match stream.read(&mut buffer) {
+            Ok(received) => received,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error.into()),
+        };
+        if received == 0 {
+            decoder.handle_eof()?;
+            return Ok(());
+        }
+        if dispatcher.feed(&mut decoder, &buffer[..received])? == Flow::Disconnect {
+            return Ok(());
+        }
+    }
+}
+
+/// Whether the reader goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Disconnect,
+}
+
+/// Turns decoded requests into engine requests and immediate replies.
+struct Dispatcher {
+    target: Target,
+    size_bytes: u64,
+    base_allocation: Option<u32>,
+    budget: Arc<Budget>,
+    replies: Sender<Outgoing>,
+    engine: Sender<Event>,
+    counters: Arc<NbdCounters>,
+}
+
+impl Dispatcher {
+    fn feed(
+        &mut self,
+        decoder: &mut RequestDecoder,
+        mut input: &[u8],
+    ) -> Result<Flow, DecodeError> {
+        while let Some(decoded) = decoder.decode(&mut input)? {
+            if self.dispatch(decoded) == Flow::Disconnect {
+                return Ok(Flow::Disconnect);
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn dispatch(&mut self, decoded: Decoded) -> Flow {
+        let request = match decoded {
+            Decoded::Request(request) => request,
+            Decoded::Rejected(rejected) => {
+                let message = rejected.reason.to_string();
+                self.answer(rejected.handle, Body::Error(rejected.error(), message));
+                return Flow::Continue;
+            }
+        };
+        self.counters.count(&request);
+        if let Err(error) = request.check_range(self.size_bytes) {
+            let message = format!(
+                "offset {} + length {} lies beyond the export's {} bytes",
+                request.offset, request.length, self.size_bytes
+            );
+            self.answer(request.handle, Body::Error(error, message));
+            return Flow::Continue;
+        }
+        match request.command {
+            Command::Disconnect => return Flow::Disconnect,
+            // Every write this server has acknowledged is already durable in
+            // the NVLog (the engine answers a write only after its record's
+            // fdatasync), so a flush has nothing left to wait for.
+            Command::Flush | Command::Cache => self.answer(request.handle, Body::Done),
+            Command::BlockStatus => self.block_status(&request),
+            Command::Read => self.read(&request),
+            Command::Write { ref data } if data.is_empty() => {
+                self.answer(request.handle, Body::Done);
+            }
+            Command::Write { data } => {
+                let change = Change::Write {
+                    lun: self.target.lun,
+                    offset: request.offset,
+                    data,
+                };
+                let bytes = u64::from(request.length);
+                self.submit(
+                    request.handle,
+                    Expect::Done,
+                    bytes,
+                    HostRequest::Change(change),
+                );
+            }
+            Command::Trim | Command::WriteZeroes if request.length == 0 => {
+                self.answer(request.handle, Body::Done);
+            }
+            Command::Trim | Command::WriteZeroes => {
+                let change = Change::Trim {
+                    lun: self.target.lun,
+                    offset: request.offset,
+                    length: u64::from(request.length),
+                };
+                self.submit(request.handle, Expect::Done, 0, HostRequest::Change(change));
+            }
+        }
+        Flow::Continue
+    }
+
+    fn read(&mut self, request: &Request) {
+        let (offset, length) = (request.offset, u64::from(request.length));
+        if length == 0 {
+            let body = Body::Data {
+                offset,
+                data: Vec::new(),
+            };
+            return self.answer(request.handle, body);
+        }
+        let lun = self.target.lun;
+        let read = match &self.target.snapshot {
+            None => HostRequest::Read {
+                lun,
+                offset,
+                length,
+            },
+            Some(snapshot) => HostRequest::ReadSnapshot {
+                lun,
+                snapshot: snapshot.clone(),
+                offset,
+                length,
+            },
+        };
+        self.submit(
+            request.handle,
+            Expect::Data { offset, length },
+            length,
+            read,
+        );
+    }
+
+    fn block_status(&mut self, request: &Request) {
+        let Some(context_id) = self.base_allocation.filter(|_| request.length > 0) else {
+            let message = "block status of an empty range".into();
+            return self.answer(
+                request.handle,
+                Body::Error(NbdError::InvalidArgument, message),
+            );
+        };
+        self.budget.acquire(0);
+        let (replies, handle) = (self.replies.clone(), request.handle);
+        let only_one = request.flags.request_one();
+        let done: ExtentsCallback = Box::new(move |result| {
+            let body = match result {
+                Ok(extents) => Body::BlockStatus {
+                    context_id,
+                    extents: nbd_extents(&extents, only_one),
+                },
+                Err(refusal) => Body::Error(nbd_error(&refusal), refusal.to_string()),
+            };
+            let _ = replies.send(Outgoing {
+                handle,
+                body,
+                budget_bytes: 0,
+            });
+        });
+        let event = Event::Extents {
+            target: self.target.clone(),
+            offset: request.offset,
+            length: u64::from(request.length.min(BLOCK_STATUS_BYTES_MAX)),
+            done,
+        };
+        if let Err(mpsc::SendError(Event::Extents { done, .. })) = self.engine.send(event) {
+            done(Err(HostError::Invalid("the server has stopped".into())));
+        }
+    }
+
+    /// Replies without the engine.
+    fn answer(&self, handle: u64, body: Body) {
+        self.budget.acquire(0);
+        let reply = Outgoing {
+            handle,
+            body,
+            budget_bytes: 0,
+        };
+        // The writer outlives this dispatcher (it holds the channel open).
+        let _ = self.replies.send(reply);
+    }
+
+    /// Sends a request to the engine; its reply goes to the writer.
+    fn submit(&self, handle: u64, expect: Expect, budget_bytes: u64, request: HostRequest) {
+        self.budget.acquire(budget_bytes);
+        let replies = self.replies.clone();
+        let done: HostCallback = Box::new(move |outcome| {
+            let body = expect.body(outcome);
+            let _ = replies.send(Outgoing {
+                handle,
+                body,
+                budget_bytes,
+            });
+        });
+        if let Err(mpsc::SendError(Event::Host { done, .. })) =
+            self.engine.send(Event::Host { request, done })
+        {
+            done(HostOutcome::Refused);
+        }
+    }
+}
+
+/// What a request's reply should carry on success.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    Done,
+    Data { offset: u64, length: u64 },
+}
+
+impl Expect {
+    fn body(self, outcome: HostOutcome) -> Body {
+        let result = match outcome {
+            HostOutcome::Refused => {
+                return Body::Error(NbdError::ShuttingDown, "the server is stopping".into());
+            }
+            HostOutcome::Reply(result) => result,
+        };
+        match (self, result) {
+            (_, Err(refusal)) => Body::Error(nbd_error(&refusal), refusal.to_string()),
+            (Expect::Done, Ok(_)) => Body::Done,
+            (Expect::Data { offset, length }, Ok(ReplyData::Data(data)))
+                if data.len() as u64 == length =>
+            {
+                Body::Data { offset, data }
+            }
+            (Expect::Data { .. }, Ok(other)) => Body::Error(
+                NbdError::Io,
+                format!("the engine answered a read with {other:?}"),
+            ),
+        }
+    }
+}
+
+/// The filer's runs in `base:allocation` terms: a hole is unallocated and
+/// reads as zeros. With `NBD_CMD_FLAG_REQ_ONE` only the first run is sent.
+fn nbd_extents(runs: &[FilerExtent], only_one: bool) -> Vec<Extent> {
+    let count = if only_one { 1 } else { runs.len() };
+    runs.iter()
+        .take(count)
+        .map(|run| Extent {
+            length: u32::try_from(run.length).expect("runs lie within one request's range"),
+            hole: !run.data,
+            zero: !run.data,
+        })
+        .collect()
+}
+
+/// The NBD error for an engine refusal.
+fn nbd_error(refusal: &HostError) -> NbdError {
+    match refusal {
+        HostError::NoSpace { .. } => NbdError::NoSpace,
+        HostError::Io => NbdError::Io,
+        // OutOfRange, NotFound (a LUN destroyed under its connection),
+        // Invalid and anything newer: the request cannot be carried out.
+        _ => NbdError::InvalidArgument,
+    }
+}
+
+/// One reply for the writer.
+struct Outgoing {
+    handle: u64,
+    body: Body,
+    budget_bytes: u64,
+}
+
+/// A reply's content.
+enum Body {
+    Done,
+    Data {
+        offset: u64,
+        data: Vec<u8>,
+    },
+    BlockStatus {
+        context_id: u32,
+        extents: Vec<Extent>,
+    },
+    Error(NbdError, String),
+}
+
+fn write_replies(
+    stream: Stream,
+    outgoing: &Receiver<Outgoing>,
+    structured: bool,
+    budget: &Budget,
+    counters: &NbdCounters,
+) {
+    let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream);
+    let mut header = Vec::with_capacity(64);
+    let mut healthy = true;
+    loop {
+        let reply = match outgoing.try_recv() {
+            Ok(reply) => reply,
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {
+                healthy = healthy && writer.flush().is_ok();
+                match outgoing.recv() {
+                    Ok(reply) => reply,
+                    Err(_) => break,
+                }
+            }
+        };
+        if matches!(reply.body, Body::Error(..)) {
+            counters.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if healthy {
+            header.clear();
+            let data = encode_reply(&mut header, &reply, structured);
+            healthy = writer
+                .write_all(&header)
+                .and_then(|()| writer.write_all(data))
+                .is_ok();
+            if !healthy {
+                // The client is gone: make the reader stop too. Replies still
+                // in flight are drained (and their budget released) unsent.
+                let _ = writer.get_ref().shutdown(Shutdown::Both);
+            }
+        }
+        budget.release(reply.budget_bytes);
+    }
+    if healthy {
+        let _ = writer.flush();
+    }
+}
+
+/// Encodes a reply's header into `out`; returns the data to send after it.
+fn encode_reply<'a>(out: &mut Vec<u8>, reply: &'a Outgoing, structured: bool) -> &'a [u8] {
+    let handle = reply.handle;
+    match &reply.body {
+        Body::Done => encode_simple_reply(out, handle, Ok(&[])),
+        Body::Data { data, .. } if data.is_empty() && structured => {
+            encode_chunk(out, handle, Done::Yes, &Chunk::None);
+        }
+        Body::Data { offset, data } => {
+            match structured {
+                true => encode_offset_data_header(out, handle, Done::Yes, *offset, data.len()),
+                false => encode_simple_reply_header(out, handle, None),
+            }
+            return data;
+        }
+        Body::BlockStatus {
+            context_id,
+            extents,
+        } => {
+            let chunk = Chunk::BlockStatus {
+                context_id: *context_id,
+                extents,
+            };
+            encode_chunk(out, handle, Done::Yes, &chunk);
+        }
+        Body::Error(error, message) => encode_error_reply(out, handle, *error, message, structured),
+    }
+    &[]
+}
+
+/// A connection's allowance of requests and bytes in flight.
+#[derive(Default)]
+struct Budget {
+    in_flight: Mutex<(u32, u64)>,
+    freed: Condvar,
+}
+
+impl Budget {
+    /// Waits until a request of `bytes` fits, then takes it.
+    fn acquire(&self, bytes: u64) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        while in_flight.0 >= REQUESTS_IN_FLIGHT_MAX
+            || (in_flight.1 > 0 && in_flight.1 + bytes > BYTES_IN_FLIGHT_MAX)
+        {
+            in_flight = self
+                .freed
+                .wait(in_flight)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        in_flight.0 += 1;
+        in_flight.1 += bytes;
+    }
+
+    /// Gives back a request of `bytes`.
+    fn release(&self, bytes: u64) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        in_flight.0 -= 1;
+        in_flight.1 -= bytes;
+        self.freed.notify_all();
+    }
+}
+
+/// The front end's counters, shared by every connection.
+#[derive(Debug, Default)]
+pub(crate) struct NbdCounters {
+    accepted: AtomicU64,
+    protocol_errors: AtomicU64,
+    reads: AtomicU64,
+    read_bytes: AtomicU64,
+    writes: AtomicU64,
+    write_bytes: AtomicU64,
+    trims: AtomicU64,
+    flushes: AtomicU64,
+    block_status: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl NbdCounters {
+    fn count(&self, request: &Request) {
+        let length = u64::from(request.length);
+        let add = |counter: &AtomicU64, n: u64| {
+            counter.fetch_add(n, Ordering::Relaxed);
+        };
+        match request.command {
+            Command::Read => {
+                add(&self.reads, 1);
+                add(&self.read_bytes, length);
+            }
+            Command::Write { .. } => {
+                add(&self.writes, 1);
+                add(&self.write_bytes, length);
+            }
+            Command::Trim | Command::WriteZeroes => add(&self.trims, 1),
+            Command::Flush => add(&self.flushes, 1),
+            Command::BlockStatus => add(&self.block_status, 1),
+            Command::Disconnect | Command::Cache => {}
+        }
+    }
+
+    /// The counters now, for `sysstat`.
+    pub(crate) fn status(&self, connections_open: usize) -> NbdCountersStatus {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        NbdCountersStatus {
+            connections_open: connections_open as u64,
+            connections_accepted: get(&self.accepted),
+            protocol_errors: get(&self.protocol_errors),
+            reads: get(&self.reads),
+            read_bytes: get(&self.read_bytes),
+            writes: get(&self.writes),
+            write_bytes: get(&self.write_bytes),
+            trims: get(&self.trims),
+            flushes: get(&self.flushes),
+            block_status: get(&self.block_status),
+            errors: get(&self.errors),
+        }
+    }
+}

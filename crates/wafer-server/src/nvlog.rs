@@ -1,0 +1,358 @@
+//! The NVLog file: the engine's two log halves on a file, group-committed.
+//!
+//! Half `h` occupies bytes `h * region .. (h + 1) * region` of the file. The
+//! engine fills a half up to its configured size, with two exceptions the
+//! region leaves room for: one record may overflow an empty half (a 32 MiB NBD
+//! write in a 32 MiB half), and a CP appends the list of stripes it is about
+//! to write to the half it froze, however full (12 bytes per stripe, at most
+//! every stripe of the aggregate; room is left for [`STRIPE_LISTS_MAX`] such
+//! lists, more than replay's CPs ever add to one half). The region is rounded
+//! up to 4 KiB. The configured part of each half is written with zeros when
+//! the file is created, so that appends overwrite allocated blocks and
+//! `fdatasync` has no file-system metadata to commit; the overflow room stays
+//! sparse.
+//!
+//! Records go one after another from the start of their half. The engine's
+//! decoder reads a half from its start and stops at the first invalid record,
+//! so what keeps old records from being read as new ones is that the chain
+//! always ends in something invalid:
+//!
+//! * an append writes the record followed by four zero bytes (a record length
+//!   of zero, which no record has), overwritten by the next append;
+//! * a reset zeroes the first record header of its half, cutting the old
+//!   chain at its start.
+//!
+//! A crash may tear the last append (the decoder rejects it by its CRC) or
+//! persist a record without its terminator; records behind it would be from a
+//! reset half, whose CP had committed, and the engine replays only records
+//! newer than the committed CP.
+//!
+//! One thread does all of it, in the order the engine issued: it takes every
+//! operation waiting, writes them, calls `fdatasync` once, and completes them
+//! in order (the engine requires NVLog operations to complete in issue order).
+//! A write or sync failure stops the server: nothing more may be acknowledged
+//! (the thread completes no further operation and tells the engine).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread;
+
+use wafer_core::filer::{Io, IoOp, IoResult};
+use wafer_core::nvlog::NvRecord;
+
+use crate::engine::Event;
+use crate::error::ServeError;
+
+/// The largest record the engine logs: an NBD write of the maximum payload,
+/// with generous room for the record and operation headers.
+const RECORD_BYTES_MAX: u64 = wafer_nbd::BLOCK_SIZE_MAXIMUM as u64 + 4096;
+/// The zero bytes written after every record: a length field of zero.
+const TERMINATOR: [u8; 4] = [0; 4];
+/// The bytes a reset zeroes at the start of a half: one record header.
+const RESET_BYTES: usize = 24;
+/// Operations one `fdatasync` covers, at most.
+const COMMIT_BATCH_MAX: usize = 1024;
+/// Stripe lists a half has room for beyond its configured size.
+pub(crate) const STRIPE_LISTS_MAX: u64 = 8;
+/// Bytes of a stripe list naming every stripe: record header, tag, 12 bytes each.
+fn stripe_list_bytes(stripes: u64) -> u64 {
+    24 + 1 + 12 * stripes
+}
+
+/// Where the halves lie in the NVLog file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NvlogLayout {
+    /// The engine's size of a half.
+    pub(crate) half_bytes: u64,
+    /// Bytes of each half's region of the file.
+    pub(crate) region_bytes: u64,
+}
+
+impl NvlogLayout {
+    /// The layout for halves of `half_bytes` in an aggregate of `stripes`
+    /// stripes (the sum of its RAID groups' blocks per disk).
+    pub(crate) fn new(half_bytes: u64, stripes: u64) -> NvlogLayout {
+        let overflow = STRIPE_LISTS_MAX * stripe_list_bytes(stripes) + TERMINATOR.len() as u64;
+        NvlogLayout {
+            half_bytes,
+            region_bytes: (half_bytes.max(RECORD_BYTES_MAX) + overflow).next_multiple_of(4096),
+        }
+    }
+}
+
+/// Creates the NVLog file: each half's configured part zero-filled, synced.
+pub(crate) fn create(path: &Path, layout: NvlogLayout) -> io::Result<()> {
+    let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    file.set_len(2 * layout.region_bytes)?;
+    let zeros = vec![0u8; 1 << 20];
+    for half in 0..2 {
+        let start = half * layout.region_bytes;
+        let mut at = 0;
+        while at < layout.half_bytes {
+            let length = zeros.len().min((layout.half_bytes - at) as usize);
+            file.write_all_at(&zeros[..length], start + at)?;
+            at += length as u64;
+        }
+    }
+    file.sync_all()
+}
+
+/// Opens the NVLog file and reads both halves, for the mount to replay.
+pub(crate) fn open(path: &Path, layout: NvlogLayout) -> Result<(File, [Vec<u8>; 2]), ServeError> {
+    let refuse = |reason: String| ServeError::Nvlog {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| refuse(format!("cannot open: {e}")))?;
+    let region = layout.region_bytes;
+    let length = file
+        .metadata()
+        .map_err(|e| refuse(format!("cannot stat: {e}")))?
+        .len();
+    if length != 2 * region {
+        return Err(refuse(format!(
+            "holds {length} bytes, not the {} two halves of {} bytes take in this aggregate",
+            2 * region,
+            layout.half_bytes
+        )));
+    }
+    let mut halves = [vec![0u8; region as usize], vec![0u8; region as usize]];
+    for (half, bytes) in halves.iter_mut().enumerate() {
+        file.read_exact_at(bytes, half as u64 * region)
+            .map_err(|e| refuse(format!("cannot read half {half}: {e}")))?;
+    }
+    Ok((file, halves))
+}
+
+/// Starts the NVLog thread; appends continue where each half's valid records end.
+pub(crate) fn spawn(
+    file: File,
+    halves: &[Vec<u8>; 2],
+    layout: NvlogLayout,
+    events: Sender<Event>,
+) -> io::Result<Sender<Io>> {
+    let (operations, received) = mpsc::channel();
+    let log = NvlogThread {
+        file,
+        region: layout.region_bytes,
+        ends: [valid_end(&halves[0]), valid_end(&halves[1])],
+        events,
+    };
+    thread::Builder::new()
+        .name("nvlog".into())
+        .spawn(move || log.run(&received))?;
+    Ok(operations)
+}
+
+/// Where the chain of valid records at the start of `half` ends.
+fn valid_end(half: &[u8]) -> u64 {
+    let mut at = 0;
+    while let Ok((_, length)) = NvRecord::decode(&half[at..]) {
+        at += length;
+    }
+    at as u64
+}
+
+/// The NVLog thread's state.
+struct NvlogThread {
+    file: File,
+    region: u64,
+    /// Where the next append to each half goes.
+    ends: [u64; 2],
+    events: Sender<Event>,
+}
+
+impl NvlogThread {
+    fn run(mut self, operations: &Receiver<Io>) {
+        while let Ok(first) = operations.recv() {
+            let mut batch = vec![first];
+            batch.extend(operations.try_iter().take(COMMIT_BATCH_MAX - 1));
+            let committed = batch
+                .iter()
+                .try_for_each(|io| self.write(&io.op))
+                .and_then(|()| self.file.sync_data().map_err(|e| format!("fdatasync: {e}")));
+            if let Err(error) = committed {
+                // Nothing more completes; the engine stops when it reads this.
+                let _ = self.events.send(Event::NvlogFailed(error));
+                for _ in operations {}
+                return;
+            }
+            for io in batch {
+                let done = Event::IoDone {
+                    id: io.id,
+                    result: IoResult::Done,
+                };
+                if self.events.send(done).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, op: &IoOp) -> Result<(), String> {
+        match op {
+            IoOp::NvlogAppend { half, record } => self.append(*half, record),
+            IoOp::NvlogReset { half } => {
+                let start = self.half_start(*half)?;
+                self.file
+                    .write_all_at(&[0u8; RESET_BYTES], start)
+                    .map_err(|e| format!("reset of half {half}: {e}"))?;
+                self.ends[usize::from(*half)] = 0;
+                Ok(())
+            }
+            IoOp::Read { .. } | IoOp::Write { .. } | IoOp::AssignSpare { .. } => {
+                unreachable!("the engine thread sends the NVLog only its own operations")
+            }
+        }
+    }
+
+    fn append(&mut self, half: u8, record: &[u8]) -> Result<(), String> {
+        let start = self.half_start(half)?;
+        let end = self.ends[usize::from(half)];
+        let new_end = end + record.len() as u64;
+        if new_end > self.region {
+            return Err(format!(
+                "a record of {} bytes does not fit half {half} at {end} of {}",
+                record.len(),
+                self.region
+            ));
+        }
+        let room = (self.region - new_end).min(TERMINATOR.len() as u64) as usize;
+        let mut bytes = Vec::with_capacity(record.len() + room);
+        bytes.extend_from_slice(record);
+        bytes.extend_from_slice(&TERMINATOR[..room]);
+        self.file
+            .write_all_at(&bytes, start + end)
+            .map_err(|e| format!("append to half {half}: {e}"))?;
+        self.ends[usize::from(half)] = new_end;
+        Ok(())
+    }
+
+    fn half_start(&self, half: u8) -> Result<u64, String> {
+        match half {
+            0 | 1 => Ok(u64::from(half) * self.region),
+            _ => Err(format!("the engine named NVLog half {half}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wafer_core::filer::IoId;
+    use wafer_core::nvlog::{Change, LoggedOp, LunId, decode_half};
+    use wafer_core::units::{CpCount, FileId, VolumeId};
+
+    const LAYOUT: NvlogLayout = NvlogLayout {
+        half_bytes: 1 << 20,
+        region_bytes: 40 << 20,
+    };
+
+    fn record(seq: u64, length: usize) -> Vec<u8> {
+        let lun = LunId {
+            volume: VolumeId(1),
+            file: FileId(64),
+        };
+        let data = vec![seq as u8; length];
+        let op = LoggedOp::Change(Change::Write {
+            lun,
+            offset: 0,
+            data,
+        });
+        NvRecord {
+            seq,
+            generation: CpCount(1),
+            op,
+        }
+        .encode()
+    }
+
+    fn run(path: &Path, ops: Vec<IoOp>) {
+        let (file, halves) = open(path, LAYOUT).expect("opens");
+        let (events, completions) = mpsc::channel();
+        let log = spawn(file, &halves, LAYOUT, events).expect("spawned");
+        let count = ops.len();
+        for (n, op) in ops.into_iter().enumerate() {
+            log.send(Io {
+                id: IoId(n as u64),
+                op,
+            })
+            .expect("queued");
+        }
+        for n in 0..count {
+            match completions.recv().expect("a completion") {
+                Event::IoDone { id, result } => {
+                    assert_eq!((id, result), (IoId(n as u64), IoResult::Done));
+                }
+                _ => panic!("only completions"),
+            }
+        }
+    }
+
+    fn append(half: u8, record: Vec<u8>) -> IoOp {
+        IoOp::NvlogAppend { half, record }
+    }
+
+    #[test]
+    fn appends_survive_a_reopen_and_continue_where_the_chain_ends() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let path = dir.path().join("nvlog");
+        create(&path, LAYOUT).expect("created");
+        run(
+            &path,
+            vec![append(0, record(1, 100)), append(1, record(2, 50))],
+        );
+        run(&path, vec![append(0, record(3, 10))]);
+        let (_, halves) = open(&path, LAYOUT).expect("opens");
+        let seqs: Vec<u64> = decode_half(&halves[0]).iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [1, 3]);
+        assert_eq!(decode_half(&halves[1]).len(), 1);
+    }
+
+    #[test]
+    fn a_reset_hides_old_records_even_when_new_ones_end_on_their_boundary() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let path = dir.path().join("nvlog");
+        create(&path, LAYOUT).expect("created");
+        run(
+            &path,
+            vec![append(0, record(1, 100)), append(0, record(2, 100))],
+        );
+        // After a reset, one record exactly as long as the old first one: the
+        // old second record would follow it if the chain were not terminated.
+        let reset = IoOp::NvlogReset { half: 0 };
+        run(&path, vec![reset, append(0, record(5, 100))]);
+        let (_, halves) = open(&path, LAYOUT).expect("opens");
+        let seqs: Vec<u64> = decode_half(&halves[0]).iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [5]);
+    }
+
+    #[test]
+    fn regions_leave_room_for_a_maximal_write_and_stripe_lists() {
+        let layout = NvlogLayout::new(32 << 20, 1000);
+        assert!(layout.region_bytes >= RECORD_BYTES_MAX + STRIPE_LISTS_MAX * 12_000);
+        assert_eq!(layout.region_bytes % 4096, 0);
+        let big = NvlogLayout::new(64 << 20, 0);
+        assert!(big.region_bytes >= 64 << 20 && big.region_bytes < (64 << 20) + 8192);
+    }
+
+    #[test]
+    fn a_file_of_the_wrong_size_is_refused() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let path = dir.path().join("nvlog");
+        std::fs::write(&path, b"short").expect("written");
+        let error = open(&path, LAYOUT).unwrap_err().to_string();
+        assert!(error.contains("holds 5 bytes"), "{error}");
+        let missing = open(&dir.path().join("absent"), LAYOUT)
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("cannot open"), "{missing}");
+    }
+}

@@ -1,0 +1,618 @@
+//! Starting and stopping: from a data directory to a serving filer.
+//!
+//! [`Server::start`] first does what changes nothing: it inspects the
+//! directory, reads and checks its configuration and takes its lock (if it
+//! holds one), and binds the NBD listeners, so that a corrupt configuration,
+//! a second server or a port in use is refused with the directory untouched.
+//! An absent or empty directory is then created: disk files, the NVLog file, a
+//! freshly formatted aggregate, `vol0` and `/vol/vol0/lun0`, and last the
+//! configuration, which is what makes the directory a data directory (if
+//! creation fails, what it made is removed). Otherwise the disks are opened
+//! (a disk file that is missing, unreadable or of the wrong size fails that
+//! disk, for good, if its RAID group survives it; if not, nothing is changed
+//! and the server refuses) and the aggregate mounted, replaying the NVLog.
+//! Then the admin socket binds and every thread starts.
+//!
+//! [`Server::run`] waits for the engine thread. SIGINT or SIGTERM starts a
+//! graceful stop (the engine's final CP); a second one exits at once, which
+//! is safe: every acknowledged write is in the NVLog. Any panic in any thread
+//! aborts the process, for the same reason and because a server with a dead
+//! thread would hang instead.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, FileExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::thread;
+use std::time::Duration;
+
+use wafer_core::Filer;
+use wafer_core::filer::{Change, HostRequest, Options};
+use wafer_core::units::DiskId;
+
+use crate::catalogue::SharedCatalogue;
+use crate::clock::Clock;
+use crate::config::{CONFIG_FILE, CreateOptions, DataConfig, DiskConfig, DiskState, SECTOR_BYTES};
+use crate::disk::DiskHandle;
+use crate::engine::{Devices, Engine, Event, Plumbing, Shared};
+use crate::error::ServeError;
+use crate::nbd::{Context, NbdCounters};
+use crate::stop::StopSignal;
+use crate::stream::{ListenAddress, Listener, nbd_uri};
+
+/// The lock file's name in the data directory.
+pub const LOCK_FILE: &str = "wafer.lock";
+/// How long a graceful stop waits for connections to send their last replies.
+const CONNECTION_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+
+/// What `wafer serve` was asked to do.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// Where to serve NBD.
+    pub listen: Vec<ListenAddress>,
+    /// The shape of a new data directory (used only if it is absent or empty).
+    pub create: CreateOptions,
+}
+
+/// What a started server reports.
+#[derive(Clone, Debug)]
+pub struct StartupReport {
+    /// Whether the data directory was created now (else mounted).
+    pub created: bool,
+    /// The aggregate's name.
+    pub aggregate: String,
+    /// The newest committed CP after mount or format.
+    pub committed_cp: u64,
+    /// Its RAID groups.
+    pub raid_groups: Vec<RaidGroupSummary>,
+    /// Spare disks.
+    pub spares: usize,
+    /// Usable bytes of the aggregate (`df -A` total).
+    pub aggregate_bytes: u64,
+    /// Volumes: name and size.
+    pub volumes: Vec<(String, u64)>,
+    /// LUNs: path and size.
+    pub luns: Vec<(String, u64)>,
+    /// The NBD URI of the default export (the first LUN), one per listener.
+    pub uris: Vec<String>,
+    /// The admin socket.
+    pub admin_socket: PathBuf,
+}
+
+/// One RAID group in a [`StartupReport`].
+#[derive(Clone, Debug)]
+pub struct RaidGroupSummary {
+    /// `raid_dp` or `raid4`.
+    pub raid_type: &'static str,
+    /// Member disks (parity included).
+    pub disks: usize,
+    /// Parity disks among them.
+    pub parity_disks: usize,
+    /// Bytes of each disk the group uses.
+    pub disk_bytes: u64,
+    /// Failed members, by name: the group is degraded if any.
+    pub failed: Vec<String>,
+    /// Failures the group survives.
+    pub tolerated: usize,
+}
+
+/// A started server: every thread runs; [`Server::run`] waits for the end.
+pub struct Server {
+    report: StartupReport,
+    engine: thread::JoinHandle<Result<(), ServeError>>,
+    stop: Arc<StopSignal>,
+    _lock: DataLock,
+}
+
+impl Server {
+    /// Creates or mounts the data directory and starts serving.
+    pub fn start(options: &ServeOptions) -> Result<Server, ServeError> {
+        abort_on_panic();
+        let dir = options.data_dir.clone();
+        let (events, received) = mpsc::channel();
+        handle_signals(events.clone())?;
+        let shared = Shared {
+            catalogue: Arc::new(SharedCatalogue::default()),
+            counters: Arc::new(NbdCounters::default()),
+            stop: Arc::new(StopSignal::default()),
+        };
+        let context = Arc::new(Context {
+            engine: events.clone(),
+            catalogue: Arc::clone(&shared.catalogue),
+            counters: Arc::clone(&shared.counters),
+            stop: Arc::clone(&shared.stop),
+        });
+        let stop = Arc::clone(&shared.stop);
+        let parts = EngineParts {
+            events,
+            received,
+            shared,
+        };
+        // The checks that change nothing come first (the configuration, the
+        // lock, the listeners' addresses), then creation or mount.
+        let existing = match is_new(&dir)? {
+            true => None,
+            false => {
+                let config = DataConfig::load(&dir)?;
+                Some((config, DataLock::acquire(&dir)?))
+            }
+        };
+        let listeners = bind_listeners(&options.listen)?;
+        let (engine, lock, created) = match existing {
+            None => {
+                let (engine, lock) = create(&dir, &options.create, parts)?;
+                (engine, lock, true)
+            }
+            Some((config, lock)) => (mount(&dir, config, parts)?, lock, false),
+        };
+        let (admin, admin_path) = crate::admin_socket::bind(&dir)?;
+        let report = report(&engine, created, &listeners, &admin_path)?;
+        for listener in listeners {
+            crate::nbd::spawn_listener(listener, Arc::clone(&context))
+                .map_err(ServeError::io("starting an NBD listener"))?;
+        }
+        crate::admin_socket::spawn(admin, admin_path, context.engine.clone(), &stop)
+            .map_err(ServeError::io("starting the admin listener"))?;
+        let engine = thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || engine.run())
+            .map_err(ServeError::io("starting the engine thread"))?;
+        Ok(Server {
+            report,
+            engine,
+            stop,
+            _lock: lock,
+        })
+    }
+
+    /// What was created or mounted, and where it is served.
+    pub fn report(&self) -> &StartupReport {
+        &self.report
+    }
+
+    /// Serves until SIGINT or SIGTERM has stopped the server gracefully (or
+    /// the NVLog failed).
+    pub fn run(self) -> Result<(), ServeError> {
+        let outcome = self
+            .engine
+            .join()
+            .expect("a panicking thread aborts the server");
+        self.stop.begin();
+        self.stop.wait_for_connections(CONNECTION_DRAIN_LIMIT);
+        outcome
+    }
+}
+
+/// The engine's channel and shared state, before there is an engine.
+struct EngineParts {
+    events: Sender<Event>,
+    received: mpsc::Receiver<Event>,
+    shared: Shared,
+}
+
+impl EngineParts {
+    fn plumbing(self, devices: Devices, dir: &Path) -> Plumbing {
+        Plumbing {
+            events: self.received,
+            to_self: self.events,
+            devices,
+            dir: dir.to_path_buf(),
+            shared: self.shared,
+        }
+    }
+}
+
+/// Whether `dir` is absent or empty (to be created); a directory with
+/// anything in it must hold a configuration.
+fn is_new(dir: &Path) -> Result<bool, ServeError> {
+    let mut entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(true),
+        Err(error) => return Err(ServeError::io(format!("reading {}", dir.display()))(error)),
+    };
+    if dir.join(CONFIG_FILE).exists() {
+        return Ok(false);
+    }
+    match entries.next() {
+        None => Ok(true),
+        Some(_) => Err(ServeError::NotADataDirectory {
+            dir: dir.to_path_buf(),
+        }),
+    }
+}
+
+/// Creates a new data directory, formats it, makes `vol0` and its LUN.
+fn create(
+    dir: &Path,
+    options: &CreateOptions,
+    parts: EngineParts,
+) -> Result<(Engine, DataLock), ServeError> {
+    check_create_options(options)?;
+    let mut made = Made::default();
+    if !dir.exists() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(ServeError::io(format!("creating {}", dir.display())))?;
+        made.directory = Some(dir.to_path_buf());
+    }
+    let lock = DataLock::acquire(dir)?;
+    made.files.push(dir.join(LOCK_FILE));
+    let config = DataConfig::new(options, Options::default().nvlog_half_bytes);
+    let mut files = Vec::new();
+    for disk in &config.disks {
+        let path = dir.join(&disk.file);
+        let file = create_disk_file(&path, disk)?;
+        made.files.push(path);
+        files.push(Some(file));
+    }
+    let nvlog_path = dir.join(&config.nvlog_file);
+    crate::nvlog::create(&nvlog_path, config.nvlog_layout())
+        .map_err(ServeError::io(format!("creating {}", nvlog_path.display())))?;
+    made.files.push(nvlog_path.clone());
+    let nvlog = crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+    let layout = config.layout().expect("a new configuration is valid");
+    let options_for_engine = engine_options(&config);
+    let devices = start_devices(&config, files, nvlog, &parts.events)?;
+    let clock = Clock::start();
+    let filer = Filer::format(layout, options_for_engine, clock.now());
+    let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
+    engine.wait_online()?;
+    make(
+        &mut engine,
+        "volume vol0",
+        Change::CreateVolume {
+            name: "vol0".into(),
+            size_bytes: options.volume_bytes,
+        },
+    )?;
+    let volume = engine.filer().volumes()[0].0;
+    make(
+        &mut engine,
+        "LUN /vol/vol0/lun0",
+        Change::CreateLun {
+            volume,
+            name: "lun0".into(),
+            size_bytes: options.lun_bytes,
+        },
+    )?;
+    engine.config().save(dir).map_err(ServeError::io(format!(
+        "writing {}",
+        dir.join(CONFIG_FILE).display()
+    )))?;
+    made.keep();
+    crate::log!("created aggregate aggr0 in {}", dir.display());
+    Ok((engine, lock))
+}
+
+fn check_create_options(options: &CreateOptions) -> Result<(), ServeError> {
+    let refuse = |reason: String| ServeError::Create {
+        what: "the data directory".into(),
+        reason,
+    };
+    if !(1..=26).contains(&options.data_disks) {
+        return Err(refuse(format!(
+            "a RAID-DP group holds 1 to 26 data disks, not {}",
+            options.data_disks
+        )));
+    }
+    if options.disk_bytes < 1 << 20 || !options.disk_bytes.is_multiple_of(4096) {
+        return Err(refuse(format!(
+            "a disk is at least 1 MiB, in 4 KiB steps, not {} bytes",
+            options.disk_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// Submits a change of the server's own during creation.
+fn make(engine: &mut Engine, what: &str, change: Change) -> Result<(), ServeError> {
+    engine
+        .execute(HostRequest::Change(change))?
+        .map(|_| ())
+        .map_err(|refusal| ServeError::Create {
+            what: what.into(),
+            reason: refusal.to_string(),
+        })
+}
+
+/// A sparse disk file of the disk's size.
+fn create_disk_file(path: &Path, disk: &DiskConfig) -> Result<File, ServeError> {
+    let make = || -> io::Result<File> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)?;
+        file.set_len(disk.blocks * SECTOR_BYTES)?;
+        file.sync_all()?;
+        Ok(file)
+    };
+    make().map_err(ServeError::io(format!("creating {}", path.display())))
+}
+
+/// What creation made, removed again unless creation succeeds.
+#[derive(Default)]
+struct Made {
+    directory: Option<PathBuf>,
+    files: Vec<PathBuf>,
+}
+
+impl Made {
+    fn keep(&mut self) {
+        self.directory = None;
+        self.files.clear();
+    }
+}
+
+impl Drop for Made {
+    fn drop(&mut self) {
+        for file in &self.files {
+            let _ = fs::remove_file(file);
+        }
+        if let Some(directory) = &self.directory {
+            let _ = fs::remove_dir(directory);
+        }
+    }
+}
+
+/// Opens the disks, fails the ones that cannot be used, mounts and replays.
+fn mount(dir: &Path, mut config: DataConfig, parts: EngineParts) -> Result<Engine, ServeError> {
+    let mut files = Vec::new();
+    let mut lost = Vec::new();
+    for slot in config.slots() {
+        let file = match slot.disk.state {
+            DiskState::Failed => None,
+            DiskState::InService => match open_disk(dir, slot.disk) {
+                Ok(file) => Some(file),
+                Err(reason) => {
+                    lost.push((slot.disk.name.clone(), reason));
+                    None
+                }
+            },
+        };
+        files.push(file);
+    }
+    let lost_names: Vec<&str> = lost.iter().map(|(name, _)| name.as_str()).collect();
+    config.check_survivable(&lost_names)?;
+    let nvlog_path = dir.join(&config.nvlog_file);
+    let (nvlog_file, halves) = crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+    if !lost.is_empty() {
+        for (name, reason) in &lost {
+            crate::log!("disk {name} failed: {reason}");
+            config.mark_failed(name, reason);
+        }
+        config.save(dir).map_err(ServeError::io(format!(
+            "writing {}",
+            dir.join(CONFIG_FILE).display()
+        )))?;
+    }
+    let failed: Vec<DiskId> = config
+        .slots()
+        .iter()
+        .filter(|s| s.disk.state == DiskState::Failed)
+        .map(|s| s.id)
+        .collect();
+    let layout = config.layout().expect("a loaded configuration is valid");
+    let options = engine_options(&config);
+    let clock = Clock::start();
+    let mut filer = Filer::mount(layout, options, clock.now(), [&halves[0], &halves[1]]);
+    let devices = start_devices(&config, files, (nvlog_file, halves), &parts.events)?;
+    for disk in failed {
+        filer.mark_failed(disk);
+    }
+    let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
+    engine.wait_online()?;
+    crate::log!(
+        "mounted aggregate {} at CP {}",
+        engine.config().aggregate,
+        engine.filer().committed_cp().0
+    );
+    Ok(engine)
+}
+
+/// Opens an in-service disk's file and checks its size and first sector.
+fn open_disk(dir: &Path, disk: &DiskConfig) -> Result<File, String> {
+    let path = dir.join(&disk.file);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let length = file
+        .metadata()
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
+        .len();
+    let expected = disk.blocks * SECTOR_BYTES;
+    if length != expected {
+        return Err(format!(
+            "{} holds {length} bytes, not {expected}",
+            path.display()
+        ));
+    }
+    let mut first = [0u8; 1];
+    file.read_exact_at(&mut first, 0)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(file)
+}
+
+fn engine_options(config: &DataConfig) -> Options {
+    Options {
+        nvlog_half_bytes: config.nvlog_half_bytes,
+        ..Options::default()
+    }
+}
+
+/// Starts every disk's threads and the NVLog thread (which appends after the
+/// records `nvlog`'s halves hold).
+fn start_devices(
+    config: &DataConfig,
+    files: Vec<Option<File>>,
+    nvlog: (File, [Vec<u8>; 2]),
+    events: &Sender<Event>,
+) -> Result<Devices, ServeError> {
+    let mut disks = Vec::new();
+    for (slot, file) in config.slots().iter().zip(files) {
+        let handle = DiskHandle::spawn(&slot.disk.name, file, events.clone())
+            .map_err(ServeError::io("starting disk threads"))?;
+        disks.push(handle);
+    }
+    let (file, halves) = nvlog;
+    let nvlog = crate::nvlog::spawn(file, &halves, config.nvlog_layout(), events.clone())
+        .map_err(ServeError::io("starting the NVLog thread"))?;
+    Ok(Devices { disks, nvlog })
+}
+
+fn bind_listeners(addresses: &[ListenAddress]) -> Result<Vec<Listener>, ServeError> {
+    addresses
+        .iter()
+        .map(|address| {
+            Listener::bind(address).map_err(|error| ServeError::Listen {
+                address: address.to_string(),
+                error,
+            })
+        })
+        .collect()
+}
+
+fn report(
+    engine: &Engine,
+    created: bool,
+    listeners: &[Listener],
+    admin_socket: &Path,
+) -> Result<StartupReport, ServeError> {
+    let filer = engine.filer();
+    let config = engine.config();
+    let raid_groups = config
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(group, g)| {
+            let raid_type = g.raid_type.raid_type();
+            RaidGroupSummary {
+                raid_type: raid_type.ontap_name(),
+                disks: g.disks.len(),
+                parity_disks: usize::from(raid_type.parity_disks()),
+                disk_bytes: g.blocks_per_disk * wafer_core::BLOCK_SIZE as u64,
+                failed: config.failed_members(group, &[]),
+                tolerated: raid_type.tolerated_failures(),
+            }
+        })
+        .collect();
+    let mut volumes = Vec::new();
+    let mut luns = Vec::new();
+    for (id, name) in filer.volumes() {
+        volumes.push((
+            name.clone(),
+            filer.volume_space(id).map_or(0, |s| s.size_bytes),
+        ));
+        for (_, lun, size) in filer.luns(id) {
+            luns.push((format!("/vol/{name}/{lun}"), size));
+        }
+    }
+    let default_export = luns.first().map_or_else(String::new, |(path, _)| {
+        path.trim_start_matches("/vol/").to_string()
+    });
+    let uris = listeners
+        .iter()
+        .map(|l| l.address().map(|a| nbd_uri(&a, &default_export)))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(ServeError::io("reading a listener's address"))?;
+    Ok(StartupReport {
+        created,
+        aggregate: config.aggregate.clone(),
+        committed_cp: filer.committed_cp().0,
+        raid_groups,
+        spares: config.spares.len(),
+        aggregate_bytes: filer.aggregate_space().total_bytes,
+        volumes,
+        luns,
+        uris,
+        admin_socket: admin_socket.to_path_buf(),
+    })
+}
+
+/// The data directory's lock: held for the server's life, so that two
+/// servers never drive the same disks.
+struct DataLock {
+    _file: File,
+}
+
+impl DataLock {
+    fn acquire(dir: &Path) -> Result<DataLock, ServeError> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(ServeError::io(format!("opening {}", path.display())))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(ServeError::Locked {
+                    dir: dir.to_path_buf(),
+                    lock: path,
+                    holder: holder_of(&mut file),
+                });
+            }
+            Err(fs::TryLockError::Error(error)) => {
+                return Err(ServeError::io(format!("locking {}", path.display()))(error));
+            }
+        }
+        // Say who holds it, for the message a second server prints.
+        let record = || -> io::Result<()> {
+            file.set_len(0)?;
+            file.write_all_at(format!("{}\n", std::process::id()).as_bytes(), 0)
+        };
+        record().map_err(ServeError::io(format!("writing {}", path.display())))?;
+        Ok(DataLock { _file: file })
+    }
+}
+
+/// The process id a lock holder wrote into the lock file, if readable.
+fn holder_of(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// Turns any panic into an abort, after the usual message.
+fn abort_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        crate::log!(
+            "a server thread panicked: stopping at once (the next start replays the NVLog)"
+        );
+        std::process::abort();
+    }));
+}
+
+/// SIGINT and SIGTERM: the first stops gracefully, a second at once.
+fn handle_signals(events: Sender<Event>) -> Result<(), ServeError> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(ServeError::io("installing signal handlers"))?;
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut received = signals.forever();
+            if let Some(signal) = received.next() {
+                crate::log!("signal {signal} received: stopping gracefully");
+                let _ = events.send(Event::Shutdown);
+            }
+            if received.next().is_some() {
+                crate::log!("second signal: stopping at once; the next start replays the NVLog");
+                std::process::exit(1);
+            }
+        })
+        .map_err(ServeError::io("starting the signal thread"))?;
+    Ok(())
+}

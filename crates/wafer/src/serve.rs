@@ -1,0 +1,124 @@
+//! `wafer serve`: the filer on file-backed disks, its LUNs served over NBD.
+//!
+//! On an absent or empty data directory it creates a working filer (one
+//! RAID-DP group of data disks, two parity disks and a spare, all sparse
+//! files; a volume `vol0` and a LUN `/vol/vol0/lun0`); on a data directory it
+//! mounts the aggregate and replays the NVLog. It prints what it serves and
+//! the NBD URI, then serves until SIGINT or SIGTERM, when it finishes the
+//! requests in flight, writes a final CP and exits 0. `docs/SERVER.md` has
+//! the details.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use wafer_server::{CreateOptions, ListenAddress, NBD_PORT, ServeOptions, Server, StartupReport};
+
+use crate::size::Size;
+
+/// Options of `wafer serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The data directory: created with a working filer if absent or empty,
+    /// mounted (replaying the NVLog) if it holds one.
+    #[arg(long, value_name = "DIR", default_value = "wafer-data")]
+    data: PathBuf,
+    /// Serve NBD over TCP on this address (repeatable); the default is
+    /// 127.0.0.1:10809 unless --socket is given.
+    #[arg(long, value_name = "ADDR")]
+    listen: Vec<SocketAddr>,
+    /// Serve NBD on this Unix socket (repeatable).
+    #[arg(long, value_name = "PATH")]
+    socket: Vec<PathBuf>,
+    /// New data directory only: the size of each disk file (sparse).
+    #[arg(long, value_name = "SIZE", default_value = "768m")]
+    disk_size: Size,
+    /// New data directory only: data disks in the RAID-DP group (two parity
+    /// disks and one spare are added).
+    #[arg(long, value_name = "N", default_value_t = 6)]
+    data_disks: u16,
+    /// New data directory only: the size of volume vol0.
+    #[arg(long, value_name = "SIZE", default_value = "3g")]
+    vol_size: Size,
+    /// New data directory only: the size of LUN /vol/vol0/lun0.
+    #[arg(long, value_name = "SIZE", default_value = "2g")]
+    lun_size: Size,
+}
+
+/// Starts the server and serves until it is stopped.
+pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let options = ServeOptions {
+        data_dir: args.data.clone(),
+        listen: listen_addresses(args),
+        create: CreateOptions {
+            data_disks: args.data_disks,
+            disk_bytes: args.disk_size.0,
+            volume_bytes: args.vol_size.0,
+            lun_bytes: args.lun_size.0,
+        },
+    };
+    let server =
+        Server::start(&options).with_context(|| format!("cannot serve {}", args.data.display()))?;
+    print_report(&args.data, server.report());
+    server.run().context("the server stopped")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn listen_addresses(args: &ServeArgs) -> Vec<ListenAddress> {
+    let mut addresses: Vec<ListenAddress> = args
+        .listen
+        .iter()
+        .copied()
+        .map(ListenAddress::Tcp)
+        .collect();
+    addresses.extend(args.socket.iter().cloned().map(ListenAddress::Unix));
+    if addresses.is_empty() {
+        addresses.push(ListenAddress::Tcp(SocketAddr::from((
+            [127, 0, 0, 1],
+            NBD_PORT,
+        ))));
+    }
+    addresses
+}
+
+fn print_report(dir: &std::path::Path, report: &StartupReport) {
+    let verb = if report.created { "created" } else { "mounted" };
+    println!(
+        "{verb} aggregate {} in {} (CP {}): {} usable",
+        report.aggregate,
+        dir.display(),
+        report.committed_cp,
+        Size(report.aggregate_bytes)
+    );
+    for (group, g) in report.raid_groups.iter().enumerate() {
+        println!(
+            "  rg{group}: {} of {} disks ({} data, {} parity), {} each, sparse files",
+            g.raid_type,
+            g.disks,
+            g.disks - g.parity_disks,
+            g.parity_disks,
+            Size(g.disk_bytes)
+        );
+        if !g.failed.is_empty() {
+            println!(
+                "  rg{group} is DEGRADED: failed {} ({} survives {}); data is rebuilt from parity",
+                g.failed.join(", "),
+                g.raid_type,
+                g.tolerated
+            );
+        }
+    }
+    println!("  spares: {}", report.spares);
+    for (volume, size) in &report.volumes {
+        println!("  volume {volume}: {}", Size(*size));
+    }
+    for (lun, size) in &report.luns {
+        println!("  LUN {lun}: {}", Size(*size));
+    }
+    println!("admin socket: {}", report.admin_socket.display());
+    for uri in &report.uris {
+        println!("serving NBD: {uri}");
+    }
+}
