@@ -357,6 +357,8 @@ pub struct SysstatReport {
     pub cps_by_type: BTreeMap<String, u64>,
     /// Host changes that waited for a CP (back-to-back).
     pub back_to_back_waits: u64,
+    /// Nanoseconds CPs ran, from start to commit.
+    pub cp_time_ns: u64,
     /// Stripes written whole.
     pub full_stripes: u64,
     /// Stripes written in part, parity by subtraction.

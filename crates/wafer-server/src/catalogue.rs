@@ -10,9 +10,8 @@
 //! every change that adds, removes or resizes an export; connection threads
 //! read the current one when a client negotiates, and keep what they resolved
 //! for the life of the connection (as NBD clients keep the size they were
-//! told). A snapshot export shows the LUN's size now: the engine does not
-//! report a LUN's size within a snapshot, and reads beyond the snapshot's own
-//! size are refused by the engine.
+//! told). A snapshot export shows the LUN as the snapshot holds it: its size
+//! then, and LUNs destroyed since are still there to read.
 //!
 //! Writable LUN exports advertise multi-conn: every connection goes through
 //! the one engine and its one buffer cache, and a write is durable in the
@@ -53,16 +52,20 @@ impl Catalogue {
         let mut luns = Vec::new();
         let mut snapshots = Vec::new();
         for (volume, volume_name) in filer.volumes() {
-            let volume_snapshots = filer.snapshots(volume);
             for (lun, lun_name, size_bytes) in filer.luns(volume) {
                 let name = format!("{volume_name}/{lun_name}");
                 let path = format!("/vol/{name}");
                 luns.push(export(&name, &path, size_bytes, lun, None));
-                for snapshot in &volume_snapshots {
-                    let description = format!("{path} in snapshot {}", snapshot.name);
-                    let name = format!("{name}@{}", snapshot.name);
+            }
+            for snapshot in filer.snapshots(volume) {
+                for (lun, lun_name, size_bytes) in &snapshot.luns {
+                    let description = format!(
+                        "/vol/{volume_name}/{lun_name} in snapshot {}",
+                        snapshot.name
+                    );
+                    let name = format!("{volume_name}/{lun_name}@{}", snapshot.name);
                     let target = Some(snapshot.name.clone());
-                    snapshots.push(export(&name, &description, size_bytes, lun, target));
+                    snapshots.push(export(&name, &description, *size_bytes, *lun, target));
                 }
             }
         }

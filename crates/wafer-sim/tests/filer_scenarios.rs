@@ -711,6 +711,12 @@ fn restoring_brings_back_a_lun_and_a_whole_volume() {
         },
     )
     .expect("resize");
+    let held = &world.filer.snapshots(volume)[0].luns;
+    assert_eq!(
+        held[..],
+        [(lun, "lun0".to_string(), 1 << 20)],
+        "the snapshot holds the LUN at its size then"
+    );
     let later = match snap(
         &mut world,
         Change::CreateLun {

@@ -463,10 +463,17 @@ impl Filer {
         }
     }
 
-    /// Marks a disk failed; its blocks are reconstructed from parity from now on.
+    /// Marks a disk failed; its blocks are reconstructed from parity from now
+    /// on. A CP follows (if none is running) so that a rebuild onto a spare
+    /// can begin without waiting for host writes.
     pub fn mark_failed(&mut self, disk: crate::units::DiskId) {
-        if let Some(crate::aggregate::Slot::Member { group, disk }) = self.layout.slot(disk) {
-            self.failed[group] = self.failed[group].with(disk);
+        let Some(crate::aggregate::Slot::Member { group, disk }) = self.layout.slot(disk) else {
+            return;
+        };
+        let newly = !self.failed[group].contains(disk);
+        self.failed[group] = self.failed[group].with(disk);
+        if newly && self.cp.is_none() && matches!(self.phase, Phase::Online) {
+            self.start_cp(CpReason::Sync);
         }
     }
 

@@ -43,6 +43,8 @@ pub struct SnapshotInfo {
     pub held_bytes: u64,
     /// Bytes only it holds: what deleting it would free.
     pub exclusive_bytes: u64,
+    /// The LUNs it holds, as they were: id, name and size in bytes.
+    pub luns: Vec<(LunId, String, u64)>,
 }
 
 impl Filer {
@@ -70,6 +72,11 @@ impl Filer {
                     created: snapshot.created,
                     held_bytes: snapshot.map.count_ones() * block,
                     exclusive_bytes: snapshot.map.ones_outside(&others).len() as u64 * block,
+                    luns: snapshot
+                        .luns
+                        .iter()
+                        .map(|(&file, l)| (LunId { volume, file }, l.name.clone(), l.size_bytes))
+                        .collect(),
                 }
             })
             .collect();

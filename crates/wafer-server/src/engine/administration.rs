@@ -396,6 +396,7 @@ impl Engine {
                 .map(|(reason, count)| (reason.letter().to_string(), *count))
                 .collect(),
             back_to_back_waits: c.back_to_back_waits,
+            cp_time_ns: c.cp_time_ns,
             full_stripes: c.full_stripes,
             partial_stripes_subtraction: c.partial_stripes_subtraction,
             partial_stripes_addition: c.partial_stripes_addition,
