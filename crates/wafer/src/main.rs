@@ -4,14 +4,18 @@
 //! prints. Subcommands appear here only once they do something real: the RAID
 //! layer's tools (`wafer raid layout`, `wafer raid check`), the simulation
 //! harness (`wafer check`), the lab's drive models and sizing (`wafer lab
-//! disk`, `wafer lab size`) and the filer itself (`wafer serve`).
+//! disk`, `wafer lab size`), the filer itself (`wafer serve`) and the
+//! administrator's commands against it (`aggr`, `vol`, `lun`, `snap`, `df`,
+//! `disk`, `sysstat`), which take the data directory as `--data DIR`.
 
+mod admin;
 mod check;
 mod lab;
 mod raid;
 mod serve;
 mod size;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -21,6 +25,9 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "wafer", version, propagate_version = true)]
 struct Cli {
+    /// The data directory of the filer to serve or administer.
+    #[arg(long, global = true, value_name = "DIR", default_value = "wafer-data")]
+    data: PathBuf,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,6 +47,26 @@ enum Command {
     /// The filer on file-backed disks, its LUNs served over NBD, administered
     /// over DIR/admin.sock.
     Serve(serve::ServeArgs),
+    /// The aggregate: its state, RAID groups, disks and spares.
+    #[command(subcommand)]
+    Aggr(admin::AggrCommand),
+    /// Flexible volumes.
+    #[command(subcommand)]
+    Vol(admin::VolCommand),
+    /// LUNs.
+    #[command(subcommand)]
+    Lun(admin::LunCommand),
+    /// Snapshots.
+    #[command(subcommand)]
+    Snap(admin::SnapCommand),
+    /// Space: volumes, or with -A the aggregate.
+    #[command(disable_help_flag = true)]
+    Df(admin::DfArgs),
+    /// Disks.
+    #[command(subcommand)]
+    Disk(admin::DiskCommand),
+    /// Throughput, cache and CP figures, every INTERVAL seconds.
+    Sysstat(admin::SysstatArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,7 +75,14 @@ fn main() -> ExitCode {
         Command::Raid(command) => raid::run(command),
         Command::Check(args) => check::run(&args),
         Command::Lab(command) => lab::run(command),
-        Command::Serve(args) => serve::run(&args),
+        Command::Serve(args) => serve::run(&cli.data, &args),
+        Command::Aggr(command) => admin::run(&cli.data, admin::AdminCommand::Aggr(command)),
+        Command::Vol(command) => admin::run(&cli.data, admin::AdminCommand::Vol(command)),
+        Command::Lun(command) => admin::run(&cli.data, admin::AdminCommand::Lun(command)),
+        Command::Snap(command) => admin::run(&cli.data, admin::AdminCommand::Snap(command)),
+        Command::Df(args) => admin::run(&cli.data, admin::AdminCommand::Df(args)),
+        Command::Disk(command) => admin::run(&cli.data, admin::AdminCommand::Disk(command)),
+        Command::Sysstat(args) => admin::run(&cli.data, admin::AdminCommand::Sysstat(args)),
     };
     match outcome {
         Ok(code) => code,

@@ -9,7 +9,7 @@
 //! the details.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -21,10 +21,6 @@ use crate::size::Size;
 /// Options of `wafer serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The data directory: created with a working filer if absent or empty,
-    /// mounted (replaying the NVLog) if it holds one.
-    #[arg(long, value_name = "DIR", default_value = "wafer-data")]
-    data: PathBuf,
     /// Serve NBD over TCP on this address (repeatable); the default is
     /// 127.0.0.1:10809 unless --socket is given.
     #[arg(long, value_name = "ADDR")]
@@ -48,9 +44,13 @@ pub struct ServeArgs {
 }
 
 /// Starts the server and serves until it is stopped.
-pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
+///
+/// `data` is the data directory (`--data`, default `./wafer-data`): created
+/// with a working filer if absent or empty, mounted (replaying the NVLog) if
+/// it holds one.
+pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let options = ServeOptions {
-        data_dir: args.data.clone(),
+        data_dir: data.to_path_buf(),
         listen: listen_addresses(args),
         create: CreateOptions {
             data_disks: args.data_disks,
@@ -60,8 +60,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         },
     };
     let server =
-        Server::start(&options).with_context(|| format!("cannot serve {}", args.data.display()))?;
-    print_report(&args.data, server.report());
+        Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
+    print_report(data, server.report());
     server.run().context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
 }

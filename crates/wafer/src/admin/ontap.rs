@@ -1,0 +1,560 @@
+//! ONTAP's layouts for the admin replies (`wafl.md` §12), as pure functions.
+//!
+//! Columns, headings and wording follow 7-Mode's `aggr status`, `vol status`,
+//! `lun show`, `snap list`, `df` and `sysstat -x`. Where ONTAP shows hardware
+//! wafer does not have (shelves, bays, FC channels) the column shows `-`; where
+//! wafer has something ONTAP does not (NBD exports) it takes the place of the
+//! nearest ONTAP notion (a LUN map). Times are UTC.
+
+use std::fmt::Write;
+
+use wafer_server::admin::{
+    AdminReply, AggregateStatus, DiskStatus, RaidGroupStatus, SnapshotStatus, SysstatReport,
+    VolumeSpaceStatus,
+};
+
+const MIB: u64 = 1 << 20;
+
+fn unexpected(reply: &AdminReply) -> String {
+    format!("unexpected reply from the server: {reply:?}\n")
+}
+
+/// `aggr status`.
+pub fn aggr_status(reply: &AdminReply) -> String {
+    let AdminReply::Aggregate(aggr) = reply else {
+        return unexpected(reply);
+    };
+    status_table(aggr, &[format!("raidsize={}", raid_size(aggr))])
+}
+
+/// The Aggr/State/Status/Options table, one aggregate, options one per line.
+fn status_table(aggr: &AggregateStatus, options: &[String]) -> String {
+    let statuses = aggregate_statuses(aggr);
+    let mut out = format!("{:>15} {:<15} {:<17} Options\n", "Aggr", "State", "Status");
+    for n in 0..options.len().max(statuses.len()) {
+        let (name, state) = match n {
+            0 => (aggr.name.as_str(), aggr.state.as_str()),
+            _ => ("", ""),
+        };
+        let status = statuses.get(n).map_or("", String::as_str);
+        let option = options.get(n).map_or("", String::as_str);
+        let line = format!("{name:>15} {state:<15} {status:<17} {option}");
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+/// The Status column's lines: type and role, degraded or reconstructing
+/// groups, and the block format.
+fn aggregate_statuses(aggr: &AggregateStatus) -> Vec<String> {
+    let mut lines = vec![format!("{}, aggr", raid_type(aggr))];
+    let degraded = aggr.raid_groups.iter().any(|g| g.state == "degraded");
+    if aggr.rebuild.is_some() {
+        lines.push("reconstruct".into());
+    } else if degraded {
+        lines.push("degraded".into());
+    }
+    lines.push("64-bit".into());
+    lines
+}
+
+fn raid_type(aggr: &AggregateStatus) -> &str {
+    aggr.raid_groups
+        .first()
+        .map_or("raid_dp", |g| g.raid_type.as_str())
+}
+
+fn raid_size(aggr: &AggregateStatus) -> usize {
+    aggr.raid_groups
+        .iter()
+        .map(|g| g.disks.len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// `aggr status -r`: every RAID group with its disks, then spares.
+pub fn aggr_status_r(reply: &AdminReply) -> String {
+    let AdminReply::Aggregate(aggr) = reply else {
+        return unexpected(reply);
+    };
+    let mut out = format!(
+        "Aggregate {} ({}, {}) (block checksums)\n",
+        aggr.name,
+        aggr.state,
+        raid_type(aggr)
+    );
+    let plex_state = match aggr.raid_groups.iter().all(|g| g.state == "normal") {
+        true => "normal",
+        false => "degraded",
+    };
+    let _ = writeln!(
+        out,
+        "  Plex /{}/plex0 (online, {plex_state}, active, pool0)",
+        aggr.name
+    );
+    for group in &aggr.raid_groups {
+        let _ = writeln!(
+            out,
+            "    RAID group /{}/plex0/rg{} ({})\n",
+            aggr.name,
+            group.group,
+            group_state(aggr, group)
+        );
+        out.push_str(&disk_table_header("      RAID Disk"));
+        for disk in &group.disks {
+            out.push_str(&disk_row(aggr, group, disk));
+        }
+        out.push('\n');
+    }
+    out.push_str("\n  Spare disks\n\n");
+    out.push_str(&disk_table_header("  RAID Disk"));
+    out.push_str("  Spare disks for block checksum\n");
+    if aggr.spares.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for spare in &aggr.spares {
+        let _ = writeln!(
+            out,
+            "  {:<9} {:<15} {}",
+            "spare",
+            spare.name,
+            disk_columns(spare.size_bytes, spare.size_bytes)
+        );
+    }
+    out
+}
+
+/// A group's state as `aggr status -r` words it.
+fn group_state(aggr: &AggregateStatus, group: &RaidGroupStatus) -> String {
+    match &aggr.rebuild {
+        Some(r) if r.group == group.group => format!(
+            "reconstruction {}% completed",
+            percent(r.stripes_done, r.stripes_total)
+        ),
+        _ => group.state.clone(),
+    }
+}
+
+fn disk_table_header(first: &str) -> String {
+    let pad = " ".repeat(first.len() - "RAID Disk".len());
+    format!(
+        "{first} Device          HA  SHELF BAY CHAN Pool Type  RPM  Used (MB/blks)    Phys (MB/blks)\n\
+         {pad}--------- ------          ------------- ---- ---- ---- ----- --------------    --------------\n"
+    )
+}
+
+fn disk_row(aggr: &AggregateStatus, group: &RaidGroupStatus, disk: &DiskStatus) -> String {
+    let used = group.blocks_per_disk * 4096;
+    let rebuilding = aggr
+        .rebuild
+        .as_ref()
+        .filter(|r| r.group == group.group && r.slot == disk.slot && r.spare_assigned);
+    let failed = format!("{:?}", disk.state).to_lowercase() == "failed";
+    let device = match failed && rebuilding.is_none() {
+        true => "FAILED".to_string(),
+        false => disk.name.clone(),
+    };
+    let mut row = format!(
+        "      {:<9} {:<15} {}",
+        disk.role,
+        device,
+        disk_columns(used, disk.size_bytes)
+    );
+    if let Some(r) = rebuilding {
+        let _ = write!(
+            row,
+            " (reconstruction {}% completed)",
+            percent(r.stripes_done, r.stripes_total)
+        );
+    }
+    row + "\n"
+}
+
+/// The columns after Device: no HA, shelf, bay or channel; pool 0; a file.
+fn disk_columns(used_bytes: u64, phys_bytes: u64) -> String {
+    let used = format!("{}/{}", used_bytes / MIB, used_bytes / 512);
+    let phys = format!("{}/{}", phys_bytes / MIB, phys_bytes / 512);
+    format!("-   -     -   -    0    FILE    -  {used:<17} {phys}")
+}
+
+/// `aggr status -v`: options, volumes, plex and group states.
+pub fn aggr_status_v(reply: &AdminReply, volumes: &AdminReply) -> String {
+    let (AdminReply::Aggregate(aggr), AdminReply::Volumes(vols)) = (reply, volumes) else {
+        return unexpected(reply);
+    };
+    let options = [
+        "nosnap=off, raidtype=".to_string() + raid_type(aggr) + ",",
+        format!("raidsize={},", raid_size(aggr)),
+        "snapshot_autodelete=off,".into(),
+        "lost_write_protect=on".into(),
+    ];
+    let mut out = status_table(aggr, &options);
+    let names: Vec<&str> = vols.iter().map(|v| v.name.as_str()).collect();
+    let listed = match names.is_empty() {
+        true => "<none>".to_string(),
+        false => names.join(", "),
+    };
+    let _ = writeln!(out, "                Volumes: {listed}\n");
+    let plex_state = match aggr.raid_groups.iter().all(|g| g.state == "normal") {
+        true => "normal",
+        false => "degraded",
+    };
+    let _ = writeln!(
+        out,
+        "                Plex /{}/plex0: online, {plex_state}, active",
+        aggr.name
+    );
+    for group in &aggr.raid_groups {
+        let _ = writeln!(
+            out,
+            "                    RAID group /{}/plex0/rg{}: {}",
+            aggr.name,
+            group.group,
+            group_state(aggr, group)
+        );
+    }
+    out
+}
+
+/// `vol status`.
+pub fn vol_status(reply: &AdminReply) -> String {
+    let AdminReply::Volumes(volumes) = reply else {
+        return unexpected(reply);
+    };
+    let mut out = format!(
+        "{:>15} {:<15} {:<17} Options\n",
+        "Volume", "State", "Status"
+    );
+    for volume in volumes {
+        let _ = writeln!(
+            out,
+            "{:>15} {:<15} {:<17} guarantee=volume, fractional_reserve=100",
+            volume.name, volume.state, "raid_dp, flex"
+        );
+    }
+    out
+}
+
+/// `lun show`.
+pub fn lun_show(reply: &AdminReply) -> String {
+    let AdminReply::Luns(luns) = reply else {
+        return unexpected(reply);
+    };
+    luns.iter()
+        .map(|lun| {
+            let size = format!("{} ({})", ontap_size(lun.size_bytes), lun.size_bytes);
+            format!("        {:<30} {:>22}  (r/w, online)\n", lun.path, size)
+        })
+        .collect()
+}
+
+/// A size as ONTAP's LUN commands print it: the largest of t, g, m, k that
+/// divides it, else bytes (`2g`, `512m`, `4100k`).
+fn ontap_size(bytes: u64) -> String {
+    [(40, 't'), (30, 'g'), (20, 'm'), (10, 'k')]
+        .iter()
+        .find(|(shift, _)| bytes != 0 && bytes % (1u64 << shift) == 0)
+        .map_or(bytes.to_string(), |(shift, unit)| {
+            format!("{}{unit}", bytes >> shift)
+        })
+}
+
+/// `lun show -m`: each LUN with the NBD export that serves it.
+pub fn lun_show_m(reply: &AdminReply) -> String {
+    let AdminReply::Luns(luns) = reply else {
+        return unexpected(reply);
+    };
+    let mut out = format!(
+        "{:<35} {:<18} {:>6}  Protocol\n{}\n",
+        "LUN path",
+        "Mapped to",
+        "LUN ID",
+        "-".repeat(71)
+    );
+    for (id, lun) in luns.iter().enumerate() {
+        let _ = writeln!(out, "{:<35} {:<18} {id:>6}       NBD", lun.path, lun.export);
+    }
+    out
+}
+
+/// `snap list VOLUME`: newest first; %/used against the volume's used space
+/// plus the snapshots', %/total against its size. The first figure counts
+/// this snapshot and every newer one, the one in parentheses this one alone.
+pub fn snap_list(reply: &AdminReply, space: &AdminReply) -> String {
+    let (AdminReply::Snapshots { volume, snapshots }, AdminReply::VolumeSpace(volumes)) =
+        (reply, space)
+    else {
+        return unexpected(reply);
+    };
+    let mut out = format!("Volume {volume}\nworking...\n\n");
+    if snapshots.is_empty() {
+        out.push_str("No snapshots exist.\n");
+        return out;
+    }
+    let df = volumes.iter().find(|v| v.volume == *volume);
+    let used = df.map_or(0, |d| d.used_bytes + d.snapshot_used_bytes);
+    let total = df.map_or(0, |d| d.size_bytes);
+    out.push_str("  %/used       %/total  date          name\n");
+    out.push_str("----------  ----------  ------------  --------\n");
+    let mut cumulative = 0;
+    for snapshot in snapshots.iter().rev() {
+        cumulative += snapshot.exclusive_bytes;
+        let _ = writeln!(
+            out,
+            "{:>3}% ({:>2}%)  {:>3}% ({:>2}%)  {}  {}",
+            percent(cumulative, used),
+            percent(snapshot.exclusive_bytes, used),
+            percent(cumulative, total),
+            percent(snapshot.exclusive_bytes, total),
+            snapshot_date(snapshot),
+            snapshot.name
+        );
+    }
+    out
+}
+
+fn percent(part: u64, whole: u64) -> u64 {
+    match whole {
+        0 => 0,
+        _ => (part as u128 * 100 / whole as u128) as u64,
+    }
+}
+
+fn snapshot_date(snapshot: &SnapshotStatus) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let seconds = snapshot.created_unix_ns / 1_000_000_000;
+    let (_, month, day) = civil_from_days((seconds / 86_400) as i64);
+    let minutes = seconds % 86_400 / 60;
+    format!(
+        "{} {day:02} {:02}:{:02}",
+        MONTHS[month as usize - 1],
+        minutes / 60,
+        minutes % 60
+    )
+}
+
+/// The (year, month, day) of a day count since 1970-01-01 (proleptic
+/// Gregorian), by Howard Hinnant's days-to-civil algorithm.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `df` (volumes) or `df -A` (the aggregate), in kbytes or, with -h, in
+/// binary units.
+pub fn df(reply: &AdminReply, human: bool) -> String {
+    let unit = |bytes: u64| match human {
+        true => human_size(bytes),
+        false => (bytes / 1024).to_string(),
+    };
+    let size_heading = match human {
+        true => "total",
+        false => "kbytes",
+    };
+    match reply {
+        AdminReply::VolumeSpace(volumes) => {
+            let mut out = format!(
+                "{:<24} {size_heading:>10} {:>10} {:>10} capacity  Mounted on\n",
+                "Filesystem", "used", "avail"
+            );
+            for volume in volumes {
+                out.push_str(&volume_df_rows(volume, &unit));
+            }
+            out
+        }
+        AdminReply::AggregateSpace(aggr) => {
+            let mut out = format!(
+                "{:<24} {size_heading:>10} {:>10} {:>10} capacity\n",
+                "Aggregate", "used", "avail"
+            );
+            let _ = writeln!(
+                out,
+                "{:<24} {:>10} {:>10} {:>10} {:>7}%",
+                aggr.aggregate,
+                unit(aggr.total_bytes),
+                unit(aggr.used_bytes),
+                unit(aggr.available_bytes),
+                percent(aggr.used_bytes, aggr.total_bytes)
+            );
+            let _ = writeln!(
+                out,
+                "{:<24} {:>10} {:>10} {:>10} {:>8}",
+                format!("{}/.snapshot", aggr.aggregate),
+                unit(0),
+                unit(0),
+                unit(0),
+                "---%"
+            );
+            out
+        }
+        other => unexpected(other),
+    }
+}
+
+fn volume_df_rows(volume: &VolumeSpaceStatus, unit: &dyn Fn(u64) -> String) -> String {
+    let path = format!("/vol/{}/", volume.volume);
+    let snap_path = format!("/vol/{}/.snapshot", volume.volume);
+    let reserve = volume.snapshot_reserve_bytes;
+    let snap_capacity = match reserve {
+        0 => "---%".to_string(),
+        _ => format!("{}%", percent(volume.snapshot_used_bytes, reserve)),
+    };
+    format!(
+        "{path:<24} {:>10} {:>10} {:>10} {:>7}%  {path}\n\
+         {snap_path:<24} {:>10} {:>10} {:>10} {:>8}  {snap_path}\n",
+        unit(volume.active_total_bytes),
+        unit(volume.used_bytes),
+        unit(volume.available_bytes),
+        percent(volume.used_bytes, volume.active_total_bytes),
+        unit(reserve),
+        unit(volume.snapshot_used_bytes),
+        unit(reserve.saturating_sub(volume.snapshot_used_bytes)),
+        snap_capacity
+    )
+}
+
+/// ONTAP's -h: the largest binary unit that keeps three digits, as KB, MB, GB.
+fn human_size(bytes: u64) -> String {
+    let units = [
+        (1u64 << 40, "TB"),
+        (1 << 30, "GB"),
+        (1 << 20, "MB"),
+        (1 << 10, "KB"),
+    ];
+    units
+        .iter()
+        .find(|(size, _)| bytes >= *size * 10)
+        .map_or(format!("{}KB", bytes / 1024), |(size, name)| {
+            format!("{}{name}", bytes / size)
+        })
+}
+
+/// `sysstat -x`'s two header lines.
+pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk\n\
+    \x20                        in    out    read  write    hit  time  ty   util\n";
+
+/// One `sysstat -x` line: the rates between two samples. There is no CPU
+/// figure (the engine runs on one thread of many), so the column shows `-`.
+/// CP time is the share of the interval CPs ran; CP ty the type of most CPs
+/// in the interval; Disk util the busiest disk's share of the interval.
+pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
+    let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
+    let rate = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / seconds;
+    let ops = rate(
+        before.nbd.reads + before.nbd.writes + before.nbd.trims + before.nbd.flushes,
+        after.nbd.reads + after.nbd.writes + after.nbd.trims + after.nbd.flushes,
+    );
+    let net_in = rate(before.nbd.write_bytes, after.nbd.write_bytes) / 1024.0;
+    let net_out = rate(before.nbd.read_bytes, after.nbd.read_bytes) / 1024.0;
+    let blocks = |r: &SysstatReport, read: bool| -> u64 {
+        r.disks
+            .iter()
+            .map(|d| match read {
+                true => d.user_read_blocks + d.cp_read_blocks,
+                false => d.write_blocks,
+            })
+            .sum()
+    };
+    let disk_read = rate(blocks(before, true), blocks(after, true)) * 4.0;
+    let disk_write = rate(blocks(before, false), blocks(after, false)) * 4.0;
+    let hits = after.cache_hits.saturating_sub(before.cache_hits);
+    let misses = after.cache_misses.saturating_sub(before.cache_misses);
+    let cache_hit = match hits + misses {
+        0 => "-".to_string(),
+        all => format!("{}%", hits * 100 / all),
+    };
+    let busiest = after
+        .disks
+        .iter()
+        .zip(&before.disks)
+        .map(|(a, b)| a.io_time_ns.saturating_sub(b.io_time_ns))
+        .max()
+        .unwrap_or(0);
+    let util = ((busiest as f64 / 1e9 / seconds) * 100.0).min(100.0);
+    format!(
+        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>5} {:>3} {:>5.0}%",
+        "-",
+        ops,
+        ops,
+        net_in,
+        net_out,
+        disk_read,
+        disk_write,
+        cache_hit,
+        format!(
+            "{:.0}%",
+            (rate(before.cp_time_ns, after.cp_time_ns) / 1e7).min(100.0)
+        ),
+        cp_type(before, after),
+        util
+    )
+}
+
+/// The type letter of most CPs between the samples, `-` if none ran.
+fn cp_type(before: &SysstatReport, after: &SysstatReport) -> String {
+    after
+        .cps_by_type
+        .iter()
+        .map(|(letter, count)| {
+            let earlier = before.cps_by_type.get(letter).copied().unwrap_or(0);
+            (count.saturating_sub(earlier), letter)
+        })
+        .filter(|(count, _)| *count > 0)
+        .max()
+        .map_or("-".to_string(), |(_, letter)| letter.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_become_dates_across_leap_years() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(20_779), (2026, 11, 22));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+
+    #[test]
+    fn snapshot_dates_read_like_ontap() {
+        let snapshot = SnapshotStatus {
+            id: 1,
+            name: "snap1".into(),
+            cp: 3,
+            // 2026-05-17 10:32:07 UTC
+            created_unix_ns: 1_779_013_927 * 1_000_000_000,
+            held_bytes: 0,
+            exclusive_bytes: 0,
+        };
+        assert_eq!(snapshot_date(&snapshot), "May 17 10:32");
+    }
+
+    #[test]
+    fn sizes_and_percentages_round_down() {
+        assert_eq!(human_size(808 << 20), "808MB");
+        assert_eq!(human_size(5 << 30), "5120MB");
+        assert_eq!(human_size(50 << 30), "50GB");
+        assert_eq!(human_size(0), "0KB");
+        assert_eq!(ontap_size(2 << 30), "2g");
+        assert_eq!(ontap_size(4100 << 10), "4100k");
+        assert_eq!(ontap_size(1000), "1000");
+        assert_eq!(percent(1, 3), 33);
+        assert_eq!(percent(5, 0), 0);
+    }
+}

@@ -1,0 +1,145 @@
+//! The administrator's CLI against a running server: ONTAP's layouts, JSON
+//! on request, exit statuses that say what happened.
+
+mod serve_harness;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serve_harness::{NbdClient, Scratch, serve_with};
+
+const SIZES: &[&str] = &[
+    "--disk-size",
+    "64m",
+    "--vol-size",
+    "160m",
+    "--lun-size",
+    "32m",
+];
+
+/// Runs `wafer --data DIR ARGS…`: (exit code, stdout, stderr).
+fn wafer(data: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_wafer"))
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("wafer runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn ok(data: &Path, args: &[&str]) -> String {
+    let (code, out, err) = wafer(data, args);
+    assert_eq!(code, 0, "wafer {args:?} failed: {err}\n{out}");
+    out
+}
+
+#[test]
+fn admin_commands_print_ontap_layouts_and_json() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    let status = ok(&data, &["aggr", "status"]);
+    assert!(
+        status.contains("aggr0 online          raid_dp, aggr     raidsize=8"),
+        "{status}"
+    );
+    let raid = ok(&data, &["aggr", "status", "-r"]);
+    for expected in [
+        "Aggregate aggr0 (online, raid_dp) (block checksums)",
+        "RAID group /aggr0/plex0/rg0 (normal)",
+        "      dparity   disk0",
+        "      parity    disk1",
+        "Spare disks for block checksum",
+        "  spare     disk8",
+    ] {
+        assert!(raid.contains(expected), "missing '{expected}' in:\n{raid}");
+    }
+    assert!(ok(&data, &["aggr", "status", "-v"]).contains("Volumes: vol0"));
+    assert!(ok(&data, &["vol", "status"]).contains("vol0 online          raid_dp, flex"));
+
+    ok(&data, &["lun", "create", "-s", "16m", "/vol/vol0/logs"]);
+    let luns = ok(&data, &["lun", "show"]);
+    assert!(
+        luns.contains("/vol/vol0/logs") && luns.contains("16m (16777216)  (r/w, online)"),
+        "{luns}"
+    );
+    let maps = ok(&data, &["lun", "show", "-m"]);
+    assert!(
+        maps.contains("/vol/vol0/logs") && maps.contains("vol0/logs"),
+        "{maps}"
+    );
+
+    ok(&data, &["snap", "create", "vol0", "s1"]);
+    let snaps = ok(&data, &["snap", "list", "vol0"]);
+    assert!(
+        snaps.contains("%/used") && snaps.contains("  s1"),
+        "{snaps}"
+    );
+    let (code, _, err) = wafer(&data, &["snap", "create", "vol0", "s1"]);
+    assert_eq!(code, 1, "a refusal exits 1");
+    assert!(err.contains("already exists"), "{err}");
+    ok(&data, &["lun", "resize", "/vol/vol0/lun0", "48m"]);
+    let resized = NbdClient::connect(server.socket(), "vol0/lun0");
+    let in_snapshot = NbdClient::connect(server.socket(), "vol0/lun0@s1");
+    assert_eq!(
+        (resized.size, in_snapshot.size),
+        (48 << 20, 32 << 20),
+        "a snapshot export has the LUN's size in the snapshot"
+    );
+    drop((resized, in_snapshot));
+
+    let df = ok(&data, &["df"]);
+    assert!(
+        df.contains("/vol/vol0/ ") && df.contains("/vol/vol0/.snapshot"),
+        "{df}"
+    );
+    assert!(ok(&data, &["df", "-A"]).contains("aggr0/.snapshot"));
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&data, &["df", "--json"])).expect("--json prints JSON");
+    assert_eq!(json["kind"], "volume_space");
+
+    let sysstat = ok(&data, &["sysstat", "-x", "-c", "1", "1"]);
+    assert_eq!(
+        sysstat.lines().count(),
+        3,
+        "two header lines and a sample:\n{sysstat}"
+    );
+    assert!(sysstat.contains("Cache    CP  CP   Disk"), "{sysstat}");
+    server.stop();
+}
+
+#[test]
+fn a_failed_disk_is_rebuilt_onto_the_spare_as_aggr_status_shows() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    assert!(ok(&data, &["disk", "fail", "disk3"]).contains("disk3"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let raid = ok(&data, &["aggr", "status", "-r"]);
+        if raid.contains("rg0 (normal)") && raid.contains("      data      disk8") {
+            assert!(!raid.contains("FAILED"), "{raid}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the rebuild never finished:\n{raid}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    server.stop();
+}
+
+#[test]
+fn without_a_server_the_cli_says_so() {
+    let scratch = Scratch::new();
+    let (code, _, err) = wafer(&scratch.data(), &["aggr", "status"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no server to administer"), "{err}");
+}
