@@ -106,6 +106,12 @@ pub enum AdminRequest {
         /// The disk's name or slot number.
         disk: String,
     },
+    /// `disk replace DISK`: a new blank disk file joins as a spare to take
+    /// the place of failed disk DISK; the filer rebuilds onto it.
+    DiskReplace {
+        /// The failed disk's name or slot number.
+        disk: String,
+    },
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
 }

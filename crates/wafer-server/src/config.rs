@@ -348,6 +348,23 @@ impl DataConfig {
         disk.failed_reason = Some(reason.to_string());
     }
 
+    /// Adds a blank, in-service disk of `blocks` sectors as the last spare
+    /// (its file is `NAME.img`).
+    pub(crate) fn add_spare(&mut self, name: &str, blocks: u64) {
+        self.disks.push(DiskConfig {
+            name: name.to_string(),
+            file: format!("{name}.img"),
+            blocks,
+            state: DiskState::InService,
+            failed_reason: None,
+        });
+        self.spares.push(name.to_string());
+        debug_assert!(
+            self.validate().is_ok(),
+            "a new spare keeps the configuration valid"
+        );
+    }
+
     /// Puts spare `spare` in place of the member at `position` of `group`;
     /// the disk it replaces leaves the aggregate (its file stays, unused).
     pub(crate) fn replace_member(&mut self, group: usize, position: usize, spare: &str) {

@@ -1,6 +1,6 @@
 //! The administrator's commands against a running `wafer serve`, in ONTAP's
 //! words and layouts (`wafl.md` §12): `aggr status`, `vol`, `lun`, `snap`,
-//! `df`, `disk fail` and `sysstat -x`.
+//! `df`, `disk fail`, `disk replace` and `sysstat -x`.
 //!
 //! Each command sends requests over the data directory's admin socket
 //! (`wafer_server::AdminClient`) and prints the answer as ONTAP would, or, with
@@ -174,6 +174,14 @@ pub enum DiskCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Adds a new blank disk file as a spare for a failed disk; it takes the
+    /// failed disk's place and is rebuilt in the background.
+    Replace {
+        /// The failed disk's name or slot number.
+        disk: String,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 /// `wafer sysstat`.
@@ -267,6 +275,9 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         }
         AdminCommand::Disk(DiskCommand::Fail { disk, output }) => {
             (output.json, done(ask(AdminRequest::DiskFail { disk })?))
+        }
+        AdminCommand::Disk(DiskCommand::Replace { disk, output }) => {
+            (output.json, done(ask(AdminRequest::DiskReplace { disk })?))
         }
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
     };

@@ -120,20 +120,51 @@ fn a_failed_disk_is_rebuilt_onto_the_spare_as_aggr_status_shows() {
     let server = serve_with(&scratch, SIZES);
     let data = server.data.clone();
     assert!(ok(&data, &["disk", "fail", "disk3"]).contains("disk3"));
+    wait_for_group(&data, "      data      disk8");
+    assert!(!ok(&data, &["aggr", "status", "-r"]).contains("FAILED"));
+    server.stop();
+}
+
+#[test]
+fn a_disk_failed_with_no_spare_left_is_replaced_by_a_new_disk_file() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    ok(&data, &["disk", "fail", "disk3"]);
+    wait_for_group(&data, "      data      disk8");
+    ok(&data, &["disk", "fail", "disk4"]);
+    let degraded = ok(&data, &["aggr", "status", "-r"]);
+    assert!(
+        degraded.contains("rg0 (degraded)"),
+        "no spare is left:\n{degraded}"
+    );
+    let (code, _, err) = wafer(&data, &["disk", "replace", "disk5"]);
+    assert_eq!(code, 1, "an in-service disk is not replaced");
+    assert!(err.contains("not a failed RAID group member"), "{err}");
+    let added = ok(&data, &["disk", "replace", "disk4"]);
+    assert!(
+        added.contains("disk9 added as a spare for failed disk disk4"),
+        "{added}"
+    );
+    wait_for_group(&data, "      data      disk9");
+    assert!(scratch.data().join("disk9.img").exists());
+    server.stop();
+}
+
+/// Waits until `aggr status -r` shows the group normal with `row` in it.
+fn wait_for_group(data: &Path, row: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let raid = ok(&data, &["aggr", "status", "-r"]);
-        if raid.contains("rg0 (normal)") && raid.contains("      data      disk8") {
-            assert!(!raid.contains("FAILED"), "{raid}");
-            break;
+        let raid = ok(data, &["aggr", "status", "-r"]);
+        if raid.contains("rg0 (normal)") && raid.contains(row) {
+            return;
         }
         assert!(
             Instant::now() < deadline,
-            "the rebuild never finished:\n{raid}"
+            "never normal with '{row}':\n{raid}"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    server.stop();
 }
 
 #[test]

@@ -229,6 +229,7 @@ impl Filer {
         let groups = layout.groups().len();
         let halves = Halves::new(options.nvlog_half_bytes);
         let written = WrittenSums::new(&layout);
+        let no_spares = layout.spares() == 0;
         let counters = Counters {
             disks: vec![DiskCounters::default(); layout.disk_count() as usize],
             ..Counters::default()
@@ -264,7 +265,7 @@ impl Filer {
             committed_map: Bitmap::new(total),
             realloc: None,
             rebuild: None,
-            spares_exhausted: false,
+            spares_exhausted: no_spares,
             rebuild_done_unrecorded: false,
             repairs: BTreeMap::new(),
             next_fill: 0,

@@ -155,7 +155,7 @@ impl Filer {
             self.rebuild_done_unrecorded = true;
         }
         self.request_spare();
-        if self.rebuild.is_none() && !self.spares_exhausted && self.layout.spares() > 0 {
+        if self.rebuild.is_none() && !self.spares_exhausted {
             self.rebuild = self.first_failed_disk().map(|(group, disk)| Rebuild {
                 group,
                 disk,
@@ -195,6 +195,16 @@ impl Filer {
             .iter()
             .enumerate()
             .find_map(|(group, failed)| failed.iter().next().map(|disk| (group, disk)))
+    }
+
+    /// The driver has a new spare: a failed disk waiting for one gets it
+    /// (after a CP, started now if the filer is idle).
+    pub fn spare_added(&mut self) {
+        self.spares_exhausted = false;
+        let waiting = self.rebuild.is_none() && self.first_failed_disk().is_some();
+        if waiting && self.cp.is_none() && matches!(self.phase, Phase::Online) {
+            self.start_cp(super::CpReason::Sync);
+        }
     }
 
     /// The driver has answered [`IoOp::AssignSpare`].

@@ -132,6 +132,7 @@ impl Engine {
             }
             AdminRequest::AggrStatus => Answer::Now(AdminReply::Aggregate(self.aggregate_status())),
             AdminRequest::DiskFail { disk } => Answer::Now(self.fail_disk(&disk)?),
+            AdminRequest::DiskReplace { disk } => Answer::Now(self.replace_disk(&disk)?),
             AdminRequest::Sysstat => Answer::Now(AdminReply::Sysstat(Box::new(self.sysstat()))),
         })
     }
@@ -349,6 +350,70 @@ impl Engine {
             })?;
         let message = format!("disk {name} (slot {}) failed", id.0);
         Ok(AdminReply::Done { message })
+    }
+
+    /// Adds a blank disk file as a spare for failed disk `disk`: created and
+    /// sized, recorded in the configuration (saved), given its threads, and
+    /// announced to the filer, which puts it in the failed disk's slot.
+    fn replace_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
+        let slots = self.config.slots();
+        let slot = slots
+            .iter()
+            .find(|s| s.disk.name == disk || s.id.0.to_string() == disk)
+            .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no disk {disk}")))?;
+        let (failed, blocks) = (slot.disk.name.clone(), slot.disk.blocks);
+        if slot.disk.state != DiskState::Failed || !matches!(slot.slot, Slot::Member { .. }) {
+            return Err(invalid(&format!(
+                "disk {failed} is not a failed RAID group member (disk fail it first)"
+            )));
+        }
+        let (name, file) = self.new_disk_file(blocks)?;
+        let before = self.config.clone();
+        self.config.add_spare(&name, blocks);
+        let io = |e: &dyn std::fmt::Display| error(AdminErrorKind::Io, &e.to_string());
+        if let Err(e) = self.config.save(&self.dir) {
+            self.config = before;
+            let _ = std::fs::remove_file(self.dir.join(format!("{name}.img")));
+            return Err(io(&format!("the configuration cannot be saved: {e}")));
+        }
+        let handle = crate::disk::DiskHandle::spawn(&name, Some(file), self.to_self.clone())
+            .map_err(|e| io(&e))?;
+        self.devices.disks.push(handle);
+        self.filer.spare_added();
+        crate::log!("disk {name} added as a spare to take the place of failed disk {failed}");
+        let message = format!(
+            "disk {name} added as a spare for failed disk {failed}; reconstruction runs in the background"
+        );
+        Ok(AdminReply::Done { message })
+    }
+
+    /// A new sparse disk file `diskN.img` of `blocks` sectors, N the first
+    /// number no disk or file uses.
+    fn new_disk_file(&self, blocks: u64) -> Result<(String, std::fs::File), AdminError> {
+        let taken = |n: &u32| {
+            let name = format!("disk{n}");
+            self.config.disk(&name).is_some() || self.dir.join(format!("{name}.img")).exists()
+        };
+        let number = (0..).find(|n| !taken(n)).expect("a free number");
+        let name = format!("disk{number}");
+        let path = self.dir.join(format!("{name}.img"));
+        let create = || -> std::io::Result<std::fs::File> {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)?;
+            file.set_len(blocks * crate::config::SECTOR_BYTES)?;
+            file.sync_all()?;
+            Ok(file)
+        };
+        let file = create().map_err(|e| {
+            error(
+                AdminErrorKind::Io,
+                &format!("cannot create {}: {e}", path.display()),
+            )
+        })?;
+        Ok((name, file))
     }
 
     /// Refuses to fail the disk at `position` of `group` if the group could

@@ -49,7 +49,7 @@ fn status_table(aggr: &AggregateStatus, options: &[String]) -> String {
 fn aggregate_statuses(aggr: &AggregateStatus) -> Vec<String> {
     let mut lines = vec![format!("{}, aggr", raid_type(aggr))];
     let degraded = aggr.raid_groups.iter().any(|g| g.state == "degraded");
-    if aggr.rebuild.is_some() {
+    if aggr.rebuild.as_ref().is_some_and(|r| r.spare_assigned) {
         lines.push("reconstruct".into());
     } else if degraded {
         lines.push("degraded".into());
@@ -127,7 +127,7 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
 /// A group's state as `aggr status -r` words it.
 fn group_state(aggr: &AggregateStatus, group: &RaidGroupStatus) -> String {
     match &aggr.rebuild {
-        Some(r) if r.group == group.group => format!(
+        Some(r) if r.group == group.group && r.spare_assigned => format!(
             "reconstruction {}% completed",
             percent(r.stripes_done, r.stripes_total)
         ),
