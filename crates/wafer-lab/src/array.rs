@@ -1,0 +1,218 @@
+//! The host-facing interface every array in the lab implements.
+//!
+//! An [`Array`] is a storage array seen from the host: a LUN of
+//! [`Array::capacity_bytes`] that takes reads and writes at byte offsets and
+//! answers each one later, in virtual time. Like the device models beneath
+//! it, an array is a sans-I/O state machine: the lab's event loop
+//! ([`crate::run()`]) hands it host I/Os with [`Array::submit`], asks when it
+//! next has something to do with [`Array::next_event`], and lets it run up to
+//! an instant with [`Array::advance`], which reports the host I/Os finished by
+//! then. The call order is the devices' (`wafer_sim::device::Device`): before
+//! `submit(now, ..)` the array has been advanced through every event earlier
+//! than `now`; after `submit` or `advance`, `next_event` is read again (a
+//! submission may create an event at `now` itself); time never goes backwards.
+//!
+//! Two arrays sit behind it: the in-place RAID-5 comparator
+//! ([`crate::inplace`]) and the wafer filer on modelled disks (plugged in by
+//! the lab's driver). [`Array::disk_stats`] exposes each array's per-disk
+//! counters, cumulative since the array was built, from which the reports
+//! derive `statit` and `sysstat` figures by differences.
+
+use serde::{Deserialize, Serialize};
+use wafer_core::units::Instant;
+
+/// A host-facing storage array in virtual time: the lab's event loop submits
+/// host I/Os and advances it.
+pub trait Array {
+    /// The array's name in the scenario and the reports.
+    fn name(&self) -> &str;
+
+    /// What kind of array it is.
+    fn kind(&self) -> ArrayKind;
+
+    /// Size of the LUN the workload addresses, in bytes.
+    fn capacity_bytes(&self) -> u64;
+
+    /// Makes the array's state what it would be after the workload's prepare
+    /// step (the test file written once, then optionally a full reallocate),
+    /// without simulating it I/O by I/O. Called once, at time zero, before the
+    /// first [`Array::submit`].
+    fn prepare(&mut self, plan: &PreparePlan);
+
+    /// Accepts a host I/O at `now`; it completes at some later
+    /// [`Array::advance`].
+    ///
+    /// # Panics
+    /// If `io` reaches past [`Array::capacity_bytes`] or moves no bytes, if
+    /// `now` is earlier than a previous call's, or if an event before `now` is
+    /// still pending: all are bugs in the driving loop, which checks the
+    /// workload against the LUN before it starts.
+    fn submit(&mut self, now: Instant, io: HostIo);
+
+    /// When the array next changes state on its own, or `None` if it is idle.
+    fn next_event(&self) -> Option<Instant>;
+
+    /// Runs the array up to and including `now`, appending the host I/Os that
+    /// finish to `done`.
+    ///
+    /// # Panics
+    /// If `now` is earlier than a previous call's.
+    fn advance(&mut self, now: Instant, done: &mut Vec<HostCompletion>);
+
+    /// Per-disk counters, cumulative since the array was built, in a fixed
+    /// disk order: the raw material of `statit`.
+    fn disk_stats(&self) -> Vec<DiskStats>;
+}
+
+/// The kinds of array a scenario can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ArrayKind {
+    /// The wafer filer: write-anywhere, RAID-DP, NVRAM.
+    #[serde(rename = "wafer")]
+    Wafer,
+    /// A classic array that updates its RAID-5 stripes in place.
+    #[serde(rename = "in-place")]
+    InPlace,
+}
+
+impl ArrayKind {
+    /// The name a scenario and a report use: `wafer` or `in-place`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArrayKind::Wafer => "wafer",
+            ArrayKind::InPlace => "in-place",
+        }
+    }
+}
+
+/// Whether a host I/O reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostOp {
+    /// Data moves from the array to the host.
+    Read,
+    /// Data moves from the host to the array.
+    Write,
+}
+
+/// One host I/O to the LUN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostIo {
+    /// The caller's name for the I/O, returned in its [`HostCompletion`];
+    /// unique among the I/Os in flight.
+    pub id: u64,
+    /// Read or write.
+    pub op: HostOp,
+    /// First byte, from the start of the LUN. Need not be block aligned.
+    pub offset: u64,
+    /// Bytes moved, at least one.
+    pub length: u64,
+}
+
+impl HostIo {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.offset + self.length
+    }
+}
+
+/// A finished host I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostCompletion {
+    /// The I/O's [`HostIo::id`].
+    pub id: u64,
+    /// When it was submitted.
+    pub submitted_at: Instant,
+    /// When the array answered it.
+    pub finished_at: Instant,
+}
+
+/// One disk's counters, cumulative. Reads are split as `statit` splits them:
+/// user reads fetch data a host asked for; CP reads are the reads a write
+/// costs (old data and old parity for a parity update; in wafer, the reads of
+/// a consistency point).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskStats {
+    /// The disk's name, e.g. `dg0.d07`.
+    pub name: String,
+    /// Nanoseconds during which at least one command was outstanding at the
+    /// disk (ONTAP's `disk_busy`).
+    pub busy_ns: u64,
+    /// Read commands for host data.
+    pub user_reads: u64,
+    /// 4 KiB blocks those commands moved.
+    pub user_read_blocks: u64,
+    /// Write commands of every origin.
+    pub writes: u64,
+    /// 4 KiB blocks those commands moved.
+    pub write_blocks: u64,
+    /// Read commands a write costs.
+    pub cp_reads: u64,
+    /// 4 KiB blocks those commands moved.
+    pub cp_read_blocks: u64,
+    /// Sum of the user reads' latencies (submission to completion at the
+    /// disk).
+    pub read_latency_ns: u64,
+    /// Sum of the writes' latencies.
+    pub write_latency_ns: u64,
+    /// Sum of the CP reads' latencies.
+    pub cp_read_latency_ns: u64,
+}
+
+impl DiskStats {
+    /// Commands of every kind.
+    pub fn transfers(&self) -> u64 {
+        self.user_reads + self.writes + self.cp_reads
+    }
+
+    /// The counters accumulated between `earlier` and `self`.
+    ///
+    /// # Panics
+    /// If `earlier` is a later snapshot or another disk's.
+    pub fn since(&self, earlier: &DiskStats) -> DiskStats {
+        assert_eq!(self.name, earlier.name, "counters of two different disks");
+        let minus = |now: u64, then: u64| {
+            now.checked_sub(then)
+                .expect("cumulative counters never decrease")
+        };
+        DiskStats {
+            name: self.name.clone(),
+            busy_ns: minus(self.busy_ns, earlier.busy_ns),
+            user_reads: minus(self.user_reads, earlier.user_reads),
+            user_read_blocks: minus(self.user_read_blocks, earlier.user_read_blocks),
+            writes: minus(self.writes, earlier.writes),
+            write_blocks: minus(self.write_blocks, earlier.write_blocks),
+            cp_reads: minus(self.cp_reads, earlier.cp_reads),
+            cp_read_blocks: minus(self.cp_read_blocks, earlier.cp_read_blocks),
+            read_latency_ns: minus(self.read_latency_ns, earlier.read_latency_ns),
+            write_latency_ns: minus(self.write_latency_ns, earlier.write_latency_ns),
+            cp_read_latency_ns: minus(self.cp_read_latency_ns, earlier.cp_read_latency_ns),
+        }
+    }
+}
+
+/// A byte range of the LUN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Extent {
+    /// First byte.
+    pub offset: u64,
+    /// Bytes.
+    pub length: u64,
+}
+
+impl Extent {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        self.offset + self.length
+    }
+}
+
+/// What the workload's prepare step leaves behind, for [`Array::prepare`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparePlan {
+    /// Ranges written once, sequentially, in this order (IOmeter's test-file
+    /// preparation). Empty if the workload measures a fresh LUN.
+    pub fill: Vec<Extent>,
+    /// Whether a full reallocate (defragmentation) runs after the fill.
+    pub reallocate: bool,
+}

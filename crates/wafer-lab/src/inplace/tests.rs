@@ -1,0 +1,230 @@
+use super::*;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+fn spec(disks: u32, cache: Option<CacheSpec>) -> InPlaceSpec {
+    InPlaceSpec {
+        name: "eva".to_string(),
+        drive: "fc15k-144g".to_string(),
+        disks,
+        stripe_unit_bytes: 128 * KIB,
+        stripe_width: None,
+        lun_bytes: 10 * 1024 * MIB,
+        cache,
+    }
+}
+
+fn new_array(disks: u32, cache: Option<CacheSpec>) -> InPlaceArray {
+    InPlaceArray::new(&spec(disks, cache), &Catalog::builtin().unwrap()).unwrap()
+}
+
+fn io(id: u64, op: HostOp, offset: u64, length: u64) -> HostIo {
+    HostIo {
+        id,
+        op,
+        offset,
+        length,
+    }
+}
+
+/// Submits `ios` at the array's present time and runs it until it is idle.
+fn run_to_idle(array: &mut InPlaceArray, ios: &[HostIo]) -> Vec<HostCompletion> {
+    let now = array.clock;
+    for &io in ios {
+        array.submit(now, io);
+    }
+    let mut done = Vec::new();
+    for _ in 0..10_000 {
+        let Some(at) = array.next_event() else {
+            return done;
+        };
+        array.advance(at, &mut done);
+    }
+    panic!("the array never went idle");
+}
+
+/// Commands of each kind, summed over the disks: (user reads, cp reads, writes).
+fn commands(array: &InPlaceArray) -> (u64, u64, u64) {
+    array
+        .disk_stats()
+        .iter()
+        .fold((0, 0, 0), |(u, c, w), disk| {
+            (u + disk.user_reads, c + disk.cp_reads, w + disk.writes)
+        })
+}
+
+#[test]
+fn a_small_random_write_costs_two_reads_and_two_writes() {
+    for (offset, length) in [(5 * MIB + 8 * KIB, 4 * KIB), (777 * MIB + 512, 512)] {
+        let mut array = new_array(20, None);
+        let done = run_to_idle(&mut array, &[io(1, HostOp::Write, offset, length)]);
+        assert_eq!(done.len(), 1);
+        assert_eq!(
+            commands(&array),
+            (0, 2, 2),
+            "write of {length} bytes at {offset}"
+        );
+        let disks_used = array.disk_stats().iter().filter(|d| d.writes > 0).count();
+        assert_eq!(disks_used, 2, "data and parity on two disks");
+    }
+}
+
+#[test]
+fn a_full_stripe_write_reads_nothing() {
+    let mut array = new_array(5, None);
+    let stripe_bytes = 4 * 128 * KIB;
+    let done = run_to_idle(
+        &mut array,
+        &[io(1, HostOp::Write, 3 * stripe_bytes, stripe_bytes)],
+    );
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        commands(&array),
+        (0, 0, 5),
+        "four data chunks and parity, no reads"
+    );
+    // The same bytes shifted by one block straddle two stripes: both are
+    // partial, so both pay a read-modify-write.
+    let mut array = new_array(5, None);
+    run_to_idle(
+        &mut array,
+        &[io(
+            1,
+            HostOp::Write,
+            3 * stripe_bytes + 4 * KIB,
+            stripe_bytes,
+        )],
+    );
+    let (_, cp_reads, _) = commands(&array);
+    assert!(cp_reads > 0);
+}
+
+#[test]
+fn reads_go_to_the_disk_that_holds_the_data() {
+    // Classic RAID-5 over 5 disks: stripe 0 has parity on disk 4 and data
+    // chunks 0..3 on disks 0..3; stripe 1 has parity on disk 3, so its first
+    // data chunk (LUN chunk 4) is on disk 4.
+    let cases = [
+        (0, 0),
+        (128 * KIB, 1),
+        (3 * 128 * KIB + 4096, 3),
+        (4 * 128 * KIB, 4),
+    ];
+    for (offset, expected_disk) in cases {
+        let mut array = new_array(5, None);
+        run_to_idle(&mut array, &[io(1, HostOp::Read, offset, 4 * KIB)]);
+        let reading: Vec<usize> = array
+            .disk_stats()
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.user_reads > 0)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(reading, vec![expected_disk], "read at {offset}");
+    }
+    let mut array = new_array(5, None);
+    run_to_idle(&mut array, &[io(1, HostOp::Read, 120 * KIB, 16 * KIB)]);
+    assert_eq!(
+        commands(&array),
+        (2, 0, 0),
+        "a read across a chunk boundary is split"
+    );
+}
+
+#[test]
+fn the_cache_answers_writes_at_its_latency_and_coalesces_overwrites() {
+    let cache = CacheSpec {
+        capacity_mib: 64,
+        latency: Duration(150_000),
+    };
+    let mut array = new_array(20, Some(cache));
+    let ios: Vec<HostIo> = (0..10)
+        .map(|id| io(id, HostOp::Write, 40 * MIB, 4 * KIB))
+        .collect();
+    let done = run_to_idle(&mut array, &ios);
+    assert_eq!(done.len(), 10);
+    assert!(done.iter().all(|c| c.finished_at == Instant(150_000)));
+    let (_, cp_reads, writes) = commands(&array);
+    // The first write's destage starts at once; the nine overwrites that
+    // arrive while it runs coalesce into one more.
+    assert_eq!(
+        (cp_reads, writes),
+        (4, 4),
+        "ten writes of one block, two destages"
+    );
+    let read = run_to_idle(&mut array, &[io(99, HostOp::Read, 40 * MIB, 4 * KIB)]);
+    assert_eq!(
+        commands(&array).0,
+        1,
+        "the block was destaged, so the read goes to disk"
+    );
+    assert_eq!(read.len(), 1);
+}
+
+#[test]
+fn a_full_cache_makes_writes_wait_for_destage() {
+    let cache = CacheSpec {
+        capacity_mib: 1,
+        latency: Duration(150_000),
+    };
+    let mut array = new_array(20, Some(cache));
+    // 512 KiB writes to distinct places: the first two fill the 1 MiB cache,
+    // the third waits until a destage frees room.
+    let ios: Vec<HostIo> = (0..3)
+        .map(|i| io(i, HostOp::Write, i * 7 * MIB, 512 * KIB))
+        .collect();
+    let done = run_to_idle(&mut array, &ios);
+    let slow = done
+        .iter()
+        .filter(|c| c.finished_at > Instant(150_000))
+        .count();
+    assert_eq!(slow, 1, "{done:?}");
+    let cached = Instant(150_000);
+    assert_eq!(done.iter().filter(|c| c.finished_at == cached).count(), 2);
+}
+
+#[test]
+fn same_submissions_give_the_same_completions() {
+    let run = || {
+        let mut array = new_array(8, None);
+        let ios: Vec<HostIo> = (0..40)
+            .map(|i| {
+                let op = if i % 3 == 0 {
+                    HostOp::Write
+                } else {
+                    HostOp::Read
+                };
+                io(i, op, (i * 7919 % 2000) * 64 * KIB, 4 * KIB + (i % 5) * 512)
+            })
+            .collect();
+        (run_to_idle(&mut array, &ios), array.disk_stats())
+    };
+    let (first, stats) = run();
+    assert_eq!(first.len(), 40);
+    assert_eq!((first, stats), run());
+}
+
+#[test]
+fn impossible_arrays_are_refused_by_field() {
+    let catalog = Catalog::builtin().unwrap();
+    let refuse = |change: fn(&mut InPlaceSpec)| {
+        let mut spec = spec(20, None);
+        change(&mut spec);
+        match InPlaceArray::new(&spec, &catalog) {
+            Err(InPlaceError::Invalid { field, .. }) => field,
+            Err(other) => panic!("refused for another reason: {other}"),
+            Ok(_) => panic!("accepted {spec:?}"),
+        }
+    };
+    assert_eq!(refuse(|s| s.disks = 2), "disks");
+    assert_eq!(refuse(|s| s.stripe_unit_bytes = 6000), "stripe_unit");
+    assert_eq!(refuse(|s| s.stripe_width = Some(20)), "stripe_width");
+    assert_eq!(refuse(|s| s.lun_bytes = 4_000_000_000_000), "lun");
+    let mut spec = spec(20, None);
+    spec.drive = "floppy".to_string();
+    assert!(matches!(
+        InPlaceArray::new(&spec, &catalog),
+        Err(InPlaceError::UnknownDrive { .. })
+    ));
+}

@@ -1,0 +1,30 @@
+//! The wafer performance lab: host workloads against modelled arrays, in
+//! virtual time.
+//!
+//! An [`array::Array`] is a storage array seen from the host, a sans-I/O
+//! state machine over modelled disks (`wafer_sim::device`). The lab has an
+//! in-place RAID-5 comparator ([`inplace`]); the wafer filer plugs in beside
+//! it through the same trait. A [`workload::Workload`] (from an IOmeter
+//! access specification or a fio job file) drives arrays through
+//! [`run::run`], a discrete-event loop in nanoseconds that measures IOPS,
+//! MB/s and latency per segment, and [`report`] renders the results as
+//! `report.json`, fio JSON, `statit`, `sysstat -x` and an SVG chart. A
+//! [`scenario::Scenario`] describes a whole run in TOML.
+//!
+//! Like the engine, the lab is pure: no clock, no threads, no files, no
+//! unseeded randomness. The same scenario and seed give the same bytes.
+
+pub mod array;
+mod histogram;
+pub mod inplace;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod workload;
+
+pub use array::{Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan};
+pub use inplace::{InPlaceArray, InPlaceSpec};
+pub use report::LabReport;
+pub use run::{RunError, RunOptions, run, run_each};
+pub use scenario::{ArraySpec, Scenario, ScenarioError, WaferSpec};
+pub use workload::Workload;

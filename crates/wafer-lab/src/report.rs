@@ -1,0 +1,173 @@
+//! What a lab run measured, and the forms it is reported in.
+//!
+//! A [`LabReport`] holds, per array, its measured segments (IOPS, MB/s,
+//! average and 99th-percentile latency), read and write totals over the
+//! measured time with fio's latency percentiles, `sysstat`-style intervals,
+//! and snapshots of every disk's counters at the start of measurement and at
+//! the end of each segment. It renders as:
+//!
+//! - `report.json` ([`LabReport::to_json`]): the whole report, serde's
+//!   derivation of these types, so it is byte-identical for the same seed
+//!   and scenario (no hash maps anywhere; floats printed by serde_json's
+//!   shortest round-trip formatting);
+//! - fio's JSON output format, one document per array ([`fio`]);
+//! - a `statit` disk table ([`statit`]) and `sysstat -x` lines ([`sysstat`]);
+//! - an SVG chart of IOPS and average latency per segment, every array on
+//!   it ([`svg`]).
+//!
+//! Units: MB/s is 10^6 bytes per second; latencies in reports are
+//! milliseconds (`_ms`) or nanoseconds (`_ns`) as their names say; KiB is
+//! 1024 bytes.
+
+pub mod fio;
+pub mod statit;
+pub mod svg;
+pub mod sysstat;
+
+use serde::Serialize;
+
+use crate::array::{ArrayKind, DiskStats};
+use crate::workload::Workload;
+
+/// The latency percentiles fio reports by default (its `percentile_list`).
+pub const PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
+
+/// Everything a lab run measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LabReport {
+    /// The seed every workload stream derives from.
+    pub seed: u64,
+    /// One entry per array, in the order they ran.
+    pub arrays: Vec<ArrayReport>,
+}
+
+/// One array's results.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArrayReport {
+    /// The array's name.
+    pub name: String,
+    /// What kind of array.
+    pub kind: ArrayKind,
+    /// The LUN's size.
+    pub capacity_bytes: u64,
+    /// The workload it ran.
+    pub workload: Workload,
+    /// The measured segments, in order.
+    pub segments: Vec<SegmentReport>,
+    /// Reads over all segments.
+    pub read: DirectionReport,
+    /// Writes over all segments.
+    pub write: DirectionReport,
+    /// `sysstat`-style intervals from the start of the run (ramp-up
+    /// included).
+    pub intervals: Vec<IntervalReport>,
+    /// Every disk's cumulative counters when measurement starts, then at the
+    /// end of each segment.
+    pub disk_snapshots: Vec<Vec<DiskStats>>,
+}
+
+/// One measured segment: the I/Os that completed within it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SegmentReport {
+    /// From 1.
+    pub index: u32,
+    /// When it started, seconds from the start of the run.
+    pub start_s: f64,
+    /// When it ended.
+    pub end_s: f64,
+    /// I/Os completed.
+    pub ios: u64,
+    /// Of which reads.
+    pub read_ios: u64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// 10^6 bytes per second.
+    pub mbps: f64,
+    /// Mean latency, milliseconds.
+    pub latency_ms_avg: f64,
+    /// 99th-percentile latency (nearest rank), milliseconds.
+    pub latency_ms_p99: f64,
+}
+
+/// Reads or writes over the measured time, as fio reports a direction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DirectionReport {
+    /// I/Os completed.
+    pub ios: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// The measured time.
+    pub runtime_ns: u64,
+    /// Smallest latency.
+    pub latency_ns_min: u64,
+    /// Largest latency.
+    pub latency_ns_max: u64,
+    /// Mean latency.
+    pub latency_ns_mean: f64,
+    /// Standard deviation of the latency.
+    pub latency_ns_stddev: f64,
+    /// Latency at each of [`PERCENTILES`].
+    pub percentiles: Vec<Percentile>,
+}
+
+/// One latency percentile.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Percentile {
+    /// The percentile, e.g. 99.9.
+    pub percent: f64,
+    /// The latency below which that share of I/Os finished.
+    pub latency_ns: u64,
+}
+
+/// One `sysstat` interval.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct IntervalReport {
+    /// When the interval ended, nanoseconds from the start of the run.
+    pub end_ns: u64,
+    /// Its length.
+    pub length_ns: u64,
+    /// Host I/Os completed.
+    pub ops: u64,
+    /// Bytes the host read.
+    pub host_read_bytes: u64,
+    /// Bytes the host wrote.
+    pub host_write_bytes: u64,
+    /// 4 KiB blocks the disks read (user and CP reads).
+    pub disk_read_blocks: u64,
+    /// 4 KiB blocks the disks wrote.
+    pub disk_write_blocks: u64,
+    /// Busy time of the busiest disk.
+    pub busiest_disk_busy_ns: u64,
+}
+
+impl LabReport {
+    /// `report.json`: the whole report, pretty-printed, with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut json = serde_json::to_string_pretty(self).expect("the report serializes");
+        json.push('\n');
+        json
+    }
+}
+
+impl ArrayReport {
+    /// Per-disk counters accumulated over the measured time.
+    pub fn measured_disk_stats(&self) -> Vec<DiskStats> {
+        let (Some(first), Some(last)) = (self.disk_snapshots.first(), self.disk_snapshots.last())
+        else {
+            return Vec::new();
+        };
+        last.iter()
+            .zip(first)
+            .map(|(end, start)| end.since(start))
+            .collect()
+    }
+
+    /// The measured time, in nanoseconds.
+    pub fn measured_ns(&self) -> u64 {
+        let timing = &self.workload.timing;
+        timing.segment.0 * u64::from(timing.segments)
+    }
+}

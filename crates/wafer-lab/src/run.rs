@@ -1,0 +1,451 @@
+//! The lab's event loop: a workload against arrays, in virtual nanoseconds.
+//!
+//! Each array runs on its own, one after another, with its own copy of its
+//! workload: the workers' streams are seeded from the run's seed alone, so
+//! arrays given the same workload see the same I/O sequence. The loop is a
+//! discrete-event simulation: at time zero every worker submits its
+//! outstanding I/Os; then it repeatedly moves to the earliest of the array's
+//! next event and the next sampling boundary, advances the array there, and
+//! for each host I/O completed submits the worker's next one at that instant
+//! (a closed loop with no think time). It follows the [`Array`] call order,
+//! so the array is always advanced to `now` before it is handed an I/O at
+//! `now`.
+//!
+//! Measurement follows IOmeter: I/Os that complete during the ramp-up are
+//! not counted; each segment counts the I/Os that complete within it
+//! (`start ≤ finished < end`), with latency from submission to completion.
+//! At the end of the last segment the loop stops; I/Os still in flight are
+//! dropped. The array's disk counters are sampled when measurement starts,
+//! at the end of every segment and of every `sysstat` interval.
+//!
+//! Nothing here reads a clock: the same arrays, workload and seed give the
+//! same report, bit for bit.
+
+use std::collections::BTreeMap;
+
+use wafer_core::units::{Duration, Instant};
+
+use crate::array::{Array, DiskStats, HostCompletion, HostOp};
+use crate::histogram::Histogram;
+use crate::report::{
+    ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile, SegmentReport,
+};
+use crate::workload::{Timing, WorkerStream, Workload, WorkloadError};
+
+/// Events the loop takes at one instant before it declares the array stuck:
+/// far more than a closed loop of [`crate::workload::OUTSTANDING_MAX`] I/Os
+/// can need, since every event moves at least one I/O on.
+const SAME_INSTANT_EVENTS_MAX: u64 = 1 << 24;
+
+/// Progress reports per array: often enough for a smooth progress bar.
+const PROGRESS_STEPS: u64 = 1000;
+
+/// How a run is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Seed of every workload stream.
+    pub seed: u64,
+    /// Length of a `sysstat` interval.
+    pub sysstat_interval: Duration,
+}
+
+/// Why a run could not finish.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// The number of workloads is neither one nor one per array.
+    #[error("{arrays} arrays but {workloads} workloads")]
+    WorkloadCount {
+        /// Arrays given.
+        arrays: usize,
+        /// Workloads given.
+        workloads: usize,
+    },
+    /// The `sysstat` interval is zero.
+    #[error("the sysstat interval must be longer than zero")]
+    Interval,
+    /// The workload does not fit the array.
+    #[error("array `{array}`: {source}")]
+    Workload {
+        /// The array.
+        array: String,
+        /// What does not fit.
+        source: WorkloadError,
+    },
+    /// The array stopped answering: idle with I/Os outstanding, or stuck at
+    /// one instant.
+    #[error("array `{array}` is stuck at {at_ns} ns with {outstanding} I/Os outstanding")]
+    Stuck {
+        /// The array.
+        array: String,
+        /// When.
+        at_ns: u64,
+        /// I/Os it had not answered.
+        outstanding: usize,
+    },
+}
+
+/// Runs `workload` against every array in turn; `progress` hears the
+/// fraction of the whole run done, from 0 to 1.
+pub fn run(
+    arrays: &mut [Box<dyn Array>],
+    workload: &Workload,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(f64),
+) -> Result<LabReport, RunError> {
+    run_each(arrays, std::slice::from_ref(workload), options, progress)
+}
+
+/// Runs `workloads[i]` against `arrays[i]` (or one workload against all, if
+/// only one is given): scenarios give each array its own outstanding I/Os.
+pub fn run_each(
+    arrays: &mut [Box<dyn Array>],
+    workloads: &[Workload],
+    options: &RunOptions,
+    progress: &mut dyn FnMut(f64),
+) -> Result<LabReport, RunError> {
+    if workloads.len() != 1 && workloads.len() != arrays.len() {
+        return Err(RunError::WorkloadCount {
+            arrays: arrays.len(),
+            workloads: workloads.len(),
+        });
+    }
+    if options.sysstat_interval.0 == 0 {
+        return Err(RunError::Interval);
+    }
+    let count = arrays.len();
+    let mut reports = Vec::with_capacity(count);
+    for (index, array) in arrays.iter_mut().enumerate() {
+        let workload = &workloads[index.min(workloads.len() - 1)];
+        let mut array_progress = |fraction: f64| progress((index as f64 + fraction) / count as f64);
+        reports.push(run_array(
+            array.as_mut(),
+            workload,
+            options,
+            &mut array_progress,
+        )?);
+    }
+    progress(1.0);
+    Ok(LabReport {
+        seed: options.seed,
+        arrays: reports,
+    })
+}
+
+/// A host I/O in flight: its worker and what it moves.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    worker: usize,
+    op: HostOp,
+    length: u64,
+}
+
+/// The workers' side of one array's run.
+struct Host {
+    streams: Vec<WorkerStream>,
+    in_flight: BTreeMap<u64, InFlight>,
+    next_id: u64,
+}
+
+impl Host {
+    /// Submits `worker`'s next I/O at `now`.
+    fn submit(&mut self, array: &mut dyn Array, now: Instant, worker: usize) {
+        self.next_id += 1;
+        let io = self.streams[worker].next_io(self.next_id);
+        self.in_flight.insert(
+            io.id,
+            InFlight {
+                worker,
+                op: io.op,
+                length: io.length,
+            },
+        );
+        array.submit(now, io);
+    }
+}
+
+fn run_array(
+    array: &mut dyn Array,
+    workload: &Workload,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(f64),
+) -> Result<ArrayReport, RunError> {
+    let misfit = |source| RunError::Workload {
+        array: array.name().to_string(),
+        source,
+    };
+    let capacity = array.capacity_bytes();
+    let streams = workload.streams(options.seed, capacity).map_err(misfit)?;
+    let plan = workload.prepare_plan(capacity).map_err(misfit)?;
+    array.prepare(&plan);
+    let mut host = Host {
+        streams,
+        in_flight: BTreeMap::new(),
+        next_id: 0,
+    };
+    for worker in 0..host.streams.len() {
+        for _ in 0..workload.outstanding_per_worker {
+            host.submit(array, Instant(0), worker);
+        }
+    }
+    let mut meter = Meter::new(
+        workload.timing,
+        options.sysstat_interval,
+        array.disk_stats(),
+    );
+    drive(array, &mut host, &mut meter, progress)?;
+    Ok(meter.finish(array, workload))
+}
+
+/// The loop proper: from time zero to the end of the last segment.
+fn drive(
+    array: &mut dyn Array,
+    host: &mut Host,
+    meter: &mut Meter,
+    progress: &mut dyn FnMut(f64),
+) -> Result<(), RunError> {
+    let end = meter.end;
+    let mut done: Vec<HostCompletion> = Vec::new();
+    let mut same_instant = 0u64;
+    let mut last = Instant(0);
+    let mut next_progress: u64 = 1;
+    loop {
+        let boundary = meter.next_boundary();
+        let stuck = || RunError::Stuck {
+            array: array.name().to_string(),
+            at_ns: last.0,
+            outstanding: host.in_flight.len(),
+        };
+        let now = array.next_event().ok_or_else(stuck)?.min(boundary);
+        same_instant = if now == last { same_instant + 1 } else { 0 };
+        if same_instant > SAME_INSTANT_EVENTS_MAX {
+            return Err(stuck());
+        }
+        last = now;
+        array.advance(now, &mut done);
+        for completion in done.drain(..) {
+            let io = host
+                .in_flight
+                .remove(&completion.id)
+                .expect("the array answers its I/Os");
+            meter.record(&completion, io.op, io.length);
+            if now < end {
+                host.submit(array, now, io.worker);
+            }
+        }
+        if now == boundary {
+            meter.sample(now, array.disk_stats());
+        }
+        if now >= end {
+            return Ok(());
+        }
+        while u128::from(now.0) * u128::from(PROGRESS_STEPS)
+            >= u128::from(end.0) * u128::from(next_progress)
+        {
+            progress(next_progress as f64 / PROGRESS_STEPS as f64);
+            next_progress += 1;
+        }
+    }
+}
+
+/// Counts for one segment.
+#[derive(Clone, Debug, Default)]
+struct SegmentMeter {
+    ios: u64,
+    read_ios: u64,
+    bytes: u64,
+    latency: Histogram,
+}
+
+/// Counts for one `sysstat` interval.
+#[derive(Clone, Copy, Debug, Default)]
+struct IntervalMeter {
+    ops: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+}
+
+/// Everything measured during one array's run.
+struct Meter {
+    timing: Timing,
+    end: Instant,
+    interval: Duration,
+    segment: SegmentMeter,
+    segment_index: u32,
+    segments: Vec<SegmentReport>,
+    read: (Histogram, u64),
+    write: (Histogram, u64),
+    counts: IntervalMeter,
+    last_tick: Instant,
+    last_disks: Vec<DiskStats>,
+    intervals: Vec<IntervalReport>,
+    disk_snapshots: Vec<Vec<DiskStats>>,
+}
+
+impl Meter {
+    fn new(timing: Timing, interval: Duration, disks: Vec<DiskStats>) -> Meter {
+        let mut disk_snapshots = Vec::new();
+        if timing.ramp.0 == 0 {
+            disk_snapshots.push(disks.clone());
+        }
+        Meter {
+            timing,
+            end: Instant(0) + timing.total(),
+            interval,
+            segment: SegmentMeter::default(),
+            segment_index: 0,
+            segments: Vec::new(),
+            read: (Histogram::default(), 0),
+            write: (Histogram::default(), 0),
+            counts: IntervalMeter::default(),
+            last_tick: Instant(0),
+            last_disks: disks,
+            intervals: Vec::new(),
+            disk_snapshots,
+        }
+    }
+
+    /// When measurement starts.
+    fn measure_start(&self) -> Instant {
+        Instant(0) + self.timing.ramp
+    }
+
+    /// When segment `index` (from 0) ends.
+    fn segment_end(&self, index: u32) -> Instant {
+        self.measure_start() + Duration(self.timing.segment.0 * (u64::from(index) + 1))
+    }
+
+    /// The next instant the loop must stop at: a `sysstat` tick, the start
+    /// of measurement, or a segment's end.
+    fn next_boundary(&self) -> Instant {
+        let tick = (self.last_tick + self.interval).min(self.end);
+        let snapshot = match self.disk_snapshots.len() {
+            0 => self.measure_start(),
+            taken => self.segment_end(taken as u32 - 1),
+        };
+        tick.min(snapshot)
+    }
+
+    fn record(&mut self, completion: &HostCompletion, op: HostOp, length: u64) {
+        let finished = completion.finished_at;
+        self.counts.ops += 1;
+        match op {
+            HostOp::Read => self.counts.read_bytes += length,
+            HostOp::Write => self.counts.write_bytes += length,
+        }
+        if finished < self.measure_start() || finished >= self.end {
+            return;
+        }
+        while finished >= self.segment_end(self.segment_index) {
+            self.close_segment();
+        }
+        let latency_ns = (finished - completion.submitted_at).0;
+        let segment = &mut self.segment;
+        segment.ios += 1;
+        segment.bytes += length;
+        segment.latency.record(latency_ns);
+        let direction = match op {
+            HostOp::Read => {
+                segment.read_ios += 1;
+                &mut self.read
+            }
+            HostOp::Write => &mut self.write,
+        };
+        direction.0.record(latency_ns);
+        direction.1 += length;
+    }
+
+    /// Reports the current segment and starts the next.
+    fn close_segment(&mut self) {
+        let segment = std::mem::take(&mut self.segment);
+        let seconds = self.timing.segment.0 as f64 / 1e9;
+        let start = self.segment_end(self.segment_index).0 - self.timing.segment.0;
+        let latency = &segment.latency;
+        self.segments.push(SegmentReport {
+            index: self.segment_index + 1,
+            start_s: start as f64 / 1e9,
+            end_s: self.segment_end(self.segment_index).0 as f64 / 1e9,
+            ios: segment.ios,
+            read_ios: segment.read_ios,
+            iops: segment.ios as f64 / seconds,
+            mbps: segment.bytes as f64 / 1e6 / seconds,
+            latency_ms_avg: latency.mean() / 1e6,
+            latency_ms_p99: latency.percentile(99.0) as f64 / 1e6,
+        });
+        self.segment_index += 1;
+    }
+
+    /// Takes the samples due at boundary `now`.
+    fn sample(&mut self, now: Instant, disks: Vec<DiskStats>) {
+        let snapshot_due = match self.disk_snapshots.len() {
+            0 => self.measure_start(),
+            taken => self.segment_end(taken as u32 - 1),
+        };
+        if now == snapshot_due {
+            self.disk_snapshots.push(disks.clone());
+        }
+        if now == (self.last_tick + self.interval).min(self.end) {
+            self.close_interval(now, disks);
+        }
+    }
+
+    fn close_interval(&mut self, now: Instant, disks: Vec<DiskStats>) {
+        let deltas: Vec<DiskStats> = disks
+            .iter()
+            .zip(&self.last_disks)
+            .map(|(now, then)| now.since(then))
+            .collect();
+        let counts = std::mem::take(&mut self.counts);
+        self.intervals.push(IntervalReport {
+            end_ns: now.0,
+            length_ns: (now - self.last_tick).0,
+            ops: counts.ops,
+            host_read_bytes: counts.read_bytes,
+            host_write_bytes: counts.write_bytes,
+            disk_read_blocks: deltas
+                .iter()
+                .map(|d| d.user_read_blocks + d.cp_read_blocks)
+                .sum(),
+            disk_write_blocks: deltas.iter().map(|d| d.write_blocks).sum(),
+            busiest_disk_busy_ns: deltas.iter().map(|d| d.busy_ns).max().unwrap_or(0),
+        });
+        self.last_tick = now;
+        self.last_disks = disks;
+    }
+
+    fn finish(mut self, array: &dyn Array, workload: &Workload) -> ArrayReport {
+        while self.segments.len() < self.timing.segments as usize {
+            self.close_segment();
+        }
+        let runtime_ns = self.timing.segment.0 * u64::from(self.timing.segments);
+        ArrayReport {
+            name: array.name().to_string(),
+            kind: array.kind(),
+            capacity_bytes: array.capacity_bytes(),
+            workload: workload.clone(),
+            segments: self.segments,
+            read: direction_report(&self.read.0, self.read.1, runtime_ns),
+            write: direction_report(&self.write.0, self.write.1, runtime_ns),
+            intervals: self.intervals,
+            disk_snapshots: self.disk_snapshots,
+        }
+    }
+}
+
+fn direction_report(latency: &Histogram, bytes: u64, runtime_ns: u64) -> DirectionReport {
+    DirectionReport {
+        ios: latency.count(),
+        bytes,
+        runtime_ns,
+        latency_ns_min: latency.min(),
+        latency_ns_max: latency.max(),
+        latency_ns_mean: latency.mean(),
+        latency_ns_stddev: latency.stddev(),
+        percentiles: PERCENTILES
+            .iter()
+            .map(|&percent| Percentile {
+                percent,
+                latency_ns: latency.percentile(percent),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,581 @@
+//! Scenarios: a lab run described in one TOML file (`scenarios/*.toml`).
+//!
+//! A scenario has a `[run]` table (`seed`, and optionally `segments`,
+//! `segment_s`, `ramp_s`, which override the workload's own timing, and
+//! `sysstat_interval_s`), a `[workload]` table, and one or more `[[array]]`
+//! tables, run one after another against the same workload:
+//!
+//! - `[workload] kind = "iometer"`: `name`, `workers` (default 1),
+//!   `outstanding_ios` (per worker), the test file (`test_file_<unit>`,
+//!   default the whole LUN; `test_file_offset_<unit>`, default 0), `fill`
+//!   (default true: IOmeter writes its test file first), `reallocate`
+//!   (default false), `ramp_s`, `run_s` (one segment), `segments`, and
+//!   `lines = [{ size_<unit>, percent, read_percent, random_percent,
+//!   align_<unit> }, ...]` (align 0 or absent: one sector).
+//! - `[workload] kind = "fio"`: a job file in `job = """..."""`, or its
+//!   options inline in `[workload.options]`; `fill` and `reallocate`
+//!   (default false).
+//! - `[[array]] kind = "in-place"`: `name`, `drive`, `disks`, `raid =
+//!   "raid5"` (the default and only choice), `stripe_unit_<unit>`,
+//!   `stripe_width` (data chunks per stripe, default `disks - 1`),
+//!   `lun_<unit>`, `cache_mib` (absent: no write-back cache),
+//!   `cache_latency_us`.
+//! - `[[array]] kind = "wafer"`: `name`, `drive`, `raid_type` (`raid_dp` or
+//!   `raid4`), `raid_size`, `disks`, `volume_<unit>`, `lun_<unit>`. The lab
+//!   checks these and hands them to the driver, which builds the filer.
+//!
+//! Any array may set `outstanding_ios` to override the workload's per-worker
+//! figure (E1 ran each array at the depth that gave it about 30 ms). Sizes
+//! carry their unit in the key (`lun_gib = 500`, `stripe_unit_kib = 128`). Unknown keys are refused,
+//! and every error names its field by path, e.g. `array[1].disks`.
+
+mod fields;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use toml::{Table, Value};
+use wafer_core::units::Duration;
+use wafer_raid::RaidType;
+use wafer_sim::device::BLOCK_BYTES;
+use wafer_sim::device::params::{Catalog, Drive};
+
+use self::fields::Fields;
+use crate::inplace::{CACHE_LATENCY_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec};
+use crate::run::RunOptions;
+use crate::workload::fio::{FioError, FioJob};
+use crate::workload::iometer::IometerSpec;
+use crate::workload::{AccessLine, Region, Timing, Workload, WorkloadError};
+
+/// The `sysstat` interval when a scenario names none: a minute, so a
+/// run of hours prints a few hundred lines (ONTAP's own default is 15 s,
+/// sized for a console, not for hours of simulated load).
+pub const SYSSTAT_INTERVAL_DEFAULT: Duration = Duration::from_secs(60);
+
+/// Most arrays in one scenario.
+pub const ARRAYS_MAX: usize = 16;
+
+/// A parsed and checked scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// What the scenario reproduces.
+    pub name: String,
+    /// Seed and sampling.
+    pub run: RunOptions,
+    /// The workload, timing resolved.
+    pub workload: Workload,
+    /// The arrays, in order.
+    pub arrays: Vec<ArrayEntry>,
+}
+
+/// One `[[array]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayEntry {
+    /// How to build it.
+    pub spec: ArraySpec,
+    /// Outstanding I/Os per worker for this array, if not the workload's.
+    pub outstanding_ios: Option<u32>,
+}
+
+/// How to build an array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArraySpec {
+    /// The in-place comparator.
+    InPlace(InPlaceSpec),
+    /// The wafer filer.
+    Wafer(WaferSpec),
+}
+
+impl ArraySpec {
+    /// The array's name.
+    pub fn name(&self) -> &str {
+        match self {
+            ArraySpec::InPlace(spec) => &spec.name,
+            ArraySpec::Wafer(spec) => &spec.name,
+        }
+    }
+}
+
+/// A wafer array: one aggregate of RAID groups, one volume, one LUN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaferSpec {
+    /// The array's name in reports.
+    pub name: String,
+    /// The drive, by its name in the catalog.
+    pub drive: String,
+    /// RAID-DP or RAID-4.
+    pub raid_type: RaidType,
+    /// Disks per RAID group, parity included (ONTAP's `raidsize`).
+    pub raid_size: u32,
+    /// Disks in the aggregate; groups fill to `raid_size`, the last may be
+    /// smaller.
+    pub disks: u32,
+    /// The flexible volume's size.
+    pub volume_bytes: u64,
+    /// The LUN's size.
+    pub lun_bytes: u64,
+}
+
+impl WaferSpec {
+    /// Disks in each RAID group, in order.
+    pub fn group_sizes(&self) -> Vec<u32> {
+        let full = self.disks / self.raid_size;
+        let rest = self.disks % self.raid_size;
+        let mut sizes = vec![self.raid_size; full as usize];
+        if rest > 0 {
+            sizes.push(rest);
+        }
+        sizes
+    }
+}
+
+/// Why a scenario was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScenarioError {
+    /// The text is not TOML.
+    #[error("scenario line {line}: {message}")]
+    Syntax {
+        /// Line of the error, from 1.
+        line: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A required field is absent.
+    #[error("scenario field `{field}` is missing")]
+    Missing {
+        /// The field's path.
+        field: String,
+    },
+    /// A field the scenario format does not have.
+    #[error("scenario field `{field}` is not known")]
+    Unknown {
+        /// The field's path.
+        field: String,
+    },
+    /// A field's value cannot be used.
+    #[error("scenario field `{field}`: {reason}")]
+    Invalid {
+        /// The field's path.
+        field: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Scenario {
+    /// Parses and checks a scenario against `catalog`'s drives.
+    pub fn parse(text: &str, catalog: &Catalog) -> Result<Scenario, ScenarioError> {
+        let table: Table = toml::from_str(text).map_err(|error| syntax(text, &error))?;
+        let mut top = Fields::new(&table, "");
+        let name = top.string("name")?.unwrap_or("scenario").to_string();
+        let run_table = top.table("run")?.ok_or(ScenarioError::Missing {
+            field: "run".into(),
+        })?;
+        let (run, overrides) = parse_run(run_table)?;
+        let workload_table = top.table("workload")?.ok_or(ScenarioError::Missing {
+            field: "workload".into(),
+        })?;
+        let workload = parse_workload(workload_table, &overrides)?;
+        let array_tables = top.tables("array")?;
+        top.finish()?;
+        let arrays = parse_arrays(&array_tables, catalog)?;
+        Ok(Scenario {
+            name,
+            run,
+            workload,
+            arrays,
+        })
+    }
+
+    /// The workload each array runs, in order: the scenario's, with the
+    /// array's own outstanding I/Os if it sets them.
+    pub fn workloads(&self) -> Vec<Workload> {
+        self.arrays
+            .iter()
+            .map(|entry| Workload {
+                outstanding_per_worker: entry
+                    .outstanding_ios
+                    .unwrap_or(self.workload.outstanding_per_worker),
+                ..self.workload.clone()
+            })
+            .collect()
+    }
+}
+
+/// A TOML error, located by line.
+fn syntax(text: &str, error: &toml::de::Error) -> ScenarioError {
+    let at = error.span().map_or(0, |span| span.start).min(text.len());
+    ScenarioError::Syntax {
+        line: text[..at].matches('\n').count() + 1,
+        message: error.message().to_string(),
+    }
+}
+
+/// `[run]`'s overrides of the workload's timing.
+#[derive(Clone, Copy, Debug, Default)]
+struct TimingOverrides {
+    ramp: Option<Duration>,
+    segment: Option<Duration>,
+    segments: Option<u32>,
+}
+
+impl TimingOverrides {
+    /// The timing: each part from `[run]` if set there, else the workload's,
+    /// else the default (no ramp-up, one segment); the segment length must
+    /// come from one of them.
+    fn resolve(&self, own: &TimingOverrides) -> Result<Timing, ScenarioError> {
+        let segment = self.segment.or(own.segment).ok_or(ScenarioError::Missing {
+            field: "run.segment_s".into(),
+        })?;
+        Ok(Timing {
+            ramp: self.ramp.or(own.ramp).unwrap_or_default(),
+            segment,
+            segments: self.segments.or(own.segments).unwrap_or(1),
+        })
+    }
+}
+
+fn parse_run(table: &Table) -> Result<(RunOptions, TimingOverrides), ScenarioError> {
+    let mut fields = Fields::new(table, "run");
+    let seed = fields.integer("seed")?.ok_or(ScenarioError::Missing {
+        field: "run.seed".into(),
+    })?;
+    let interval = fields
+        .seconds("sysstat_interval_s")?
+        .unwrap_or(SYSSTAT_INTERVAL_DEFAULT);
+    if interval.0 == 0 {
+        return Err(fields.invalid("sysstat_interval_s", "the interval must last"));
+    }
+    let overrides = TimingOverrides {
+        ramp: fields.seconds("ramp_s")?,
+        segment: fields.seconds("segment_s")?,
+        segments: fields.count("segments")?,
+    };
+    fields.finish()?;
+    let run = RunOptions {
+        seed,
+        sysstat_interval: interval,
+    };
+    Ok((run, overrides))
+}
+
+fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload, ScenarioError> {
+    let mut fields = Fields::new(table, "workload");
+    let kind = fields.required_string("kind")?;
+    let workload = match kind {
+        "iometer" => parse_iometer(&mut fields, overrides)?,
+        "fio" => parse_fio(&mut fields, overrides)?,
+        other => {
+            return Err(fields.invalid("kind", format!("`{other}`: expected `iometer` or `fio`")));
+        }
+    };
+    fields.finish()?;
+    Ok(workload)
+}
+
+fn parse_iometer(
+    fields: &mut Fields,
+    overrides: &TimingOverrides,
+) -> Result<Workload, ScenarioError> {
+    let own = TimingOverrides {
+        ramp: fields.seconds("ramp_s")?,
+        segment: fields.seconds("run_s")?,
+        segments: fields.count("segments")?,
+    };
+    let line_tables = fields.tables("lines")?;
+    let lines = line_tables
+        .iter()
+        .enumerate()
+        .map(|(index, table)| parse_line(table, index))
+        .collect::<Result<Vec<AccessLine>, ScenarioError>>()?;
+    let timing = overrides.resolve(&own)?;
+    let spec = IometerSpec {
+        name: fields.string("name")?.unwrap_or("iometer").to_string(),
+        lines,
+        workers: fields.count("workers")?.unwrap_or(1),
+        outstanding_ios: fields.required_count("outstanding_ios")?,
+        ramp_up: timing.ramp,
+        run_time: timing.segment,
+        segments: timing.segments,
+        test_file: Region {
+            offset_bytes: fields.size("test_file_offset")?.unwrap_or(0),
+            length_bytes: fields.size("test_file")?,
+        },
+        reallocate_first: fields.boolean("reallocate")?.unwrap_or(false),
+    };
+    let mut workload = spec.workload().map_err(|error| workload_error(&error))?;
+    workload.prepare.fill = fields.boolean("fill")?.unwrap_or(true);
+    Ok(workload)
+}
+
+fn parse_line(table: &Table, index: usize) -> Result<AccessLine, ScenarioError> {
+    let mut fields = Fields::new(table, &format!("workload.lines[{index}]"));
+    let line = AccessLine {
+        size_bytes: fields.required_size("size")?,
+        percent: fields.required_count("percent")?,
+        read_percent: fields.required_count("read_percent")?,
+        random_percent: fields.required_count("random_percent")?,
+        align_bytes: fields.size("align")?.unwrap_or(0),
+    };
+    fields.finish()?;
+    Ok(line)
+}
+
+fn parse_fio(fields: &mut Fields, overrides: &TimingOverrides) -> Result<Workload, ScenarioError> {
+    let (job, source) = match (fields.string("job")?, fields.table("options")?) {
+        (Some(text), None) => (
+            FioJob::parse(text).map_err(|error| fio_error(fields, "job", &error))?,
+            "job",
+        ),
+        (None, Some(options)) => (inline_job(fields, options)?, "options"),
+        (Some(_), Some(_)) => {
+            return Err(fields.invalid("options", "give `job` or `options`, not both"));
+        }
+        (None, None) => {
+            return Err(ScenarioError::Missing {
+                field: fields.name("job"),
+            });
+        }
+    };
+    let own = TimingOverrides {
+        ramp: job
+            .ramp_time()
+            .map_err(|error| fio_error(fields, source, &error))?,
+        segment: job
+            .runtime()
+            .map_err(|error| fio_error(fields, source, &error))?,
+        segments: None,
+    };
+    let timing = overrides.resolve(&own)?;
+    let mut workload = job
+        .workload_timed(timing)
+        .map_err(|error| fio_error(fields, source, &error))?;
+    workload.prepare.fill = fields.boolean("fill")?.unwrap_or(false);
+    workload.prepare.reallocate = fields.boolean("reallocate")?.unwrap_or(false);
+    Ok(workload)
+}
+
+/// A fio job from `[workload.options]`: strings as written, numbers in
+/// decimal, booleans as fio's 1 and 0.
+fn inline_job(fields: &Fields, options: &Table) -> Result<FioJob, ScenarioError> {
+    let mut values = BTreeMap::new();
+    for (key, value) in options {
+        let text = match value {
+            Value::String(text) => text.clone(),
+            Value::Integer(number) => number.to_string(),
+            Value::Float(number) => number.to_string(),
+            Value::Boolean(flag) => u8::from(*flag).to_string(),
+            other => {
+                let reason = format!(
+                    "expected a string, number or boolean, found {}",
+                    other.type_str()
+                );
+                return Err(fields.invalid(&format!("options.{key}"), reason));
+            }
+        };
+        values.insert(key.clone(), text);
+    }
+    FioJob::from_options("workload", values).map_err(|error| fio_error(fields, "options", &error))
+}
+
+/// A fio error, named by the option it is about where it names one.
+fn fio_error(fields: &Fields, key: &str, error: &FioError) -> ScenarioError {
+    match error {
+        FioError::Workload(inner) => workload_error(inner),
+        FioError::Value { option, .. }
+        | FioError::Unsupported { option }
+        | FioError::Missing { option, .. }
+            if key == "options" =>
+        {
+            fields.invalid(&format!("options.{option}"), error.to_string())
+        }
+        _ => fields.invalid(key, error.to_string()),
+    }
+}
+
+fn workload_error(error: &WorkloadError) -> ScenarioError {
+    match error {
+        WorkloadError::Invalid { field, reason } => ScenarioError::Invalid {
+            field: format!("workload.{field}"),
+            reason: reason.clone(),
+        },
+        other => ScenarioError::Invalid {
+            field: "workload".into(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+fn parse_arrays(tables: &[&Table], catalog: &Catalog) -> Result<Vec<ArrayEntry>, ScenarioError> {
+    if tables.is_empty() {
+        return Err(ScenarioError::Missing {
+            field: "array".into(),
+        });
+    }
+    if tables.len() > ARRAYS_MAX {
+        let reason = format!("{} arrays; at most {ARRAYS_MAX}", tables.len());
+        return Err(ScenarioError::Invalid {
+            field: "array".into(),
+            reason,
+        });
+    }
+    let mut names = BTreeSet::new();
+    let mut entries = Vec::with_capacity(tables.len());
+    for (index, table) in tables.iter().enumerate() {
+        let mut fields = Fields::new(table, &format!("array[{index}]"));
+        let entry = parse_array(&mut fields, catalog)?;
+        if !names.insert(entry.spec.name().to_string()) {
+            return Err(fields.invalid("name", format!("`{}` names two arrays", entry.spec.name())));
+        }
+        fields.finish()?;
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+fn parse_array(fields: &mut Fields, catalog: &Catalog) -> Result<ArrayEntry, ScenarioError> {
+    let name = fields.required_string("name")?.to_string();
+    let outstanding_ios = fields.count("outstanding_ios")?;
+    if outstanding_ios == Some(0) {
+        return Err(fields.invalid("outstanding_ios", "at least one I/O in flight"));
+    }
+    let spec = match fields.required_string("kind")? {
+        "in-place" => ArraySpec::InPlace(parse_in_place(fields, name, catalog)?),
+        "wafer" => ArraySpec::Wafer(parse_wafer(fields, name, catalog)?),
+        other => {
+            return Err(
+                fields.invalid("kind", format!("`{other}`: expected `in-place` or `wafer`"))
+            );
+        }
+    };
+    Ok(ArrayEntry {
+        spec,
+        outstanding_ios,
+    })
+}
+
+fn parse_in_place(
+    fields: &mut Fields,
+    name: String,
+    catalog: &Catalog,
+) -> Result<InPlaceSpec, ScenarioError> {
+    if let Some(raid) = fields.string("raid")?.filter(|raid| *raid != "raid5") {
+        return Err(fields.invalid(
+            "raid",
+            format!("`{raid}`: the in-place comparator implements raid5"),
+        ));
+    }
+    let cache_mib = fields.count("cache_mib")?;
+    let cache_latency = fields.microseconds("cache_latency_us")?;
+    if cache_latency.is_some() && cache_mib.is_none() {
+        return Err(fields.invalid("cache_latency_us", "set without a cache (`cache_mib`)"));
+    }
+    let spec = InPlaceSpec {
+        name,
+        drive: fields.required_string("drive")?.to_string(),
+        disks: fields.required_count("disks")?,
+        stripe_unit_bytes: fields.required_size("stripe_unit")?,
+        stripe_width: fields.count("stripe_width")?,
+        lun_bytes: fields.required_size("lun")?,
+        cache: cache_mib.map(|capacity_mib| CacheSpec {
+            capacity_mib,
+            latency: cache_latency.unwrap_or(CACHE_LATENCY_DEFAULT),
+        }),
+    };
+    spec.check(catalog)
+        .map_err(|error| in_place_error(fields, &error))?;
+    Ok(spec)
+}
+
+fn in_place_error(fields: &Fields, error: &InPlaceError) -> ScenarioError {
+    match error {
+        InPlaceError::Invalid { field, reason, .. } => fields.invalid(field, reason.clone()),
+        InPlaceError::UnknownDrive { .. } | InPlaceError::NotADisk { .. } => {
+            fields.invalid("drive", error.to_string())
+        }
+    }
+}
+
+fn parse_wafer(
+    fields: &mut Fields,
+    name: String,
+    catalog: &Catalog,
+) -> Result<WaferSpec, ScenarioError> {
+    let drive = fields.required_string("drive")?.to_string();
+    let disk_bytes = match catalog.get(&drive) {
+        Some(Drive::Nvram(_)) | None => {
+            return Err(fields.invalid(
+                "drive",
+                format!("`{drive}` is not a disk or SSD of the catalog"),
+            ));
+        }
+        Some(found) => found.device().capacity_blocks() * BLOCK_BYTES,
+    };
+    let raid_type = match fields.required_string("raid_type")? {
+        "raid_dp" => RaidType::RaidDp,
+        "raid4" => RaidType::Raid4,
+        other => {
+            return Err(fields.invalid(
+                "raid_type",
+                format!("`{other}`: expected `raid_dp` or `raid4`"),
+            ));
+        }
+    };
+    let spec = WaferSpec {
+        name,
+        drive,
+        raid_type,
+        raid_size: fields.required_count("raid_size")?,
+        disks: fields.required_count("disks")?,
+        volume_bytes: fields.required_size("volume")?,
+        lun_bytes: fields.required_size("lun")?,
+    };
+    check_wafer(fields, &spec, disk_bytes)?;
+    Ok(spec)
+}
+
+/// Checks group sizes against ONTAP's `raidsize` limits and that the LUN fits
+/// the volume and the volume the aggregate's data disks.
+fn check_wafer(fields: &Fields, spec: &WaferSpec, disk_bytes: u64) -> Result<(), ScenarioError> {
+    let limits = spec.raid_type.group_size_limits();
+    let (least, most) = (u32::from(*limits.start()), u32::from(*limits.end()));
+    if !(least..=most).contains(&spec.raid_size) {
+        let reason = format!(
+            "{}: {} groups take {least} to {most} disks",
+            spec.raid_size, spec.raid_type
+        );
+        return Err(fields.invalid("raid_size", reason));
+    }
+    let groups = spec.group_sizes();
+    match groups.last() {
+        None => return Err(fields.invalid("disks", "an aggregate needs disks")),
+        Some(&last) if last < least => {
+            let reason = format!(
+                "{} disks leave a last group of {last}, under the {least} a {} group needs",
+                spec.disks, spec.raid_type
+            );
+            return Err(fields.invalid("disks", reason));
+        }
+        Some(_) => {}
+    }
+    let parity = u32::from(spec.raid_type.parity_disks());
+    let data_disks: u64 = groups.iter().map(|&size| u64::from(size - parity)).sum();
+    let data_bytes = data_disks * disk_bytes;
+    if spec.volume_bytes == 0 || spec.volume_bytes > data_bytes {
+        let reason = format!(
+            "{} bytes; the aggregate's {data_disks} data disks hold {data_bytes}",
+            spec.volume_bytes
+        );
+        return Err(fields.invalid("volume", reason));
+    }
+    if spec.lun_bytes == 0 || spec.lun_bytes > spec.volume_bytes {
+        let reason = format!(
+            "{} bytes; the volume holds {}",
+            spec.lun_bytes, spec.volume_bytes
+        );
+        return Err(fields.invalid("lun", reason));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,242 @@
+use super::*;
+
+const SMALL: &str = r#"
+name = "small"
+
+[run]
+seed = 7
+segments = 3
+segment_s = 10
+
+[workload]
+kind = "iometer"
+outstanding_ios = 8
+test_file_gib = 1
+lines = [
+  { size_kib = 4, percent = 70, read_percent = 100, random_percent = 100 },
+  { size_kib = 64, percent = 30, read_percent = 0, random_percent = 0, align_kib = 64 },
+]
+
+[[array]]
+name = "filer"
+kind = "wafer"
+drive = "fc15k-144g"
+raid_type = "raid_dp"
+raid_size = 16
+disks = 20
+volume_gib = 200
+lun_gib = 100
+
+[[array]]
+name = "raid5"
+kind = "in-place"
+drive = "fc15k-144g"
+disks = 5
+stripe_unit_kib = 64
+lun_gib = 100
+outstanding_ios = 12
+"#;
+
+fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    Scenario::parse(text, &Catalog::builtin().unwrap())
+}
+
+/// The error from `SMALL` with `from` replaced by `to`.
+fn error_with(from: &str, to: &str) -> ScenarioError {
+    assert!(SMALL.contains(from), "the test edits `{from}`");
+    parse(&SMALL.replacen(from, to, 1)).unwrap_err()
+}
+
+/// The field an error names.
+fn field(error: ScenarioError) -> String {
+    match error {
+        ScenarioError::Missing { field }
+        | ScenarioError::Unknown { field }
+        | ScenarioError::Invalid { field, .. } => field,
+        ScenarioError::Syntax { line, message } => panic!("syntax error, line {line}: {message}"),
+    }
+}
+
+#[test]
+fn a_scenario_parses_into_specs_and_workloads() {
+    let scenario = parse(SMALL).unwrap();
+    assert_eq!(scenario.run.seed, 7);
+    assert_eq!(scenario.run.sysstat_interval, SYSSTAT_INTERVAL_DEFAULT);
+    let timing = scenario.workload.timing;
+    assert_eq!(
+        (timing.segments, timing.segment, timing.ramp),
+        (3, Duration::from_secs(10), Duration(0))
+    );
+    assert_eq!(
+        scenario.workload.lines[0].align_bytes, 512,
+        "absent align is one sector"
+    );
+    assert_eq!(scenario.workload.lines[1].align_bytes, 65536);
+    assert!(scenario.workload.prepare.fill);
+    let ArraySpec::Wafer(wafer) = &scenario.arrays[0].spec else {
+        panic!("the first array is wafer");
+    };
+    assert_eq!(wafer.raid_type, RaidType::RaidDp);
+    assert_eq!(wafer.group_sizes(), vec![16, 4]);
+    let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    assert_eq!(
+        (eva.stripe_unit_bytes, eva.stripe_width, eva.cache),
+        (65536, None, None)
+    );
+    let depths: Vec<u32> = scenario
+        .workloads()
+        .iter()
+        .map(|w| w.outstanding_per_worker)
+        .collect();
+    assert_eq!(depths, vec![8, 12]);
+}
+
+#[test]
+fn errors_name_the_field() {
+    assert_eq!(field(error_with("seed = 7\n", "")), "run.seed");
+    assert_eq!(
+        field(error_with("segment_s = 10", "segment_seconds = 10")),
+        "run.segment_seconds"
+    );
+    assert_eq!(
+        field(error_with("disks = 5", "disks = \"five\"")),
+        "array[1].disks"
+    );
+    assert_eq!(
+        field(error_with("disks = 5", "disks = 2")),
+        "array[1].disks"
+    );
+    assert_eq!(
+        field(error_with("disks = 5", "disks = 5\nstripe_width = 5")),
+        "array[1].stripe_width"
+    );
+    assert_eq!(
+        field(error_with(
+            "lun_gib = 100\noutstanding",
+            "lun_gib = 900\noutstanding"
+        )),
+        "array[1].lun_gib"
+    );
+    assert_eq!(
+        field(error_with(
+            "stripe_unit_kib = 64",
+            "stripe_unit_kib = 64\nstripe_unit_bytes = 65536"
+        )),
+        "array[1].stripe_unit_kib"
+    );
+    assert_eq!(
+        field(error_with(
+            "stripe_unit_kib = 64",
+            "stripe_unit_bytes = 1000"
+        )),
+        "array[1].stripe_unit_bytes"
+    );
+    assert_eq!(
+        field(error_with("raid_size = 16", "raid_size = 30")),
+        "array[0].raid_size"
+    );
+    assert_eq!(
+        field(error_with("disks = 20", "disks = 18")),
+        "array[0].disks"
+    );
+    assert_eq!(
+        field(error_with("volume_gib = 200", "volume_gib = 90")),
+        "array[0].lun_gib"
+    );
+    assert_eq!(
+        field(error_with(
+            "raid_type = \"raid_dp\"",
+            "raid_type = \"raid6\""
+        )),
+        "array[0].raid_type"
+    );
+    assert_eq!(
+        field(error_with(
+            "drive = \"fc15k-144g\"",
+            "drive = \"nvram-512m\""
+        )),
+        "array[0].drive"
+    );
+    assert_eq!(
+        field(error_with("kind = \"in-place\"", "kind = \"eva\"")),
+        "array[1].kind"
+    );
+    assert_eq!(
+        field(error_with("name = \"raid5\"", "name = \"filer\"")),
+        "array[1].name"
+    );
+    assert_eq!(
+        field(error_with("read_percent = 0,", "read_percent = 101,")),
+        "workload.lines[1].read_percent"
+    );
+    assert_eq!(
+        field(error_with("percent = 30,", "percent = 20,")),
+        "workload.lines"
+    );
+    assert_eq!(
+        field(error_with("percent = 30,", "pct = 30,")),
+        "workload.lines[1].percent"
+    );
+    assert_eq!(
+        field(error_with("outstanding_ios = 8\n", "")),
+        "workload.outstanding_ios"
+    );
+    assert_eq!(
+        field(error_with("test_file_gib = 1", "test_file_gib = -1")),
+        "workload.test_file_gib"
+    );
+    assert_eq!(
+        field(error_with("kind = \"iometer\"", "kind = \"vdbench\"")),
+        "workload.kind"
+    );
+}
+
+#[test]
+fn syntax_errors_give_the_line() {
+    match error_with("disks = 5", "disks = = 5") {
+        ScenarioError::Syntax { line, .. } => {
+            let expected = SMALL[..SMALL.find("disks = 5").unwrap()]
+                .matches('\n')
+                .count()
+                + 1;
+            assert_eq!(line, expected);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn fio_workloads_inline_or_as_a_job_file() {
+    let job = "[workload]\nkind = \"fio\"\njob = \"\"\"\n[j]\nrw=randrw\nrwmixread=70\nbs=8k\niodepth=4\nruntime=30\n\"\"\"\n";
+    let with_job = SMALL.replace(
+        &SMALL[SMALL.find("[workload]").unwrap()..SMALL.find("[[array]]").unwrap()],
+        job,
+    );
+    let scenario = parse(&with_job).unwrap();
+    assert_eq!(scenario.workload.lines[0].read_percent, 70);
+    assert_eq!(
+        scenario.workload.timing.segment,
+        Duration::from_secs(10),
+        "[run] overrides runtime"
+    );
+    assert!(!scenario.workload.prepare.fill);
+    let inline = "[workload]\nkind = \"fio\"\n[workload.options]\nrw = \"randread\"\nbs = \"4k\"\niodepth = 16\n\n";
+    let with_options = SMALL.replace(
+        &SMALL[SMALL.find("[workload]").unwrap()..SMALL.find("[[array]]").unwrap()],
+        inline,
+    );
+    let scenario = parse(&with_options).unwrap();
+    assert_eq!(scenario.workload.outstanding_per_worker, 16);
+    let unsupported = with_options.replace("iodepth = 16", "verify = \"crc32c\"");
+    assert_eq!(
+        field(parse(&unsupported).unwrap_err()),
+        "workload.options.verify"
+    );
+    let pareto = with_options.replace("iodepth = 16", "random_distribution = \"pareto:0.9\"");
+    assert_eq!(
+        field(parse(&pareto).unwrap_err()),
+        "workload.options.random_distribution"
+    );
+}

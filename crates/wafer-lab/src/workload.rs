@@ -1,0 +1,339 @@
+//! Workloads: what the host asks of an array, in the lab's one internal form.
+//!
+//! A [`Workload`] is an access specification in IOmeter's terms: lines of
+//! (transfer size, share of accesses, % reads, % random, alignment), run by
+//! `workers` workers that each keep `outstanding_per_worker` I/Os in flight
+//! (a closed loop: a worker issues its next I/O the instant one completes,
+//! with no think time), over one range of the LUN (the test file), for a
+//! ramp-up and then `segments` consecutive measured segments of equal
+//! length. Both front ends compile to it: [`iometer::IometerSpec`] directly,
+//! and [`fio::FioJob`] from a job file (device-models.md §3.8 maps every
+//! other tool onto the same record).
+//!
+//! Each worker draws its I/Os from its own [`WorkerStream`], seeded from the
+//! run's seed and the worker's index, so the n-th I/O of a worker is the same
+//! whatever array it goes to and however fast that array answers: two arrays
+//! given one workload and one seed see one I/O sequence. Per I/O the stream
+//! draws, in this order, the line (by share), read or write, random or
+//! sequential, then for a random I/O its offset; a sequential I/O continues
+//! where the worker's previous one ended, wrapping to the start of the range.
+//! Every offset is a multiple of its line's alignment, counted from the start
+//! of the LUN.
+//!
+//! A workload may ask for the test file to be written once before measuring
+//! ([`Prepare::fill`], IOmeter's preparation of its test file) and for a full
+//! reallocate after that; [`Workload::prepare_plan`] lists the regions so a
+//! driver can put an array in that state without simulating it I/O by I/O.
+
+pub mod fio;
+pub mod iometer;
+mod stream;
+mod zipf;
+
+use serde::Serialize;
+use wafer_core::units::Duration;
+
+use crate::array::{Extent, PreparePlan};
+
+pub use self::stream::WorkerStream;
+
+/// Most I/Os a workload may keep in flight in total: far above any host
+/// adapter's queue (E1's HBA queue depth is 254), and a bound on the lab's
+/// bookkeeping.
+pub const OUTSTANDING_MAX: u32 = 65_536;
+
+/// Most measured segments in one run.
+pub const SEGMENTS_MAX: u32 = 10_000;
+
+/// Most lines in an access specification (fio's `bssplit` takes 64 sizes).
+pub const LINES_MAX: usize = 64;
+
+/// Most bytes in one host I/O: 64 MiB, far above any transfer a host
+/// adapter issues, and small enough that every I/O's block count fits the
+/// devices' requests.
+pub const IO_BYTES_MAX: u64 = 64 << 20;
+
+/// One line of an access specification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AccessLine {
+    /// Bytes per I/O.
+    pub size_bytes: u64,
+    /// Share of the I/Os that use this line, in percent of the whole
+    /// specification.
+    pub percent: u32,
+    /// Of this line's I/Os, the percentage that read.
+    pub read_percent: u32,
+    /// Of this line's I/Os, the percentage at a random offset (the rest
+    /// continue sequentially).
+    pub random_percent: u32,
+    /// Every offset is a multiple of this many bytes.
+    pub align_bytes: u64,
+}
+
+/// The part of the LUN a workload addresses (its test file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Region {
+    /// First byte, from the start of the LUN.
+    pub offset_bytes: u64,
+    /// Bytes; `None` for the rest of the LUN.
+    pub length_bytes: Option<u64>,
+}
+
+/// How random offsets spread over the region.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Distribution {
+    /// Every aligned offset equally likely.
+    Uniform,
+    /// Zipf with exponent `theta` over the region's units (fio's `zipf:θ`).
+    Zipf {
+        /// The exponent; larger is more skewed.
+        theta: f64,
+    },
+}
+
+/// When a run measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Timing {
+    /// Run before measuring starts.
+    #[serde(rename = "ramp_ns", serialize_with = "nanoseconds")]
+    pub ramp: Duration,
+    /// Length of each measured segment.
+    #[serde(rename = "segment_ns", serialize_with = "nanoseconds")]
+    pub segment: Duration,
+    /// Consecutive segments, measured separately.
+    pub segments: u32,
+}
+
+impl Timing {
+    /// From the start of the run to the end of the last segment.
+    pub fn total(&self) -> Duration {
+        Duration(self.ramp.0 + self.segment.0 * u64::from(self.segments))
+    }
+}
+
+/// What happens to the LUN before the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Prepare {
+    /// Write the region once, sequentially.
+    pub fill: bool,
+    /// Then run a full reallocate (defragmentation).
+    pub reallocate: bool,
+}
+
+/// A host workload, ready to run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Workload {
+    /// A name for reports.
+    pub name: String,
+    /// The access specification; the shares add up to 100.
+    pub lines: Vec<AccessLine>,
+    /// Workers (fio's jobs).
+    pub workers: u32,
+    /// I/Os each worker keeps in flight.
+    pub outstanding_per_worker: u32,
+    /// The range addressed.
+    pub region: Region,
+    /// How random offsets spread.
+    pub distribution: Distribution,
+    /// Ramp-up and segments.
+    pub timing: Timing,
+    /// The prepare step.
+    pub prepare: Prepare,
+}
+
+/// Why a workload cannot run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    /// A field has a value no workload can have.
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The field, e.g. `lines[2].read_percent`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The region reaches past the LUN.
+    #[error(
+        "the workload's range of {length_bytes} bytes at {offset_bytes} does not fit in the {capacity_bytes}-byte LUN"
+    )]
+    OutsideLun {
+        /// The region's first byte.
+        offset_bytes: u64,
+        /// Its length (the rest of the LUN if the workload gave none).
+        length_bytes: u64,
+        /// The LUN's size.
+        capacity_bytes: u64,
+    },
+    /// A line's I/O does not fit in the region at its alignment.
+    #[error(
+        "a {size_bytes}-byte I/O aligned to {align_bytes} bytes does not fit in the workload's range"
+    )]
+    RangeTooSmall {
+        /// The I/O size.
+        size_bytes: u64,
+        /// Its alignment.
+        align_bytes: u64,
+    },
+}
+
+impl Workload {
+    /// Checks every field; a workload that passes runs on any LUN its region
+    /// fits.
+    pub fn check(&self) -> Result<(), WorkloadError> {
+        check_lines(&self.lines)?;
+        let in_flight = u64::from(self.workers) * u64::from(self.outstanding_per_worker);
+        require(self.workers >= 1, "workers", || {
+            "at least one worker".into()
+        })?;
+        require(self.outstanding_per_worker >= 1, "outstanding_ios", || {
+            "at least one I/O in flight per worker".into()
+        })?;
+        require(
+            in_flight <= u64::from(OUTSTANDING_MAX),
+            "outstanding_ios",
+            || format!("{in_flight} I/Os in flight; the lab keeps at most {OUTSTANDING_MAX}"),
+        )?;
+        require(self.region.length_bytes != Some(0), "size", || {
+            "an empty range".into()
+        })?;
+        if let Distribution::Zipf { theta } = self.distribution {
+            require(
+                theta > 0.0 && theta.is_finite(),
+                "random_distribution",
+                || format!("zipf:{theta}: the exponent must be a positive number"),
+            )?;
+        }
+        self.check_timing()
+    }
+
+    fn check_timing(&self) -> Result<(), WorkloadError> {
+        let timing = &self.timing;
+        require(timing.segment.0 > 0, "segment", || {
+            "segments must last".into()
+        })?;
+        require(
+            (1..=SEGMENTS_MAX).contains(&timing.segments),
+            "segments",
+            || format!("{} segments; 1 to {SEGMENTS_MAX}", timing.segments),
+        )?;
+        let total =
+            u128::from(timing.ramp.0) + u128::from(timing.segment.0) * u128::from(timing.segments);
+        require(total <= u128::from(u64::MAX / 2), "segment", || {
+            "the run is longer than virtual time can count".into()
+        })
+    }
+
+    /// The region on a LUN of `capacity_bytes`, checked to hold every line's
+    /// I/O at its alignment.
+    pub fn span(&self, capacity_bytes: u64) -> Result<Extent, WorkloadError> {
+        let offset = self.region.offset_bytes;
+        let length = self
+            .region
+            .length_bytes
+            .unwrap_or(capacity_bytes.saturating_sub(offset));
+        let outside = WorkloadError::OutsideLun {
+            offset_bytes: offset,
+            length_bytes: length,
+            capacity_bytes,
+        };
+        match offset.checked_add(length) {
+            Some(end) if end <= capacity_bytes && length > 0 => {}
+            _ => return Err(outside),
+        }
+        let span = Extent { offset, length };
+        for line in &self.lines {
+            if stream::aligned_starts(&span, line.size_bytes, line.align_bytes).is_none() {
+                return Err(WorkloadError::RangeTooSmall {
+                    size_bytes: line.size_bytes,
+                    align_bytes: line.align_bytes,
+                });
+            }
+        }
+        Ok(span)
+    }
+
+    /// One stream per worker over the region of a LUN of `capacity_bytes`,
+    /// each seeded from `seed` and its index.
+    pub fn streams(
+        &self,
+        seed: u64,
+        capacity_bytes: u64,
+    ) -> Result<Vec<WorkerStream>, WorkloadError> {
+        self.check()?;
+        let span = self.span(capacity_bytes)?;
+        let mut seeds = wafer_rng::Rng::seeded(seed);
+        Ok((0..self.workers)
+            .map(|_| WorkerStream::new(self, span, seeds.next_u64()))
+            .collect())
+    }
+
+    /// What the prepare step leaves on a LUN of `capacity_bytes`.
+    pub fn prepare_plan(&self, capacity_bytes: u64) -> Result<PreparePlan, WorkloadError> {
+        let span = self.span(capacity_bytes)?;
+        Ok(PreparePlan {
+            fill: if self.prepare.fill {
+                vec![span]
+            } else {
+                Vec::new()
+            },
+            reallocate: self.prepare.reallocate,
+        })
+    }
+}
+
+/// A duration in reports: its nanoseconds.
+fn nanoseconds<S: serde::Serializer>(
+    duration: &Duration,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_u64(duration.0)
+}
+
+fn check_lines(lines: &[AccessLine]) -> Result<(), WorkloadError> {
+    require(!lines.is_empty(), "lines", || "no access lines".into())?;
+    require(lines.len() <= LINES_MAX, "lines", || {
+        format!("{} lines; at most {LINES_MAX}", lines.len())
+    })?;
+    for (index, line) in lines.iter().enumerate() {
+        let field = |name: &str| format!("lines[{index}].{name}");
+        let in_range = 1..=IO_BYTES_MAX;
+        require_field(in_range.contains(&line.size_bytes), field("size"), || {
+            format!("{} bytes; 1 to {IO_BYTES_MAX}", line.size_bytes)
+        })?;
+        require_field(line.read_percent <= 100, field("read_percent"), || {
+            format!("{} is over 100", line.read_percent)
+        })?;
+        require_field(line.random_percent <= 100, field("random_percent"), || {
+            format!("{} is over 100", line.random_percent)
+        })?;
+        require_field(line.align_bytes >= 1, field("align"), || {
+            "alignment of 0 bytes".into()
+        })?;
+    }
+    let total: u64 = lines.iter().map(|line| u64::from(line.percent)).sum();
+    require(total == 100, "lines", || {
+        format!("the shares add up to {total}%, not 100%")
+    })
+}
+
+fn require(holds: bool, field: &str, reason: impl FnOnce() -> String) -> Result<(), WorkloadError> {
+    require_field(holds, field.to_string(), reason)
+}
+
+fn require_field(
+    holds: bool,
+    field: String,
+    reason: impl FnOnce() -> String,
+) -> Result<(), WorkloadError> {
+    match holds {
+        true => Ok(()),
+        false => Err(WorkloadError::Invalid {
+            field,
+            reason: reason(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

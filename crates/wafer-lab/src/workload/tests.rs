@@ -1,0 +1,218 @@
+use super::*;
+use crate::array::{HostIo, HostOp};
+
+/// IOmeter's classic file-server mix (E1), 100 % random, 80 % reads,
+/// 512-byte alignment.
+fn file_server() -> Workload {
+    let sizes = [
+        (512, 10),
+        (1024, 5),
+        (2048, 5),
+        (4096, 60),
+        (8192, 2),
+        (16384, 4),
+        (32768, 4),
+        (65536, 10),
+    ];
+    Workload {
+        name: "file server".into(),
+        lines: sizes
+            .iter()
+            .map(|&(size_bytes, percent)| AccessLine {
+                size_bytes,
+                percent,
+                read_percent: 80,
+                random_percent: 100,
+                align_bytes: 512,
+            })
+            .collect(),
+        workers: 2,
+        outstanding_per_worker: 4,
+        region: Region {
+            offset_bytes: 1 << 20,
+            length_bytes: Some(1 << 30),
+        },
+        distribution: Distribution::Uniform,
+        timing: Timing {
+            ramp: Duration(0),
+            segment: Duration::from_secs(1),
+            segments: 1,
+        },
+        prepare: Prepare {
+            fill: true,
+            reallocate: false,
+        },
+    }
+}
+
+fn draw(workload: &Workload, seed: u64, count: u64) -> Vec<HostIo> {
+    let mut streams = workload.streams(seed, 4 << 30).unwrap();
+    (0..count).map(|id| streams[0].next_io(id)).collect()
+}
+
+#[test]
+fn the_mix_converges_to_the_specification() {
+    let workload = file_server();
+    let count = 200_000;
+    let ios = draw(&workload, 7, count);
+    for line in &workload.lines {
+        let share =
+            ios.iter().filter(|io| io.length == line.size_bytes).count() as f64 / count as f64;
+        let expected = f64::from(line.percent) / 100.0;
+        // Binomial standard deviation at 200,000 draws is under 0.0011.
+        assert!(
+            (share - expected).abs() < 0.005,
+            "{} bytes: {share:.4} of I/Os, expected {expected}",
+            line.size_bytes
+        );
+    }
+    let reads = ios.iter().filter(|io| io.op == HostOp::Read).count() as f64 / count as f64;
+    assert!((reads - 0.8).abs() < 0.005, "reads {reads:.4}");
+}
+
+#[test]
+fn random_share_splits_random_from_sequential() {
+    let mut workload = file_server();
+    workload.lines = vec![AccessLine {
+        size_bytes: 4096,
+        percent: 100,
+        read_percent: 100,
+        random_percent: 30,
+        align_bytes: 4096,
+    }];
+    let ios = draw(&workload, 3, 100_000);
+    let sequential = ios.windows(2).filter(|w| w[1].offset == w[0].end()).count() as f64;
+    // A random I/O lands right after its predecessor with negligible odds,
+    // so the sequential ones are the 70 %.
+    let share = sequential / (ios.len() - 1) as f64;
+    assert!((share - 0.7).abs() < 0.01, "sequential share {share:.4}");
+}
+
+#[test]
+fn every_offset_honours_its_alignment_and_the_region() {
+    let mut workload = file_server();
+    workload.lines[3].align_bytes = 4096;
+    workload.lines[7].align_bytes = 65536;
+    workload.region = Region {
+        offset_bytes: 1000,
+        length_bytes: Some(10 << 20),
+    };
+    let ios = draw(&workload, 11, 50_000);
+    for io in &ios {
+        let line = workload
+            .lines
+            .iter()
+            .find(|l| l.size_bytes == io.length)
+            .unwrap();
+        assert_eq!(io.offset % line.align_bytes, 0, "{io:?}");
+        assert!(io.offset >= 1000 && io.end() <= 1000 + (10 << 20), "{io:?}");
+    }
+    // 512-byte alignment is used: some 4 KiB-or-smaller I/Os start off a
+    // 4 KiB boundary.
+    assert!(
+        ios.iter()
+            .any(|io| io.length == 512 && io.offset % 4096 != 0)
+    );
+}
+
+#[test]
+fn a_seed_names_the_sequence_and_workers_differ() {
+    let workload = file_server();
+    assert_eq!(draw(&workload, 5, 1000), draw(&workload, 5, 1000));
+    assert_ne!(draw(&workload, 5, 1000), draw(&workload, 6, 1000));
+    let mut streams = workload.streams(5, 4 << 30).unwrap();
+    let first: Vec<HostIo> = (0..50).map(|id| streams[0].next_io(id)).collect();
+    let second: Vec<HostIo> = (0..50).map(|id| streams[1].next_io(id)).collect();
+    assert_ne!(first, second);
+}
+
+#[test]
+fn zipf_concentrates_random_offsets() {
+    let mut workload = file_server();
+    workload.lines = vec![AccessLine {
+        size_bytes: 4096,
+        percent: 100,
+        read_percent: 100,
+        random_percent: 100,
+        align_bytes: 4096,
+    }];
+    workload.region.length_bytes = Some(4096 * 10_000);
+    let distinct = |workload: &Workload| {
+        let mut offsets: Vec<u64> = draw(workload, 1, 20_000)
+            .iter()
+            .map(|io| io.offset)
+            .collect();
+        offsets.sort_unstable();
+        offsets.dedup();
+        offsets.len()
+    };
+    let uniform = distinct(&workload);
+    workload.distribution = Distribution::Zipf { theta: 1.2 };
+    let skewed = distinct(&workload);
+    assert!(
+        skewed * 3 < uniform,
+        "zipf touched {skewed} blocks, uniform {uniform}"
+    );
+}
+
+#[test]
+fn regions_must_fit_the_lun() {
+    let workload = file_server();
+    assert!(matches!(
+        workload.span(1 << 30),
+        Err(WorkloadError::OutsideLun { .. })
+    ));
+    assert_eq!(
+        workload.span(2 << 30).unwrap(),
+        Extent {
+            offset: 1 << 20,
+            length: 1 << 30
+        }
+    );
+    let mut whole = file_server();
+    whole.region = Region {
+        offset_bytes: 4096,
+        length_bytes: None,
+    };
+    assert_eq!(whole.span(1 << 20).unwrap().length, (1 << 20) - 4096);
+    let mut tiny = file_server();
+    tiny.region.length_bytes = Some(32768);
+    assert_eq!(
+        tiny.span(2 << 30),
+        Err(WorkloadError::RangeTooSmall {
+            size_bytes: 65536,
+            align_bytes: 512
+        })
+    );
+    assert_eq!(
+        whole.prepare_plan(1 << 20).unwrap().fill,
+        vec![Extent {
+            offset: 4096,
+            length: (1 << 20) - 4096
+        }]
+    );
+}
+
+#[test]
+fn checks_name_the_field() {
+    let field = |change: fn(&mut Workload)| {
+        let mut workload = file_server();
+        change(&mut workload);
+        match workload.check() {
+            Err(WorkloadError::Invalid { field, .. }) => field,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        field(|w| w.lines[2].read_percent = 101),
+        "lines[2].read_percent"
+    );
+    assert_eq!(field(|w| w.lines[0].size_bytes = 0), "lines[0].size");
+    assert_eq!(field(|w| w.lines[0].percent = 11), "lines");
+    assert_eq!(field(|w| w.workers = 0), "workers");
+    assert_eq!(
+        field(|w| w.outstanding_per_worker = 40_000),
+        "outstanding_ios"
+    );
+    assert_eq!(field(|w| w.timing.segments = 0), "segments");
+}

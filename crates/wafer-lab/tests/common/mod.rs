@@ -1,0 +1,71 @@
+//! A small two-array run shared by the report tests: a 70 % read mix of
+//! 4 KiB and 64 KiB I/Os against two 8-disk comparators, with and without
+//! a write-back cache, for three one-second segments.
+
+// Each test file compiles this module on its own and uses part of it.
+#![allow(dead_code)]
+
+use wafer_core::units::Duration;
+use wafer_lab::inplace::{CacheSpec, InPlaceArray, InPlaceSpec};
+use wafer_lab::workload::{AccessLine, Distribution, Prepare, Region, Timing, Workload};
+use wafer_lab::{Array, LabReport, RunOptions, run};
+use wafer_sim::device::params::Catalog;
+
+pub fn workload() -> Workload {
+    let line = |size_bytes, percent| AccessLine {
+        size_bytes,
+        percent,
+        read_percent: 70,
+        random_percent: 100,
+        align_bytes: 4096,
+    };
+    Workload {
+        name: "small mix".into(),
+        lines: vec![line(4096, 80), line(65536, 20)],
+        workers: 2,
+        outstanding_per_worker: 16,
+        region: Region {
+            offset_bytes: 0,
+            length_bytes: Some(20 << 30),
+        },
+        distribution: Distribution::Uniform,
+        timing: Timing {
+            ramp: Duration::from_millis(500),
+            segment: Duration::from_secs(1),
+            segments: 3,
+        },
+        prepare: Prepare {
+            fill: true,
+            reallocate: false,
+        },
+    }
+}
+
+pub fn arrays() -> Vec<Box<dyn Array>> {
+    let catalog = Catalog::builtin().unwrap();
+    let spec = |name: &str, cache| InPlaceSpec {
+        name: name.into(),
+        drive: "fc15k-144g".into(),
+        disks: 8,
+        stripe_unit_bytes: 128 << 10,
+        stripe_width: None,
+        lun_bytes: 100 << 30,
+        cache,
+    };
+    let cache = CacheSpec {
+        capacity_mib: 64,
+        latency: Duration(200_000),
+    };
+    vec![
+        Box::new(InPlaceArray::new(&spec("plain", None), &catalog).unwrap()),
+        Box::new(InPlaceArray::new(&spec("cached", Some(cache)), &catalog).unwrap()),
+    ]
+}
+
+pub fn small_run(seed: u64) -> LabReport {
+    let options = RunOptions {
+        seed,
+        sysstat_interval: Duration::from_millis(500),
+    };
+    run(&mut arrays(), &workload(), &options, &mut |_| {}).unwrap()
+}

@@ -1,0 +1,73 @@
+//! The E1 scenario shipped in `scenarios/` parses, and says what
+//! experiments.md's E1 says.
+
+use wafer_core::units::Duration;
+use wafer_lab::scenario::{ArraySpec, Scenario};
+use wafer_raid::RaidType;
+use wafer_sim::device::params::Catalog;
+
+const E1: &str = include_str!("../../../scenarios/e1-fas2050-iometer.toml");
+
+#[test]
+fn the_e1_scenario_parses_as_published() {
+    let scenario = Scenario::parse(E1, &Catalog::builtin().unwrap()).expect("E1 parses");
+    let timing = scenario.workload.timing;
+    assert_eq!(
+        (timing.segments, timing.segment),
+        (14, Duration::from_secs(20 * 60))
+    );
+    let workload = &scenario.workload;
+    assert_eq!(
+        (workload.workers, workload.outstanding_per_worker),
+        (1, 150)
+    );
+    assert_eq!(workload.region.length_bytes, Some(100 << 30));
+    assert_eq!(workload.region.offset_bytes, 0);
+    assert!(workload.prepare.fill && workload.prepare.reallocate);
+    let sizes: Vec<(u64, u32)> = workload
+        .lines
+        .iter()
+        .map(|l| (l.size_bytes, l.percent))
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            (512, 10),
+            (1024, 5),
+            (2048, 5),
+            (4096, 60),
+            (8192, 2),
+            (16384, 4),
+            (32768, 4),
+            (65536, 10)
+        ]
+    );
+    assert!(
+        workload
+            .lines
+            .iter()
+            .all(|l| l.align_bytes == 512 && l.read_percent == 80 && l.random_percent == 100)
+    );
+
+    let ArraySpec::Wafer(fas) = &scenario.arrays[0].spec else {
+        panic!("the first array is the FAS2050");
+    };
+    assert_eq!(
+        (fas.drive.as_str(), fas.raid_type, fas.raid_size, fas.disks),
+        ("fc15k-144g", RaidType::RaidDp, 20, 20)
+    );
+    assert_eq!((fas.volume_bytes, fas.lun_bytes), (1 << 40, 1 << 40));
+    let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
+        panic!("the second array is the EVA4400");
+    };
+    assert_eq!(
+        (eva.drive.as_str(), eva.disks, eva.lun_bytes),
+        ("fc15k-144g", 20, 500 << 30)
+    );
+    let depths: Vec<u32> = scenario
+        .workloads()
+        .iter()
+        .map(|w| w.outstanding_per_worker)
+        .collect();
+    assert_eq!(depths, [150, 170]);
+}

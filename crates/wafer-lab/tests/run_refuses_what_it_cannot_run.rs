@@ -1,0 +1,98 @@
+//! The loop refuses a workload that does not fit an array, a mismatched
+//! list of workloads, and an array that stops answering, with typed errors
+//! instead of a hang or a panic.
+
+mod common;
+
+use wafer_core::units::{Duration, Instant};
+use wafer_lab::workload::{Region, WorkloadError};
+use wafer_lab::{
+    Array, ArrayKind, DiskStats, HostCompletion, HostIo, PreparePlan, RunError, RunOptions, run,
+    run_each,
+};
+
+const OPTIONS: RunOptions = RunOptions {
+    seed: 1,
+    sysstat_interval: Duration(1_000_000_000),
+};
+
+/// An array that accepts I/Os and never answers them.
+struct Silent {
+    taken: usize,
+}
+
+impl Array for Silent {
+    fn name(&self) -> &str {
+        "silent"
+    }
+    fn kind(&self) -> ArrayKind {
+        ArrayKind::Wafer
+    }
+    fn capacity_bytes(&self) -> u64 {
+        100 << 30
+    }
+    fn prepare(&mut self, _plan: &PreparePlan) {}
+    fn submit(&mut self, _now: Instant, _io: HostIo) {
+        self.taken += 1;
+    }
+    fn next_event(&self) -> Option<Instant> {
+        None
+    }
+    fn advance(&mut self, _now: Instant, _done: &mut Vec<HostCompletion>) {}
+    fn disk_stats(&self) -> Vec<DiskStats> {
+        Vec::new()
+    }
+}
+
+#[test]
+fn a_silent_array_is_reported_stuck() {
+    let mut arrays: Vec<Box<dyn Array>> = vec![Box::new(Silent { taken: 0 })];
+    let error = run(&mut arrays, &common::workload(), &OPTIONS, &mut |_| {}).unwrap_err();
+    assert_eq!(
+        error,
+        RunError::Stuck {
+            array: "silent".into(),
+            at_ns: 0,
+            outstanding: 32
+        }
+    );
+}
+
+#[test]
+fn a_workload_beyond_the_lun_is_refused() {
+    let mut workload = common::workload();
+    workload.region = Region {
+        offset_bytes: 90 << 30,
+        length_bytes: Some(20 << 30),
+    };
+    let error = run(&mut common::arrays(), &workload, &OPTIONS, &mut |_| {}).unwrap_err();
+    assert!(matches!(
+        error,
+        RunError::Workload { array, source: WorkloadError::OutsideLun { .. } } if array == "plain"
+    ));
+}
+
+#[test]
+fn workloads_are_one_or_one_per_array() {
+    let workloads = vec![common::workload(); 3];
+    let error = run_each(&mut common::arrays(), &workloads, &OPTIONS, &mut |_| {}).unwrap_err();
+    assert_eq!(
+        error,
+        RunError::WorkloadCount {
+            arrays: 2,
+            workloads: 3
+        }
+    );
+    let zero = RunOptions {
+        sysstat_interval: Duration(0),
+        ..OPTIONS
+    };
+    let error = run(
+        &mut common::arrays(),
+        &common::workload(),
+        &zero,
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert_eq!(error, RunError::Interval);
+}
