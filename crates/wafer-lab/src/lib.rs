@@ -3,8 +3,8 @@
 //!
 //! An [`array::Array`] is a storage array seen from the host, a sans-I/O
 //! state machine over modelled disks (`wafer_sim::device`). The lab has an
-//! in-place RAID-5 comparator ([`inplace`]); the wafer filer plugs in beside
-//! it through the same trait. A [`workload::Workload`] (from an IOmeter
+//! in-place RAID-5 comparator ([`inplace`]) and the wafer filer itself, the
+//! engine unchanged on modelled drives ([`wafer`]). A [`workload::Workload`] (from an IOmeter
 //! access specification or a fio job file) drives arrays through
 //! [`run::run`], a discrete-event loop in nanoseconds that measures IOPS,
 //! MB/s and latency per segment, and [`report`] renders the results as
@@ -20,6 +20,7 @@ pub mod inplace;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod wafer;
 pub mod workload;
 
 pub use array::{Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan};
@@ -27,4 +28,5 @@ pub use inplace::{InPlaceArray, InPlaceSpec};
 pub use report::LabReport;
 pub use run::{RunError, RunOptions, run, run_each};
 pub use scenario::{ArraySpec, Scenario, ScenarioError, WaferSpec};
+pub use wafer::{WaferArray, WaferArrayError};
 pub use workload::Workload;

@@ -107,14 +107,25 @@ impl Filer {
         self.realloc.map(|job| (job.lun, job.next, job.end))
     }
 
-    /// Marks the job's next batch dirty; called when it starts and after each CP.
+    /// Marks the job's next batch dirty; called when it starts and after each
+    /// CP. Batches of holes are passed over at once: they give a CP nothing to
+    /// write, and an idle filer would never run the CP that moves on.
     pub(super) fn advance_realloc(&mut self) {
-        let Some(mut job) = self.realloc else { return };
+        while self.realloc.is_some() && !self.realloc_batch() {}
+    }
+
+    /// Marks the next batch dirty; returns whether it marked anything (or the
+    /// job is over).
+    fn realloc_batch(&mut self) -> bool {
+        let Some(mut job) = self.realloc else {
+            return true;
+        };
         if self.lun(job.lun).is_err() || job.next >= job.end {
             self.realloc = None;
-            return;
+            return true;
         }
         let stop = (job.next + REALLOC_BLOCKS_PER_CP).min(job.end);
+        let marked_before = self.counters.realloc_blocks;
         let generation = self.generation();
         let mut reads = Vec::new();
         for fbn in (job.next..stop).map(Fbn) {
@@ -140,6 +151,7 @@ impl Filer {
         self.read_blocks(reads);
         job.next = stop;
         self.realloc = Some(job);
+        self.counters.realloc_blocks > marked_before
     }
 }
 

@@ -1,0 +1,628 @@
+//! The wafer filer as a lab array: the real engine on modelled drives.
+//!
+//! The `Filer` runs unchanged. Its disk I/Os go to one modelled drive per
+//! disk slot, its NVLog appends to a modelled NVRAM card, and its completions
+//! come back when the models say, all in virtual time. Host I/Os become the
+//! engine's own requests: reads as reads, writes as logged writes of zeros.
+//!
+//! Content is kept so that the engine reads back what it wrote (it verifies
+//! every block and computes parity from what it reads), but compactly: every
+//! host write is zeros, so a data block, and the parity of data blocks, is
+//! all zeros and only its 64-byte trailer is stored; metadata blocks are
+//! stored whole. The I/O pattern does not depend on the bytes.
+//!
+//! Time: the array builds its aggregate, volume and LUN, and runs the
+//! workload's prepare step (the sequential fill of the test file and the full
+//! reallocate), on its own clock before the lab's time zero; lab time is that
+//! clock less the preparation's length. The prepare step is simulated I/O by
+//! I/O (on the same models), which is exact, at the price of wall time.
+
+use std::collections::BTreeMap;
+
+use thiserror::Error;
+use wafer_core::aggregate::{Layout, Slot};
+use wafer_core::filer::{
+    Change, HostError, HostRequest, IoId, IoOp, IoResult, Options, Reply, ReplyData, RequestId,
+    Sector,
+};
+use wafer_core::nvlog::LunId;
+use wafer_core::units::{DiskId, Duration, Instant};
+use wafer_core::{BLOCK_SIZE, Filer};
+use wafer_raid::RaidGroupGeometry;
+use wafer_sim::device::params::{Catalog, Drive};
+use wafer_sim::device::{Completion, Device, DeviceRequest, Op};
+
+use crate::array::{Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan};
+use crate::scenario::WaferSpec;
+
+/// The NVRAM card every wafer array logs to.
+pub const NVRAM_DRIVE: &str = "nvram-512m";
+/// Bytes per host write while filling the test file.
+const FILL_WRITE_BYTES: u64 = 1 << 20;
+/// Fill writes kept in flight.
+const FILL_DEPTH: usize = 16;
+
+/// Why a wafer array cannot be built.
+#[derive(Debug, Error)]
+pub enum WaferArrayError {
+    /// The spec names a drive the catalog lacks, or not a disk.
+    #[error("array {array}: no disk drive `{drive}` in the catalog")]
+    Drive {
+        /// The array.
+        array: String,
+        /// The drive named.
+        drive: String,
+    },
+    /// The RAID groups are not valid.
+    #[error("array {array}: {reason}")]
+    Layout {
+        /// The array.
+        array: String,
+        /// Why.
+        reason: String,
+    },
+    /// The engine refused the volume or the LUN.
+    #[error("array {array}: creating {what} failed: {reason}")]
+    Create {
+        /// The array.
+        array: String,
+        /// The volume or the LUN.
+        what: &'static str,
+        /// The engine's answer.
+        reason: String,
+    },
+}
+
+/// A block as the array's disks keep it.
+#[derive(Clone, Debug)]
+enum Stored {
+    /// All-zero content: only the trailer.
+    Zero([u8; wafer_core::format::TRAILER_SIZE]),
+    /// Anything else, whole.
+    Whole(Box<Sector>),
+}
+
+impl Stored {
+    fn of(sector: &Sector) -> Stored {
+        match sector.data.iter().all(|&b| b == 0) {
+            true => Stored::Zero(sector.trailer),
+            false => Stored::Whole(Box::new(sector.clone())),
+        }
+    }
+
+    fn sector(&self) -> Sector {
+        match self {
+            Stored::Zero(trailer) => Sector {
+                data: Box::new([0; BLOCK_SIZE]),
+                trailer: *trailer,
+            },
+            Stored::Whole(sector) => (**sector).clone(),
+        }
+    }
+}
+
+/// What a device request is doing for the engine.
+#[derive(Debug)]
+enum Pending {
+    Read {
+        io: IoId,
+        disk: usize,
+        dbn: u64,
+        count: u32,
+    },
+    Write {
+        io: IoId,
+        disk: usize,
+        dbn: u64,
+        sectors: Vec<Sector>,
+    },
+    Nvram {
+        io: IoId,
+    },
+}
+
+/// One disk slot: its model, its content and its counters.
+struct Disk {
+    device: Box<dyn Device>,
+    blocks: BTreeMap<u64, Stored>,
+    name: String,
+    outstanding: usize,
+    busy_since: Instant,
+    busy_ns: u64,
+    read_latency_ns: u64,
+    write_latency_ns: u64,
+}
+
+/// The wafer filer on modelled drives.
+pub struct WaferArray {
+    name: String,
+    filer: Filer,
+    disks: Vec<Disk>,
+    nvram: Box<dyn Device>,
+    lun: LunId,
+    lun_bytes: u64,
+    pending: BTreeMap<u64, Pending>,
+    next_request: u64,
+    /// Host I/Os in flight: the lab's id and when (array clock) it came.
+    host: BTreeMap<RequestId, (u64, Instant)>,
+    answered: Vec<HostCompletion>,
+    /// Replies to the array's own requests (creation, preparation).
+    replies: BTreeMap<RequestId, Result<ReplyData, HostError>>,
+    /// The array's clock (lab time plus `epoch`).
+    now: Instant,
+    /// Where the lab's time zero falls on the array's clock.
+    epoch: Duration,
+}
+
+impl WaferArray {
+    /// Builds the aggregate, volume and LUN `spec` describes, on drives from
+    /// `catalog`, each disk used whole.
+    pub fn new(spec: &WaferSpec, catalog: &Catalog) -> Result<WaferArray, WaferArrayError> {
+        WaferArray::short_stroked(spec, catalog, u64::MAX)
+    }
+
+    /// As [`WaferArray::new`], using only the first `blocks_per_disk` blocks
+    /// of each disk (the outer tracks, as a short-stroked aggregate would):
+    /// small aggregates for tests, whose engine state fits in little memory.
+    pub fn short_stroked(
+        spec: &WaferSpec,
+        catalog: &Catalog,
+        blocks_per_disk: u64,
+    ) -> Result<WaferArray, WaferArrayError> {
+        let drive = match catalog.get(&spec.drive) {
+            Some(drive @ (Drive::Hdd(_) | Drive::Ssd(_))) => drive,
+            _ => {
+                return Err(WaferArrayError::Drive {
+                    array: spec.name.clone(),
+                    drive: spec.drive.clone(),
+                });
+            }
+        };
+        let nvram = catalog
+            .get(NVRAM_DRIVE)
+            .expect("the built-in catalog has the NVRAM card")
+            .device();
+        let blocks = drive.device().capacity_blocks().min(blocks_per_disk);
+        let layout = layout(spec, blocks)?;
+        let disks = (0..layout.disk_count())
+            .map(|id| Disk::new(drive, disk_name(&layout, DiskId(id))))
+            .collect();
+        let filer = Filer::format(layout, Options::default(), Instant(0));
+        let mut array = WaferArray {
+            name: spec.name.clone(),
+            filer,
+            disks,
+            nvram,
+            lun: LunId {
+                volume: wafer_core::units::VolumeId(0),
+                file: wafer_core::units::FileId(0),
+            },
+            lun_bytes: spec.lun_bytes,
+            pending: BTreeMap::new(),
+            next_request: 0,
+            host: BTreeMap::new(),
+            answered: Vec::new(),
+            replies: BTreeMap::new(),
+            now: Instant(0),
+            epoch: Duration(0),
+        };
+        array.drain();
+        array.run_while(|a| !a.filer.is_online());
+        array.create(spec)?;
+        Ok(array)
+    }
+
+    /// Creates the volume and the LUN.
+    fn create(&mut self, spec: &WaferSpec) -> Result<(), WaferArrayError> {
+        let failed = |what, reason: String| WaferArrayError::Create {
+            array: spec.name.clone(),
+            what,
+            reason,
+        };
+        let volume = match self.call(HostRequest::Change(Change::CreateVolume {
+            name: "vol0".into(),
+            size_bytes: spec.volume_bytes,
+        })) {
+            Ok(ReplyData::Volume(volume)) => volume,
+            other => return Err(failed("the volume", format!("{other:?}"))),
+        };
+        self.lun = match self.call(HostRequest::Change(Change::CreateLun {
+            volume,
+            name: "lun0".into(),
+            size_bytes: spec.lun_bytes,
+        })) {
+            Ok(ReplyData::Lun(lun)) => lun,
+            other => return Err(failed("the LUN", format!("{other:?}"))),
+        };
+        Ok(())
+    }
+
+    /// Submits a request and runs until its reply.
+    fn call(&mut self, request: HostRequest) -> Result<ReplyData, String> {
+        let id = self
+            .filer
+            .submit(self.now, request)
+            .map_err(|e| e.to_string())?;
+        self.drain();
+        let mut reply = None;
+        while reply.is_none() {
+            assert!(self.step(), "the engine stopped before answering");
+            reply = self.replies.remove(&id);
+        }
+        reply.expect("answered").map_err(|e| e.to_string())
+    }
+}
+
+impl WaferArray {
+    /// When the next device completion or engine timer falls, on the
+    /// array's clock.
+    fn next_internal_event(&self) -> Option<Instant> {
+        self.disks
+            .iter()
+            .filter_map(|d| d.device.next_event())
+            .chain(self.nvram.next_event())
+            .chain(self.filer.poll_timeout())
+            .min()
+    }
+
+    /// Runs the next event; false if nothing is pending.
+    fn step(&mut self) -> bool {
+        match self.next_internal_event() {
+            Some(at) => {
+                self.run_at(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs events while `busy` holds.
+    fn run_while(&mut self, busy: impl Fn(&WaferArray) -> bool) {
+        while busy(self) {
+            assert!(self.step(), "the engine went idle while still busy");
+        }
+    }
+
+    /// Everything due at `at`: device completions (in time order), then the
+    /// engine's timer, then what the engine asks for in turn.
+    fn run_at(&mut self, at: Instant) {
+        self.now = self.now.max(at);
+        let now = self.now;
+        let mut completions = Vec::new();
+        for disk in &mut self.disks {
+            disk.device.advance(now, &mut completions);
+        }
+        self.nvram.advance(now, &mut completions);
+        completions.sort_by_key(|c| (c.finished_at, c.id));
+        for completion in completions {
+            self.complete(&completion);
+        }
+        self.filer.handle_timeout(now);
+        self.drain();
+    }
+
+    /// A device has finished a request: its result goes to the engine.
+    fn complete(&mut self, completion: &Completion) {
+        let latency = completion.latency().0;
+        let (io, result) = match self.pending.remove(&completion.id) {
+            Some(Pending::Read {
+                io,
+                disk,
+                dbn,
+                count,
+            }) => {
+                let disk = &mut self.disks[disk];
+                disk.finished(completion);
+                disk.read_latency_ns += latency;
+                (io, IoResult::Read(disk.read(dbn, count)))
+            }
+            Some(Pending::Write {
+                io,
+                disk,
+                dbn,
+                sectors,
+            }) => {
+                let disk = &mut self.disks[disk];
+                disk.finished(completion);
+                disk.write_latency_ns += latency;
+                for (n, sector) in sectors.iter().enumerate() {
+                    disk.blocks.insert(dbn + n as u64, Stored::of(sector));
+                }
+                (io, IoResult::Done)
+            }
+            Some(Pending::Nvram { io }) => (io, IoResult::Done),
+            None => unreachable!("a completion for request {} nobody made", completion.id),
+        };
+        self.filer.handle_io_done(self.now, io, result);
+    }
+
+    /// Hands the engine's I/Os to the devices and collects its replies.
+    fn drain(&mut self) {
+        while let Some(io) = self.filer.poll_io() {
+            self.start(io.id, io.op);
+        }
+        while let Some(reply) = self.filer.poll_reply() {
+            self.answer(reply);
+        }
+    }
+
+    fn start(&mut self, io: IoId, op: IoOp) {
+        let id = self.next_request;
+        self.next_request += 1;
+        let (device_op, block, blocks, pending, disk) = match op {
+            IoOp::Read { disk, dbn, count } => {
+                let pending = Pending::Read {
+                    io,
+                    disk: disk.0 as usize,
+                    dbn: dbn.0,
+                    count,
+                };
+                (Op::Read, dbn.0, count, pending, Some(disk.0 as usize))
+            }
+            IoOp::Write { disk, dbn, sectors } => {
+                let count = sectors.len() as u32;
+                let pending = Pending::Write {
+                    io,
+                    disk: disk.0 as usize,
+                    dbn: dbn.0,
+                    sectors,
+                };
+                (Op::Write, dbn.0, count, pending, Some(disk.0 as usize))
+            }
+            IoOp::NvlogAppend { record, .. } => {
+                let blocks = (record.len() as u64).div_ceil(BLOCK_SIZE as u64).max(1);
+                (Op::Write, 0, blocks as u32, Pending::Nvram { io }, None)
+            }
+            IoOp::NvlogReset { .. } => (Op::Write, 0, 1, Pending::Nvram { io }, None),
+            // A lab aggregate has no spares.
+            IoOp::AssignSpare { .. } => {
+                return self
+                    .filer
+                    .handle_io_done(self.now, io, IoResult::DiskFailed);
+            }
+        };
+        let request = DeviceRequest {
+            id,
+            op: device_op,
+            block,
+            blocks,
+        };
+        let device = match disk {
+            Some(disk) => {
+                self.disks[disk].started(self.now);
+                &mut self.disks[disk].device
+            }
+            None => &mut self.nvram,
+        };
+        device
+            .submit(self.now, request)
+            .expect("the engine addresses blocks inside its disks");
+        self.pending.insert(id, pending);
+    }
+
+    /// A reply: a host I/O's, or one of the array's own requests'.
+    fn answer(&mut self, reply: Reply) {
+        match self.host.remove(&reply.id) {
+            Some((id, submitted)) => {
+                if let Err(error) = reply.result {
+                    panic!("array {}: host I/O {id} failed: {error}", self.name);
+                }
+                self.answered.push(HostCompletion {
+                    id,
+                    submitted_at: self.lab_time(submitted),
+                    finished_at: self.lab_time(self.now),
+                });
+            }
+            None => {
+                self.replies.insert(reply.id, reply.result);
+            }
+        }
+    }
+
+    fn lab_time(&self, at: Instant) -> Instant {
+        Instant(at.0 - self.epoch.0)
+    }
+
+    /// Writes zeros over `extent` sequentially, a few writes in flight.
+    fn fill(&mut self, offset: u64, length: u64) {
+        let mut next = offset;
+        let end = offset + length;
+        let mut in_flight: Vec<RequestId> = Vec::new();
+        while next < end || !in_flight.is_empty() {
+            while next < end && in_flight.len() < FILL_DEPTH {
+                let bytes = FILL_WRITE_BYTES.min(end - next);
+                let request = HostRequest::Change(Change::Write {
+                    lun: self.lun,
+                    offset: next,
+                    data: vec![0; bytes as usize],
+                });
+                let id = self.filer.submit(self.now, request).expect("online");
+                in_flight.push(id);
+                next += bytes;
+                self.drain();
+            }
+            assert!(self.step(), "the engine stopped during the fill");
+            in_flight.retain(|id| match self.replies.remove(id) {
+                Some(result) => {
+                    result.expect("fill writes stay inside the LUN");
+                    false
+                }
+                None => true,
+            });
+        }
+    }
+}
+
+/// The RAID groups: `raid_size` disks each, the last maybe fewer; no spares.
+fn layout(spec: &WaferSpec, blocks_per_disk: u64) -> Result<Layout, WaferArrayError> {
+    let invalid = |reason: String| WaferArrayError::Layout {
+        array: spec.name.clone(),
+        reason,
+    };
+    let groups = spec
+        .group_sizes()
+        .into_iter()
+        .map(|size| {
+            RaidGroupGeometry::new(spec.raid_type, size as u16, blocks_per_disk)
+                .map_err(|e| invalid(e.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Layout::new(groups, 0).map_err(|e| invalid(e.to_string()))
+}
+
+/// `rgG.dP`: the disk at position P of RAID group G.
+fn disk_name(layout: &Layout, id: DiskId) -> String {
+    match layout.slot(id) {
+        Some(Slot::Member { group, disk }) => format!("rg{group}.d{:02}", disk.0),
+        _ => format!("spare{}", id.0),
+    }
+}
+
+impl Array for WaferArray {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> ArrayKind {
+        ArrayKind::Wafer
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.lun_bytes
+    }
+
+    /// Fills the test file and reallocates, I/O by I/O, then lets the CPs
+    /// settle; the lab's time zero is where that ends.
+    fn prepare(&mut self, plan: &PreparePlan) {
+        for extent in &plan.fill {
+            self.fill(extent.offset, extent.length);
+        }
+        if plan.reallocate {
+            let lun = self.lun;
+            self.call(HostRequest::ReallocateStart { lun })
+                .expect("the LUN exists");
+            self.run_while(|a| a.filer.realloc_status().is_some());
+        }
+        self.call(HostRequest::Flush).expect("a flush succeeds");
+        self.epoch = Duration(self.now.0);
+    }
+
+    fn submit(&mut self, now: Instant, io: HostIo) {
+        assert!(
+            io.length > 0 && io.end() <= self.lun_bytes,
+            "host I/O outside the LUN"
+        );
+        self.now = self.now.max(Instant(now.0 + self.epoch.0));
+        let lun = self.lun;
+        let request = match io.op {
+            HostOp::Read => HostRequest::Read {
+                lun,
+                offset: io.offset,
+                length: io.length,
+            },
+            HostOp::Write => HostRequest::Change(Change::Write {
+                lun,
+                offset: io.offset,
+                data: vec![0; io.length as usize],
+            }),
+        };
+        let id = self.filer.submit(self.now, request).expect("online");
+        self.host.insert(id, (io.id, self.now));
+        self.drain();
+    }
+
+    fn next_event(&self) -> Option<Instant> {
+        self.next_internal_event()
+            .map(|at| self.lab_time(at.max(Instant(self.epoch.0))))
+    }
+
+    fn advance(&mut self, now: Instant, done: &mut Vec<HostCompletion>) {
+        let until = Instant(now.0 + self.epoch.0);
+        while let Some(at) = self.next_internal_event().filter(|at| *at <= until) {
+            self.run_at(at);
+        }
+        self.now = self.now.max(until);
+        done.append(&mut self.answered);
+    }
+
+    /// The engine's per-disk counts with the models' busy time and latencies.
+    /// The models do not know why the engine read, so each disk's read latency
+    /// is shared between user and CP reads in proportion to their blocks.
+    fn disk_stats(&self) -> Vec<DiskStats> {
+        let counters = &self.filer.counters().disks;
+        self.disks
+            .iter()
+            .zip(counters)
+            .map(|(disk, c)| {
+                let read_blocks = c.user_read_blocks + c.cp_read_blocks;
+                let user_share = match read_blocks {
+                    0 => 0,
+                    _ => {
+                        (u128::from(disk.read_latency_ns) * u128::from(c.user_read_blocks)
+                            / u128::from(read_blocks)) as u64
+                    }
+                };
+                let busy_now = match disk.outstanding {
+                    0 => 0,
+                    _ => (self.now - disk.busy_since).0,
+                };
+                DiskStats {
+                    name: disk.name.clone(),
+                    busy_ns: disk.busy_ns + busy_now,
+                    user_reads: c.user_reads,
+                    user_read_blocks: c.user_read_blocks,
+                    writes: c.writes,
+                    write_blocks: c.write_blocks,
+                    cp_reads: c.cp_reads,
+                    cp_read_blocks: c.cp_read_blocks,
+                    read_latency_ns: user_share,
+                    write_latency_ns: disk.write_latency_ns,
+                    cp_read_latency_ns: disk.read_latency_ns - user_share,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Disk {
+    fn new(drive: &Drive, name: String) -> Disk {
+        Disk {
+            device: drive.device(),
+            blocks: BTreeMap::new(),
+            name,
+            outstanding: 0,
+            busy_since: Instant(0),
+            busy_ns: 0,
+            read_latency_ns: 0,
+            write_latency_ns: 0,
+        }
+    }
+
+    fn started(&mut self, now: Instant) {
+        if self.outstanding == 0 {
+            self.busy_since = now;
+        }
+        self.outstanding += 1;
+    }
+
+    fn finished(&mut self, completion: &Completion) {
+        self.outstanding -= 1;
+        if self.outstanding == 0 {
+            self.busy_ns += (completion.finished_at - self.busy_since).0;
+        }
+    }
+
+    fn read(&self, dbn: u64, count: u32) -> Vec<Option<Sector>> {
+        (dbn..dbn + u64::from(count))
+            .map(|n| {
+                Some(self.blocks.get(&n).map_or_else(
+                    || Sector {
+                        data: Box::new([0; BLOCK_SIZE]),
+                        trailer: [0; wafer_core::format::TRAILER_SIZE],
+                    },
+                    Stored::sector,
+                ))
+            })
+            .collect()
+    }
+}

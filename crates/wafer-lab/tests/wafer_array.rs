@@ -1,0 +1,91 @@
+//! The wafer filer as a lab array: the real engine on modelled 15K disks
+//! answers a random workload at rates the disks allow, the NVLog absorbs the
+//! writes, and the same seed gives the same report.
+
+use wafer_core::units::Duration;
+use wafer_lab::workload::iometer::IometerSpec;
+use wafer_lab::workload::{AccessLine, Region};
+use wafer_lab::{Array, RunOptions, WaferArray, WaferSpec, run};
+use wafer_raid::RaidType;
+use wafer_sim::device::params::Catalog;
+
+fn array() -> Box<dyn Array> {
+    let spec = WaferSpec {
+        name: "wafer".into(),
+        drive: "fc15k-144g".into(),
+        raid_type: RaidType::RaidDp,
+        raid_size: 8,
+        disks: 8,
+        volume_bytes: 3 << 30,
+        lun_bytes: 2 << 30,
+    };
+    let catalog = Catalog::builtin().expect("drives.toml");
+    // 2 GiB of each disk: the engine's maps stay small.
+    Box::new(WaferArray::short_stroked(&spec, &catalog, 1 << 19).expect("builds"))
+}
+
+fn workload() -> wafer_lab::Workload {
+    let spec = IometerSpec {
+        name: "4k random, 70 % reads".into(),
+        lines: vec![AccessLine {
+            size_bytes: 4096,
+            percent: 100,
+            read_percent: 70,
+            random_percent: 100,
+            align_bytes: 4096,
+        }],
+        workers: 1,
+        outstanding_ios: 24,
+        ramp_up: Duration::from_secs(1),
+        run_time: Duration::from_secs(4),
+        segments: 2,
+        test_file: Region {
+            offset_bytes: 0,
+            length_bytes: Some(1 << 30),
+        },
+        reallocate_first: true,
+    };
+    spec.workload().expect("a valid workload")
+}
+
+fn report() -> wafer_lab::LabReport {
+    let options = RunOptions {
+        seed: 7,
+        sysstat_interval: Duration::from_secs(1),
+    };
+    run(&mut [array()], &workload(), &options, &mut |_| {}).expect("runs")
+}
+
+#[test]
+fn the_engine_on_modelled_disks_answers_at_disk_rates_and_deterministically() {
+    let first = report();
+    let segment = &first.arrays[0].segments[0];
+    // The test file (1 GiB) is 16 times the buffer cache, so most reads go to
+    // the six data disks. Short-stroked to 2 GiB, their seeks are short:
+    // at least one read per disk per full rotation and full seek (4 + 8 ms),
+    // 500 reads/s in all, 700 I/Os with the writes; at most one per command
+    // overhead and transfer (~0.2 ms), 30,000 reads/s.
+    assert!(
+        (700.0..40_000.0).contains(&segment.iops),
+        "IOPS {} outside what six 15K data disks can do",
+        segment.iops
+    );
+    let disks = first.arrays[0].measured_disk_stats();
+    let reads: u64 = disks.iter().map(|d| d.user_reads).sum();
+    let writes: u64 = disks.iter().map(|d| d.writes).sum();
+    assert!(
+        reads > 0 && writes > 0,
+        "reads reach the disks and CPs write: {disks:?}"
+    );
+    assert!(
+        disks[..2].iter().all(|d| d.user_reads == 0),
+        "parity disks serve no host reads"
+    );
+    // Little's law: 24 outstanding I/Os.
+    let little = segment.iops * segment.latency_ms_avg / 1000.0;
+    assert!(
+        (little - 24.0).abs() < 2.4,
+        "IOPS x latency = {little}, not the 24 outstanding"
+    );
+    assert_eq!(first.to_json(), report().to_json(), "same seed, same bytes");
+}
