@@ -615,13 +615,9 @@ impl Disk {
     fn read(&self, dbn: u64, count: u32) -> Vec<Option<Sector>> {
         (dbn..dbn + u64::from(count))
             .map(|n| {
-                Some(self.blocks.get(&n).map_or_else(
-                    || Sector {
-                        data: Box::new([0; BLOCK_SIZE]),
-                        trailer: [0; wafer_core::format::TRAILER_SIZE],
-                    },
-                    Stored::sector,
-                ))
+                // A block never written reads as zeros, trailer too.
+                let blank = Stored::Zero([0; wafer_core::format::TRAILER_SIZE]);
+                Some(self.blocks.get(&n).unwrap_or(&blank).sector())
             })
             .collect()
     }

@@ -87,12 +87,7 @@ impl Filer {
         for volume in self.volumes.values() {
             let mut union = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
             for (id, snapshot) in &volume.snapshots {
-                let mut map = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
-                let trees = core::iter::once(&snapshot.inofile)
-                    .chain(snapshot.luns.values().map(|l| &l.tree));
-                for (_, ptr) in trees.flat_map(|t| t.all_pointers()) {
-                    map.set(ptr.vvbn.0);
-                }
+                let map = snapshot.trees_map(volume.vvbn_blocks);
                 if map != snapshot.map {
                     return Err(format!(
                         "snapshot {} of volume {} maps {} blocks, its trees hold {}",

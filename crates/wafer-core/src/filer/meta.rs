@@ -203,7 +203,24 @@ pub struct Snapshot {
     pub map: Bitmap,
 }
 
+/// The vvbns an image holds: its inode file's tree and every LUN's, indirect
+/// blocks included, in a volume of `vvbn_blocks`.
+pub fn image_map(inofile: &BlockTree, luns: &BTreeMap<FileId, Lun>, vvbn_blocks: u64) -> Bitmap {
+    let mut map = Bitmap::new(vvbn_blocks);
+    let trees = core::iter::once(inofile).chain(luns.values().map(|l| &l.tree));
+    for (_, ptr) in trees.flat_map(|t| t.all_pointers()) {
+        map.set(ptr.vvbn.0);
+    }
+    map
+}
+
 impl Snapshot {
+    /// The vvbns its trees hold (what its map must be), in a volume of
+    /// `vvbn_blocks`.
+    pub fn trees_map(&self, vvbn_blocks: u64) -> Bitmap {
+        image_map(&self.inofile, &self.luns, vvbn_blocks)
+    }
+
     /// The snapinfo entry of a snapshot: what mounting needs to find it again.
     fn entry(&self, inofile_blocks: u64) -> Inode {
         Inode {
@@ -308,14 +325,7 @@ impl Volume {
     /// The vvbns of the volume's image as its trees stand: the inode file and
     /// every LUN, indirect blocks included. What a snapshot taken now holds.
     pub fn image_map(&self) -> Bitmap {
-        let mut map = Bitmap::new(self.vvbn_blocks);
-        let trees = core::iter::once(&self.inofile.tree).chain(self.luns.values().map(|l| &l.tree));
-        for tree in trees {
-            for (_, ptr) in tree.all_pointers() {
-                map.set(ptr.vvbn.0);
-            }
-        }
-        map
+        image_map(&self.inofile.tree, &self.luns, self.vvbn_blocks)
     }
 
     /// The snapshot called `name`.

@@ -391,11 +391,7 @@ impl Filer {
         for volume in self.volumes.values_mut() {
             let mut union = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
             for snapshot in volume.snapshots.values_mut() {
-                let trees = core::iter::once(&snapshot.inofile)
-                    .chain(snapshot.luns.values().map(|l| &l.tree));
-                for (_, ptr) in trees.flat_map(|t| t.all_pointers()) {
-                    snapshot.map.set(ptr.vvbn.0);
-                }
+                snapshot.map = snapshot.trees_map(volume.vvbn_blocks);
                 union = union.union(&snapshot.map);
             }
             if union != volume.summary {

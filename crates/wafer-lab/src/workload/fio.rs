@@ -309,19 +309,23 @@ impl FioJob {
     }
 
     fn size_option(&self, name: &str) -> Result<Option<u64>, FioError> {
-        let Some((option, value)) = self.option(name) else {
-            return Ok(None);
-        };
-        parse_size(value)
-            .map(Some)
-            .map_err(|reason| value_error(option, value, &reason))
+        self.parsed(name, parse_size)
     }
 
     fn time(&self, option: &str) -> Result<Option<Duration>, FioError> {
-        let Some(value) = self.options.get(option) else {
+        self.parsed(option, parse_time)
+    }
+
+    /// Option `name` through `parse`, if it is given.
+    fn parsed<T>(
+        &self,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, FioError> {
+        let Some((option, value)) = self.option(name) else {
             return Ok(None);
         };
-        parse_time(value)
+        parse(value)
             .map(Some)
             .map_err(|reason| value_error(option, value, &reason))
     }

@@ -58,6 +58,14 @@ fn aggregate_statuses(aggr: &AggregateStatus) -> Vec<String> {
     lines
 }
 
+/// The plex is normal when every RAID group is.
+fn plex_state(aggr: &AggregateStatus) -> &'static str {
+    match aggr.raid_groups.iter().all(|g| g.state == "normal") {
+        true => "normal",
+        false => "degraded",
+    }
+}
+
 fn raid_type(aggr: &AggregateStatus) -> &str {
     aggr.raid_groups
         .first()
@@ -83,10 +91,7 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
         aggr.state,
         raid_type(aggr)
     );
-    let plex_state = match aggr.raid_groups.iter().all(|g| g.state == "normal") {
-        true => "normal",
-        false => "degraded",
-    };
+    let plex_state = plex_state(aggr);
     let _ = writeln!(
         out,
         "  Plex /{}/plex0 (online, {plex_state}, active, pool0)",
@@ -195,10 +200,7 @@ pub fn aggr_status_v(reply: &AdminReply, volumes: &AdminReply) -> String {
         false => names.join(", "),
     };
     let _ = writeln!(out, "                Volumes: {listed}\n");
-    let plex_state = match aggr.raid_groups.iter().all(|g| g.state == "normal") {
-        true => "normal",
-        false => "degraded",
-    };
+    let plex_state = plex_state(aggr);
     let _ = writeln!(
         out,
         "                Plex /{}/plex0: online, {plex_state}, active",
