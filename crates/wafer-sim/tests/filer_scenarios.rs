@@ -1063,4 +1063,17 @@ fn extents_tell_data_from_holes_in_the_lun_and_its_snapshots() {
         world.filer.extents(lun, None, 1 << 20, 1),
         Err(HostError::OutOfRange { .. })
     ));
+    request(&mut world, HostRequest::Change(Change::DestroyLun { lun })).expect("destroy");
+    assert_eq!(
+        world
+            .filer
+            .extents(lun, Some("s"), 8192, 8192)
+            .expect("extents"),
+        vec![extent(8192, 8192, true)],
+        "a snapshot's LUN destroyed since still has its extents (it is still exported)"
+    );
+    assert_eq!(
+        world.filer.extents(lun, None, 0, 4096),
+        Err(HostError::NotFound("LUN"))
+    );
 }

@@ -336,25 +336,12 @@ impl Filer {
         offset: u64,
         length: u64,
     ) -> Result<Vec<Extent>, HostError> {
-        let (_, active) = self.lun(lun)?;
-        let (tree, size) = match snapshot {
-            None => (&active.tree, active.size_bytes),
-            Some(name) => {
-                let volume = &self.volumes[&lun.volume];
-                let (_, s) = volume
-                    .snapshot_named(name)
-                    .ok_or(HostError::NotFound("snapshot"))?;
-                let l = s.luns.get(&lun.file).ok_or(HostError::NotFound("LUN"))?;
-                (&l.tree, l.size_bytes)
-            }
+        let l = match snapshot {
+            None => self.lun(lun)?.1,
+            Some(name) => self.snapshot_lun(lun, name)?.1,
         };
-        if offset.checked_add(length).is_none_or(|end| end > size) {
-            return Err(HostError::OutOfRange {
-                offset,
-                length,
-                size,
-            });
-        }
+        let tree = &l.tree;
+        check_in_range(offset, length, l.size_bytes)?;
         let block = BLOCK_SIZE as u64;
         let end = offset + length;
         let mut out: Vec<Extent> = Vec::new();
@@ -735,15 +722,7 @@ impl Filer {
     }
 
     fn check_range(&self, lun: LunId, offset: u64, length: u64) -> Result<(), HostError> {
-        let (_, l) = self.lun(lun)?;
-        match offset.checked_add(length) {
-            Some(end) if end <= l.size_bytes => Ok(()),
-            _ => Err(HostError::OutOfRange {
-                offset,
-                length,
-                size: l.size_bytes,
-            }),
-        }
+        check_in_range(offset, length, self.lun(lun)?.1.size_bytes)
     }
 
     /// vvbns a volume of `size_blocks` needs: its data, its indirect blocks and
@@ -1267,18 +1246,21 @@ impl Filer {
     }
 }
 
+/// A range must lie inside a LUN of `size` bytes.
+fn check_in_range(offset: u64, length: u64, size: u64) -> Result<(), HostError> {
+    match offset.checked_add(length) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(HostError::OutOfRange {
+            offset,
+            length,
+            size,
+        }),
+    }
+}
+
 /// A read's range must lie inside the LUN and be at most 32 MiB.
 fn check_read_range(offset: u64, length: u64, size: u64) -> Result<(), HostError> {
-    match offset.checked_add(length) {
-        Some(end) if end <= size => {}
-        _ => {
-            return Err(HostError::OutOfRange {
-                offset,
-                length,
-                size,
-            });
-        }
-    }
+    check_in_range(offset, length, size)?;
     match length > 32 << 20 {
         true => Err(HostError::Invalid("reads are at most 32 MiB".into())),
         false => Ok(()),

@@ -150,6 +150,20 @@ impl Filer {
             .ok_or(HostError::NotFound("snapshot"))
     }
 
+    /// LUN `lun` as snapshot `name` of its volume holds it.
+    pub(super) fn snapshot_lun(
+        &self,
+        lun: LunId,
+        name: &str,
+    ) -> Result<(SnapshotId, &Lun), HostError> {
+        let (id, snapshot) = self.snapshot(lun.volume, name)?;
+        let l = snapshot
+            .luns
+            .get(&lun.file)
+            .ok_or(HostError::NotFound("LUN"))?;
+        Ok((id, l))
+    }
+
     /// A new snapshot turns every block of the volume's image into a shared
     /// one: the image now, plus what the snapshot's CP writes for the volume
     /// (its dirty data and, at most, that much again in metadata).
@@ -450,10 +464,9 @@ impl Filer {
         offset: u64,
         length: u64,
     ) {
-        let found = self.snapshot(lun.volume, name).and_then(|(sid, s)| {
-            let l = s.luns.get(&lun.file).ok_or(HostError::NotFound("LUN"))?;
-            Ok((sid, l.size_bytes))
-        });
+        let found = self
+            .snapshot_lun(lun, name)
+            .map(|(sid, l)| (sid, l.size_bytes));
         let (sid, size) = match found {
             Ok(found) => found,
             Err(error) => return self.reply(id, Err(error)),
