@@ -129,8 +129,6 @@ struct Disk {
     outstanding: usize,
     busy_since: Instant,
     busy_ns: u64,
-    read_latency_ns: u64,
-    write_latency_ns: u64,
 }
 
 /// The wafer filer on modelled drives.
@@ -303,7 +301,6 @@ impl WaferArray {
 
     /// A device has finished a request: its result goes to the engine.
     fn complete(&mut self, completion: &Completion) {
-        let latency = completion.latency().0;
         let (io, result) = match self.pending.remove(&completion.id) {
             Some(Pending::Read {
                 io,
@@ -313,7 +310,6 @@ impl WaferArray {
             }) => {
                 let disk = &mut self.disks[disk];
                 disk.finished(completion);
-                disk.read_latency_ns += latency;
                 (io, IoResult::Read(disk.read(dbn, count)))
             }
             Some(Pending::Write {
@@ -324,7 +320,6 @@ impl WaferArray {
             }) => {
                 let disk = &mut self.disks[disk];
                 disk.finished(completion);
-                disk.write_latency_ns += latency;
                 for (n, sector) in sectors.iter().enumerate() {
                     disk.blocks.insert(dbn + n as u64, Stored::of(sector));
                 }
@@ -545,23 +540,14 @@ impl Array for WaferArray {
         done.append(&mut self.answered);
     }
 
-    /// The engine's per-disk counts with the models' busy time and latencies.
-    /// The models do not know why the engine read, so each disk's read latency
-    /// is shared between user and CP reads in proportion to their blocks.
+    /// The engine's per-disk counts and latencies (it times every I/O from
+    /// issue to completion, by kind) with the models' busy time.
     fn disk_stats(&self) -> Vec<DiskStats> {
         let counters = &self.filer.counters().disks;
         self.disks
             .iter()
             .zip(counters)
             .map(|(disk, c)| {
-                let read_blocks = c.user_read_blocks + c.cp_read_blocks;
-                let user_share = match read_blocks {
-                    0 => 0,
-                    _ => {
-                        (u128::from(disk.read_latency_ns) * u128::from(c.user_read_blocks)
-                            / u128::from(read_blocks)) as u64
-                    }
-                };
                 let busy_now = match disk.outstanding {
                     0 => 0,
                     _ => (self.now - disk.busy_since).0,
@@ -575,9 +561,9 @@ impl Array for WaferArray {
                     write_blocks: c.write_blocks,
                     cp_reads: c.cp_reads,
                     cp_read_blocks: c.cp_read_blocks,
-                    read_latency_ns: user_share,
-                    write_latency_ns: disk.write_latency_ns,
-                    cp_read_latency_ns: disk.read_latency_ns - user_share,
+                    read_latency_ns: c.user_read_time_ns,
+                    write_latency_ns: c.write_time_ns,
+                    cp_read_latency_ns: c.cp_read_time_ns,
                 }
             })
             .collect()
@@ -593,8 +579,6 @@ impl Disk {
             outstanding: 0,
             busy_since: Instant(0),
             busy_ns: 0,
-            read_latency_ns: 0,
-            write_latency_ns: 0,
         }
     }
 

@@ -282,7 +282,7 @@ fn a_sequential_read_goes_out_as_chains_and_disks_count_it() {
         after
             .disks
             .iter()
-            .all(|d| d.writes == 0 || d.io_time_ns > 0)
+            .all(|d| d.writes == 0 || d.write_time_ns > 0)
     );
 }
 

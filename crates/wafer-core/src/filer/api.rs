@@ -317,9 +317,38 @@ pub struct DiskCounters {
     pub writes: u64,
     /// Blocks written (their ratio to writes is the write chain length).
     pub write_blocks: u64,
+    /// Sum over the user reads of the time from issue to completion, in
+    /// nanoseconds (statit's `usecs` per user read, times the reads).
+    pub user_read_time_ns: u64,
+    /// The same for CP reads.
+    pub cp_read_time_ns: u64,
+    /// The same for writes.
+    pub write_time_ns: u64,
+}
+
+/// Which of a disk's counters an I/O belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DiskIoKind {
+    UserRead,
+    CpRead,
+    Write,
+}
+
+impl DiskCounters {
     /// Sum over this disk's I/Os of the time from issue to completion, in
     /// nanoseconds: with one I/O at a time, the disk's busy time.
-    pub io_time_ns: u64,
+    pub fn io_time_ns(&self) -> u64 {
+        self.user_read_time_ns + self.cp_read_time_ns + self.write_time_ns
+    }
+
+    pub(crate) fn add_latency(&mut self, kind: DiskIoKind, latency: crate::units::Duration) {
+        let total = match kind {
+            DiskIoKind::UserRead => &mut self.user_read_time_ns,
+            DiskIoKind::CpRead => &mut self.cp_read_time_ns,
+            DiskIoKind::Write => &mut self.write_time_ns,
+        };
+        *total += latency.0;
+    }
 }
 
 /// Counters for `sysstat` and `statit` style reports.

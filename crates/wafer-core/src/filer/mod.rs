@@ -172,6 +172,14 @@ enum IoPurpose {
     AssignSpare,
 }
 
+/// An I/O issued and not yet complete: why, the disk and kind it counts
+/// against (none for the NVLog), and when it was issued.
+type PendingIo = (
+    IoPurpose,
+    Option<(crate::units::DiskId, DiskIoKind)>,
+    Instant,
+);
+
 /// One aggregate, its volumes and LUNs: the filer engine.
 #[derive(Debug)]
 pub struct Filer {
@@ -210,7 +218,7 @@ pub struct Filer {
     rebuild_done_unrecorded: bool,
     next_repair: u64,
     io_out: VecDeque<Io>,
-    io_pending: BTreeMap<IoId, (IoPurpose, Option<crate::units::DiskId>, Instant)>,
+    io_pending: BTreeMap<IoId, PendingIo>,
     next_io: u64,
     replies: VecDeque<Reply>,
     next_request: u64,
@@ -425,10 +433,10 @@ impl Filer {
             .io_pending
             .remove(&id)
             .expect("completion of an I/O that is not pending");
-        if let Some(disk) = disk {
-            self.counters.disks[disk.0 as usize].io_time_ns += (now - issued).0;
+        if let Some((disk, kind)) = disk {
+            self.counters.disks[disk.0 as usize].add_latency(kind, now - issued);
         }
-        if let (IoResult::DiskFailed, Some(disk)) = (&result, disk) {
+        if let (IoResult::DiskFailed, Some((disk, _))) = (&result, disk) {
             self.mark_failed(disk);
             self.rebuild_disk_failed(disk);
         }
@@ -475,12 +483,16 @@ impl Filer {
                 let c = &mut self.counters.disks[disk.0 as usize];
                 c.writes += 1;
                 c.write_blocks += sectors.len() as u64;
-                Some(*disk)
+                Some((*disk, DiskIoKind::Write))
             }
             IoOp::Read { disk, count, .. } => {
                 let c = &mut self.counters.disks[disk.0 as usize];
-                match purpose {
-                    IoPurpose::CpRead { .. } => {
+                let kind = match purpose {
+                    IoPurpose::CpRead { .. } => DiskIoKind::CpRead,
+                    _ => DiskIoKind::UserRead,
+                };
+                match kind {
+                    DiskIoKind::CpRead => {
                         c.cp_reads += 1;
                         c.cp_read_blocks += u64::from(*count);
                     }
@@ -489,7 +501,7 @@ impl Filer {
                         c.user_read_blocks += u64::from(*count);
                     }
                 }
-                Some(*disk)
+                Some((*disk, kind))
             }
             IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } | IoOp::AssignSpare { .. } => None,
         };

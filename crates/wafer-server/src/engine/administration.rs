@@ -493,7 +493,7 @@ impl Engine {
                     cp_read_blocks: d.cp_read_blocks,
                     writes: d.writes,
                     write_blocks: d.write_blocks,
-                    io_time_ns: d.io_time_ns,
+                    io_time_ns: d.io_time_ns(),
                 })
                 .collect(),
             nbd: self
