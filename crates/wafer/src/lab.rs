@@ -1,5 +1,9 @@
 //! `wafer lab`: the performance lab's tools.
 //!
+//! `lab run` runs scenario files: every array of every scenario on a pool of
+//! threads, each scenario's results printed per segment and written as
+//! `report.json`, fio JSON, `statit`, `sysstat` and an SVG chart (see `run`).
+//!
 //! `lab size` is E5's sizing arithmetic (see `sizing`).
 //!
 //! `lab disk` is the calibration check of the device models. For each disk and
@@ -22,11 +26,19 @@ use wafer_sim::device::single_disk::{RandomReadReport, random_reads};
 
 use crate::size::Size;
 
+mod run;
 mod sizing;
 
 /// The lab subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
+    /// Scenario files (scenarios/*.toml) in virtual time: IOPS, MB/s and
+    /// latency per segment, and report.json, fio JSON, statit, sysstat and an
+    /// SVG chart per scenario.
+    ///
+    /// Every array of every scenario runs as its own job on a pool of
+    /// threads; the reports are the same bytes whatever --jobs is.
+    Run(run::RunArgs),
     /// Random 4 KiB reads against modelled drives at several queue depths,
     /// beside the published figures for each drive's class.
     Disk(DiskArgs),
@@ -56,6 +68,7 @@ pub struct DiskArgs {
 /// Runs one `wafer lab` subcommand.
 pub fn run(command: LabCommand) -> anyhow::Result<ExitCode> {
     match command {
+        LabCommand::Run(args) => run::run(&args),
         LabCommand::Disk(args) => disk(&args),
         LabCommand::Size(args) => sizing::run(&args),
     }

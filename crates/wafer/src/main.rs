@@ -3,10 +3,11 @@
 //! The binary parses arguments, calls the library crates' public APIs and
 //! prints. Subcommands appear here only once they do something real: the RAID
 //! layer's tools (`wafer raid layout`, `wafer raid check`), the simulation
-//! harness (`wafer check`), the lab's drive models and sizing (`wafer lab
-//! disk`, `wafer lab size`), the filer itself (`wafer serve`) and the
-//! administrator's commands against it (`aggr`, `vol`, `lun`, `snap`, `df`,
-//! `disk`, `sysstat`), which take the data directory as `--data DIR`.
+//! harness (`wafer check`), the lab's scenario runner, drive models and
+//! sizing (`wafer lab run`, `wafer lab disk`, `wafer lab size`), the filer
+//! itself (`wafer serve`) and the administrator's commands against it
+//! (`aggr`, `vol`, `lun`, `snap`, `df`, `disk`, `sysstat`), which take the
+//! data directory as `--data DIR`.
 
 mod admin;
 mod check;

@@ -1,9 +1,63 @@
-//! `wafer lab size` reproduces experiments.md E5's arithmetic exactly.
+//! `wafer lab size` reproduces experiments.md E5's arithmetic exactly;
+//! `wafer lab run` runs scenario files into the same reports whatever the
+//! number of jobs, and refuses bad files by name.
 
+use std::fs;
+use std::path::Path;
 use std::process::Command;
 
+use wafer_lab::{Array, ArraySpec, InPlaceArray, Scenario, run_each};
+use wafer_sim::device::params::Catalog;
+
+/// E1's shape in miniature: two small in-place arrays (so two jobs), two
+/// one-second segments on a 1 GiB test file.
+const TINY_SCENARIO: &str = r#"
+name = "tiny: two in-place arrays"
+
+[run]
+seed = 7
+segments = 2
+segment_s = 1
+ramp_s = 0
+sysstat_interval_s = 1
+
+[workload]
+kind = "iometer"
+name = "random 4 KiB, 80 % reads"
+outstanding_ios = 16
+test_file_gib = 1
+lines = [
+  { size_kib = 4, percent = 100, read_percent = 80, random_percent = 100, align_kib = 4 },
+]
+
+[[array]]
+name = "plain"
+kind = "in-place"
+drive = "fc15k-144g"
+disks = 8
+stripe_unit_kib = 128
+stripe_width = 4
+lun_gib = 10
+
+[[array]]
+name = "cached"
+kind = "in-place"
+drive = "fc15k-144g"
+disks = 6
+stripe_unit_kib = 64
+lun_gib = 10
+cache_mib = 64
+outstanding_ios = 32
+"#;
+
 fn wafer(args: &[&str]) -> (bool, String, String) {
+    wafer_in(Path::new("."), args)
+}
+
+/// Runs wafer with `dir` as its working directory.
+fn wafer_in(dir: &Path, args: &[&str]) -> (bool, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_wafer"))
+        .current_dir(dir)
         .args(args)
         .output()
         .expect("wafer runs");
@@ -55,4 +109,143 @@ fn lab_size_counts_data_disks_of_raid_groups_and_refuses_nonsense() {
     assert!(!ok && err.contains("three RATE@CHAIN pairs"), "{err}");
     let (ok, _, err) = wafer(&["lab", "size", "--disks", "16", "--drive", "nope"]);
     assert!(!ok && err.contains("no drive `nope`"), "{err}");
+}
+
+/// `path` as an argument.
+fn arg(path: &Path) -> &str {
+    path.to_str().expect("temporary paths are UTF-8")
+}
+
+/// The report a sequential `run_each` over the scenario's arrays gives.
+fn sequential_report(text: &str) -> String {
+    let catalog = Catalog::builtin().unwrap();
+    let scenario = Scenario::parse(text, &catalog).unwrap();
+    let mut arrays: Vec<Box<dyn Array>> = scenario
+        .arrays
+        .iter()
+        .map(|entry| match &entry.spec {
+            ArraySpec::InPlace(spec) => {
+                Box::new(InPlaceArray::new(spec, &catalog).unwrap()) as Box<dyn Array>
+            }
+            ArraySpec::Wafer(_) => unreachable!("the tiny scenario has in-place arrays only"),
+        })
+        .collect();
+    run_each(
+        &mut arrays,
+        &scenario.workloads(),
+        &scenario.run,
+        &mut |_| {},
+    )
+    .unwrap()
+    .to_json()
+}
+
+#[test]
+fn lab_run_writes_the_same_reports_whatever_the_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("tiny.toml");
+    fs::write(&scenario, TINY_SCENARIO).unwrap();
+    let mut reports = Vec::new();
+    for jobs in ["2", "1"] {
+        let out = dir.path().join(format!("jobs-{jobs}"));
+        let (ok, stdout, err) = wafer(&[
+            "lab",
+            "run",
+            arg(&scenario),
+            "--jobs",
+            jobs,
+            "--out",
+            arg(&out),
+        ]);
+        assert!(ok, "{err}");
+        for expected in [
+            "tiny: two in-place arrays (seed 7)",
+            "  plain (in-place)",
+            "  cached (in-place)",
+            "segment       IOPS      MB/s    avg ms    p99 ms",
+            "MB/s in 10^6 bytes per second",
+        ] {
+            assert!(
+                stdout.contains(expected),
+                "missing '{expected}' in:\n{stdout}"
+            );
+        }
+        assert!(
+            stdout.contains(&format!("written to {}", out.display())),
+            "{stdout}"
+        );
+        for name in [
+            "chart.svg",
+            "plain.fio.json",
+            "plain.statit.txt",
+            "plain.sysstat.txt",
+            "cached.fio.json",
+            "cached.statit.txt",
+            "cached.sysstat.txt",
+        ] {
+            let bytes = fs::read(out.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(!bytes.is_empty(), "{name} is empty");
+        }
+        reports.push(fs::read_to_string(out.join("report.json")).unwrap());
+    }
+    assert_eq!(reports[0], reports[1], "--jobs 2 and --jobs 1 differ");
+    assert_eq!(reports[0], sequential_report(TINY_SCENARIO));
+    let report: serde_json::Value = serde_json::from_str(&reports[0]).unwrap();
+    let arrays = report["arrays"].as_array().unwrap();
+    assert_eq!(arrays.len(), 2);
+    for array in arrays {
+        let segments = array["segments"].as_array().unwrap();
+        assert_eq!(segments.len(), 2, "{}", array["name"]);
+        for segment in segments {
+            assert!(segment["iops"].as_f64().unwrap() > 0.0, "{segment}");
+        }
+    }
+}
+
+#[test]
+fn lab_run_puts_several_scenarios_in_directories_named_after_their_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for stem in ["a", "b"] {
+        fs::write(dir.path().join(format!("{stem}.toml")), TINY_SCENARIO).unwrap();
+    }
+    let (ok, _, err) = wafer_in(
+        dir.path(),
+        &[
+            "lab", "run", "a.toml", "b.toml", "--out", "results", "--seed", "9",
+        ],
+    );
+    assert!(ok, "{err}");
+    for stem in ["a", "b"] {
+        let json = fs::read_to_string(dir.path().join("results").join(stem).join("report.json"));
+        let report: serde_json::Value = serde_json::from_str(&json.unwrap()).unwrap();
+        assert_eq!(report["seed"], 9, "--seed overrides the scenario's");
+    }
+    let (ok, _, err) = wafer_in(dir.path(), &["lab", "run", "a.toml", "--jobs", "1"]);
+    assert!(ok, "{err}");
+    assert!(dir.path().join("lab-out/a/report.json").is_file());
+}
+
+#[test]
+fn lab_run_refuses_a_malformed_scenario_by_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("bad.toml");
+    let text = TINY_SCENARIO.replace("ramp_s = 0", "ramp_s = 0\nbogus = 1");
+    fs::write(&scenario, text).unwrap();
+    let (ok, stdout, err) = wafer(&["lab", "run", arg(&scenario)]);
+    assert!(!ok, "{stdout}");
+    assert!(err.contains(arg(&scenario)), "{err}");
+    assert!(err.contains("`run.bogus` is not known"), "{err}");
+}
+
+#[test]
+fn lab_run_refuses_a_missing_file_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    let (ok, stdout, err) = wafer(&["lab", "run", arg(&missing)]);
+    assert!(!ok, "{stdout}");
+    assert!(
+        err.contains(&format!("cannot read scenario {}", missing.display())),
+        "{err}"
+    );
+    assert!(err.contains("No such file"), "{err}");
 }

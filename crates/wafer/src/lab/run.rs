@@ -1,0 +1,426 @@
+//! `wafer lab run`: runs scenario files (`scenarios/*.toml`) and writes their
+//! reports.
+//!
+//! Every array of every scenario is one job: it is built from its spec (the
+//! in-place comparator or the wafer filer on modelled drives), given its own
+//! copy of the scenario's workload (with the array's outstanding I/Os), and
+//! driven by `wafer_lab::run` alone. The lab is deterministic and an array's
+//! run depends only on its spec, its workload and the seed (every workload
+//! stream is seeded from the run's seed alone), so the jobs are independent:
+//! they run on a pool of `--jobs` threads, and each scenario's array reports
+//! are put back in the scenario's array order into one `LabReport`. That
+//! report is the one a sequential `wafer_lab::run_each` over the same arrays
+//! gives, byte for byte, whatever the number of threads. Each job holds a
+//! whole array in memory, so fewer jobs also means less memory.
+//!
+//! While the jobs run, stderr shows the share of the whole work done (a bar
+//! redrawn in place on a terminal, a line every 10 % otherwise). As soon as
+//! all of a scenario's arrays are done, its results per measured segment
+//! (IOPS, MB/s of 10^6 bytes, mean and 99th-percentile latency in ms) go to
+//! stdout and its files to its directory: `report.json`, per array
+//! `<array>.fio.json`, `<array>.statit.txt` and `<array>.sysstat.txt`, and
+//! `chart.svg`. The first failure stops new jobs from starting; jobs already
+//! running finish, and the command then exits with the error.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::num::NonZeroUsize;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Mutex, PoisonError};
+use std::{fs, thread};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use wafer_lab::report::{ArrayReport, fio, statit, svg, sysstat};
+use wafer_lab::{Array, ArraySpec, InPlaceArray, LabReport, Scenario, WaferArray, Workload};
+use wafer_sim::device::params::Catalog;
+
+/// Where scenarios write when `--out` is not given: `lab-out/<file stem>`.
+const DEFAULT_OUT_ROOT: &str = "lab-out";
+/// Width of the progress bar, in characters.
+const BAR_WIDTH: usize = 40;
+
+/// Options of `wafer lab run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Scenario files (TOML), run together.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Output directory (default lab-out/<file stem>); with several files,
+    /// each scenario writes to DIR/<file stem>.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Seed of every workload stream, instead of the scenarios' own.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Arrays run at once, each on its own thread (default: the number of
+    /// CPUs). The reports do not depend on it.
+    #[arg(long, value_name = "N")]
+    jobs: Option<NonZeroUsize>,
+}
+
+/// A scenario ready to run: where it came from and where its files go.
+struct ScenarioRun {
+    file: PathBuf,
+    out_dir: PathBuf,
+    scenario: Scenario,
+    /// Each array's workload, in array order.
+    workloads: Vec<Workload>,
+}
+
+/// One array of one scenario.
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    scenario: usize,
+    array: usize,
+}
+
+/// What a job sends back: its index and its array's report.
+type JobOutcome = (usize, anyhow::Result<ArrayReport>);
+
+/// Runs `wafer lab run`.
+pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let catalog = Catalog::builtin().context("the built-in drives.toml")?;
+    let scenarios = load_all(args, &catalog)?;
+    let jobs: Vec<Job> = scenarios
+        .iter()
+        .enumerate()
+        .flat_map(|(scenario, run)| {
+            (0..run.scenario.arrays.len()).map(move |array| Job { scenario, array })
+        })
+        .collect();
+    let threads = args
+        .jobs
+        .or_else(|| thread::available_parallelism().ok())
+        .map_or(1, NonZeroUsize::get)
+        .min(jobs.len());
+    let progress = Progress::new(jobs.len());
+    let outcome = run_jobs(&scenarios, &jobs, threads, &catalog, &progress);
+    progress.hidden_while(|| {});
+    outcome?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads and checks every scenario file and gives each its output directory,
+/// before anything runs.
+fn load_all(args: &RunArgs, catalog: &Catalog) -> anyhow::Result<Vec<ScenarioRun>> {
+    let mut out_dirs = BTreeSet::new();
+    let mut runs = Vec::with_capacity(args.files.len());
+    for file in &args.files {
+        let mut scenario = load(file, catalog)?;
+        if let Some(seed) = args.seed {
+            scenario.run.seed = seed;
+        }
+        let out_dir = out_dir(file, args.out.as_deref(), args.files.len() > 1)?;
+        if !out_dirs.insert(out_dir.clone()) {
+            bail!(
+                "two scenarios would write to {}: give files with different names",
+                out_dir.display()
+            );
+        }
+        runs.push(ScenarioRun {
+            file: file.clone(),
+            out_dir,
+            workloads: scenario.workloads(),
+            scenario,
+        });
+    }
+    Ok(runs)
+}
+
+/// One scenario file, parsed, its array names usable as file names.
+fn load(file: &Path, catalog: &Catalog) -> anyhow::Result<Scenario> {
+    let text = fs::read_to_string(file)
+        .with_context(|| format!("cannot read scenario {}", file.display()))?;
+    let scenario = Scenario::parse(&text, catalog).with_context(|| file.display().to_string())?;
+    for entry in &scenario.arrays {
+        let name = entry.spec.name();
+        if !is_plain_file_name(name) {
+            bail!(
+                "scenario {}: array name `{name}` cannot name its report files \
+                 (no `/`, `\\`, empty, `.` or `..`)",
+                file.display()
+            );
+        }
+    }
+    Ok(scenario)
+}
+
+/// Whether `name` can stand in a file name without leaving the directory.
+fn is_plain_file_name(name: &str) -> bool {
+    !matches!(name, "" | "." | "..") && !name.contains(['/', '\\', '\0'])
+}
+
+/// Where the scenario in `file` writes: `out` itself for a single file,
+/// `out/<stem>` for one of several, `lab-out/<stem>` without `out`.
+fn out_dir(file: &Path, out: Option<&Path>, several: bool) -> anyhow::Result<PathBuf> {
+    let stem = file
+        .file_stem()
+        .with_context(|| format!("scenario {} has no file name", file.display()))?;
+    Ok(match out {
+        Some(out) if !several => out.to_path_buf(),
+        Some(out) => out.join(stem),
+        None => Path::new(DEFAULT_OUT_ROOT).join(stem),
+    })
+}
+
+/// Runs every job on `threads` worker threads and reports each scenario as
+/// soon as its last array is done; the first error stops new jobs starting.
+fn run_jobs(
+    scenarios: &[ScenarioRun],
+    jobs: &[Job],
+    threads: usize,
+    catalog: &Catalog,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let pool = Pool {
+        scenarios,
+        jobs,
+        catalog,
+        progress,
+        next: &next,
+        stop: &stop,
+    };
+    thread::scope(|scope| {
+        let (sender, receiver) = mpsc::channel();
+        for _ in 0..threads {
+            let sender = sender.clone();
+            scope.spawn(move || pool.work(&sender));
+        }
+        drop(sender);
+        collect(scenarios, jobs, &receiver, &stop, progress)
+    })
+}
+
+/// What the worker threads share.
+#[derive(Clone, Copy)]
+struct Pool<'a> {
+    scenarios: &'a [ScenarioRun],
+    jobs: &'a [Job],
+    catalog: &'a Catalog,
+    progress: &'a Progress,
+    next: &'a AtomicUsize,
+    stop: &'a AtomicBool,
+}
+
+impl Pool<'_> {
+    /// One worker: takes the next job until none is left or `stop` is set.
+    fn work(self, results: &Sender<JobOutcome>) {
+        while !self.stop.load(Ordering::Relaxed) {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(&job) = self.jobs.get(index) else {
+                return;
+            };
+            let report = self.run_caught(job, &mut |fraction| {
+                self.progress.update(index, fraction);
+            });
+            if results.send((index, report)).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// [`Pool::run_job`], a panic (a bug in the lab, its message already
+    /// printed) turned into that job's error so that the run stops cleanly.
+    fn run_caught(&self, job: Job, progress: &mut dyn FnMut(f64)) -> anyhow::Result<ArrayReport> {
+        panic::catch_unwind(AssertUnwindSafe(|| self.run_job(job, progress))).unwrap_or_else(|_| {
+            let spec = &self.scenarios[job.scenario].scenario.arrays[job.array].spec;
+            bail!(
+                "array `{}`: the run panicked (a bug in the lab)",
+                spec.name()
+            )
+        })
+    }
+
+    /// Builds `job`'s array and runs its workload against it alone.
+    fn run_job(&self, job: Job, progress: &mut dyn FnMut(f64)) -> anyhow::Result<ArrayReport> {
+        let run = &self.scenarios[job.scenario];
+        let spec = &run.scenario.arrays[job.array].spec;
+        let mut arrays = [build_array(spec, self.catalog)?];
+        let mut report = wafer_lab::run(
+            &mut arrays,
+            &run.workloads[job.array],
+            &run.scenario.run,
+            progress,
+        )?;
+        report.arrays.pop().context("the run reported no array")
+    }
+}
+
+/// The array `spec` describes, idle at time zero.
+fn build_array(spec: &ArraySpec, catalog: &Catalog) -> anyhow::Result<Box<dyn Array>> {
+    Ok(match spec {
+        ArraySpec::InPlace(spec) => Box::new(InPlaceArray::new(spec, catalog)?),
+        ArraySpec::Wafer(spec) => Box::new(WaferArray::new(spec, catalog)?),
+    })
+}
+
+/// Gathers the jobs' reports, in each scenario's array order, and finishes
+/// each scenario when its last report arrives. Returns the first error.
+fn collect(
+    scenarios: &[ScenarioRun],
+    jobs: &[Job],
+    receiver: &Receiver<JobOutcome>,
+    stop: &AtomicBool,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let mut reports: Vec<Vec<Option<ArrayReport>>> = scenarios
+        .iter()
+        .map(|run| vec![None; run.scenario.arrays.len()])
+        .collect();
+    let mut first_error = None;
+    for (index, outcome) in receiver {
+        let job = jobs[index];
+        let run = &scenarios[job.scenario];
+        let finished = outcome.and_then(|report| {
+            let slots = &mut reports[job.scenario];
+            slots[job.array] = Some(report);
+            if !slots.iter().all(Option::is_some) {
+                return Ok(());
+            }
+            let arrays = slots.iter_mut().filter_map(Option::take).collect();
+            finish_scenario(run, arrays, progress)
+        });
+        if let Err(error) = finished {
+            stop.store(true, Ordering::Relaxed);
+            if first_error.is_none() {
+                first_error = Some(error.context(run.file.display().to_string()));
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Prints a finished scenario's results and writes its files.
+fn finish_scenario(
+    run: &ScenarioRun,
+    arrays: Vec<ArrayReport>,
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let report = LabReport {
+        seed: run.scenario.run.seed,
+        arrays,
+    };
+    let written = write_outputs(&run.out_dir, &report)?;
+    progress.hidden_while(|| {
+        print_results(&run.scenario.name, &report);
+        let files = written.join(", ");
+        println!("  written to {}: {files}", run.out_dir.display());
+        println!();
+    });
+    Ok(())
+}
+
+/// The scenario's name and, per array, a table of its measured segments.
+fn print_results(name: &str, report: &LabReport) {
+    println!("{name} (seed {})", report.seed);
+    for array in &report.arrays {
+        println!("  {} ({})", array.name, array.kind.as_str());
+        println!(
+            "    {:>7} {:>10} {:>9} {:>9} {:>9}",
+            "segment", "IOPS", "MB/s", "avg ms", "p99 ms"
+        );
+        for segment in &array.segments {
+            println!(
+                "    {:>7} {:>10.1} {:>9.2} {:>9.3} {:>9.3}",
+                segment.index,
+                segment.iops,
+                segment.mbps,
+                segment.latency_ms_avg,
+                segment.latency_ms_p99
+            );
+        }
+    }
+    println!("  (MB/s in 10^6 bytes per second; latency from submission to completion)");
+}
+
+/// Writes `report`'s files into `dir`, creating it; returns their names.
+fn write_outputs(dir: &Path, report: &LabReport) -> anyhow::Result<Vec<String>> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut files = vec![("report.json".to_string(), report.to_json())];
+    for array in &report.arrays {
+        files.push((format!("{}.fio.json", array.name), fio::render(array)));
+        files.push((format!("{}.statit.txt", array.name), statit::render(array)));
+        files.push((
+            format!("{}.sysstat.txt", array.name),
+            sysstat::render(array),
+        ));
+    }
+    files.push(("chart.svg".to_string(), svg::render(report)));
+    for (name, contents) in &files {
+        let path = dir.join(name);
+        fs::write(&path, contents).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(files.into_iter().map(|(name, _)| name).collect())
+}
+
+/// The share of all jobs done, on stderr: a bar redrawn in place on a
+/// terminal, a line every 10 % otherwise.
+struct Progress {
+    terminal: bool,
+    state: Mutex<ProgressState>,
+}
+
+struct ProgressState {
+    /// Each job's fraction done, 0 to 1.
+    fractions: Vec<f64>,
+    /// What stderr shows: tenths of a percent on a terminal, tens of
+    /// percent otherwise; `None` when nothing is shown.
+    shown: Option<u32>,
+}
+
+impl Progress {
+    fn new(jobs: usize) -> Progress {
+        let terminal = std::io::stderr().is_terminal();
+        Progress {
+            terminal,
+            state: Mutex::new(ProgressState {
+                fractions: vec![0.0; jobs],
+                // Plain lines start at 10 %; the bar shows from the start.
+                shown: (!terminal).then_some(0),
+            }),
+        }
+    }
+
+    /// Job `job` is `fraction` done; redraws if the figure shown changes.
+    fn update(&self, job: usize, fraction: f64) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.fractions[job] = fraction.clamp(0.0, 1.0);
+        let jobs = state.fractions.len();
+        let overall = (state.fractions.iter().sum::<f64>() / jobs as f64).min(1.0);
+        let done = state.fractions.iter().filter(|&&f| f >= 1.0).count();
+        let steps = if self.terminal { 1000.0 } else { 10.0 };
+        let step = (overall * steps).floor() as u32;
+        if state.shown == Some(step) {
+            return;
+        }
+        state.shown = Some(step);
+        if self.terminal {
+            let filled = (overall * BAR_WIDTH as f64).floor() as usize;
+            eprint!(
+                "\r[{}{}] {:5.1} %  {done} of {jobs} arrays done",
+                "#".repeat(filled),
+                "-".repeat(BAR_WIDTH - filled),
+                overall * 100.0
+            );
+        } else {
+            eprintln!("wafer lab run: {} % done", step * 10);
+        }
+    }
+
+    /// Runs `print` (which writes to stdout) with the bar off the terminal
+    /// line and no redraw meanwhile; the next update draws it again.
+    fn hidden_while(&self, print: impl FnOnce()) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.terminal && state.shown.take().is_some() {
+            eprint!("\r\x1b[K");
+        }
+        print();
+    }
+}
