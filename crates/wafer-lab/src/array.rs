@@ -18,6 +18,8 @@
 //! counters, cumulative since the array was built, from which the reports
 //! derive `statit` and `sysstat` figures by differences.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use wafer_core::units::Instant;
 
@@ -62,6 +64,12 @@ pub trait Array {
     /// Per-disk counters, cumulative since the array was built, in a fixed
     /// disk order: the raw material of `statit`.
     fn disk_stats(&self) -> Vec<DiskStats>;
+
+    /// The write-anywhere engine's own counters, cumulative since the array
+    /// was built; `None` for arrays without one.
+    fn engine_stats(&self) -> Option<EngineStats> {
+        None
+    }
 }
 
 /// The kinds of array a scenario can name.
@@ -157,6 +165,10 @@ pub struct DiskStats {
     pub write_latency_ns: u64,
     /// Sum of the CP reads' latencies.
     pub cp_read_latency_ns: u64,
+    /// Arm movement time over all commands (seeks, head switches, settling).
+    pub seek_ns: u64,
+    /// Cylinders the arm crossed over all commands: the seek distance.
+    pub seek_cylinders: u64,
 }
 
 impl DiskStats {
@@ -187,6 +199,89 @@ impl DiskStats {
             read_latency_ns: minus(self.read_latency_ns, earlier.read_latency_ns),
             write_latency_ns: minus(self.write_latency_ns, earlier.write_latency_ns),
             cp_read_latency_ns: minus(self.cp_read_latency_ns, earlier.cp_read_latency_ns),
+            seek_ns: minus(self.seek_ns, earlier.seek_ns),
+            seek_cylinders: minus(self.seek_cylinders, earlier.seek_cylinders),
+        }
+    }
+
+    /// Adds a finished command's arm movement.
+    pub fn count_seek(&mut self, service: &wafer_sim::device::Service) {
+        self.seek_ns += service.seek.0;
+        self.seek_cylinders += service.seek_cylinders;
+    }
+}
+
+/// What a write-anywhere engine counted, cumulative: its consistency points,
+/// RAID stripes, the reads its writes cost, and its buffer cache. The
+/// mechanisms behind its performance, reported per segment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineStats {
+    /// CPs completed, by ONTAP's type letter (T timer, F NVLog half full,
+    /// B back to back, H high water, U flush, S snapshot, Z sync).
+    pub cps: BTreeMap<String, u64>,
+    /// Nanoseconds CPs ran.
+    pub cp_time_ns: u64,
+    /// Host changes that waited for a CP because the NVLog was full.
+    pub back_to_back_waits: u64,
+    /// Stripes written whole, parity computed in memory.
+    pub full_stripes: u64,
+    /// Stripes written in part (parity by subtraction, addition or after
+    /// reconstruction).
+    pub partial_stripes: u64,
+    /// Data blocks CPs wrote.
+    pub data_blocks_written: u64,
+    /// Metadata blocks CPs wrote.
+    pub meta_blocks_written: u64,
+    /// Parity blocks written.
+    pub parity_blocks_written: u64,
+    /// Disk reads partial-stripe writes cost (statit's CP reads).
+    pub parity_reads: u64,
+    /// Disk reads of old blocks that host writes not aligned to 4 KiB had to
+    /// merge with.
+    pub unaligned_write_reads: u64,
+    /// Host reads of blocks in the buffer cache.
+    pub cache_hits: u64,
+    /// Host reads of blocks that went to disk.
+    pub cache_misses: u64,
+    /// Disk read commands for host data.
+    pub read_chains: u64,
+    /// Blocks those commands read.
+    pub read_chain_blocks: u64,
+}
+
+impl EngineStats {
+    /// The counters accumulated between `earlier` and `self`.
+    ///
+    /// # Panics
+    /// If `earlier` is a later snapshot.
+    pub fn since(&self, earlier: &EngineStats) -> EngineStats {
+        let minus = |now: u64, then: u64| {
+            now.checked_sub(then)
+                .expect("cumulative counters never decrease")
+        };
+        let cps = self
+            .cps
+            .iter()
+            .map(|(kind, &n)| {
+                let before = earlier.cps.get(kind).copied().unwrap_or(0);
+                (kind.clone(), minus(n, before))
+            })
+            .collect();
+        EngineStats {
+            cps,
+            cp_time_ns: minus(self.cp_time_ns, earlier.cp_time_ns),
+            back_to_back_waits: minus(self.back_to_back_waits, earlier.back_to_back_waits),
+            full_stripes: minus(self.full_stripes, earlier.full_stripes),
+            partial_stripes: minus(self.partial_stripes, earlier.partial_stripes),
+            data_blocks_written: minus(self.data_blocks_written, earlier.data_blocks_written),
+            meta_blocks_written: minus(self.meta_blocks_written, earlier.meta_blocks_written),
+            parity_blocks_written: minus(self.parity_blocks_written, earlier.parity_blocks_written),
+            parity_reads: minus(self.parity_reads, earlier.parity_reads),
+            unaligned_write_reads: minus(self.unaligned_write_reads, earlier.unaligned_write_reads),
+            cache_hits: minus(self.cache_hits, earlier.cache_hits),
+            cache_misses: minus(self.cache_misses, earlier.cache_misses),
+            read_chains: minus(self.read_chains, earlier.read_chains),
+            read_chain_blocks: minus(self.read_chain_blocks, earlier.read_chain_blocks),
         }
     }
 }

@@ -621,6 +621,7 @@ fn count(disk: &mut Disk, kind: Kind, completion: &Completion) {
     let stats = &mut disk.stats;
     let blocks = u64::from(completion.blocks);
     let latency_ns = completion.latency().0;
+    stats.count_seek(&completion.service);
     match kind {
         Kind::UserRead => {
             stats.user_reads += 1;

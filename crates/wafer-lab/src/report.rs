@@ -12,6 +12,8 @@
 //!   shortest round-trip formatting);
 //! - fio's JSON output format, one document per array ([`fio`]);
 //! - a `statit` disk table ([`statit`]) and `sysstat -x` lines ([`sysstat`]);
+//! - per-segment mechanisms: chains, seeks, CP reads, partial stripes,
+//!   unaligned-write reads, cache hits and CPs by type ([`mechanisms`]);
 //! - an SVG chart of IOPS and average latency per segment, every array on
 //!   it ([`svg`]).
 //!
@@ -20,13 +22,14 @@
 //! 1024 bytes.
 
 pub mod fio;
+pub mod mechanisms;
 pub mod statit;
 pub mod svg;
 pub mod sysstat;
 
 use serde::Serialize;
 
-use crate::array::{ArrayKind, DiskStats};
+use crate::array::{ArrayKind, DiskStats, EngineStats};
 use crate::workload::Workload;
 
 /// The latency percentiles fio reports by default (its `percentile_list`).
@@ -67,6 +70,9 @@ pub struct ArrayReport {
     /// Every disk's cumulative counters when measurement starts, then at the
     /// end of each segment.
     pub disk_snapshots: Vec<Vec<DiskStats>>,
+    /// The engine's cumulative counters at the same instants (empty for
+    /// arrays without a write-anywhere engine).
+    pub engine_snapshots: Vec<EngineStats>,
 }
 
 /// One measured segment: the I/Os that completed within it.

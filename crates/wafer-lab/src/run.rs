@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use wafer_core::units::{Duration, Instant};
 
-use crate::array::{Array, DiskStats, HostCompletion, HostOp};
+use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp};
 use crate::histogram::Histogram;
 use crate::report::{
     ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile, SegmentReport,
@@ -191,6 +191,7 @@ fn run_array(
         workload.timing,
         options.sysstat_interval,
         array.disk_stats(),
+        array.engine_stats(),
     );
     drive(array, &mut host, &mut meter, progress)?;
     Ok(meter.finish(array, workload))
@@ -233,7 +234,7 @@ fn drive(
             }
         }
         if now == boundary {
-            meter.sample(now, array.disk_stats());
+            meter.sample(now, array.disk_stats(), || array.engine_stats());
         }
         if now >= end {
             return Ok(());
@@ -279,13 +280,21 @@ struct Meter {
     last_disks: Vec<DiskStats>,
     intervals: Vec<IntervalReport>,
     disk_snapshots: Vec<Vec<DiskStats>>,
+    engine_snapshots: Vec<EngineStats>,
 }
 
 impl Meter {
-    fn new(timing: Timing, interval: Duration, disks: Vec<DiskStats>) -> Meter {
+    fn new(
+        timing: Timing,
+        interval: Duration,
+        disks: Vec<DiskStats>,
+        engine: Option<EngineStats>,
+    ) -> Meter {
         let mut disk_snapshots = Vec::new();
+        let mut engine_snapshots = Vec::new();
         if timing.ramp.0 == 0 {
             disk_snapshots.push(disks.clone());
+            engine_snapshots.extend(engine);
         }
         Meter {
             timing,
@@ -301,6 +310,7 @@ impl Meter {
             last_disks: disks,
             intervals: Vec::new(),
             disk_snapshots,
+            engine_snapshots,
         }
     }
 
@@ -375,13 +385,19 @@ impl Meter {
     }
 
     /// Takes the samples due at boundary `now`.
-    fn sample(&mut self, now: Instant, disks: Vec<DiskStats>) {
+    fn sample(
+        &mut self,
+        now: Instant,
+        disks: Vec<DiskStats>,
+        engine: impl FnOnce() -> Option<EngineStats>,
+    ) {
         let snapshot_due = match self.disk_snapshots.len() {
             0 => self.measure_start(),
             taken => self.segment_end(taken as u32 - 1),
         };
         if now == snapshot_due {
             self.disk_snapshots.push(disks.clone());
+            self.engine_snapshots.extend(engine());
         }
         if now == (self.last_tick + self.interval).min(self.end) {
             self.close_interval(now, disks);
@@ -427,6 +443,7 @@ impl Meter {
             write: direction_report(&self.write.0, self.write.1, runtime_ns),
             intervals: self.intervals,
             disk_snapshots: self.disk_snapshots,
+            engine_snapshots: self.engine_snapshots,
         }
     }
 }

@@ -32,7 +32,9 @@ use wafer_raid::RaidGroupGeometry;
 use wafer_sim::device::params::{Catalog, Drive};
 use wafer_sim::device::{Completion, Device, DeviceRequest, Op};
 
-use crate::array::{Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan};
+use crate::array::{
+    Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
+};
 use crate::scenario::WaferSpec;
 
 /// The NVRAM card every wafer array logs to.
@@ -129,6 +131,8 @@ struct Disk {
     outstanding: usize,
     busy_since: Instant,
     busy_ns: u64,
+    seek_ns: u64,
+    seek_cylinders: u64,
 }
 
 /// The wafer filer on modelled drives.
@@ -564,9 +568,37 @@ impl Array for WaferArray {
                     read_latency_ns: c.user_read_time_ns,
                     write_latency_ns: c.write_time_ns,
                     cp_read_latency_ns: c.cp_read_time_ns,
+                    seek_ns: disk.seek_ns,
+                    seek_cylinders: disk.seek_cylinders,
                 }
             })
             .collect()
+    }
+
+    fn engine_stats(&self) -> Option<EngineStats> {
+        let c = self.filer.counters();
+        Some(EngineStats {
+            cps: c
+                .cps
+                .iter()
+                .map(|(reason, &n)| (reason.letter().to_string(), n))
+                .collect(),
+            cp_time_ns: c.cp_time_ns,
+            back_to_back_waits: c.back_to_back_waits,
+            full_stripes: c.full_stripes,
+            partial_stripes: c.partial_stripes_subtraction
+                + c.partial_stripes_addition
+                + c.partial_stripes_reconstruct,
+            data_blocks_written: c.data_blocks_written,
+            meta_blocks_written: c.meta_blocks_written,
+            parity_blocks_written: c.parity_blocks_written,
+            parity_reads: c.parity_reads,
+            unaligned_write_reads: c.partial_write_reads,
+            cache_hits: c.cache_hits,
+            cache_misses: c.cache_misses,
+            read_chains: c.read_chains,
+            read_chain_blocks: c.read_chain_blocks,
+        })
     }
 }
 
@@ -579,6 +611,8 @@ impl Disk {
             outstanding: 0,
             busy_since: Instant(0),
             busy_ns: 0,
+            seek_ns: 0,
+            seek_cylinders: 0,
         }
     }
 
@@ -590,6 +624,8 @@ impl Disk {
     }
 
     fn finished(&mut self, completion: &Completion) {
+        self.seek_ns += completion.service.seek.0;
+        self.seek_cylinders += completion.service.seek_cylinders;
         self.outstanding -= 1;
         if self.outstanding == 0 {
             self.busy_ns += (completion.finished_at - self.busy_since).0;

@@ -89,3 +89,32 @@ fn the_engine_on_modelled_disks_answers_at_disk_rates_and_deterministically() {
     );
     assert_eq!(first.to_json(), report().to_json(), "same seed, same bytes");
 }
+
+#[test]
+fn the_engine_counts_the_mechanisms_of_each_segment() {
+    let report = report();
+    let array = &report.arrays[0];
+    assert_eq!(
+        array.engine_snapshots.len(),
+        array.segments.len() + 1,
+        "engine counters at the start and at the end of every segment"
+    );
+    let first = &array.engine_snapshots[0];
+    let last = array.engine_snapshots.last().expect("snapshots");
+    let run = last.since(first);
+    assert!(run.cps.values().sum::<u64>() > 0, "CPs ran: {run:?}");
+    assert!(run.full_stripes + run.partial_stripes > 0, "{run:?}");
+    assert!(run.read_chains > 0 && run.read_chain_blocks >= run.read_chains);
+    let seeks: u64 = array
+        .measured_disk_stats()
+        .iter()
+        .map(|d| d.seek_cylinders)
+        .sum();
+    assert!(seeks > 0, "random reads move the arms");
+    let table = wafer_lab::report::mechanisms::render(array);
+    assert_eq!(
+        table.lines().count(),
+        2 + array.segments.len(),
+        "a title, a header and a line per segment:\n{table}"
+    );
+}

@@ -239,6 +239,7 @@ struct Access {
     end_ns: u64,
     arm: ArmPosition,
     seek_ns: u64,
+    seek_cylinders: u64,
     rotation_ns: u64,
     transfer_ns: u64,
 }
@@ -536,6 +537,7 @@ impl Hdd {
             queue: Duration(now_ns - queued.submitted_ns),
             overhead: Duration(overhead_ns),
             seek: Duration(access.seek_ns),
+            seek_cylinders: access.seek_cylinders,
             rotation: Duration(access.rotation_ns),
             transfer: Duration(access.transfer_ns),
             cache_hit: false,
@@ -628,6 +630,7 @@ impl Hdd {
             let transfer_ns =
                 geometry.transfer_ns(place.slot, blocks as u32, place.blocks_per_track);
             access.seek_ns += seek_ns;
+            access.seek_cylinders += access.arm.cylinder.abs_diff(place.arm.cylinder);
             access.rotation_ns += wait_ns;
             access.transfer_ns += transfer_ns;
             access.end_ns = arrive_ns + wait_ns + transfer_ns;

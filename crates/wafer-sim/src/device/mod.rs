@@ -76,6 +76,9 @@ pub struct Service {
     pub overhead: Duration,
     /// Arm movement: seeks, head switches and write settling (disks only).
     pub seek: Duration,
+    /// Cylinders the arm crossed for the request (disks only): the seek
+    /// distance, summed over the tracks the request spans.
+    pub seek_cylinders: u64,
     /// Waiting for the data to rotate under the head (disks only).
     pub rotation: Duration,
     /// Moving the data: media transfer on a disk, flash array and channel time

@@ -18,8 +18,9 @@
 //! all of a scenario's arrays are done, its results per measured segment
 //! (IOPS, MB/s of 10^6 bytes, mean and 99th-percentile latency in ms) go to
 //! stdout and its files to its directory: `report.json`, per array
-//! `<array>.fio.json`, `<array>.statit.txt` and `<array>.sysstat.txt`, and
-//! `chart.svg`. The first failure stops new jobs from starting; jobs already
+//! `<array>.fio.json`, `<array>.statit.txt`, `<array>.sysstat.txt` and
+//! `<array>.mechanisms.txt` (per segment: chains, seeks, CP reads, partial
+//! stripes, unaligned-write reads, cache hits, CPs by type), and `chart.svg`. The first failure stops new jobs from starting; jobs already
 //! running finish, and the command then exits with the error.
 
 use std::collections::BTreeSet;
@@ -35,7 +36,7 @@ use std::{fs, thread};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use wafer_lab::report::{ArrayReport, fio, statit, svg, sysstat};
+use wafer_lab::report::{ArrayReport, fio, mechanisms, statit, svg, sysstat};
 use wafer_lab::{Array, ArraySpec, InPlaceArray, LabReport, Scenario, WaferArray, Workload};
 use wafer_sim::device::params::Catalog;
 
@@ -350,6 +351,10 @@ fn write_outputs(dir: &Path, report: &LabReport) -> anyhow::Result<Vec<String>> 
         files.push((
             format!("{}.sysstat.txt", array.name),
             sysstat::render(array),
+        ));
+        files.push((
+            format!("{}.mechanisms.txt", array.name),
+            mechanisms::render(array),
         ));
     }
     files.push(("chart.svg".to_string(), svg::render(report)));

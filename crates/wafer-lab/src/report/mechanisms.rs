@@ -1,0 +1,189 @@
+//! Per-segment mechanisms: what each segment's host I/Os cost the disks, and
+//! why.
+//!
+//! A write-anywhere array ages when its layout loses locality: reads of a
+//! file's consecutive blocks stop being one chain on one disk, the arm
+//! travels further between them, free space breaks into pieces so CPs write
+//! partial stripes and read old blocks for parity, and host writes not
+//! aligned to 4 KiB read the blocks they merge into. This table measures each
+//! of those per segment, from the disks' and the engine's counters at the
+//! segment's start and end:
+//!
+//! - `disk/op`: disk commands per host I/O;
+//! - `rchain`: blocks per user-read command (a host read of n blocks laid out
+//!   together costs one command; scattered, up to n);
+//! - `wchain`: blocks per write command;
+//! - `seek cyl`, `seek ms`: the arm's travel per disk command, in cylinders
+//!   and in milliseconds of arm movement;
+//! - `cpread/s`: reads the array's writes cost, per second (parity reads of
+//!   partial stripes; the comparator's read-modify-write reads);
+//! - `partial%`: partial stripes among the stripes CPs wrote;
+//! - `unal/s`: disk reads caused by host writes not aligned to 4 KiB;
+//! - `hit%`: host block reads served by the buffer cache;
+//! - `CPs`: CPs by type (T timer, F NVLog half full, B back to back, ...).
+//!
+//! Engine columns are `-` for an array without a write-anywhere engine.
+
+use std::fmt::Write;
+
+use super::ArrayReport;
+use crate::array::{DiskStats, EngineStats};
+
+const HEADER: &str = concat!(
+    "    seg     IOPS  disk/op  rchain  wchain  seek cyl  seek ms  cpread/s",
+    "  partial%  unal/s   hit%  CPs\n",
+);
+
+/// The mechanisms table of `report`, one line per measured segment.
+pub fn render(report: &ArrayReport) -> String {
+    let mut text = format!("{} ({}):\n{HEADER}", report.name, report.kind.as_str());
+    let seconds = report.workload.timing.segment.0 as f64 / 1e9;
+    for (index, segment) in report.segments.iter().enumerate() {
+        let (Some(start), Some(end)) = (
+            report.disk_snapshots.get(index),
+            report.disk_snapshots.get(index + 1),
+        ) else {
+            break;
+        };
+        let disks = total(end, start);
+        let engine = match (
+            report.engine_snapshots.get(index),
+            report.engine_snapshots.get(index + 1),
+        ) {
+            (Some(start), Some(end)) => Some(end.since(start)),
+            _ => None,
+        };
+        let line = Line {
+            index: segment.index,
+            iops: segment.iops,
+            host_ios: segment.ios,
+            seconds,
+            disks: &disks,
+            engine: engine.as_ref(),
+        };
+        text.push_str(&line.render());
+    }
+    text
+}
+
+/// All disks' counters over one segment, summed.
+fn total(end: &[DiskStats], start: &[DiskStats]) -> DiskStats {
+    let mut sum = DiskStats::default();
+    for disk in end.iter().zip(start).map(|(e, s)| e.since(s)) {
+        sum.user_reads += disk.user_reads;
+        sum.user_read_blocks += disk.user_read_blocks;
+        sum.writes += disk.writes;
+        sum.write_blocks += disk.write_blocks;
+        sum.cp_reads += disk.cp_reads;
+        sum.seek_ns += disk.seek_ns;
+        sum.seek_cylinders += disk.seek_cylinders;
+    }
+    sum
+}
+
+/// One segment's figures.
+struct Line<'a> {
+    index: u32,
+    iops: f64,
+    host_ios: u64,
+    seconds: f64,
+    disks: &'a DiskStats,
+    engine: Option<&'a EngineStats>,
+}
+
+impl Line<'_> {
+    fn render(&self) -> String {
+        let ratio = |a: u64, b: u64| match b {
+            0 => "-".to_string(),
+            _ => format!("{:.2}", a as f64 / b as f64),
+        };
+        let commands = self.disks.transfers();
+        let seek_ms = match commands {
+            0 => "-".to_string(),
+            n => format!("{:.2}", self.disks.seek_ns as f64 / n as f64 / 1e6),
+        };
+        let seek_cylinders = match commands {
+            0 => "-".to_string(),
+            n => format!("{:.0}", self.disks.seek_cylinders as f64 / n as f64),
+        };
+        let mut line = String::new();
+        write!(
+            line,
+            "{:>7}{:>9.0}{:>9}{:>8}{:>8}{:>10}{:>9}{:>10.0}",
+            self.index,
+            self.iops,
+            ratio(commands, self.host_ios),
+            ratio(self.disks.user_read_blocks, self.disks.user_reads),
+            ratio(self.disks.write_blocks, self.disks.writes),
+            seek_cylinders,
+            seek_ms,
+            self.disks.cp_reads as f64 / self.seconds,
+        )
+        .expect("writing to a string");
+        line.push_str(&self.engine_columns());
+        line.push('\n');
+        line
+    }
+
+    fn engine_columns(&self) -> String {
+        let Some(engine) = self.engine else {
+            return format!("{:>10}{:>8}{:>7}  -", "-", "-", "-");
+        };
+        let percent = |part: u64, whole: u64| match whole {
+            0 => "-".to_string(),
+            _ => format!("{:.1}", part as f64 * 100.0 / whole as f64),
+        };
+        let stripes = engine.full_stripes + engine.partial_stripes;
+        let lookups = engine.cache_hits + engine.cache_misses;
+        let cps: Vec<String> = engine
+            .cps
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| format!("{kind}:{n}"))
+            .collect();
+        format!(
+            "{:>10}{:>8.1}{:>7}  {}",
+            percent(engine.partial_stripes, stripes),
+            engine.unaligned_write_reads as f64 / self.seconds,
+            percent(engine.cache_hits, lookups),
+            match cps.is_empty() {
+                true => "-".to_string(),
+                false => cps.join(" "),
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn disks(user_reads: u64, blocks: u64, cylinders: u64) -> Vec<DiskStats> {
+        vec![DiskStats {
+            name: "d0".into(),
+            user_reads,
+            user_read_blocks: blocks,
+            seek_cylinders: cylinders,
+            ..DiskStats::default()
+        }]
+    }
+
+    #[test]
+    fn a_segment_line_divides_the_segment_deltas() {
+        let (start, end) = (disks(10, 40, 1000), disks(110, 340, 6000));
+        let sum = total(&end, &start);
+        let line = Line {
+            index: 1,
+            iops: 100.0,
+            host_ios: 50,
+            seconds: 1.0,
+            disks: &sum,
+            engine: None,
+        }
+        .render();
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // 100 reads for 50 host I/Os; 300 blocks in 100 reads; 5000
+        // cylinders over 100 commands.
+        assert_eq!(&fields[..6], ["1", "100", "2.00", "3.00", "-", "50"]);
+    }
+}
