@@ -80,8 +80,36 @@ struct Job {
     array: usize,
 }
 
-/// What a job sends back: its index and its array's report.
-type JobOutcome = (usize, anyhow::Result<ArrayReport>);
+/// What a job sends back: its index, its array's report and how long it took.
+type JobOutcome = (usize, anyhow::Result<(ArrayReport, WallTime)>);
+
+/// A job's wall-clock time: the lab's speed, which no report file holds
+/// (they depend on the seed alone).
+#[derive(Clone, Copy, Debug)]
+struct WallTime {
+    /// Building the array and preparing the test file, until the run loop's
+    /// first progress report.
+    setup: std::time::Duration,
+    /// The whole job.
+    total: std::time::Duration,
+}
+
+impl WallTime {
+    /// `array`'s simulated host I/Os per wall-clock second, as a line.
+    fn describe(&self, array: &ArrayReport) -> String {
+        let ios: u64 = array.intervals.iter().map(|i| i.ops).sum();
+        let run = self.total.saturating_sub(self.setup).as_secs_f64();
+        format!(
+            "{}: {} host I/Os simulated in {:.1} s of wall time ({:.0} per second), \
+             after {:.1} s building the array and preparing the test file",
+            array.name,
+            ios,
+            run,
+            ios as f64 / run.max(1e-9),
+            self.setup.as_secs_f64(),
+        )
+    }
+}
 
 /// Runs `wafer lab run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
@@ -218,10 +246,18 @@ impl Pool<'_> {
             let Some(&job) = self.jobs.get(index) else {
                 return;
             };
+            let started = std::time::Instant::now();
+            let mut setup = None;
             let report = self.run_caught(job, &mut |fraction| {
+                setup.get_or_insert_with(|| started.elapsed());
                 self.progress.update(index, fraction);
             });
-            if results.send((index, report)).is_err() {
+            let total = started.elapsed();
+            let wall = WallTime {
+                setup: setup.unwrap_or(total),
+                total,
+            };
+            if results.send((index, report.map(|r| (r, wall)))).is_err() {
                 return;
             }
         }
@@ -271,7 +307,7 @@ fn collect(
     stop: &AtomicBool,
     progress: &Progress,
 ) -> anyhow::Result<()> {
-    let mut reports: Vec<Vec<Option<ArrayReport>>> = scenarios
+    let mut reports: Vec<Vec<Option<(ArrayReport, WallTime)>>> = scenarios
         .iter()
         .map(|run| vec![None; run.scenario.arrays.len()])
         .collect();
@@ -301,9 +337,10 @@ fn collect(
 /// Prints a finished scenario's results and writes its files.
 fn finish_scenario(
     run: &ScenarioRun,
-    arrays: Vec<ArrayReport>,
+    arrays: Vec<(ArrayReport, WallTime)>,
     progress: &Progress,
 ) -> anyhow::Result<()> {
+    let (arrays, walls): (Vec<ArrayReport>, Vec<WallTime>) = arrays.into_iter().unzip();
     let report = LabReport {
         seed: run.scenario.run.seed,
         arrays,
@@ -311,6 +348,9 @@ fn finish_scenario(
     let written = write_outputs(&run.out_dir, &report)?;
     progress.hidden_while(|| {
         print_results(&run.scenario.name, &report);
+        for (array, wall) in report.arrays.iter().zip(&walls) {
+            println!("  {}", wall.describe(array));
+        }
         let files = written.join(", ");
         println!("  written to {}: {files}", run.out_dir.display());
         println!();
