@@ -203,6 +203,18 @@ impl Layout {
         SUPERBLOCK_COPIES * self.groups[0].data_disks() as u64
     }
 
+    /// The pvbns of the superblock pair: the first blocks of group 0's data
+    /// disks.
+    pub fn reserved_pvbns(&self) -> impl Iterator<Item = Pvbn> + '_ {
+        let group = &self.groups[0];
+        (0..group.data_disks()).flat_map(move |n| {
+            (0..SUPERBLOCK_COPIES).map(move |dbn| {
+                self.pvbn(0, group.data_disk(n), Dbn(dbn))
+                    .expect("a data disk")
+            })
+        })
+    }
+
     /// Whether `pvbn` is part of the superblock pair and never allocatable.
     pub fn is_reserved(&self, pvbn: Pvbn) -> bool {
         matches!(self.locate(pvbn), Some(Location { group: 0, dbn, .. }) if dbn.0 < SUPERBLOCK_COPIES)
@@ -254,6 +266,8 @@ mod tests {
             .filter(|&p| layout.is_reserved(Pvbn(p)))
             .collect();
         assert_eq!(reserved, [0, 1, 100, 101, 200, 201]);
+        let listed: Vec<u64> = layout.reserved_pvbns().map(|p| p.0).collect();
+        assert_eq!(listed, reserved);
         assert_eq!(layout.superblock_disks().count(), 3);
     }
 

@@ -45,6 +45,27 @@ impl Bitmap {
         self.ones
     }
 
+    /// Bits set in `range`, counted a word at a time.
+    pub fn count_ones_in(&self, range: core::ops::Range<u64>) -> u64 {
+        assert!(
+            range.end <= self.len,
+            "range {range:?} past {} bits",
+            self.len
+        );
+        let (mut n, mut ones) = (range.start, 0);
+        while n < range.end {
+            let bit = n % 64;
+            let take = (64 - bit).min(range.end - n);
+            let mask = match take {
+                64 => u64::MAX,
+                _ => ((1u64 << take) - 1) << bit,
+            };
+            ones += u64::from((self.words[(n / 64) as usize] & mask).count_ones());
+            n += take;
+        }
+        ones
+    }
+
     /// Whether bit `n` is set.
     pub fn get(&self, n: u64) -> bool {
         assert!(n < self.len, "bit {n} of {}", self.len);
@@ -164,6 +185,26 @@ impl Bitmap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_count_the_bits_set_inside_them_only() {
+        let mut map = Bitmap::new(1000);
+        let set = [0, 1, 63, 64, 65, 127, 128, 500, 999];
+        for n in set {
+            map.set(n);
+        }
+        for (start, end) in [
+            (0, 1000),
+            (1, 64),
+            (63, 129),
+            (64, 64),
+            (130, 999),
+            (999, 1000),
+        ] {
+            let expected = set.iter().filter(|&&n| (start..end).contains(&n)).count() as u64;
+            assert_eq!(map.count_ones_in(start..end), expected, "{start}..{end}");
+        }
+    }
 
     #[test]
     fn bits_set_and_clear_with_an_exact_count() {

@@ -117,8 +117,8 @@ pub struct Allocator {
 }
 
 impl Allocator {
-    /// An allocator for `layout`, counting free blocks from `is_free`.
-    pub fn new(layout: &Layout, is_free: impl Fn(Pvbn) -> bool) -> Allocator {
+    /// An allocator for `layout`, whose blocks `used` marks are taken.
+    pub fn new(layout: &Layout, used: &Bitmap) -> Allocator {
         let mut areas = Vec::new();
         for (group, geometry) in layout.groups().iter().enumerate() {
             let mut first = 0;
@@ -134,7 +134,7 @@ impl Allocator {
         }
         let free_in_area: Vec<u64> = areas
             .iter()
-            .map(|area| area_blocks(layout, area).filter(|&p| is_free(p)).count() as u64)
+            .map(|area| free_in(layout, area, used))
             .collect();
         let widest = layout
             .groups()
@@ -303,14 +303,24 @@ impl Allocator {
     }
 }
 
-fn area_blocks<'a>(layout: &'a Layout, area: &Area) -> impl Iterator<Item = Pvbn> + 'a {
+/// An area's free blocks: on each data disk its stripes are one run of
+/// pvbns, counted in `used` a word at a time; reserved blocks are not free.
+fn free_in(layout: &Layout, area: &Area, used: &Bitmap) -> u64 {
     let geometry = &layout.groups()[area.group];
-    let (group, first, stripes) = (area.group, area.first_stripe, area.stripes);
-    (0..geometry.data_disks()).flat_map(move |n| {
-        (first..first + stripes)
-            .filter_map(move |dbn| layout.pvbn(group, geometry.data_disk(n), Dbn(dbn)))
-            .filter(move |&pvbn| !layout.is_reserved(pvbn))
-    })
+    (0..geometry.data_disks())
+        .map(|n| {
+            let disk = geometry.data_disk(n);
+            let first = layout
+                .pvbn(area.group, disk, Dbn(area.first_stripe))
+                .expect("a data disk");
+            let run = first.0..first.0 + area.stripes;
+            let reserved = (run.start..run.end)
+                .take_while(|&p| layout.is_reserved(Pvbn(p)))
+                .filter(|&p| !used.get(p))
+                .count() as u64;
+            area.stripes - used.count_ones_in(run) - reserved
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -326,7 +336,7 @@ mod tests {
     #[test]
     fn a_large_cp_fills_full_stripes_with_chains_down_each_disk() {
         let layout = layout();
-        let mut allocator = Allocator::new(&layout, |_| true);
+        let mut allocator = Allocator::new(&layout, &Bitmap::new(layout.total_blocks()));
         allocator.begin_cp(&layout, 4 * 64);
         let blocks: Vec<Pvbn> = (0..4 * 64)
             .map(|_| allocator.allocate(&layout, |_| true).expect("room"))
@@ -342,7 +352,7 @@ mod tests {
     #[test]
     fn a_small_cp_stays_in_one_stripe() {
         let layout = layout();
-        let mut allocator = Allocator::new(&layout, |_| true);
+        let mut allocator = Allocator::new(&layout, &Bitmap::new(layout.total_blocks()));
         allocator.begin_cp(&layout, 3);
         let stripes: Vec<u64> = (0..3)
             .map(|_| {
@@ -360,7 +370,11 @@ mod tests {
     fn used_and_reserved_blocks_are_skipped_until_the_aggregate_is_full() {
         let layout = layout();
         let used = |p: Pvbn| p.0 % 3 == 0;
-        let mut allocator = Allocator::new(&layout, |p| !used(p));
+        let mut map = Bitmap::new(layout.total_blocks());
+        for p in (0..layout.total_blocks()).filter(|&p| used(Pvbn(p))) {
+            map.set(p);
+        }
+        let mut allocator = Allocator::new(&layout, &map);
         let expected = (0..layout.total_blocks())
             .filter(|&p| !used(Pvbn(p)) && !layout.is_reserved(Pvbn(p)))
             .count();

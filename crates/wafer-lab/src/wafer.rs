@@ -86,7 +86,7 @@ enum Stored {
 
 impl Stored {
     fn of(sector: &Sector) -> Stored {
-        match sector.data.iter().all(|&b| b == 0) {
+        match sector.data[..] == [0; BLOCK_SIZE][..] {
             true => Stored::Zero(sector.trailer),
             false => Stored::Whole(Box::new(sector.clone())),
         }
@@ -126,6 +126,9 @@ enum Pending {
 /// One disk slot: its model, its content and its counters.
 struct Disk {
     device: Box<dyn Device>,
+    /// The model's next event, kept so an instant costs a look at the disks
+    /// that have one due rather than a call into every model.
+    next_event: Option<Instant>,
     blocks: BTreeMap<u64, Stored>,
     name: String,
     outstanding: usize,
@@ -261,7 +264,7 @@ impl WaferArray {
     fn next_internal_event(&self) -> Option<Instant> {
         self.disks
             .iter()
-            .filter_map(|d| d.device.next_event())
+            .filter_map(|d| d.next_event)
             .chain(self.nvram.next_event())
             .chain(self.filer.poll_timeout())
             .min()
@@ -292,7 +295,10 @@ impl WaferArray {
         let now = self.now;
         let mut completions = Vec::new();
         for disk in &mut self.disks {
-            disk.device.advance(now, &mut completions);
+            if disk.next_event.is_some_and(|at| at <= now) {
+                disk.device.advance(now, &mut completions);
+                disk.next_event = disk.device.next_event();
+            }
         }
         self.nvram.advance(now, &mut completions);
         completions.sort_by_key(|c| (c.finished_at, c.id));
@@ -386,16 +392,13 @@ impl WaferArray {
             block,
             blocks,
         };
-        let device = match disk {
-            Some(disk) => {
-                self.disks[disk].started(self.now);
-                &mut self.disks[disk].device
-            }
-            None => &mut self.nvram,
-        };
-        device
-            .submit(self.now, request)
-            .expect("the engine addresses blocks inside its disks");
+        match disk {
+            Some(disk) => self.disks[disk].submit(self.now, request),
+            None => self
+                .nvram
+                .submit(self.now, request)
+                .expect("the log fits the NVRAM card"),
+        }
         self.pending.insert(id, pending);
     }
 
@@ -606,6 +609,7 @@ impl Disk {
     fn new(drive: &Drive, name: String) -> Disk {
         Disk {
             device: drive.device(),
+            next_event: None,
             blocks: BTreeMap::new(),
             name,
             outstanding: 0,
@@ -614,6 +618,15 @@ impl Disk {
             seek_ns: 0,
             seek_cylinders: 0,
         }
+    }
+
+    /// Hands the model a request from the engine.
+    fn submit(&mut self, now: Instant, request: DeviceRequest) {
+        self.started(now);
+        self.device
+            .submit(now, request)
+            .expect("the engine addresses blocks inside its disks");
+        self.next_event = self.device.next_event();
     }
 
     fn started(&mut self, now: Instant) {

@@ -229,11 +229,11 @@ impl Filer {
     fn empty(layout: Layout, options: Options, now: Instant) -> Filer {
         let total = layout.total_blocks();
         let mut activemap = Bitmap::new(total);
-        for pvbn in (0..total).filter(|&p| layout.is_reserved(crate::units::Pvbn(p))) {
-            activemap.set(pvbn);
+        for pvbn in layout.reserved_pvbns() {
+            activemap.set(pvbn.0);
         }
         activemap.set(0);
-        let allocator = Allocator::new(&layout, |p| !activemap.get(p.0));
+        let allocator = Allocator::new(&layout, &activemap);
         let groups = layout.groups().len();
         let halves = Halves::new(options.nvlog_half_bytes);
         let written = WrittenSums::new(&layout);

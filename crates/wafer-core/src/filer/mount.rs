@@ -348,7 +348,7 @@ impl Filer {
             return self.fail_mount(reason);
         }
         let activemap = &self.aggregate.activemap;
-        self.aggregate.allocator = Allocator::new(&self.layout, |p| !activemap.get(p.0));
+        self.aggregate.allocator = Allocator::new(&self.layout, activemap);
         self.committed_map = self.aggregate.activemap.clone();
         self.reserved_blocks = self
             .volumes
