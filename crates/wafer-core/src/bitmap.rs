@@ -5,16 +5,26 @@
 //! [`Bitmap::load_block`] convert one block at a time so that a CP writes only
 //! the map blocks it changed.
 
+use std::sync::Arc;
+
 use crate::BLOCK_SIZE;
 
 /// Bits held by one map block.
 pub const BITS_PER_BLOCK: u64 = BLOCK_SIZE as u64 * 8;
 const WORDS_PER_BLOCK: usize = BLOCK_SIZE / 8;
 
+/// One map block's worth of bits.
+type Chunk = [u64; WORDS_PER_BLOCK];
+
 /// A bitmap of a fixed number of bits.
+///
+/// The bits are held in map-block-sized chunks shared copy-on-write: a CP
+/// keeps the image's copy of the aggregate's active map (hundreds of MiB at
+/// full disk sizes) at the cost of a pointer per map block, and a chunk is
+/// copied only when a bit in it changes while the copy lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bitmap {
-    words: Vec<u64>,
+    chunks: Vec<Arc<Chunk>>,
     len: u64,
     ones: u64,
 }
@@ -23,8 +33,10 @@ impl Bitmap {
     /// `len` bits, all clear.
     pub fn new(len: u64) -> Bitmap {
         let blocks = len.div_ceil(BITS_PER_BLOCK) as usize;
+        // Every chunk starts as the same all-clear one, copied when written.
+        let clear = Arc::new([0; WORDS_PER_BLOCK]);
         Bitmap {
-            words: vec![0; blocks * WORDS_PER_BLOCK],
+            chunks: (0..blocks).map(|_| Arc::clone(&clear)).collect(),
             len,
             ones: 0,
         }
@@ -45,6 +57,19 @@ impl Bitmap {
         self.ones
     }
 
+    fn word(&self, index: usize) -> u64 {
+        self.chunks[index / WORDS_PER_BLOCK][index % WORDS_PER_BLOCK]
+    }
+
+    /// The word, its chunk copied first if it is shared.
+    fn word_mut(&mut self, index: usize) -> &mut u64 {
+        &mut Arc::make_mut(&mut self.chunks[index / WORDS_PER_BLOCK])[index % WORDS_PER_BLOCK]
+    }
+
+    fn words(&self) -> impl Iterator<Item = u64> + '_ {
+        self.chunks.iter().flat_map(|chunk| chunk.iter().copied())
+    }
+
     /// Bits set in `range`, counted a word at a time.
     pub fn count_ones_in(&self, range: core::ops::Range<u64>) -> u64 {
         assert!(
@@ -60,7 +85,7 @@ impl Bitmap {
                 64 => u64::MAX,
                 _ => ((1u64 << take) - 1) << bit,
             };
-            ones += u64::from((self.words[(n / 64) as usize] & mask).count_ones());
+            ones += u64::from((self.word((n / 64) as usize) & mask).count_ones());
             n += take;
         }
         ones
@@ -69,22 +94,26 @@ impl Bitmap {
     /// Whether bit `n` is set.
     pub fn get(&self, n: u64) -> bool {
         assert!(n < self.len, "bit {n} of {}", self.len);
-        self.words[(n / 64) as usize] & (1 << (n % 64)) != 0
+        self.word((n / 64) as usize) & (1 << (n % 64)) != 0
     }
 
     /// Sets bit `n`; returns whether it was clear.
     pub fn set(&mut self, n: u64) -> bool {
         let was_clear = !self.get(n);
-        self.words[(n / 64) as usize] |= 1 << (n % 64);
-        self.ones += u64::from(was_clear);
+        if was_clear {
+            *self.word_mut((n / 64) as usize) |= 1 << (n % 64);
+            self.ones += 1;
+        }
         was_clear
     }
 
     /// Clears bit `n`; returns whether it was set.
     pub fn clear(&mut self, n: u64) -> bool {
         let was_set = self.get(n);
-        self.words[(n / 64) as usize] &= !(1 << (n % 64));
-        self.ones -= u64::from(was_set);
+        if was_set {
+            *self.word_mut((n / 64) as usize) &= !(1 << (n % 64));
+            self.ones -= 1;
+        }
         was_set
     }
 
@@ -101,12 +130,11 @@ impl Bitmap {
     /// The bytes of map block `block`.
     pub fn block_bytes(&self, block: u64) -> Box<[u8; BLOCK_SIZE]> {
         let mut out = Box::new([0u8; BLOCK_SIZE]);
-        let first = block as usize * WORDS_PER_BLOCK;
-        for (chunk, word) in out
+        for (bytes, word) in out
             .chunks_exact_mut(8)
-            .zip(&self.words[first..first + WORDS_PER_BLOCK])
+            .zip(self.chunks[block as usize].iter())
         {
-            chunk.copy_from_slice(&word.to_le_bytes());
+            bytes.copy_from_slice(&word.to_le_bytes());
         }
         out
     }
@@ -114,15 +142,22 @@ impl Bitmap {
     /// The union of two bitmaps of the same length.
     pub fn union(&self, other: &Bitmap) -> Bitmap {
         assert_eq!(self.len, other.len, "union of bitmaps of different lengths");
-        let words: Vec<u64> = self
-            .words
+        let chunks: Vec<Arc<Chunk>> = self
+            .chunks
             .iter()
-            .zip(&other.words)
-            .map(|(a, b)| a | b)
+            .zip(&other.chunks)
+            .map(|(a, b)| match Arc::ptr_eq(a, b) {
+                true => Arc::clone(a),
+                false => Arc::new(core::array::from_fn(|i| a[i] | b[i])),
+            })
             .collect();
-        let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
+        let ones = chunks
+            .iter()
+            .flat_map(|chunk| chunk.iter())
+            .map(|w| u64::from(w.count_ones()))
+            .sum();
         Bitmap {
-            words,
+            chunks,
             len: self.len,
             ones,
         }
@@ -131,9 +166,8 @@ impl Bitmap {
     /// Bits set in both.
     pub fn count_common(&self, other: &Bitmap) -> u64 {
         assert_eq!(self.len, other.len, "bitmaps of different lengths");
-        self.words
-            .iter()
-            .zip(&other.words)
+        self.words()
+            .zip(other.words())
             .map(|(a, b)| u64::from((a & b).count_ones()))
             .sum()
     }
@@ -141,8 +175,8 @@ impl Bitmap {
     /// The bits set here and in none of `others`, in order.
     pub fn ones_outside(&self, others: &[&Bitmap]) -> Vec<u64> {
         let mut out = Vec::new();
-        for (index, &word) in self.words.iter().enumerate() {
-            let mut left = others.iter().fold(word, |w, o| w & !o.words[index]);
+        for (index, word) in self.words().enumerate() {
+            let mut left = others.iter().fold(word, |w, o| w & !o.word(index));
             while left != 0 {
                 out.push(index as u64 * 64 + u64::from(left.trailing_zeros()));
                 left &= left - 1;
@@ -154,11 +188,11 @@ impl Bitmap {
     /// The map blocks in which the two bitmaps differ.
     pub fn differing_blocks(&self, other: &Bitmap) -> Vec<u64> {
         assert_eq!(self.len, other.len, "bitmaps of different lengths");
-        self.words
-            .chunks(WORDS_PER_BLOCK)
-            .zip(other.words.chunks(WORDS_PER_BLOCK))
+        self.chunks
+            .iter()
+            .zip(&other.chunks)
             .enumerate()
-            .filter(|(_, (a, b))| a != b)
+            .filter(|(_, (a, b))| !Arc::ptr_eq(a, b) && a != b)
             .map(|(block, _)| block as u64)
             .collect()
     }
@@ -166,25 +200,39 @@ impl Bitmap {
     /// Loads map block `block` from its bytes, ignoring bits past the end.
     pub fn load_block(&mut self, block: u64, bytes: &[u8; BLOCK_SIZE]) {
         let first = block as usize * WORDS_PER_BLOCK;
-        for (n, chunk) in bytes.chunks_exact(8).enumerate() {
-            let index = first + n;
-            let mut word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-            let base = index as u64 * 64;
+        let mut chunk: Chunk = [0; WORDS_PER_BLOCK];
+        for (n, (word, le)) in chunk.iter_mut().zip(bytes.chunks_exact(8)).enumerate() {
+            let base = (first + n) as u64 * 64;
+            *word = u64::from_le_bytes(le.try_into().expect("eight bytes"));
             if base >= self.len {
-                word = 0;
+                *word = 0;
             } else if self.len - base < 64 {
-                word &= (1u64 << (self.len - base)) - 1;
+                *word &= (1u64 << (self.len - base)) - 1;
             }
-            self.ones = self.ones - u64::from(self.words[index].count_ones())
-                + u64::from(word.count_ones());
-            self.words[index] = word;
         }
+        let ones = |c: &Chunk| c.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
+        self.ones = self.ones - ones(&self.chunks[block as usize]) + ones(&chunk);
+        self.chunks[block as usize] = Arc::new(chunk);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_keeps_its_bits_while_the_original_changes() {
+        let mut map = Bitmap::new(3 * BITS_PER_BLOCK);
+        map.set(5);
+        map.set(BITS_PER_BLOCK + 7);
+        let copy = map.clone();
+        map.clear(5);
+        map.set(2 * BITS_PER_BLOCK);
+        assert!(copy.get(5) && !copy.get(2 * BITS_PER_BLOCK) && copy.count_ones() == 2);
+        assert!(!map.get(5) && map.get(2 * BITS_PER_BLOCK) && map.count_ones() == 2);
+        assert_eq!(copy.differing_blocks(&map), [0, 2]);
+        assert_eq!(copy.union(&map).count_ones(), 3);
+    }
 
     #[test]
     fn ranges_count_the_bits_set_inside_them_only() {
