@@ -341,6 +341,18 @@ impl DiskCounters {
         self.user_read_time_ns + self.cp_read_time_ns + self.write_time_ns
     }
 
+    /// Counts an I/O of `blocks` blocks issued to this disk.
+    pub(crate) fn count_issued(&mut self, kind: DiskIoKind, blocks: u64) {
+        let (ios, total) = match kind {
+            DiskIoKind::UserRead => (&mut self.user_reads, &mut self.user_read_blocks),
+            DiskIoKind::CpRead => (&mut self.cp_reads, &mut self.cp_read_blocks),
+            DiskIoKind::Write => (&mut self.writes, &mut self.write_blocks),
+        };
+        *ios += 1;
+        *total += blocks;
+    }
+
+    /// Adds a completed I/O's time from issue to completion.
     pub(crate) fn add_latency(&mut self, kind: DiskIoKind, latency: crate::units::Duration) {
         let total = match kind {
             DiskIoKind::UserRead => &mut self.user_read_time_ns,

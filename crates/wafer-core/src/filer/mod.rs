@@ -480,31 +480,21 @@ impl Filer {
                     self.written.record(*disk, dbn.0 + n as u64, &sector.data);
                 }
                 self.note_rebuild_write(*disk, dbn.0, sectors.len() as u64);
-                let c = &mut self.counters.disks[disk.0 as usize];
-                c.writes += 1;
-                c.write_blocks += sectors.len() as u64;
-                Some((*disk, DiskIoKind::Write))
+                Some((*disk, DiskIoKind::Write, sectors.len() as u64))
             }
             IoOp::Read { disk, count, .. } => {
-                let c = &mut self.counters.disks[disk.0 as usize];
                 let kind = match purpose {
                     IoPurpose::CpRead { .. } => DiskIoKind::CpRead,
                     _ => DiskIoKind::UserRead,
                 };
-                match kind {
-                    DiskIoKind::CpRead => {
-                        c.cp_reads += 1;
-                        c.cp_read_blocks += u64::from(*count);
-                    }
-                    _ => {
-                        c.user_reads += 1;
-                        c.user_read_blocks += u64::from(*count);
-                    }
-                }
-                Some((*disk, kind))
+                Some((*disk, kind, u64::from(*count)))
             }
             IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } | IoOp::AssignSpare { .. } => None,
         };
+        if let Some((id, kind, blocks)) = disk {
+            self.counters.disks[id.0 as usize].count_issued(kind, blocks);
+        }
+        let disk = disk.map(|(id, kind, _)| (id, kind));
         let id = IoId(self.next_io);
         self.next_io += 1;
         self.io_pending.insert(id, (purpose, disk, self.now));
