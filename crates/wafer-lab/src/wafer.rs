@@ -6,16 +6,16 @@
 //! engine's own requests: reads as reads, writes as logged writes of zeros.
 //!
 //! Content is kept so that the engine reads back what it wrote (it verifies
-//! every block and computes parity from what it reads), but compactly: every
-//! host write is zeros, so a data block, and the parity of data blocks, is
-//! all zeros and only its 64-byte trailer is stored; metadata blocks are
-//! stored whole. The I/O pattern does not depend on the bytes.
+//! every block and computes parity from what it reads), compactly: see
+//! [`content`]. The I/O pattern does not depend on the bytes.
 //!
 //! Time: the array builds its aggregate, volume and LUN, and runs the
 //! workload's prepare step (the sequential fill of the test file and the full
 //! reallocate), on its own clock before the lab's time zero; lab time is that
 //! clock less the preparation's length. The prepare step is simulated I/O by
 //! I/O (on the same models), which is exact, at the price of wall time.
+
+mod content;
 
 use std::collections::BTreeMap;
 
@@ -28,7 +28,7 @@ use wafer_core::filer::{
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{DiskId, Duration, Instant};
 use wafer_core::{BLOCK_SIZE, Filer};
-use wafer_raid::RaidGroupGeometry;
+use wafer_raid::{Dbn, RaidGroupGeometry};
 use wafer_sim::device::params::{Catalog, Drive};
 use wafer_sim::device::{Completion, Device, DeviceRequest, Op};
 
@@ -36,6 +36,8 @@ use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
 };
 use crate::scenario::WaferSpec;
+use content::Content;
+pub use content::{MemorySpill, Spill};
 
 /// The NVRAM card every wafer array logs to.
 pub const NVRAM_DRIVE: &str = "nvram-512m";
@@ -75,34 +77,6 @@ pub enum WaferArrayError {
     },
 }
 
-/// A block as the array's disks keep it.
-#[derive(Clone, Debug)]
-enum Stored {
-    /// All-zero content: only the trailer.
-    Zero([u8; wafer_core::format::TRAILER_SIZE]),
-    /// Anything else, whole.
-    Whole(Box<Sector>),
-}
-
-impl Stored {
-    fn of(sector: &Sector) -> Stored {
-        match sector.data[..] == [0; BLOCK_SIZE][..] {
-            true => Stored::Zero(sector.trailer),
-            false => Stored::Whole(Box::new(sector.clone())),
-        }
-    }
-
-    fn sector(&self) -> Sector {
-        match self {
-            Stored::Zero(trailer) => Sector {
-                data: Box::new([0; BLOCK_SIZE]),
-                trailer: *trailer,
-            },
-            Stored::Whole(sector) => (**sector).clone(),
-        }
-    }
-}
-
 /// What a device request is doing for the engine.
 #[derive(Debug)]
 enum Pending {
@@ -129,7 +103,6 @@ struct Disk {
     /// The model's next event, kept so an instant costs a look at the disks
     /// that have one due rather than a call into every model.
     next_event: Option<Instant>,
-    blocks: BTreeMap<u64, Stored>,
     name: String,
     outstanding: usize,
     busy_since: Instant,
@@ -143,6 +116,7 @@ pub struct WaferArray {
     name: String,
     filer: Filer,
     disks: Vec<Disk>,
+    content: Content,
     nvram: Box<dyn Device>,
     lun: LunId,
     lun_bytes: u64,
@@ -161,18 +135,37 @@ pub struct WaferArray {
 
 impl WaferArray {
     /// Builds the aggregate, volume and LUN `spec` describes, on drives from
-    /// `catalog`, each disk used whole.
-    pub fn new(spec: &WaferSpec, catalog: &Catalog) -> Result<WaferArray, WaferArrayError> {
-        WaferArray::short_stroked(spec, catalog, u64::MAX)
+    /// `catalog`, each disk used whole; the disks' metadata and parity blocks
+    /// go to `spill`.
+    pub fn new(
+        spec: &WaferSpec,
+        catalog: &Catalog,
+        spill: Box<dyn Spill>,
+    ) -> Result<WaferArray, WaferArrayError> {
+        WaferArray::build(spec, catalog, u64::MAX, spill)
     }
 
     /// As [`WaferArray::new`], using only the first `blocks_per_disk` blocks
-    /// of each disk (the outer tracks, as a short-stroked aggregate would):
-    /// small aggregates for tests, whose engine state fits in little memory.
+    /// of each disk (the outer tracks, as a short-stroked aggregate would),
+    /// and keeping every block in memory: small aggregates for tests.
     pub fn short_stroked(
         spec: &WaferSpec,
         catalog: &Catalog,
         blocks_per_disk: u64,
+    ) -> Result<WaferArray, WaferArrayError> {
+        WaferArray::build(
+            spec,
+            catalog,
+            blocks_per_disk,
+            Box::new(MemorySpill::default()),
+        )
+    }
+
+    fn build(
+        spec: &WaferSpec,
+        catalog: &Catalog,
+        blocks_per_disk: u64,
+        spill: Box<dyn Spill>,
     ) -> Result<WaferArray, WaferArrayError> {
         let drive = match catalog.get(&spec.drive) {
             Some(drive @ (Drive::Hdd(_) | Drive::Ssd(_))) => drive,
@@ -189,14 +182,16 @@ impl WaferArray {
             .device();
         let blocks = drive.device().capacity_blocks().min(blocks_per_disk);
         let layout = layout(spec, blocks)?;
-        let disks = (0..layout.disk_count())
+        let disks: Vec<Disk> = (0..layout.disk_count())
             .map(|id| Disk::new(drive, disk_name(&layout, DiskId(id))))
             .collect();
+        let content = Content::new(disks.len(), spill);
         let filer = Filer::format(layout, Options::default(), Instant(0));
         let mut array = WaferArray {
             name: spec.name.clone(),
             filer,
             disks,
+            content,
             nvram,
             lun: LunId {
                 volume: wafer_core::units::VolumeId(0),
@@ -307,6 +302,21 @@ impl WaferArray {
         }
         self.filer.handle_timeout(now);
         self.drain();
+        if self.content.wants_sweep() {
+            self.sweep();
+        }
+    }
+
+    /// Forgets the zero blocks the engine has freed.
+    fn sweep(&mut self) {
+        let (filer, layout) = (&self.filer, self.filer.layout());
+        self.content
+            .sweep(|disk, dbn| match layout.slot(DiskId(disk as u32)) {
+                Some(Slot::Member { group, disk }) => layout
+                    .pvbn(group, disk, Dbn(dbn))
+                    .is_some_and(|pvbn| filer.block_is_free(pvbn)),
+                _ => false,
+            });
     }
 
     /// A device has finished a request: its result goes to the engine.
@@ -318,9 +328,8 @@ impl WaferArray {
                 dbn,
                 count,
             }) => {
-                let disk = &mut self.disks[disk];
-                disk.finished(completion);
-                (io, IoResult::Read(disk.read(dbn, count)))
+                self.disks[disk].finished(completion);
+                (io, IoResult::Read(self.content.read(disk, dbn, count)))
             }
             Some(Pending::Write {
                 io,
@@ -328,11 +337,8 @@ impl WaferArray {
                 dbn,
                 sectors,
             }) => {
-                let disk = &mut self.disks[disk];
-                disk.finished(completion);
-                for (n, sector) in sectors.iter().enumerate() {
-                    disk.blocks.insert(dbn + n as u64, Stored::of(sector));
-                }
+                self.disks[disk].finished(completion);
+                self.content.write(disk, dbn, &sectors);
                 (io, IoResult::Done)
             }
             Some(Pending::Nvram { io }) => (io, IoResult::Done),
@@ -610,7 +616,6 @@ impl Disk {
         Disk {
             device: drive.device(),
             next_event: None,
-            blocks: BTreeMap::new(),
             name,
             outstanding: 0,
             busy_since: Instant(0),
@@ -643,15 +648,5 @@ impl Disk {
         if self.outstanding == 0 {
             self.busy_ns += (completion.finished_at - self.busy_since).0;
         }
-    }
-
-    fn read(&self, dbn: u64, count: u32) -> Vec<Option<Sector>> {
-        (dbn..dbn + u64::from(count))
-            .map(|n| {
-                // A block never written reads as zeros, trailer too.
-                let blank = Stored::Zero([0; wafer_core::format::TRAILER_SIZE]);
-                Some(self.blocks.get(&n).unwrap_or(&blank).sector())
-            })
-            .collect()
     }
 }

@@ -28,6 +28,7 @@ use crate::size::Size;
 
 mod run;
 mod sizing;
+mod spill;
 
 /// The lab subcommands.
 #[derive(Debug, Subcommand)]

@@ -45,7 +45,7 @@ use crate::bitmap::Bitmap;
 use crate::format::{BlockPtr, NAME_MAX};
 use crate::nvlog::{Append, Halves, LoggedOp, LunId, NvRecord};
 use crate::space::{Allocator, PendingFrees};
-use crate::units::{CpCount, Fbn, FileId, Instant, VolumeId};
+use crate::units::{CpCount, Fbn, FileId, Instant, Pvbn, VolumeId};
 use crate::{BLOCK_SIZE, Block};
 
 /// The aggregate-level state: its map, its volume table and its allocator.
@@ -313,6 +313,17 @@ impl Filer {
     /// The aggregate's layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Whether nothing holds `pvbn`: not the active file system, a snapshot,
+    /// the committed CP, nor a free waiting for its CP. The filer reads such
+    /// a block again only to fold its old content into parity, and it checks
+    /// that content against what it last wrote there.
+    pub fn block_is_free(&self, pvbn: Pvbn) -> bool {
+        let aggregate = &self.aggregate;
+        !aggregate.activemap.get(pvbn.0)
+            && !aggregate.pending.is_held(pvbn.0)
+            && !self.committed_map.get(pvbn.0)
     }
 
     /// Counters since start.
@@ -1222,10 +1233,10 @@ impl Filer {
             .container_file
             .dirty
             .insert(vvbn / meta::CONTAINER_ENTRIES_PER_BLOCK);
-        self.release_pvbn(crate::units::Pvbn(pvbn), release_after);
+        self.release_pvbn(Pvbn(pvbn), release_after);
     }
 
-    fn release_pvbn(&mut self, pvbn: crate::units::Pvbn, release_after: CpCount) {
+    fn release_pvbn(&mut self, pvbn: Pvbn, release_after: CpCount) {
         let aggregate = &mut self.aggregate;
         aggregate.activemap.clear(pvbn.0);
         aggregate

@@ -40,6 +40,8 @@ use wafer_lab::report::{ArrayReport, fio, mechanisms, statit, svg, sysstat};
 use wafer_lab::{Array, ArraySpec, InPlaceArray, LabReport, Scenario, WaferArray, Workload};
 use wafer_sim::device::params::Catalog;
 
+use super::spill::FileSpill;
+
 /// Where scenarios write when `--out` is not given: `lab-out/<file stem>`.
 const DEFAULT_OUT_ROOT: &str = "lab-out";
 /// Width of the progress bar, in characters.
@@ -294,7 +296,10 @@ impl Pool<'_> {
 fn build_array(spec: &ArraySpec, catalog: &Catalog) -> anyhow::Result<Box<dyn Array>> {
     Ok(match spec {
         ArraySpec::InPlace(spec) => Box::new(InPlaceArray::new(spec, catalog)?),
-        ArraySpec::Wafer(spec) => Box::new(WaferArray::new(spec, catalog)?),
+        ArraySpec::Wafer(spec) => {
+            let spill = FileSpill::new().context("cannot make the lab's spill file")?;
+            Box::new(WaferArray::new(spec, catalog, Box::new(spill))?)
+        }
     })
 }
 
