@@ -37,9 +37,10 @@ pub trait Array {
 
     /// Makes the array's state what it would be after the workload's prepare
     /// step (the test file written once, then optionally a full reallocate),
-    /// without simulating it I/O by I/O. Called once, at time zero, before the
-    /// first [`Array::submit`].
-    fn prepare(&mut self, plan: &PreparePlan);
+    /// in whatever way is exact for the array, telling `progress` the
+    /// fraction done. Called once, at time zero, before the first
+    /// [`Array::submit`].
+    fn prepare(&mut self, plan: &PreparePlan, progress: &mut dyn FnMut(f64));
 
     /// Accepts a host I/O at `now`; it completes at some later
     /// [`Array::advance`].

@@ -661,7 +661,9 @@ impl Array for InPlaceArray {
     /// Nothing to do: every block has a fixed home, so writing the test file
     /// once changes no layout, a reallocate has nothing to move, and the
     /// model keeps no data.
-    fn prepare(&mut self, _plan: &PreparePlan) {}
+    fn prepare(&mut self, _plan: &PreparePlan, progress: &mut dyn FnMut(f64)) {
+        progress(1.0);
+    }
 
     fn submit(&mut self, now: Instant, io: HostIo) {
         assert!(now >= self.clock, "array driven backwards in time");

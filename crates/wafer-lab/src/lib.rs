@@ -26,7 +26,7 @@ pub mod workload;
 pub use array::{Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan};
 pub use inplace::{InPlaceArray, InPlaceSpec};
 pub use report::LabReport;
-pub use run::{RunError, RunOptions, run, run_each};
+pub use run::{Progress, RunError, RunOptions, run, run_each};
 pub use scenario::{ArraySpec, Scenario, ScenarioError, WaferSpec};
 pub use wafer::{WaferArray, WaferArrayError};
 pub use workload::Workload;

@@ -84,13 +84,23 @@ pub enum RunError {
     },
 }
 
-/// Runs `workload` against every array in turn; `progress` hears the
-/// fraction of the whole run done, from 0 to 1.
+/// How far a run has got, as its progress callback hears it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Progress {
+    /// The array about to run is preparing (filling the test file,
+    /// reallocating): the fraction of that work done, from 0 to 1.
+    Preparing(f64),
+    /// The fraction of the whole run's measured time done, from 0 to 1.
+    Running(f64),
+}
+
+/// Runs `workload` against every array in turn; `progress` hears how far it
+/// has got.
 pub fn run(
     arrays: &mut [Box<dyn Array>],
     workload: &Workload,
     options: &RunOptions,
-    progress: &mut dyn FnMut(f64),
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<LabReport, RunError> {
     run_each(arrays, std::slice::from_ref(workload), options, progress)
 }
@@ -101,7 +111,7 @@ pub fn run_each(
     arrays: &mut [Box<dyn Array>],
     workloads: &[Workload],
     options: &RunOptions,
-    progress: &mut dyn FnMut(f64),
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<LabReport, RunError> {
     if workloads.len() != 1 && workloads.len() != arrays.len() {
         return Err(RunError::WorkloadCount {
@@ -116,7 +126,14 @@ pub fn run_each(
     let mut reports = Vec::with_capacity(count);
     for (index, array) in arrays.iter_mut().enumerate() {
         let workload = &workloads[index.min(workloads.len() - 1)];
-        let mut array_progress = |fraction: f64| progress((index as f64 + fraction) / count as f64);
+        let mut array_progress = |report: Progress| {
+            progress(match report {
+                Progress::Preparing(fraction) => Progress::Preparing(fraction),
+                Progress::Running(fraction) => {
+                    Progress::Running((index as f64 + fraction) / count as f64)
+                }
+            })
+        };
         reports.push(run_array(
             array.as_mut(),
             workload,
@@ -124,7 +141,7 @@ pub fn run_each(
             &mut array_progress,
         )?);
     }
-    progress(1.0);
+    progress(Progress::Running(1.0));
     Ok(LabReport {
         seed: options.seed,
         arrays: reports,
@@ -167,7 +184,7 @@ fn run_array(
     array: &mut dyn Array,
     workload: &Workload,
     options: &RunOptions,
-    progress: &mut dyn FnMut(f64),
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<ArrayReport, RunError> {
     let misfit = |source| RunError::Workload {
         array: array.name().to_string(),
@@ -176,7 +193,9 @@ fn run_array(
     let capacity = array.capacity_bytes();
     let streams = workload.streams(options.seed, capacity).map_err(misfit)?;
     let plan = workload.prepare_plan(capacity).map_err(misfit)?;
-    array.prepare(&plan);
+    array.prepare(&plan, &mut |fraction| {
+        progress(Progress::Preparing(fraction))
+    });
     let mut host = Host {
         streams,
         in_flight: BTreeMap::new(),
@@ -202,7 +221,7 @@ fn drive(
     array: &mut dyn Array,
     host: &mut Host,
     meter: &mut Meter,
-    progress: &mut dyn FnMut(f64),
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<(), RunError> {
     let end = meter.end;
     let mut done: Vec<HostCompletion> = Vec::new();
@@ -242,7 +261,9 @@ fn drive(
         while u128::from(now.0) * u128::from(PROGRESS_STEPS)
             >= u128::from(end.0) * u128::from(next_progress)
         {
-            progress(next_progress as f64 / PROGRESS_STEPS as f64);
+            progress(Progress::Running(
+                next_progress as f64 / PROGRESS_STEPS as f64,
+            ));
             next_progress += 1;
         }
     }

@@ -431,8 +431,9 @@ impl WaferArray {
         Instant(at.0 - self.epoch.0)
     }
 
-    /// Writes zeros over `extent` sequentially, a few writes in flight.
-    fn fill(&mut self, offset: u64, length: u64) {
+    /// Writes zeros over `extent` sequentially, a few writes in flight;
+    /// `written` hears the bytes acknowledged so far.
+    fn fill(&mut self, offset: u64, length: u64, written: &mut dyn FnMut(u64)) {
         let mut next = offset;
         let end = offset + length;
         let mut in_flight: Vec<RequestId> = Vec::new();
@@ -450,6 +451,7 @@ impl WaferArray {
                 self.drain();
             }
             assert!(self.step(), "the engine stopped during the fill");
+            let before = in_flight.len();
             in_flight.retain(|id| match self.replies.remove(id) {
                 Some(result) => {
                     result.expect("fill writes stay inside the LUN");
@@ -457,6 +459,10 @@ impl WaferArray {
                 }
                 None => true,
             });
+            if in_flight.len() < before {
+                let issued = next - offset;
+                written(issued.saturating_sub(in_flight.len() as u64 * FILL_WRITE_BYTES));
+            }
         }
     }
 }
@@ -500,19 +506,47 @@ impl Array for WaferArray {
     }
 
     /// Fills the test file and reallocates, I/O by I/O, then lets the CPs
-    /// settle; the lab's time zero is where that ends.
-    fn prepare(&mut self, plan: &PreparePlan) {
+    /// settle; the lab's time zero is where that ends. Progress counts bytes
+    /// filled, then bytes of the fill the reallocation has passed (it rewrites
+    /// what was written and skips the holes at once).
+    fn prepare(&mut self, plan: &PreparePlan, progress: &mut dyn FnMut(f64)) {
+        let fill_bytes: u64 = plan.fill.iter().map(|extent| extent.length).sum();
+        let work = match plan.reallocate {
+            true => 2 * fill_bytes,
+            false => fill_bytes,
+        };
+        let fraction = |bytes: u64| bytes as f64 / work.max(1) as f64;
+        let mut filled = 0;
         for extent in &plan.fill {
-            self.fill(extent.offset, extent.length);
+            self.fill(extent.offset, extent.length, &mut |bytes| {
+                progress(fraction(filled + bytes));
+            });
+            filled += extent.length;
         }
         if plan.reallocate {
             let lun = self.lun;
             self.call(HostRequest::ReallocateStart { lun })
                 .expect("the LUN exists");
-            self.run_while(|a| a.filer.realloc_status().is_some());
+            let mut shown = 0;
+            while let Some((_, done, _)) = self.filer.realloc_status() {
+                let passed = plan
+                    .fill
+                    .iter()
+                    .map(|extent| {
+                        (done * BLOCK_SIZE as u64).clamp(extent.offset, extent.end())
+                            - extent.offset
+                    })
+                    .sum();
+                if passed != shown {
+                    shown = passed;
+                    progress(fraction(fill_bytes + passed));
+                }
+                assert!(self.step(), "the engine went idle while reallocating");
+            }
         }
         self.call(HostRequest::Flush).expect("a flush succeeds");
         self.epoch = Duration(self.now.0);
+        progress(1.0);
     }
 
     fn submit(&mut self, now: Instant, io: HostIo) {

@@ -31,7 +31,7 @@ impl Array for Silent {
     fn capacity_bytes(&self) -> u64 {
         100 << 30
     }
-    fn prepare(&mut self, _plan: &PreparePlan) {}
+    fn prepare(&mut self, _plan: &PreparePlan, _progress: &mut dyn FnMut(f64)) {}
     fn submit(&mut self, _now: Instant, _io: HostIo) {
         self.taken += 1;
     }

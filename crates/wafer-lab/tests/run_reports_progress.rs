@@ -1,14 +1,15 @@
-//! The progress callback hears a rising fraction that ends at exactly 1,
-//! across all the arrays of a run.
+//! The progress callback hears each array's preparation end, and a rising
+//! run fraction that ends at exactly 1, across all the arrays of a run.
 
 mod common;
 
 use wafer_core::units::Duration;
-use wafer_lab::{RunOptions, run};
+use wafer_lab::{Progress, RunOptions, run};
 
 #[test]
 fn progress_rises_to_one() {
     let mut heard = Vec::new();
+    let mut prepared = Vec::new();
     let options = RunOptions {
         seed: 1,
         sysstat_interval: Duration::from_secs(1),
@@ -17,9 +18,13 @@ fn progress_rises_to_one() {
         &mut common::arrays(),
         &common::workload(),
         &options,
-        &mut |f| heard.push(f),
+        &mut |p| match p {
+            Progress::Running(f) => heard.push(f),
+            Progress::Preparing(f) => prepared.push(f),
+        },
     )
     .unwrap();
+    assert_eq!(prepared, [1.0, 1.0], "each in-place array prepares at once");
     assert!(
         heard.windows(2).all(|w| w[0] <= w[1]),
         "progress went backwards"

@@ -5,7 +5,7 @@
 use wafer_core::units::Duration;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
-use wafer_lab::{Array, RunOptions, WaferArray, WaferSpec, run};
+use wafer_lab::{Array, Progress, RunOptions, WaferArray, WaferSpec, run};
 use wafer_raid::RaidType;
 use wafer_sim::device::params::Catalog;
 
@@ -49,11 +49,49 @@ fn workload() -> wafer_lab::Workload {
 }
 
 fn report() -> wafer_lab::LabReport {
+    report_heard(&mut |_| {})
+}
+
+fn report_heard(progress: &mut dyn FnMut(Progress)) -> wafer_lab::LabReport {
     let options = RunOptions {
         seed: 7,
         sysstat_interval: Duration::from_secs(1),
     };
-    run(&mut [array()], &workload(), &options, &mut |_| {}).expect("runs")
+    run(&mut [array()], &workload(), &options, progress).expect("runs")
+}
+
+#[test]
+fn preparing_reports_its_progress_before_the_run_does() {
+    let mut heard = Vec::new();
+    report_heard(&mut |p| heard.push(p));
+    let running = heard
+        .iter()
+        .position(|p| matches!(p, Progress::Running(_)))
+        .expect("the run reports");
+    let preparing: Vec<f64> = heard[..running]
+        .iter()
+        .map(|p| match p {
+            Progress::Preparing(fraction) => *fraction,
+            Progress::Running(_) => unreachable!("before the first Running"),
+        })
+        .collect();
+    assert!(
+        heard[running..]
+            .iter()
+            .all(|p| matches!(p, Progress::Running(_))),
+        "nothing is prepared once the run has started"
+    );
+    assert!(
+        preparing.windows(2).all(|w| w[0] <= w[1]),
+        "preparation went backwards: {preparing:?}"
+    );
+    assert_eq!(preparing.last(), Some(&1.0));
+    // The fill is 1,024 writes of 1 MiB, the reallocation reported in steps.
+    assert!(
+        preparing.len() > 500 && preparing.iter().any(|&f| f > 0.3 && f < 0.7),
+        "a smooth bar while preparing, heard {} reports",
+        preparing.len()
+    );
 }
 
 #[test]

@@ -37,7 +37,10 @@ use std::{fs, thread};
 use anyhow::{Context, bail};
 use clap::Args;
 use wafer_lab::report::{ArrayReport, fio, mechanisms, statit, svg, sysstat};
-use wafer_lab::{Array, ArraySpec, InPlaceArray, LabReport, Scenario, WaferArray, Workload};
+use wafer_lab::{
+    Array, ArraySpec, InPlaceArray, LabReport, Progress as LabProgress, Scenario, WaferArray,
+    Workload,
+};
 use wafer_sim::device::params::Catalog;
 
 use super::spill::FileSpill;
@@ -129,7 +132,16 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         .or_else(|| thread::available_parallelism().ok())
         .map_or(1, NonZeroUsize::get)
         .min(jobs.len());
-    let progress = Progress::new(jobs.len());
+    let names = jobs
+        .iter()
+        .map(|job| {
+            scenarios[job.scenario].scenario.arrays[job.array]
+                .spec
+                .name()
+                .to_string()
+        })
+        .collect();
+    let progress = Progress::new(names);
     let outcome = run_jobs(&scenarios, &jobs, threads, &catalog, &progress);
     progress.hidden_while(|| {});
     outcome?;
@@ -250,9 +262,12 @@ impl Pool<'_> {
             };
             let started = std::time::Instant::now();
             let mut setup = None;
-            let report = self.run_caught(job, &mut |fraction| {
-                setup.get_or_insert_with(|| started.elapsed());
-                self.progress.update(index, fraction);
+            let report = self.run_caught(job, &mut |report| match report {
+                LabProgress::Preparing(fraction) => self.progress.preparing(index, fraction),
+                LabProgress::Running(fraction) => {
+                    setup.get_or_insert_with(|| started.elapsed());
+                    self.progress.update(index, fraction);
+                }
             });
             let total = started.elapsed();
             let wall = WallTime {
@@ -267,7 +282,11 @@ impl Pool<'_> {
 
     /// [`Pool::run_job`], a panic (a bug in the lab, its message already
     /// printed) turned into that job's error so that the run stops cleanly.
-    fn run_caught(&self, job: Job, progress: &mut dyn FnMut(f64)) -> anyhow::Result<ArrayReport> {
+    fn run_caught(
+        &self,
+        job: Job,
+        progress: &mut dyn FnMut(LabProgress),
+    ) -> anyhow::Result<ArrayReport> {
         panic::catch_unwind(AssertUnwindSafe(|| self.run_job(job, progress))).unwrap_or_else(|_| {
             let spec = &self.scenarios[job.scenario].scenario.arrays[job.array].spec;
             bail!(
@@ -278,7 +297,11 @@ impl Pool<'_> {
     }
 
     /// Builds `job`'s array and runs its workload against it alone.
-    fn run_job(&self, job: Job, progress: &mut dyn FnMut(f64)) -> anyhow::Result<ArrayReport> {
+    fn run_job(
+        &self,
+        job: Job,
+        progress: &mut dyn FnMut(LabProgress),
+    ) -> anyhow::Result<ArrayReport> {
         let run = &self.scenarios[job.scenario];
         let spec = &run.scenario.arrays[job.array].spec;
         let mut arrays = [build_array(spec, self.catalog)?];
@@ -411,30 +434,58 @@ fn write_outputs(dir: &Path, report: &LabReport) -> anyhow::Result<Vec<String>> 
 }
 
 /// The share of all jobs done, on stderr: a bar redrawn in place on a
-/// terminal, a line every 10 % otherwise.
+/// terminal, a line every 10 % otherwise. Arrays still preparing (filling and
+/// reallocating before time zero, which can take longer than the run) are
+/// named beside the bar, or get lines of their own.
 struct Progress {
     terminal: bool,
+    names: Vec<String>,
     state: Mutex<ProgressState>,
 }
 
 struct ProgressState {
     /// Each job's fraction done, 0 to 1.
     fractions: Vec<f64>,
+    /// Each job's preparation in tenths of a percent, while it prepares.
+    preparing: Vec<Option<u32>>,
     /// What stderr shows: tenths of a percent on a terminal, tens of
     /// percent otherwise; `None` when nothing is shown.
     shown: Option<u32>,
 }
 
 impl Progress {
-    fn new(jobs: usize) -> Progress {
+    fn new(names: Vec<String>) -> Progress {
         let terminal = std::io::stderr().is_terminal();
+        let jobs = names.len();
         Progress {
             terminal,
+            names,
             state: Mutex::new(ProgressState {
                 fractions: vec![0.0; jobs],
+                preparing: vec![None; jobs],
                 // Plain lines start at 10 %; the bar shows from the start.
                 shown: (!terminal).then_some(0),
             }),
+        }
+    }
+
+    /// Job `job` has prepared `fraction` of its array; a line every 10 %
+    /// without a terminal, the bar redrawn with it on one.
+    fn preparing(&self, job: usize, fraction: f64) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let tenths = (fraction.clamp(0.0, 1.0) * 1000.0).floor() as u32;
+        let before = state.preparing[job].replace(tenths);
+        if self.terminal {
+            if before != Some(tenths) {
+                state.shown = None;
+                self.draw(&mut state);
+            }
+        } else if before.is_none_or(|b| b / 100 != tenths / 100) {
+            eprintln!(
+                "wafer lab run: {} preparing, {} % done",
+                self.names[job],
+                tenths / 10
+            );
         }
     }
 
@@ -442,6 +493,11 @@ impl Progress {
     fn update(&self, job: usize, fraction: f64) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.fractions[job] = fraction.clamp(0.0, 1.0);
+        state.preparing[job] = None;
+        self.draw(&mut state);
+    }
+
+    fn draw(&self, state: &mut ProgressState) {
         let jobs = state.fractions.len();
         let overall = (state.fractions.iter().sum::<f64>() / jobs as f64).min(1.0);
         let done = state.fractions.iter().filter(|&&f| f >= 1.0).count();
@@ -453,11 +509,20 @@ impl Progress {
         state.shown = Some(step);
         if self.terminal {
             let filled = (overall * BAR_WIDTH as f64).floor() as usize;
+            let preparing: Vec<String> = state
+                .preparing
+                .iter()
+                .zip(&self.names)
+                .filter_map(|(tenths, name)| {
+                    tenths.map(|t| format!(", {name} preparing {:.1} %", f64::from(t) / 10.0))
+                })
+                .collect();
             eprint!(
-                "\r[{}{}] {:5.1} %  {done} of {jobs} arrays done",
+                "\r\x1b[K[{}{}] {:5.1} %  {done} of {jobs} arrays done{}",
                 "#".repeat(filled),
                 "-".repeat(BAR_WIDTH - filled),
-                overall * 100.0
+                overall * 100.0,
+                preparing.concat()
             );
         } else {
             eprintln!("wafer lab run: {} % done", step * 10);
