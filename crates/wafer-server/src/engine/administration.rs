@@ -304,7 +304,13 @@ impl Engine {
         }
         let rebuild = self.filer.rebuild_status().map(|r| {
             let slot = &slots[r.disk.0 as usize];
-            raid_groups[r.group].state = "reconstructing".into();
+            // A failed disk still in a slot (waiting for a spare) leaves the
+            // group degraded; once the spare is in the slot it is
+            // reconstructing, whether or not the filer has heard so yet.
+            let group = &mut raid_groups[r.group];
+            if group.state != "degraded" {
+                group.state = "reconstructing".into();
+            }
             RebuildProgress {
                 group: r.group,
                 disk: slot.disk.name.clone(),
