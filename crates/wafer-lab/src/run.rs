@@ -128,10 +128,10 @@ pub fn run_each(
         let workload = &workloads[index.min(workloads.len() - 1)];
         let mut array_progress = |report: Progress| {
             progress(match report {
-                Progress::Preparing(fraction) => Progress::Preparing(fraction),
                 Progress::Running(fraction) => {
                     Progress::Running((index as f64 + fraction) / count as f64)
                 }
+                preparing => preparing,
             })
         };
         reports.push(run_array(

@@ -69,7 +69,6 @@ impl Spill for MemorySpill {
 pub(super) struct Content {
     disks: Vec<BTreeMap<u64, Stored>>,
     spill: Box<dyn Spill>,
-    entries: u64,
     sweep_at: u64,
 }
 
@@ -79,7 +78,6 @@ impl Content {
         Content {
             disks: vec![BTreeMap::new(); disks],
             spill,
-            entries: 0,
             sweep_at: FIRST_SWEEP_ENTRIES,
         }
     }
@@ -91,9 +89,7 @@ impl Content {
                 true => Stored::Zero(sector.trailer),
                 false => self.spill(sector),
             };
-            if self.disks[disk].insert(dbn + n as u64, stored).is_none() {
-                self.entries += 1;
-            }
+            self.disks[disk].insert(dbn + n as u64, stored);
         }
     }
 
@@ -106,20 +102,25 @@ impl Content {
 
     /// Whether the maps have grown enough since the last sweep to sweep again.
     pub(super) fn wants_sweep(&self) -> bool {
-        self.entries >= self.sweep_at
+        self.entries() >= self.sweep_at
     }
 
     /// Forgets the zero blocks `is_free` says nothing holds; returns how many.
     pub(super) fn sweep(&mut self, is_free: impl Fn(usize, u64) -> bool) -> u64 {
-        let before = self.entries;
+        let before = self.entries();
         for (disk, blocks) in self.disks.iter_mut().enumerate() {
             blocks.retain(|&dbn, stored| {
                 matches!(stored, Stored::Spilled { .. }) || !is_free(disk, dbn)
             });
         }
-        self.entries = self.disks.iter().map(|b| b.len() as u64).sum();
-        self.sweep_at = (2 * self.entries).max(FIRST_SWEEP_ENTRIES);
-        before - self.entries
+        let after = self.entries();
+        self.sweep_at = (2 * after).max(FIRST_SWEEP_ENTRIES);
+        before - after
+    }
+
+    /// Blocks kept, over all disks.
+    fn entries(&self) -> u64 {
+        self.disks.iter().map(|blocks| blocks.len() as u64).sum()
     }
 
     fn spill(&mut self, sector: &Sector) -> Stored {
