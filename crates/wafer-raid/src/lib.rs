@@ -12,6 +12,11 @@
 //! into 256 symbols, so every stripe is a complete codeword; see `rdp` and
 //! `docs/FORMAT.md` for the layout.
 //!
+//! The parity arithmetic is generic over the [`StripeUnit`] one disk holds per
+//! stripe: the real 4 KiB [`Block`], or a 64-bit [`Stamp`] by which a
+//! performance lab stands in for a block, protected by a P+Q code over
+//! GF(2^64) instead of RDP (see `stamp`).
+//!
 //! Guarantees: a reconstruction either returns the exact blocks that were lost
 //! or, past the RAID type's tolerance, refuses with [`ReconstructError`]; it never
 //! returns wrong data for a stripe whose surviving blocks are intact. Broken
@@ -20,17 +25,22 @@
 
 mod disk_set;
 mod geometry;
+mod gf64;
 mod rdp;
+mod stamp;
 mod stripe;
+mod unit;
 mod update;
 pub mod xor;
 
 pub use disk_set::{DiskSet, MAX_GROUP_DISKS};
 pub use geometry::{Dbn, DiskIndex, DiskRole, Gbn, GeometryError, RaidGroupGeometry, RaidType};
+pub use stamp::Stamp;
 pub use stripe::{ReconstructError, ScrubReport};
+pub use unit::StripeUnit;
 pub use update::{ParityDelta, ParityUpdateMethod, ParityUpdatePlan};
 
-/// Bytes in a WAFL block, the unit of every RAID operation.
+/// Bytes in a WAFL block, the unit of RAID on real disks.
 pub const BLOCK_SIZE: usize = 4096;
 
 /// One 4 KiB block.

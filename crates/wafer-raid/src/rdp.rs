@@ -19,9 +19,14 @@
 //! Diagonal sums are kept for all `p` diagonals while they are built (including
 //! the missing one), so that adding column `c` is two contiguous XORs: its symbols
 //! `0..p-c` land on diagonals `c..p` and the rest wrap around to `0..c-1`.
+//!
+//! This makes [`Block`] a stripe unit: its XOR is the word kernels of `xor`, and
+//! its second parity is [`Diagonals`], data disk `n` being column `n` and the
+//! row-parity disk column `p - 1`.
 
+use crate::unit::{Coded, Column, SecondParity};
 use crate::xor::{is_zero, xor_into, xor_into_both};
-use crate::{BLOCK_SIZE, Block};
+use crate::{BLOCK_SIZE, Block, StripeUnit};
 
 /// The RDP prime.
 pub const PRIME: usize = 257;
@@ -118,6 +123,72 @@ impl Diagonals {
 impl Default for Diagonals {
     fn default() -> Self {
         Diagonals::new()
+    }
+}
+
+impl StripeUnit for Block {
+    fn zero() -> Block {
+        [0; BLOCK_SIZE]
+    }
+
+    fn is_zero(&self) -> bool {
+        is_zero(self)
+    }
+
+    fn xor_assign(&mut self, other: &Block) {
+        xor_into(self, other);
+    }
+}
+
+impl Coded for Block {
+    type SecondParity = Diagonals;
+}
+
+/// The diagonal parity of RDP as the second parity of blocks.
+impl SecondParity<Block> for Diagonals {
+    fn add(&mut self, column: Column, block: &Block) {
+        self.add_column(rdp_column(column), block);
+    }
+
+    fn add_with_row(&mut self, column: Column, block: &Block, row: &mut Block) {
+        self.add_column_and_row(rdp_column(column), block, row);
+    }
+
+    fn add_parity(&mut self, stored: &Block) {
+        self.add_stored(stored);
+    }
+
+    fn store(&self, parity: &mut Block) {
+        self.write_stored(parity);
+    }
+
+    fn apply(&self, parity: &mut Block) {
+        self.xor_stored_into(parity);
+    }
+
+    fn is_clear(&self) -> bool {
+        self.stored_is_zero()
+    }
+
+    fn solve_two(
+        &self,
+        (a, b): (Column, Column),
+        row_syndrome: &Block,
+        out: (&mut Block, &mut Block),
+    ) {
+        solve_two_columns((rdp_column(a), rdp_column(b)), row_syndrome, self, out);
+    }
+
+    fn locate_one(&self, data_columns: usize, row_syndrome: &Block) -> Option<usize> {
+        locate_single_column(data_columns, row_syndrome, self)
+    }
+}
+
+/// The RDP column of a stripe column.
+fn rdp_column(column: Column) -> usize {
+    match column {
+        Column::Data(n) => n,
+        Column::RowParity => ROW_PARITY_COLUMN,
     }
 }
 

@@ -1,19 +1,20 @@
 //! Whole-stripe parity: encode, reconstruct and scrub one stripe of a RAID group.
 //!
-//! A stripe is passed as a slice of blocks indexed by disk position
-//! (`stripe[disk.as_usize()]`), parity disks first as the geometry lays them out.
-//! Every function here is pure: the caller reads the blocks a plan names, calls
-//! in, and writes back what changed.
+//! A stripe is passed as a slice of units (4 KiB blocks or 64-bit stamps, see
+//! `unit`) indexed by disk position (`stripe[disk.as_usize()]`), parity disks
+//! first as the geometry lays them out. Every function here is pure: the caller
+//! reads the blocks a plan names, calls in, and writes back what changed.
 //!
-//! Row parity is the XOR of the data blocks. RAID-DP's diagonal parity is RDP
-//! (see `rdp`) over the data blocks and the row parity, data disk `n` being RDP
-//! column `n`. Reconstruction uses row parity alone whenever at most one of the
-//! data and row-parity disks is lost, as ONTAP does, and RDP chains only when two
-//! are; a lost diagonal-parity disk is simply recomputed.
+//! Row parity is the XOR of the data units. RAID-DP's second parity is the
+//! unit's own code, reached through [`SecondParity`]: RDP (see `rdp`) over the
+//! data blocks and the row parity for blocks, a GF(2^64) weighted sum of the
+//! data for stamps (see `stamp`); data disk `n` is the code's column `n`.
+//! Reconstruction uses row parity alone whenever at most one of the data and
+//! row-parity disks is lost, as ONTAP does, and the second parity only when two
+//! are; a lost second-parity disk is simply recomputed.
 
-use crate::rdp::{self, Diagonals, ROW_PARITY_COLUMN};
-use crate::xor::{xor_all, xor_into};
-use crate::{BLOCK_SIZE, Block, DiskIndex, DiskRole, DiskSet, RaidGroupGeometry, RaidType};
+use crate::unit::{Column, SecondParity};
+use crate::{DiskIndex, DiskRole, DiskSet, RaidGroupGeometry, RaidType, StripeUnit};
 
 /// Why a stripe could not be reconstructed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -36,7 +37,7 @@ pub enum ReconstructError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScrubReport {
     /// Parity disks whose stored block differs from the parity recomputed from
-    /// the data blocks (the diagonal parity from the data and the *recomputed*
+    /// the data blocks (the second parity from the data and the *recomputed*
     /// row parity, so a bad row-parity block does not also implicate it).
     pub inconsistent_parity: DiskSet,
     /// For RAID-DP, when both parities disagree in exactly the pattern one bad
@@ -57,12 +58,12 @@ impl RaidGroupGeometry {
     ///
     /// # Panics
     /// If `stripe` does not hold one block per disk of the group.
-    pub fn encode_stripe(&self, stripe: &mut [Block]) {
+    pub fn encode_stripe<U: StripeUnit>(&self, stripe: &mut [U]) {
         self.assert_stripe(stripe);
         let (parity, data) = stripe.split_at_mut(self.parity_disks());
         match parity {
-            [row_parity] => xor_all(row_parity, data.iter().map(|block| &block[..])),
-            [dparity, row_parity] => encode_rdp(data, row_parity, dparity),
+            [row_parity] => xor_all(row_parity, &*data),
+            [dparity, row_parity] => encode_double(data, row_parity, dparity),
             _ => unreachable!("groups have one or two parity disks"),
         }
     }
@@ -70,7 +71,7 @@ impl RaidGroupGeometry {
     /// The surviving disks that must be read to reconstruct the `failed` ones.
     ///
     /// With at most one of the data and row-parity disks lost, row parity is
-    /// enough and the diagonal-parity disk is not read.
+    /// enough and the second-parity (diagonal-parity) disk is not read.
     pub fn reconstruction_reads(&self, failed: DiskSet) -> Result<DiskSet, ReconstructError> {
         self.check_recoverable(failed)?;
         let row_members = self.row_members();
@@ -90,9 +91,9 @@ impl RaidGroupGeometry {
     /// # Panics
     /// If `stripe` does not hold one block per disk of the group, or `failed`
     /// names a disk outside the group.
-    pub fn reconstruct_stripe(
+    pub fn reconstruct_stripe<U: StripeUnit>(
         &self,
-        stripe: &mut [Block],
+        stripe: &mut [U],
         failed: DiskSet,
     ) -> Result<(), ReconstructError> {
         self.assert_stripe(stripe);
@@ -101,13 +102,13 @@ impl RaidGroupGeometry {
         match (lost_row_members.next(), lost_row_members.next()) {
             (None, _) => {}
             (Some(lost), None) => self.rebuild_from_row_parity(stripe, lost),
-            (Some(a), Some(b)) => self.rebuild_two_from_diagonals(stripe, a, b),
+            (Some(a), Some(b)) => self.rebuild_two_from_second_parity(stripe, a, b),
         }
         if let Some(dparity) = self.dparity_disk().filter(|&d| failed.contains(d)) {
             let (head, data) = stripe.split_at_mut(self.parity_disks());
             let (dp, row_parity) = head.split_at_mut(1);
             debug_assert_eq!(dparity, DiskIndex(0));
-            write_diagonal_parity(data, &row_parity[0], &mut dp[0]);
+            write_second_parity(data, &row_parity[0], &mut dp[0]);
         }
         Ok(())
     }
@@ -117,14 +118,15 @@ impl RaidGroupGeometry {
     ///
     /// # Panics
     /// If `stripe` does not hold one block per disk of the group.
-    pub fn scrub_stripe(&self, stripe: &[Block]) -> ScrubReport {
+    pub fn scrub_stripe<U: StripeUnit>(&self, stripe: &[U]) -> ScrubReport {
         self.assert_stripe(stripe);
         let data = &stripe[self.parity_disks()..];
-        let mut row_syndrome = [0u8; BLOCK_SIZE];
-        xor_all(&mut row_syndrome, data.iter().map(|block| &block[..]));
-        xor_into(&mut row_syndrome, &stripe[self.parity_disk().as_usize()]);
+        let stored_row_parity = &stripe[self.parity_disk().as_usize()];
+        let mut row_syndrome = U::zero();
+        xor_all(&mut row_syndrome, data);
+        row_syndrome.xor_assign(stored_row_parity);
         let mut inconsistent_parity = DiskSet::EMPTY;
-        if !crate::xor::is_zero(&row_syndrome) {
+        if !row_syndrome.is_zero() {
             inconsistent_parity = inconsistent_parity.with(self.parity_disk());
         }
         let Some(dparity) = self.dparity_disk() else {
@@ -133,23 +135,20 @@ impl RaidGroupGeometry {
                 suspect_data_disk: None,
             };
         };
-        // Diagonals over the data and the recomputed row parity, less the stored ones.
-        let mut recomputed_row_parity = row_syndrome;
-        xor_into(
-            &mut recomputed_row_parity,
-            &stripe[self.parity_disk().as_usize()],
-        );
-        let mut diagonal_syndrome = data_diagonals(data);
-        diagonal_syndrome.add_column(ROW_PARITY_COLUMN, &recomputed_row_parity);
-        diagonal_syndrome.add_stored(&stripe[dparity.as_usize()]);
-        if !diagonal_syndrome.stored_is_zero() {
+        // Second parity over the data and the recomputed row parity, less the stored one.
+        let mut recomputed_row_parity = row_syndrome.clone();
+        recomputed_row_parity.xor_assign(stored_row_parity);
+        let mut second_syndrome = data_second_parity(data);
+        second_syndrome.add(Column::RowParity, &recomputed_row_parity);
+        second_syndrome.add_parity(&stripe[dparity.as_usize()]);
+        if !second_syndrome.is_clear() {
             inconsistent_parity = inconsistent_parity.with(dparity);
         }
         let suspect_data_disk = (inconsistent_parity.len() == 2)
             .then(|| {
                 // Against the stored row parity, a bad data block is all that differs.
-                diagonal_syndrome.add_column(ROW_PARITY_COLUMN, &row_syndrome);
-                rdp::locate_single_column(self.data_disks(), &row_syndrome, &diagonal_syndrome)
+                second_syndrome.add(Column::RowParity, &row_syndrome);
+                second_syndrome.locate_one(self.data_disks(), &row_syndrome)
             })
             .flatten()
             .map(|column| self.data_disk(column));
@@ -159,12 +158,12 @@ impl RaidGroupGeometry {
         }
     }
 
-    /// The RDP column of a data or row-parity disk.
-    pub(crate) fn rdp_column(&self, disk: DiskIndex) -> usize {
+    /// The parity-code column of a data or row-parity disk.
+    pub(crate) fn column(&self, disk: DiskIndex) -> Column {
         match self.role(disk) {
-            DiskRole::Data(n) => usize::from(n),
-            DiskRole::Parity => ROW_PARITY_COLUMN,
-            DiskRole::DParity => unreachable!("the diagonal-parity disk is on no diagonal"),
+            DiskRole::Data(n) => Column::Data(usize::from(n)),
+            DiskRole::Parity => Column::RowParity,
+            DiskRole::DParity => unreachable!("the second-parity disk is no column of its code"),
         }
     }
 
@@ -193,40 +192,44 @@ impl RaidGroupGeometry {
         Ok(())
     }
 
-    fn rebuild_from_row_parity(&self, stripe: &mut [Block], lost: DiskIndex) {
+    fn rebuild_from_row_parity<U: StripeUnit>(&self, stripe: &mut [U], lost: DiskIndex) {
         let survivors = self.row_members().difference(DiskSet::of([lost]));
-        let mut rebuilt = [0u8; BLOCK_SIZE];
+        let mut rebuilt = U::zero();
         xor_all(
             &mut rebuilt,
-            survivors.iter().map(|disk| &stripe[disk.as_usize()][..]),
+            survivors.iter().map(|disk| &stripe[disk.as_usize()]),
         );
         stripe[lost.as_usize()] = rebuilt;
     }
 
-    fn rebuild_two_from_diagonals(&self, stripe: &mut [Block], a: DiskIndex, b: DiskIndex) {
+    fn rebuild_two_from_second_parity<U: StripeUnit>(
+        &self,
+        stripe: &mut [U],
+        a: DiskIndex,
+        b: DiskIndex,
+    ) {
         let dparity = self
             .dparity_disk()
             .expect("only RAID-DP survives two failures");
         let survivors = self.row_members().difference(DiskSet::of([a, b]));
-        let mut row_syndrome = [0u8; BLOCK_SIZE];
-        let mut diagonal_syndrome = Diagonals::new();
+        let mut row_syndrome = U::zero();
+        let mut second_syndrome = U::SecondParity::default();
         for disk in survivors.iter() {
-            let block = &stripe[disk.as_usize()];
-            diagonal_syndrome.add_column_and_row(self.rdp_column(disk), block, &mut row_syndrome);
+            let unit = &stripe[disk.as_usize()];
+            second_syndrome.add_with_row(self.column(disk), unit, &mut row_syndrome);
         }
-        diagonal_syndrome.add_stored(&stripe[dparity.as_usize()]);
-        let (mut block_a, mut block_b) = ([0u8; BLOCK_SIZE], [0u8; BLOCK_SIZE]);
-        rdp::solve_two_columns(
-            (self.rdp_column(a), self.rdp_column(b)),
+        second_syndrome.add_parity(&stripe[dparity.as_usize()]);
+        let (mut unit_a, mut unit_b) = (U::zero(), U::zero());
+        second_syndrome.solve_two(
+            (self.column(a), self.column(b)),
             &row_syndrome,
-            &diagonal_syndrome,
-            (&mut block_a, &mut block_b),
+            (&mut unit_a, &mut unit_b),
         );
-        stripe[a.as_usize()] = block_a;
-        stripe[b.as_usize()] = block_b;
+        stripe[a.as_usize()] = unit_a;
+        stripe[b.as_usize()] = unit_b;
     }
 
-    fn assert_stripe(&self, stripe: &[Block]) {
+    fn assert_stripe<U>(&self, stripe: &[U]) {
         assert_eq!(
             stripe.len(),
             self.group_size(),
@@ -235,28 +238,40 @@ impl RaidGroupGeometry {
     }
 }
 
-/// Row parity and diagonal parity in one pass over the data, so each data block
+/// `dst = units[0] ^ units[1] ^ ...`; no units zeroes `dst`.
+fn xor_all<'a, U: StripeUnit>(dst: &mut U, units: impl IntoIterator<Item = &'a U>) {
+    let mut units = units.into_iter();
+    match units.next() {
+        None => *dst = U::zero(),
+        Some(first) => {
+            dst.clone_from(first);
+            units.for_each(|unit| dst.xor_assign(unit));
+        }
+    }
+}
+
+/// Row parity and second parity in one pass over the data, so each data unit
 /// is loaded once while it is hot.
-fn encode_rdp(data: &[Block], row_parity: &mut Block, dparity: &mut Block) {
-    row_parity.fill(0);
-    let mut diagonals = Diagonals::new();
-    for (column, block) in data.iter().enumerate() {
-        diagonals.add_column_and_row(column, block, row_parity);
+fn encode_double<U: StripeUnit>(data: &[U], row_parity: &mut U, dparity: &mut U) {
+    *row_parity = U::zero();
+    let mut second = U::SecondParity::default();
+    for (n, unit) in data.iter().enumerate() {
+        second.add_with_row(Column::Data(n), unit, row_parity);
     }
-    diagonals.add_column(ROW_PARITY_COLUMN, row_parity);
-    diagonals.write_stored(dparity);
+    second.add(Column::RowParity, row_parity);
+    second.store(dparity);
 }
 
-fn write_diagonal_parity(data: &[Block], row_parity: &Block, dparity: &mut Block) {
-    let mut diagonals = data_diagonals(data);
-    diagonals.add_column(ROW_PARITY_COLUMN, row_parity);
-    diagonals.write_stored(dparity);
+fn write_second_parity<U: StripeUnit>(data: &[U], row_parity: &U, dparity: &mut U) {
+    let mut second = data_second_parity(data);
+    second.add(Column::RowParity, row_parity);
+    second.store(dparity);
 }
 
-fn data_diagonals(data: &[Block]) -> Diagonals {
-    let mut diagonals = Diagonals::new();
-    for (column, block) in data.iter().enumerate() {
-        diagonals.add_column(column, block);
+fn data_second_parity<U: StripeUnit>(data: &[U]) -> U::SecondParity {
+    let mut second = U::SecondParity::default();
+    for (n, unit) in data.iter().enumerate() {
+        second.add(Column::Data(n), unit);
     }
-    diagonals
+    second
 }

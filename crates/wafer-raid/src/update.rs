@@ -17,11 +17,11 @@
 //!
 //! Linearity makes subtraction cheap to compute: the change to parity is the
 //! parity of the change, so [`ParityDelta`] gathers `old ^ new` of each written
-//! block and XORs its row and diagonal sums into the old parity.
+//! unit (block or stamp) and XORs its row and second-parity sums into the old
+//! parity.
 
-use crate::rdp::{Diagonals, ROW_PARITY_COLUMN};
-use crate::xor::{xor_into, xor_pair};
-use crate::{BLOCK_SIZE, Block, DiskIndex, DiskSet, RaidGroupGeometry};
+use crate::unit::{Column, SecondParity};
+use crate::{Block, DiskIndex, DiskSet, RaidGroupGeometry, StripeUnit};
 
 /// How a partial-stripe write brings parity up to date.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,23 +105,24 @@ impl RaidGroupGeometry {
     }
 }
 
-/// The change that a set of data-block writes makes to a stripe's parity.
+/// The change that a set of data-block writes makes to a stripe's parity, for
+/// stripes of unit `U` (4 KiB blocks unless said otherwise).
 #[derive(Clone)]
-pub struct ParityDelta {
+pub struct ParityDelta<U: StripeUnit = Block> {
     geometry: RaidGroupGeometry,
     changed: DiskSet,
-    row: Block,
-    diagonals: Diagonals,
+    row: U,
+    second: U::SecondParity,
 }
 
-impl ParityDelta {
+impl<U: StripeUnit> ParityDelta<U> {
     /// No change yet.
-    pub fn new(geometry: RaidGroupGeometry) -> ParityDelta {
+    pub fn new(geometry: RaidGroupGeometry) -> Self {
         ParityDelta {
             geometry,
             changed: DiskSet::EMPTY,
-            row: [0; BLOCK_SIZE],
-            diagonals: Diagonals::new(),
+            row: U::zero(),
+            second: U::SecondParity::default(),
         }
     }
 
@@ -129,7 +130,7 @@ impl ParityDelta {
     ///
     /// # Panics
     /// If `disk` is not a data disk or was already recorded.
-    pub fn add_change(&mut self, disk: DiskIndex, old: &Block, new: &Block) {
+    pub fn add_change(&mut self, disk: DiskIndex, old: &U, new: &U) {
         assert!(
             self.geometry.data_set().contains(disk),
             "{disk:?} is not a data disk"
@@ -139,12 +140,11 @@ impl ParityDelta {
             "{disk:?} changed twice in one delta"
         );
         self.changed = self.changed.with(disk);
-        let mut change = [0u8; BLOCK_SIZE];
-        xor_pair(&mut change, old, new);
-        xor_into(&mut self.row, &change);
+        let mut change = old.clone();
+        change.xor_assign(new);
+        self.row.xor_assign(&change);
         if self.geometry.dparity_disk().is_some() {
-            self.diagonals
-                .add_column(self.geometry.rdp_column(disk), &change);
+            self.second.add(self.geometry.column(disk), &change);
         }
     }
 
@@ -153,17 +153,17 @@ impl ParityDelta {
     ///
     /// # Panics
     /// If `dparity` does not match the RAID type.
-    pub fn apply(&self, row_parity: &mut Block, dparity: Option<&mut Block>) {
+    pub fn apply(&self, row_parity: &mut U, dparity: Option<&mut U>) {
         assert_eq!(
             dparity.is_some(),
             self.geometry.dparity_disk().is_some(),
             "diagonal parity is given exactly for RAID-DP"
         );
-        xor_into(row_parity, &self.row);
+        row_parity.xor_assign(&self.row);
         if let Some(dparity) = dparity {
-            let mut diagonals = self.diagonals.clone();
-            diagonals.add_column(ROW_PARITY_COLUMN, &self.row);
-            diagonals.xor_stored_into(dparity);
+            let mut second = self.second.clone();
+            second.add(Column::RowParity, &self.row);
+            second.apply(dparity);
         }
     }
 
