@@ -103,13 +103,14 @@ pub struct Trailer {
 }
 
 impl Trailer {
-    /// The trailer for `content` written with `identity`.
-    pub fn new(content: &Block, identity: Identity) -> Trailer {
+    /// The trailer for content whose checksum (`Payload::checksum`) is
+    /// `content_sum`, written with `identity`.
+    pub fn new(content_sum: u32, identity: Identity) -> Trailer {
         let mut trailer = Trailer {
             checksum: 0,
             identity,
         };
-        trailer.checksum = trailer.compute_checksum(content);
+        trailer.checksum = trailer.compute_checksum(content_sum);
         trailer
     }
 
@@ -141,16 +142,17 @@ impl Trailer {
         })
     }
 
-    /// Whether `content` is what this trailer's checksum describes.
-    pub fn matches(&self, content: &Block) -> bool {
-        self.checksum == self.compute_checksum(content)
+    /// Whether content summing to `content_sum` is what this trailer's
+    /// checksum describes.
+    pub fn matches(&self, content_sum: u32) -> bool {
+        self.checksum == self.compute_checksum(content_sum)
     }
 
-    /// Checks `content` against the trailer, then the trailer against the
+    /// Checks the content's checksum against the trailer, then the trailer against the
     /// identity the reader expected. `expected.cp` is compared in its low 32
     /// bits, the part a block pointer records.
-    pub fn verify(&self, content: &Block, expected: &Identity) -> Result<(), FormatError> {
-        if !self.matches(content) {
+    pub fn verify(&self, content_sum: u32, expected: &Identity) -> Result<(), FormatError> {
+        if !self.matches(content_sum) {
             return Err(FormatError::Checksum);
         }
         let found = self.identity;
@@ -181,10 +183,10 @@ impl Trailer {
         put_u64(out, 48, id.cp.0);
     }
 
-    fn compute_checksum(&self, content: &Block) -> u32 {
+    fn compute_checksum(&self, content_sum: u32) -> u32 {
         let mut identity = [0u8; TRAILER_SIZE];
         self.encode_identity(&mut identity);
-        crc32c::crc32c_append(crc32c::crc32c(content), &identity[8..])
+        crc32c::crc32c_append(content_sum, &identity[8..])
     }
 }
 
@@ -234,9 +236,10 @@ impl BlockPtr {
         }
     }
 
-    /// Whether `content` is what the pointer's checksum describes.
-    pub fn matches(&self, content: &Block) -> bool {
-        crc32c::crc32c(content) == self.checksum
+    /// Whether content summing to `content_sum` is what the pointer's
+    /// checksum describes.
+    pub fn matches(&self, content_sum: u32) -> bool {
+        content_sum == self.checksum
     }
 
     /// The identity a block reached through this pointer must carry.
@@ -257,11 +260,6 @@ impl BlockPtr {
             cp: CpCount(u64::from(self.birth)),
         }
     }
-}
-
-/// The CRC-32C a pointer records for `content`.
-pub fn content_checksum(content: &Block) -> u32 {
-    crc32c::crc32c(content)
 }
 
 /// What an inode describes.
@@ -543,27 +541,30 @@ mod tests {
     #[test]
     fn a_trailer_round_trips_and_verifies_its_block() {
         let content = [0x5au8; BLOCK_SIZE];
-        let trailer = Trailer::new(&content, identity());
+        let trailer = Trailer::new(crc32c::crc32c(&content), identity());
         let decoded = Trailer::decode(&trailer.encode()).expect("valid trailer");
         assert_eq!(decoded, trailer);
-        assert_eq!(decoded.verify(&content, &identity()), Ok(()));
+        assert_eq!(
+            decoded.verify(crc32c::crc32c(&content), &identity()),
+            Ok(())
+        );
     }
 
     #[test]
     fn a_flipped_bit_or_a_different_identity_fails_verification() {
         let mut content = [0x5au8; BLOCK_SIZE];
-        let trailer = Trailer::new(&content, identity());
+        let trailer = Trailer::new(crc32c::crc32c(&content), identity());
         let older = Identity {
             cp: CpCount(identity().cp.0 - 1),
             ..identity()
         };
         assert!(matches!(
-            trailer.verify(&content, &older),
+            trailer.verify(crc32c::crc32c(&content), &older),
             Err(FormatError::Identity { .. })
         ));
         content[4095] ^= 1;
         assert_eq!(
-            trailer.verify(&content, &identity()),
+            trailer.verify(crc32c::crc32c(&content), &identity()),
             Err(FormatError::Checksum)
         );
         assert_eq!(
@@ -579,13 +580,14 @@ mod tests {
             pvbn: Pvbn(u64::MAX >> 1),
             vvbn: Vvbn(0x0000_8000_0000_0001),
             birth: 0xdead_beef,
-            checksum: content_checksum(&content),
+            checksum: crc32c::crc32c(&content),
         };
         let mut bytes = [0u8; POINTER_SIZE];
         ptr.encode(&mut bytes);
         assert_eq!(BlockPtr::decode(&bytes), ptr);
         assert!(BlockPtr::decode(&[0u8; POINTER_SIZE]).is_null());
-        assert!(ptr.matches(&content) && !ptr.matches(&[8u8; BLOCK_SIZE]));
+        assert!(ptr.matches(crc32c::crc32c(&content)));
+        assert!(!ptr.matches(crc32c::crc32c(&[8u8; BLOCK_SIZE])));
     }
 
     #[test]

@@ -9,16 +9,19 @@
 //! Layering inside the crate, bottom up: [`format`] (on-disk encodings),
 //! [`aggregate`] (RAID groups and the pvbn space), [`bitmap`] and [`space`]
 //! (maps, delayed frees, the write allocator), [`tree`] (block trees), [`nvlog`]
-//! (the operation log).
+//! (the operation log), [`payload`] (what a block holds: bytes, or stamps for
+//! the lab).
 
 pub mod aggregate;
 pub mod bitmap;
 pub mod filer;
 pub mod format;
 pub mod nvlog;
+pub mod payload;
 pub mod space;
 pub mod tree;
 pub mod units;
 
 pub use filer::Filer;
+pub use payload::{Bytes, Payload, Stamps};
 pub use wafer_raid::{BLOCK_SIZE, Block};

@@ -1,13 +1,16 @@
 //! The wafer filer as a lab array: the real engine on modelled drives.
 //!
-//! The `Filer` runs unchanged. Its disk I/Os go to one modelled drive per
+//! The `Filer` runs unchanged, on stamps (`wafer_core::Stamps`: one 64-bit
+//! digest per block, so a block costs the lab 8 bytes, not 4 KiB, and parity
+//! is XORs of words). Its disk I/Os go to one modelled drive per
 //! disk slot, its NVLog appends to a modelled NVRAM card, and its completions
 //! come back when the models say, all in virtual time. Host I/Os become the
 //! engine's own requests: reads as reads, writes as logged writes of zeros.
 //!
 //! Content is kept so that the engine reads back what it wrote (it verifies
 //! every block and computes parity from what it reads), compactly: see
-//! [`content`]. The I/O pattern does not depend on the bytes.
+//! [`content`]. The I/O pattern does not depend on the bytes: the engine is
+//! the same code on bytes or stamps.
 //!
 //! Time: the array builds its aggregate, volume and LUN, and runs the
 //! workload's prepare step (the sequential fill of the test file and the full
@@ -27,8 +30,8 @@ use wafer_core::filer::{
 };
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{DiskId, Duration, Instant};
-use wafer_core::{BLOCK_SIZE, Filer};
-use wafer_raid::{Dbn, RaidGroupGeometry};
+use wafer_core::{BLOCK_SIZE, Filer, Stamps};
+use wafer_raid::RaidGroupGeometry;
 use wafer_sim::device::params::{Catalog, Drive};
 use wafer_sim::device::{Completion, Device, DeviceRequest, Op};
 
@@ -90,7 +93,7 @@ enum Pending {
         io: IoId,
         disk: usize,
         dbn: u64,
-        sectors: Vec<Sector>,
+        sectors: Vec<Sector<Stamps>>,
     },
     Nvram {
         io: IoId,
@@ -114,7 +117,7 @@ struct Disk {
 /// The wafer filer on modelled drives.
 pub struct WaferArray {
     name: String,
-    filer: Filer,
+    filer: Filer<Stamps>,
     disks: Vec<Disk>,
     content: Content,
     nvram: Box<dyn Device>,
@@ -135,8 +138,7 @@ pub struct WaferArray {
 
 impl WaferArray {
     /// Builds the aggregate, volume and LUN `spec` describes, on drives from
-    /// `catalog`, each disk used whole; the disks' metadata and parity blocks
-    /// go to `spill`.
+    /// `catalog`, each disk used whole; the disks' trailers go to `spill`.
     pub fn new(
         spec: &WaferSpec,
         catalog: &Catalog,
@@ -147,7 +149,7 @@ impl WaferArray {
 
     /// As [`WaferArray::new`], using only the first `blocks_per_disk` blocks
     /// of each disk (the outer tracks, as a short-stroked aggregate would),
-    /// and keeping every block in memory: small aggregates for tests.
+    /// and keeping every trailer in memory: small aggregates for tests.
     pub fn short_stroked(
         spec: &WaferSpec,
         catalog: &Catalog,
@@ -185,7 +187,7 @@ impl WaferArray {
         let disks: Vec<Disk> = (0..layout.disk_count())
             .map(|id| Disk::new(drive, disk_name(&layout, DiskId(id))))
             .collect();
-        let content = Content::new(disks.len(), spill);
+        let content = Content::new(&vec![blocks; disks.len()], spill);
         let filer = Filer::format(layout, Options::default(), Instant(0));
         let mut array = WaferArray {
             name: spec.name.clone(),
@@ -302,21 +304,6 @@ impl WaferArray {
         }
         self.filer.handle_timeout(now);
         self.drain();
-        if self.content.wants_sweep() {
-            self.sweep();
-        }
-    }
-
-    /// Forgets the zero blocks the engine has freed.
-    fn sweep(&mut self) {
-        let (filer, layout) = (&self.filer, self.filer.layout());
-        self.content
-            .sweep(|disk, dbn| match layout.slot(DiskId(disk as u32)) {
-                Some(Slot::Member { group, disk }) => layout
-                    .pvbn(group, disk, Dbn(dbn))
-                    .is_some_and(|pvbn| filer.block_is_free(pvbn)),
-                _ => false,
-            });
     }
 
     /// A device has finished a request: its result goes to the engine.
@@ -357,7 +344,7 @@ impl WaferArray {
         }
     }
 
-    fn start(&mut self, io: IoId, op: IoOp) {
+    fn start(&mut self, io: IoId, op: IoOp<Stamps>) {
         let id = self.next_request;
         self.next_request += 1;
         let (device_op, block, blocks, pending, disk) = match op {

@@ -3,9 +3,9 @@
 
 use wafer_raid::Dbn;
 
-use crate::Block;
 pub use crate::nvlog::Change;
 use crate::nvlog::LunId;
+use crate::payload::{Bytes, Payload};
 use crate::units::{Duration, VolumeId};
 
 /// Identifies a host request until its reply.
@@ -148,25 +148,25 @@ pub struct Busy;
 
 /// A block as stored on disk: content plus trailer.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sector {
-    /// The 4 KiB content.
-    pub data: Box<Block>,
+pub struct Sector<P: Payload = Bytes> {
+    /// The content: 4 KiB, or a stamp.
+    pub data: P::Content,
     /// The 64-byte trailer.
     pub trailer: [u8; crate::format::TRAILER_SIZE],
 }
 
 /// An I/O the driver must perform.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Io {
+pub struct Io<P: Payload = Bytes> {
     /// Its identity, echoed in the completion.
     pub id: IoId,
     /// What to do.
-    pub op: IoOp,
+    pub op: IoOp<P>,
 }
 
 /// The operation of an [`Io`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum IoOp {
+pub enum IoOp<P: Payload = Bytes> {
     /// Read `count` consecutive sectors of a disk.
     Read {
         /// The disk.
@@ -183,7 +183,7 @@ pub enum IoOp {
         /// First block.
         dbn: Dbn,
         /// The sectors, in block order.
-        sectors: Vec<Sector>,
+        sectors: Vec<Sector<P>>,
     },
     /// Append a record to an NVLog half, durably.
     NvlogAppend {
@@ -211,12 +211,12 @@ pub enum IoOp {
 
 /// The outcome of an [`Io`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum IoResult {
+pub enum IoResult<P: Payload = Bytes> {
     /// A write or NVLog operation is durable.
     Done,
     /// The sectors read, each `None` where the medium could not return it
     /// (a latent sector error) or where it was never written.
-    Read(Vec<Option<Sector>>),
+    Read(Vec<Option<Sector<P>>>),
     /// The disk has failed and will not answer again.
     DiskFailed,
 }

@@ -10,6 +10,7 @@
 //! back in place so the damage does not linger. A block on a failed disk goes
 //! straight to reconstruction.
 
+use crate::payload::Payload;
 use wafer_raid::{Dbn, DiskIndex, DiskSet};
 
 use super::meta::FileRef;
@@ -19,7 +20,7 @@ use crate::format::{BlockPtr, Identity, Trailer};
 use crate::nvlog::LunId;
 use crate::tree::NodeId;
 use crate::units::Fbn;
-use crate::{BLOCK_SIZE, Block};
+use wafer_raid::StripeUnit;
 
 /// What a block read is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,10 +44,10 @@ pub(super) struct BlockRead {
 
 /// A stripe being read to rebuild one block.
 #[derive(Clone, Debug)]
-pub(super) struct RepairJob {
+pub(super) struct RepairJob<P: Payload> {
     read: BlockRead,
     failed: DiskSet,
-    stripe: Vec<Option<Block>>,
+    stripe: Vec<Option<P::Unit>>,
     reads_left: usize,
     escalated: bool,
     /// The newest CP when the repair started, and whether one was writing:
@@ -60,7 +61,7 @@ pub(super) struct RepairJob {
 /// Repairs that overlapped a CP are retried after it, at most this often.
 const REPAIR_ATTEMPTS: u8 = 3;
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// A read of the block `ptr` names, at `level`/`index` of `file`.
     pub(super) fn block_read(
         &self,
@@ -123,7 +124,7 @@ impl Filer {
     }
 
     /// A chain read has completed: verify each block, repair the ones that fail.
-    pub(super) fn blocks_read(&mut self, reads: Vec<BlockRead>, result: IoResult) {
+    pub(super) fn blocks_read(&mut self, reads: Vec<BlockRead>, result: IoResult<P>) {
         let sectors = match result {
             IoResult::Read(sectors) => sectors,
             IoResult::Done | IoResult::DiskFailed => Vec::new(),
@@ -134,7 +135,7 @@ impl Filer {
             let sector = sectors.next().flatten();
             let content = match trusting {
                 true => sector.map(|s| s.data),
-                false => sector.and_then(|s| verified(&s, &read)),
+                false => sector.and_then(|s| verified(s, &read)),
             };
             match content {
                 Some(block) => self.deliver(read.purpose, Some(block)),
@@ -183,10 +184,10 @@ impl Filer {
     }
 
     /// A block of a repair stripe has arrived.
-    pub(super) fn repair_read(&mut self, job_id: u64, disk: DiskIndex, result: IoResult) {
+    pub(super) fn repair_read(&mut self, job_id: u64, disk: DiskIndex, result: IoResult<P>) {
         let job = self.repairs.get_mut(&job_id).expect("a repair job");
         let content = match result {
-            IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| *s.data),
+            IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| P::unit(&s.data)),
             IoResult::Done | IoResult::DiskFailed => None,
         };
         match content {
@@ -202,7 +203,7 @@ impl Filer {
     }
 
     /// Reads more of the stripe if the plan grew, else rebuilds and delivers.
-    fn continue_repair(&mut self, job_id: u64, mut job: RepairJob) {
+    fn continue_repair(&mut self, job_id: u64, mut job: RepairJob<P>) {
         let group = job.read.at.group;
         let geometry = self.layout.groups()[group];
         let present: DiskSet = (0..geometry.group_size())
@@ -251,13 +252,13 @@ impl Filer {
                     self.counters.blocks_repaired += 1;
                     self.rewrite_in_place(&job.read, &block);
                 }
-                self.deliver(purpose, Some(Box::new(block)));
+                self.deliver(purpose, Some(P::from_unit(block)));
             }
             None => self.repair_failed(job),
         }
     }
 
-    fn repair_failed(&mut self, job: RepairJob) {
+    fn repair_failed(&mut self, job: RepairJob<P>) {
         let overlapped =
             job.overlapped_cp || self.cp.is_some() || job.started_after != self.committed;
         if overlapped && job.attempts < REPAIR_ATTEMPTS {
@@ -272,20 +273,23 @@ impl Filer {
 
     /// Reconstructs the wanted block assuming `failed` are the bad disks; the
     /// answer counts only if it matches the pointer's checksum.
-    fn rebuild(&self, job: &RepairJob, failed: DiskSet) -> Option<Block> {
+    fn rebuild(&self, job: &RepairJob<P>, failed: DiskSet) -> Option<P::Unit> {
         let geometry = self.layout.groups()[job.read.at.group];
-        let mut stripe: Vec<Block> = job
+        let mut stripe: Vec<P::Unit> = job
             .stripe
             .iter()
-            .map(|b| b.unwrap_or([0; BLOCK_SIZE]))
+            .map(|b| b.clone().unwrap_or_else(P::Unit::zero))
             .collect();
         geometry.reconstruct_stripe(&mut stripe, failed).ok()?;
-        let block = stripe[job.read.at.disk.as_usize()];
-        job.read.ptr.matches(&block).then_some(block)
+        let block = stripe.swap_remove(job.read.at.disk.as_usize());
+        job.read
+            .ptr
+            .matches(P::unit_checksum(&block))
+            .then_some(block)
     }
 
     /// Tries each other disk of the stripe as a second, silently bad one.
-    fn rebuild_with_another_suspect(&self, job: &RepairJob) -> Option<Block> {
+    fn rebuild_with_another_suspect(&self, job: &RepairJob<P>) -> Option<P::Unit> {
         let geometry = self.layout.groups()[job.read.at.group];
         if job.failed.len() >= geometry.raid_type().tolerated_failures() {
             return None;
@@ -297,10 +301,10 @@ impl Filer {
             .find_map(|extra| self.rebuild(job, job.failed.with(extra)))
     }
 
-    fn rewrite_in_place(&mut self, read: &BlockRead, block: &Block) {
+    fn rewrite_in_place(&mut self, read: &BlockRead, block: &P::Unit) {
         let sector = Sector {
-            data: Box::new(*block),
-            trailer: Trailer::new(block, read.expected).encode(),
+            data: P::from_unit(block.clone()),
+            trailer: Trailer::new(P::unit_checksum(block), read.expected).encode(),
         };
         self.issue(
             IoOp::Write {
@@ -312,7 +316,7 @@ impl Filer {
         );
     }
 
-    fn deliver(&mut self, purpose: ReadPurpose, block: Option<Box<Block>>) {
+    fn deliver(&mut self, purpose: ReadPurpose, block: Option<P::Content>) {
         match purpose {
             ReadPurpose::Fill(lun, fbn, fill) => self.filled(lun, fbn, fill, block),
             ReadPurpose::Mount(file, node) => self.mount_block(file, node, block),
@@ -323,9 +327,9 @@ impl Filer {
 
 /// The block's content if the sector is the block the read expects: content
 /// matching the pointer's checksum, trailer intact and naming the same block.
-fn verified(sector: &Sector, read: &BlockRead) -> Option<Box<Block>> {
+fn verified<P: Payload>(sector: Sector<P>, read: &BlockRead) -> Option<P::Content> {
     let trailer = Trailer::decode(&sector.trailer).ok()?;
-    let sound =
-        read.ptr.matches(&sector.data) && trailer.verify(&sector.data, &read.expected).is_ok();
-    sound.then(|| sector.data.clone())
+    let sum = P::checksum(&sector.data);
+    let sound = read.ptr.matches(sum) && trailer.verify(sum, &read.expected).is_ok();
+    sound.then_some(sector.data)
 }

@@ -20,14 +20,17 @@
 //! A crash anywhere before the superblock lands leaves the previous CP intact,
 //! since nothing it references was overwritten; recovery replays the log.
 
+use crate::payload::Payload;
 use std::collections::{BTreeMap, BTreeSet};
 
-use wafer_raid::{Dbn, DiskIndex, DiskSet, ParityDelta, ParityUpdateMethod, ParityUpdatePlan};
+use wafer_raid::{
+    Dbn, DiskIndex, DiskSet, ParityDelta, ParityUpdateMethod, ParityUpdatePlan, StripeUnit,
+};
 
 use super::meta::{FileRef, MetaFile, PARITY_FILE, SUPERBLOCK_FILE, Volume, volume_table_bytes};
 use super::{Filer, IoOp, IoPurpose, IoResult, Phase, ReplyData, Sector};
 use crate::bitmap::Bitmap;
-use crate::format::{AGGREGATE_VOLUME, BlockPtr, Identity, Superblock, Trailer, content_checksum};
+use crate::format::{AGGREGATE_VOLUME, BlockPtr, Identity, Superblock, Trailer};
 use crate::nvlog::LunId;
 use crate::tree::{BlockTree, NodeId};
 use crate::units::{CpCount, DiskId, Fbn, Pvbn, Vvbn};
@@ -37,47 +40,47 @@ use super::api::CpReason;
 
 /// Where a block's content comes from when the CP encodes it.
 #[derive(Debug)]
-enum Content {
-    Data(Box<Block>),
+enum Content<P: Payload> {
+    Data(P::Content),
     Node(FileRef, NodeId),
     Meta(FileRef, u64),
 }
 
 #[derive(Debug)]
-struct PlannedWrite {
+struct PlannedWrite<P: Payload> {
     ptr: BlockPtr,
     file: FileRef,
     level: u8,
     index: u64,
-    content: Content,
+    content: Content<P>,
 }
 
 /// One stripe's share of the CP.
 #[derive(Clone, Debug)]
-struct StripeJob {
-    new: BTreeMap<DiskIndex, Sector>,
+struct StripeJob<P: Payload> {
+    new: BTreeMap<DiskIndex, Sector<P>>,
     plan: ParityUpdatePlan,
     failed: DiskSet,
     /// A disk whose block this stripe rebuilds onto a spare.
     target: Option<DiskIndex>,
-    old: BTreeMap<DiskIndex, Option<Sector>>,
+    old: BTreeMap<DiskIndex, Option<Sector<P>>>,
     reads_left: usize,
 }
 
 /// A consistency point in progress.
 #[derive(Clone, Debug)]
-pub(super) struct Cp {
+pub(super) struct Cp<P: Payload> {
     pub(super) number: CpCount,
     reason: CpReason,
     started: crate::units::Instant,
     half: u8,
-    staged: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector>>,
+    staged: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector<P>>>,
     image_map: Option<Bitmap>,
     capturing: bool,
     awaiting: BTreeSet<(LunId, Fbn)>,
-    captured: BTreeMap<(LunId, Fbn), Box<Block>>,
+    captured: BTreeMap<(LunId, Fbn), P::Content>,
     pinned: Vec<(LunId, Fbn)>,
-    stripes: BTreeMap<(usize, u64), StripeJob>,
+    stripes: BTreeMap<(usize, u64), StripeJob<P>>,
     writes_left: usize,
     superblock: bool,
     flushes: Vec<super::RequestId>,
@@ -91,7 +94,7 @@ pub(super) struct Cp {
     keeps_log: bool,
 }
 
-impl Cp {
+impl<P: Payload> Cp<P> {
     /// Whether the CP is waiting for `key`'s old content before it can capture it.
     pub(super) fn awaits(&self, key: (LunId, Fbn)) -> bool {
         self.capturing && self.awaiting.contains(&key)
@@ -103,7 +106,7 @@ impl Cp {
     }
 }
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// Starts a CP.
     pub(super) fn start_cp(&mut self, reason: CpReason) {
         self.start_cp_logging(reason, false);
@@ -159,7 +162,7 @@ impl Filer {
     }
 
     /// The CP has the content it waited for.
-    pub(super) fn cp_captured(&mut self, key: (LunId, Fbn), content: Box<Block>) {
+    pub(super) fn cp_captured(&mut self, key: (LunId, Fbn), content: P::Content) {
         let cp = self.cp.as_mut().expect("a CP awaits this block");
         cp.awaiting.remove(&key);
         cp.captured.insert(key, content);
@@ -244,7 +247,7 @@ impl Filer {
         file: FileRef,
         number: CpCount,
         cleaned: &mut BTreeSet<(FileRef, u8, u64)>,
-        writes: &mut Vec<PlannedWrite>,
+        writes: &mut Vec<PlannedWrite<P>>,
     ) -> bool {
         let mut progress = false;
         let dirty_content = match self.meta_file_mut(file) {
@@ -399,9 +402,9 @@ impl Filer {
 
     /// Encodes the CP's blocks, children before parents so each parent records
     /// its children's final checksums, and hands them to RAID stripe by stripe.
-    fn write_blocks(&mut self, mut writes: Vec<PlannedWrite>, number: CpCount) {
+    fn write_blocks(&mut self, mut writes: Vec<PlannedWrite<P>>, number: CpCount) {
         writes.sort_by_key(|w| (encode_order(w.file), w.file, w.level, w.index));
-        let mut by_stripe: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector>> = BTreeMap::new();
+        let mut by_stripe: BTreeMap<(usize, u64), BTreeMap<DiskIndex, Sector<P>>> = BTreeMap::new();
         let mut snapshots_taken = false;
         for write in writes {
             if !snapshots_taken && encode_order(write.file) >= SNAPSHOT_ORDER {
@@ -415,15 +418,16 @@ impl Filer {
                 }
                 Content::Node(file, node) => {
                     self.counters.meta_blocks_written += 1;
-                    self.tree_mut(file).node_bytes(node)
+                    P::from_bytes(self.tree_mut(file).node_bytes(node))
                 }
                 Content::Meta(file, fbn) => {
                     self.counters.meta_blocks_written += 1;
-                    self.meta_bytes(file, fbn)
+                    P::from_bytes(self.meta_bytes(file, fbn))
                 }
             };
+            let checksum = P::checksum(&content);
             self.tree_mut(write.file)
-                .set_checksum((write.level, write.index), content_checksum(&content));
+                .set_checksum((write.level, write.index), checksum);
             let (volume, file_id) = write.file.ids();
             let identity = Identity {
                 pvbn: write.ptr.pvbn,
@@ -434,7 +438,7 @@ impl Filer {
                 level: write.level,
                 cp: number,
             };
-            let trailer = Trailer::new(&content, identity).encode();
+            let trailer = Trailer::new(checksum, identity).encode();
             let at = self
                 .layout
                 .locate(write.ptr.pvbn)
@@ -604,7 +608,12 @@ impl Filer {
     }
 
     /// A block a partial-stripe write needed has been read.
-    pub(super) fn cp_read_done(&mut self, stripe: (usize, u64), disk: DiskIndex, result: IoResult) {
+    pub(super) fn cp_read_done(
+        &mut self,
+        stripe: (usize, u64),
+        disk: DiskIndex,
+        result: IoResult<P>,
+    ) {
         let sector = match result {
             IoResult::Read(mut sectors) => sectors.pop().flatten(),
             IoResult::Done | IoResult::DiskFailed => None,
@@ -626,7 +635,7 @@ impl Filer {
                 let id = self.layout.disk_id(group, **disk);
                 let last_write = sector
                     .as_ref()
-                    .and_then(|s| self.written.matches(id, dbn, &s.data));
+                    .and_then(|s| self.written.matches(id, dbn, P::checksum(&s.data)));
                 !sector_is_sound(sector.as_ref(), last_write)
             })
             .map(|(disk, _)| *disk)
@@ -670,13 +679,13 @@ impl Filer {
         &mut self,
         group: usize,
         dbn: u64,
-        job: &StripeJob,
-    ) -> Vec<(DiskId, Dbn, Sector)> {
+        job: &StripeJob<P>,
+    ) -> Vec<(DiskId, Dbn, Sector<P>)> {
         let geometry = self.layout.groups()[group];
-        let mut stripe: Vec<Block> = vec![[0u8; BLOCK_SIZE]; geometry.group_size()];
+        let mut stripe: Vec<P::Unit> = vec![P::Unit::zero(); geometry.group_size()];
         for (disk, sector) in &job.old {
             if let Some(sector) = sector {
-                stripe[disk.as_usize()] = *sector.data;
+                stripe[disk.as_usize()] = P::unit(&sector.data);
             }
         }
         let sabotaged = self.options.sabotage == Some(super::Sabotage::SkipParityUpdate);
@@ -685,8 +694,7 @@ impl Filer {
             ParityUpdateMethod::Subtraction => {
                 let mut delta = ParityDelta::new(geometry);
                 for (disk, sector) in &job.new {
-                    let old = stripe[disk.as_usize()];
-                    delta.add_change(*disk, &old, &sector.data);
+                    delta.add_change(*disk, &stripe[disk.as_usize()], &P::unit(&sector.data));
                 }
                 match &mut stripe[..geometry.parity_disks()] {
                     [row] => delta.apply(row, None),
@@ -713,8 +721,11 @@ impl Filer {
             .iter()
             .filter(|(d, _)| !job.plan.writes.contains(**d))
         {
-            self.written
-                .record(self.layout.disk_id(group, *disk), dbn, &sector.data);
+            self.written.learn(
+                self.layout.disk_id(group, *disk),
+                dbn,
+                P::checksum(&sector.data),
+            );
         }
         let mut out = Vec::new();
         let parity = self.layout.groups()[group].parity_set();
@@ -740,19 +751,19 @@ impl Filer {
     fn overlay_and_encode(
         &self,
         geometry: &wafer_raid::RaidGroupGeometry,
-        stripe: &mut [Block],
-        job: &StripeJob,
+        stripe: &mut [P::Unit],
+        job: &StripeJob<P>,
     ) {
         for (disk, sector) in &job.new {
-            stripe[disk.as_usize()] = *sector.data;
+            stripe[disk.as_usize()] = P::unit(&sector.data);
         }
         geometry.encode_stripe(stripe);
     }
 
     /// Issues writes, merging runs of adjacent blocks on a disk into one I/O.
-    fn issue_writes(&mut self, mut writes: Vec<(DiskId, Dbn, Sector)>) {
+    fn issue_writes(&mut self, mut writes: Vec<(DiskId, Dbn, Sector<P>)>) {
         writes.sort_by_key(|(disk, dbn, _)| (*disk, *dbn));
-        let mut runs: Vec<(DiskId, Dbn, Vec<Sector>)> = Vec::new();
+        let mut runs: Vec<(DiskId, Dbn, Vec<Sector<P>>)> = Vec::new();
         for (disk, dbn, sector) in writes {
             match runs.last_mut() {
                 Some((d, start, sectors))
@@ -802,15 +813,16 @@ impl Filer {
                 .inode(self.volume_table_blocks()),
         }
         .encode();
+        let superblock = P::from_bytes(Box::new(superblock));
         let geometry = self.layout.groups()[0];
         let dbn = Dbn(number.0 % crate::aggregate::SUPERBLOCK_COPIES);
-        let mut stripe: Vec<Block> = vec![superblock; geometry.group_size()];
+        let mut stripe: Vec<P::Unit> = vec![P::unit(&superblock); geometry.group_size()];
         geometry.encode_stripe(&mut stripe);
         let mut writes = Vec::new();
         for disk in geometry.all_disks().difference(self.unwritable(0)).iter() {
             let sector = match self.layout.pvbn(0, disk, dbn) {
-                Some(pvbn) => superblock_sector(&superblock, pvbn, number),
-                None => parity_sector(&stripe[disk.as_usize()], dbn.0),
+                Some(pvbn) => superblock_sector::<P>(&superblock, pvbn, number),
+                None => parity_sector::<P>(&stripe[disk.as_usize()], dbn.0),
             };
             writes.push((self.layout.disk_id(0, disk), dbn, sector));
         }
@@ -933,20 +945,23 @@ const SNAPSHOT_ORDER: u8 = 2;
 /// Whether a sector read back for a parity computation can be trusted: it is
 /// what the filer last wrote there (when that is known), and otherwise it was
 /// never written (zeros) or matches its own trailer's checksum.
-fn sector_is_sound(sector: Option<&Sector>, matches_last_write: Option<bool>) -> bool {
+fn sector_is_sound<P: Payload>(
+    sector: Option<&Sector<P>>,
+    matches_last_write: Option<bool>,
+) -> bool {
     let Some(sector) = sector else { return false };
     if let Some(matches) = matches_last_write {
         return matches;
     }
     match Trailer::decode(&sector.trailer) {
-        Ok(trailer) => trailer.matches(&sector.data),
-        Err(_) => sector.data.iter().all(|&b| b == 0),
+        Ok(trailer) => trailer.matches(P::checksum(&sector.data)),
+        Err(_) => sector.data == P::zero(),
     }
 }
 
 /// A parity block with a trailer of its own, so scrubs and partial writes can
 /// tell a damaged parity block from a sound one.
-pub(super) fn parity_sector(content: &Block, dbn: u64) -> Sector {
+pub(super) fn parity_sector<P: Payload>(content: &P::Unit, dbn: u64) -> Sector<P> {
     let identity = Identity {
         pvbn: Pvbn(0),
         vvbn: Vvbn(0),
@@ -956,13 +971,14 @@ pub(super) fn parity_sector(content: &Block, dbn: u64) -> Sector {
         level: 0,
         cp: CpCount(0),
     };
+    let data = P::from_unit(content.clone());
     Sector {
-        data: Box::new(*content),
-        trailer: Trailer::new(content, identity).encode(),
+        trailer: Trailer::new(P::checksum(&data), identity).encode(),
+        data,
     }
 }
 
-fn superblock_sector(content: &Block, pvbn: Pvbn, number: CpCount) -> Sector {
+fn superblock_sector<P: Payload>(content: &P::Content, pvbn: Pvbn, number: CpCount) -> Sector<P> {
     let identity = Identity {
         pvbn,
         vvbn: Vvbn(pvbn.0),
@@ -973,8 +989,8 @@ fn superblock_sector(content: &Block, pvbn: Pvbn, number: CpCount) -> Sector {
         cp: number,
     };
     Sector {
-        data: Box::new(*content),
-        trailer: Trailer::new(content, identity).encode(),
+        data: content.clone(),
+        trailer: Trailer::new(P::checksum(content), identity).encode(),
     }
 }
 

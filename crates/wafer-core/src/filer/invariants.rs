@@ -15,6 +15,7 @@
 //! - No pointer is born after the newest committed CP.
 //! - Space adds up, for the aggregate and for each volume.
 
+use crate::payload::Payload;
 use std::collections::BTreeSet;
 
 use super::Filer;
@@ -23,7 +24,7 @@ use crate::format::BlockPtr;
 use crate::nvlog::LunId;
 use crate::units::Pvbn;
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// Checks every invariant; call only when no I/O is in flight.
     pub fn check_invariants(&self) -> Result<(), String> {
         if self.cp.is_some() || !self.io_pending.is_empty() {

@@ -40,13 +40,14 @@ pub use snapshot::SnapshotInfo;
 pub use space::{AggregateSpace, MAX_SNAP_RESERVE_PERCENT, VolumeSpace};
 use written::WrittenSums;
 
+use crate::BLOCK_SIZE;
 use crate::aggregate::Layout;
 use crate::bitmap::Bitmap;
 use crate::format::{BlockPtr, NAME_MAX};
 use crate::nvlog::{Append, Halves, LoggedOp, LunId, NvRecord};
+use crate::payload::{Bytes, Payload};
 use crate::space::{Allocator, PendingFrees};
 use crate::units::{CpCount, Fbn, FileId, Instant, Pvbn, VolumeId};
-use crate::{BLOCK_SIZE, Block};
 
 /// The aggregate-level state: its map, its volume table and its allocator.
 #[derive(Clone, Debug)]
@@ -79,18 +80,15 @@ impl QueuedOp {
         }
     }
 
-    fn apply(&self, block: &mut Block) {
-        match &self.bytes {
-            Some(bytes) => block[self.at..self.at + self.len].copy_from_slice(bytes),
-            None => block[self.at..self.at + self.len].fill(0),
-        }
+    fn apply<P: Payload>(&self, content: &mut P::Content) {
+        P::write(content, self.at, self.bytes.as_deref(), self.len);
     }
 }
 
 /// A block of a LUN in the buffer cache.
 #[derive(Clone, Debug)]
-struct CacheEntry {
-    content: Option<Box<Block>>,
+struct CacheEntry<P: Payload> {
+    content: Option<P::Content>,
     /// The read that will fill the entry (0: none). A LUN destroyed and
     /// created again reuses keys; a read for the old one must not fill the new.
     fill: u64,
@@ -101,14 +99,14 @@ struct CacheEntry {
     last_use: u64,
 }
 
-impl CacheEntry {
+impl<P: Payload> CacheEntry<P> {
     /// An entry whose content read `fill` is bringing, with changes queued behind it.
     fn filling(
         fill: u64,
         queue: Vec<QueuedOp>,
         waiters: Vec<RequestId>,
         last_use: u64,
-    ) -> CacheEntry {
+    ) -> CacheEntry<P> {
         CacheEntry {
             content: None,
             fill,
@@ -135,8 +133,8 @@ struct PendingRead {
 
 /// Where the filer is in its life.
 #[derive(Clone, Debug)]
-enum Phase {
-    Mounting(Box<Mount>),
+enum Phase<U: wafer_raid::StripeUnit> {
+    Mounting(Box<Mount<U>>),
     Online,
     Failed(String),
 }
@@ -180,17 +178,18 @@ type PendingIo = (
     Instant,
 );
 
-/// One aggregate, its volumes and LUNs: the filer engine.
+/// One aggregate, its volumes and LUNs: the filer engine, over payload `P`
+/// (real bytes unless the lab asks for stamps).
 #[derive(Debug)]
-pub struct Filer {
+pub struct Filer<P: Payload = Bytes> {
     layout: Layout,
     options: Options,
-    phase: Phase,
+    phase: Phase<P::Unit>,
     committed: CpCount,
     aggregate: Aggregate,
     volumes: BTreeMap<VolumeId, Volume>,
     reserved_blocks: u64,
-    cache: BTreeMap<(LunId, Fbn), CacheEntry>,
+    cache: BTreeMap<(LunId, Fbn), CacheEntry<P>>,
     dirty: BTreeSet<(LunId, Fbn)>,
     use_clock: u64,
     halves: Halves,
@@ -198,12 +197,12 @@ pub struct Filer {
     stalled: VecDeque<(RequestId, LoggedOp)>,
     reads: BTreeMap<RequestId, PendingRead>,
     flush_waiting: Vec<RequestId>,
-    cp: Option<Cp>,
+    cp: Option<Cp<P>>,
     next_cp_reason: Option<CpReason>,
     last_cp_end: Instant,
     now: Instant,
     failed: Vec<DiskSet>,
-    repairs: BTreeMap<u64, RepairJob>,
+    repairs: BTreeMap<u64, RepairJob<P>>,
     next_fill: u64,
     parked_repairs: Vec<(BlockRead, u8)>,
     written: WrittenSums,
@@ -217,7 +216,7 @@ pub struct Filer {
     /// A rebuild finished and no committed superblock says so yet.
     rebuild_done_unrecorded: bool,
     next_repair: u64,
-    io_out: VecDeque<Io>,
+    io_out: VecDeque<Io<P>>,
     io_pending: BTreeMap<IoId, PendingIo>,
     next_io: u64,
     replies: VecDeque<Reply>,
@@ -225,8 +224,8 @@ pub struct Filer {
     counters: Counters,
 }
 
-impl Filer {
-    fn empty(layout: Layout, options: Options, now: Instant) -> Filer {
+impl<P: Payload> Filer<P> {
+    fn empty(layout: Layout, options: Options, now: Instant) -> Filer<P> {
         let total = layout.total_blocks();
         let mut activemap = Bitmap::new(total);
         for pvbn in layout.reserved_pvbns() {
@@ -290,7 +289,7 @@ impl Filer {
 
     /// Creates a new, empty aggregate on blank disks. The filer is online once
     /// the first CP (which writes the superblock) has committed.
-    pub fn format(layout: Layout, options: Options, now: Instant) -> Filer {
+    pub fn format(layout: Layout, options: Options, now: Instant) -> Filer<P> {
         let mut filer = Filer::empty(layout, options, now);
         // Every map block is dirty so that the first image is complete.
         for block in 0..filer.aggregate.activemap.blocks() {
@@ -313,17 +312,6 @@ impl Filer {
     /// The aggregate's layout.
     pub fn layout(&self) -> &Layout {
         &self.layout
-    }
-
-    /// Whether nothing holds `pvbn`: not the active file system, a snapshot,
-    /// the committed CP, nor a free waiting for its CP. The filer reads such
-    /// a block again only to fold its old content into parity, and it checks
-    /// that content against what it last wrote there.
-    pub fn block_is_free(&self, pvbn: Pvbn) -> bool {
-        let aggregate = &self.aggregate;
-        !aggregate.activemap.get(pvbn.0)
-            && !aggregate.pending.is_held(pvbn.0)
-            && !self.committed_map.get(pvbn.0)
     }
 
     /// Counters since start.
@@ -413,7 +401,7 @@ impl Filer {
     }
 
     /// The next I/O for the driver to perform.
-    pub fn poll_io(&mut self) -> Option<Io> {
+    pub fn poll_io(&mut self) -> Option<Io<P>> {
         self.io_out.pop_front()
     }
 
@@ -438,7 +426,7 @@ impl Filer {
     }
 
     /// An I/O has completed.
-    pub fn handle_io_done(&mut self, now: Instant, id: IoId, result: IoResult) {
+    pub fn handle_io_done(&mut self, now: Instant, id: IoId, result: IoResult<P>) {
         self.now = now;
         let (purpose, disk, issued) = self
             .io_pending
@@ -484,11 +472,12 @@ impl Filer {
         }
     }
 
-    fn issue(&mut self, op: IoOp, purpose: IoPurpose) {
+    fn issue(&mut self, op: IoOp<P>, purpose: IoPurpose) {
         let disk = match &op {
             IoOp::Write { disk, dbn, sectors } => {
                 for (n, sector) in sectors.iter().enumerate() {
-                    self.written.record(*disk, dbn.0 + n as u64, &sector.data);
+                    self.written
+                        .learn(*disk, dbn.0 + n as u64, P::checksum(&sector.data));
                 }
                 self.note_rebuild_write(*disk, dbn.0, sectors.len() as u64);
                 Some((*disk, DiskIoKind::Write, sectors.len() as u64))
@@ -991,7 +980,7 @@ impl Filer {
             match whole || ptr.is_null() {
                 true => {
                     let mut entry = CacheEntry::filling(0, Vec::new(), Vec::new(), stamp);
-                    entry.content = Some(Box::new([0u8; BLOCK_SIZE]));
+                    entry.content = Some(P::zero());
                     self.cache.insert(key, entry);
                 }
                 false => {
@@ -1010,7 +999,7 @@ impl Filer {
         entry.last_use = stamp;
         match entry.content.as_mut() {
             Some(content) => {
-                op.apply(content);
+                op.apply::<P>(content);
                 entry.dirty = true;
                 self.dirty.insert(key);
             }
@@ -1040,7 +1029,7 @@ impl Filer {
     /// A block of a LUN has arrived (or could not be recovered). Queued
     /// changes are applied in order; if the running CP waits for this block, it
     /// takes the content as of its own generation.
-    fn filled(&mut self, lun: LunId, fbn: Fbn, fill: u64, content: Option<Box<Block>>) {
+    fn filled(&mut self, lun: LunId, fbn: Fbn, fill: u64, content: Option<P::Content>) {
         let key = (lun, fbn);
         let Some(entry) = self
             .cache
@@ -1072,9 +1061,9 @@ impl Filer {
             Some(cp) => queue.into_iter().partition(|op| op.generation <= cp),
             None => (Vec::new(), queue),
         };
-        now.iter().for_each(|op| op.apply(&mut content));
+        now.iter().for_each(|op| op.apply::<P>(&mut content));
         let snapshot = awaited.map(|_| content.clone());
-        later.iter().for_each(|op| op.apply(&mut content));
+        later.iter().for_each(|op| op.apply::<P>(&mut content));
         if snapshot.is_some() {
             entry.pinned = true;
         }
@@ -1084,7 +1073,7 @@ impl Filer {
         }
         for waiter in waiters {
             if let Some(read) = self.reads.get_mut(&waiter) {
-                copy_overlap(read, fbn, &content);
+                copy_overlap::<P>(read, fbn, &content);
                 read.missing -= 1;
             }
             self.finish_read(waiter);
@@ -1128,7 +1117,7 @@ impl Filer {
                 match &entry.content {
                     Some(content) => {
                         self.counters.cache_hits += 1;
-                        copy_overlap(read, fbn, content);
+                        copy_overlap::<P>(read, fbn, content);
                     }
                     None => {
                         entry.waiters.push(id);
@@ -1295,7 +1284,7 @@ fn check_name(name: &str) -> Result<(), HostError> {
 }
 
 /// Copies the part of a LUN block that a pending read covers.
-fn copy_overlap(read: &mut PendingRead, fbn: Fbn, content: &Block) {
+fn copy_overlap<P: Payload>(read: &mut PendingRead, fbn: Fbn, content: &P::Content) {
     let block = BLOCK_SIZE as u64;
     let start = (fbn.0 * block).max(read.offset);
     let end = ((fbn.0 + 1) * block).min(read.offset + read.data.len() as u64);
@@ -1304,7 +1293,7 @@ fn copy_overlap(read: &mut PendingRead, fbn: Fbn, content: &Block) {
         (start - read.offset) as usize,
         (end - start) as usize,
     );
-    read.data[to..to + len].copy_from_slice(&content[from..from + len]);
+    P::read(content, from, &mut read.data[to..to + len]);
 }
 
 mod invariants;

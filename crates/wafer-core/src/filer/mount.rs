@@ -14,6 +14,7 @@
 //!    log is taken where it stands: replay stops there for a CP of its own
 //!    (which leaves the log alone, since it still holds what follows).
 
+use crate::payload::{Bytes, Payload};
 use std::collections::VecDeque;
 
 use super::meta::{
@@ -28,14 +29,15 @@ use crate::nvlog::{Change, LoggedOp, NvRecord, decode_half};
 use crate::space::Allocator;
 use crate::tree::NodeId;
 use crate::units::{CpCount, DiskId, Instant};
+use wafer_raid::StripeUnit;
 
 use super::api::CpReason;
 use super::blockio::ReadPurpose;
 
-/// Progress of a mount.
+/// Progress of a mount, over parity units `U`.
 #[derive(Clone, Debug)]
-pub(super) struct Mount {
-    superblock_copies: Vec<Vec<Option<Block>>>,
+pub(super) struct Mount<U: StripeUnit> {
+    superblock_copies: Vec<Vec<Option<U>>>,
     reads_left: usize,
     records: Vec<NvRecord>,
     replaying: bool,
@@ -43,13 +45,16 @@ pub(super) struct Mount {
     to_replay: VecDeque<NvRecord>,
     /// Whether the last replay CP (the one that releases the log) has started.
     final_cp: bool,
-    pub(super) resync: Option<super::resync::Resync>,
+    pub(super) resync: Option<super::resync::Resync<U>>,
 }
 
-impl Filer {
+impl Filer<Bytes> {
     /// Mounts an existing aggregate from its disks, replaying the NVLog halves'
     /// contents (as the driver read them back). The filer is online once replay's
     /// CP has committed; [`Filer::mount_error`] tells if it cannot be.
+    ///
+    /// Only a byte filer mounts: a stamp filer's disks hold digests of its
+    /// metadata, not the metadata (see [`crate::payload`]).
     pub fn mount(layout: Layout, options: Options, now: Instant, nvlog: [&[u8]; 2]) -> Filer {
         let mut filer = Filer::empty(layout, options, now);
         let mut records: Vec<NvRecord> = nvlog.iter().flat_map(|half| decode_half(half)).collect();
@@ -81,7 +86,9 @@ impl Filer {
         }
         filer
     }
+}
 
+impl<P: Payload> Filer<P> {
     /// Why the filer could not mount, if it could not.
     pub fn mount_error(&self) -> Option<&str> {
         match &self.phase {
@@ -90,7 +97,7 @@ impl Filer {
         }
     }
 
-    fn mount_state(&mut self) -> &mut Mount {
+    fn mount_state(&mut self) -> &mut Mount<P::Unit> {
         match &mut self.phase {
             Phase::Mounting(mount) => mount,
             _ => unreachable!("mount I/O completes only while mounting"),
@@ -98,7 +105,7 @@ impl Filer {
     }
 
     /// Superblock copies from one disk of RAID group 0 have arrived.
-    pub(super) fn superblock_read(&mut self, disk: DiskId, result: IoResult) {
+    pub(super) fn superblock_read(&mut self, disk: DiskId, result: IoResult<P>) {
         let sectors = match result {
             IoResult::Read(sectors) => sectors,
             IoResult::Done | IoResult::DiskFailed => Vec::new(),
@@ -109,9 +116,10 @@ impl Filer {
         };
         let mount = self.mount_state();
         for (slot, sector) in sectors.into_iter().enumerate() {
-            let sound =
-                sector.filter(|s| Trailer::decode(&s.trailer).is_ok_and(|t| t.matches(&s.data)));
-            mount.superblock_copies[slot][position.as_usize()] = sound.map(|s| *s.data);
+            let sound = sector.filter(|s| {
+                Trailer::decode(&s.trailer).is_ok_and(|t| t.matches(P::checksum(&s.data)))
+            });
+            mount.superblock_copies[slot][position.as_usize()] = sound.map(|s| P::unit(&s.data));
         }
         mount.reads_left -= 1;
         if mount.reads_left == 0 {
@@ -126,7 +134,7 @@ impl Filer {
     fn newest_superblock(&mut self) -> Option<Superblock> {
         let geometry = self.layout.groups()[0];
         let copies = core::mem::take(&mut self.mount_state().superblock_copies);
-        let decoded = |block: &Block| Superblock::decode(block).ok();
+        let decoded = |unit: &P::Unit| Superblock::decode(P::unit_bytes(unit)?).ok();
         let mut found: Vec<Superblock> = Vec::new();
         for stripe in copies {
             found.extend(
@@ -140,9 +148,9 @@ impl Filer {
                 .iter()
                 .filter(|d| stripe[d.as_usize()].is_none())
                 .collect();
-            let blocks: Vec<Block> = stripe
+            let blocks: Vec<P::Unit> = stripe
                 .iter()
-                .map(|b| b.unwrap_or([0; crate::BLOCK_SIZE]))
+                .map(|b| b.clone().unwrap_or_else(P::Unit::zero))
                 .collect();
             let suspects = geometry.data_set().iter().map(|d| missing.with(d));
             for failed in core::iter::once(missing).chain(suspects) {
@@ -229,23 +237,23 @@ impl Filer {
     }
 
     /// A metadata or indirect block has been read for the mount.
-    pub(super) fn mount_block(&mut self, file: FileRef, node: NodeId, block: Option<Box<Block>>) {
+    pub(super) fn mount_block(&mut self, file: FileRef, node: NodeId, block: Option<P::Content>) {
         if matches!(self.phase, Phase::Failed(_)) {
             return;
         }
-        let Some(block) = block else {
+        let Some(block) = block.as_ref().and_then(P::bytes) else {
             return self.fail_mount(format!(
                 "metadata block {node:?} of {file:?} is unreadable even with RAID"
             ));
         };
         match node {
             (0, fbn) => {
-                if let Err(reason) = self.load_content(file, fbn, &block) {
+                if let Err(reason) = self.load_content(file, fbn, block) {
                     return self.fail_mount(reason);
                 }
             }
             (level, index) => {
-                self.tree_mut(file).load_node((level, index), &block);
+                self.tree_mut(file).load_node((level, index), block);
                 for (child, ptr) in self.tree_mut(file).children((level, index)) {
                     self.read_for_mount(file, (level - 1, child), ptr);
                 }

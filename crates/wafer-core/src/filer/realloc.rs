@@ -19,6 +19,7 @@
 use super::{CacheEntry, Filer, HostError, QueuedOp};
 use crate::aggregate::Location;
 use crate::nvlog::LunId;
+use crate::payload::Payload;
 use crate::units::Fbn;
 
 /// Blocks per measuring window: 256 KiB, a long read's worth.
@@ -60,7 +61,7 @@ pub(super) struct ReallocJob {
     end: u64,
 }
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// Rates how contiguously a LUN lies on disk.
     pub(super) fn measure(&self, lun: LunId) -> Result<ReallocMeasure, HostError> {
         let (_, l) = self.lun(lun)?;
@@ -158,7 +159,7 @@ impl Filer {
 /// Reads shorter than this are not sequential enough to judge a layout by.
 const READ_REALLOC_MIN_BLOCKS: u64 = 8;
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// `read_realloc`: after a sequential read of a volume with the option on,
     /// if the blocks read were not largely contiguous (more than one break in
     /// four), mark them dirty so the next CP writes them as chains.

@@ -20,12 +20,12 @@
 //! The throttle is the per-CP batch: host CPs carry a batch each, and when the
 //! filer is otherwise idle rebuild CPs (type Z) follow one another.
 
+use crate::payload::Payload;
 use std::collections::{BTreeMap, BTreeSet};
 
 use wafer_raid::{DiskIndex, DiskSet};
 
 use super::{Filer, IoOp, IoPurpose, IoResult, Phase, Sector};
-use crate::Block;
 use crate::aggregate::SUPERBLOCK_COPIES;
 use crate::bitmap::Bitmap;
 use crate::format::{AGGREGATE_VOLUME, Identity, RebuildRecord, Trailer};
@@ -82,7 +82,7 @@ pub(super) struct RebuildBatch {
     identities: BTreeMap<u64, Identity>,
 }
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// The reconstruction in progress, if any.
     pub fn rebuild_status(&self) -> Option<RebuildStatus> {
         self.rebuild.as_ref().map(|r| RebuildStatus {
@@ -208,7 +208,7 @@ impl Filer {
     }
 
     /// The driver has answered [`IoOp::AssignSpare`].
-    pub(super) fn spare_assigned(&mut self, result: IoResult) {
+    pub(super) fn spare_assigned(&mut self, result: IoResult<P>) {
         match result {
             IoResult::Done => {
                 let r = self
@@ -351,8 +351,8 @@ impl Filer {
         group: usize,
         disk: DiskIndex,
         dbn: u64,
-        content: &Block,
-    ) -> Sector {
+        content: &P::Unit,
+    ) -> Sector<P> {
         self.counters.rebuilt_blocks += 1;
         let known = self
             .cp
@@ -372,8 +372,8 @@ impl Filer {
             cp: CpCount(0),
         });
         Sector {
-            data: Box::new(*content),
-            trailer: Trailer::new(content, identity).encode(),
+            data: P::from_unit(content.clone()),
+            trailer: Trailer::new(P::unit_checksum(content), identity).encode(),
         }
     }
 }

@@ -14,30 +14,34 @@
 //! if it matches the checksum its pointer records; a block the image does not use
 //! counts as zeros.
 
+use crate::payload::Payload;
 use std::collections::BTreeMap;
 
 use wafer_raid::{Dbn, DiskIndex, DiskSet};
 
 use super::{Filer, IoOp, IoPurpose, IoResult, Phase};
-use crate::{BLOCK_SIZE, Block};
+use wafer_raid::StripeUnit;
 
 /// Stripes being resynced while mounting.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Resync {
-    stripes: BTreeMap<(usize, u64), StripeRead>,
+#[derive(Clone, Debug)]
+pub(super) struct Resync<U: StripeUnit> {
+    stripes: BTreeMap<(usize, u64), StripeRead<U>>,
     writes_left: usize,
 }
 
 #[derive(Clone, Debug)]
-struct StripeRead {
-    blocks: Vec<Option<Block>>,
+struct StripeRead<U: StripeUnit> {
+    blocks: Vec<Option<U>>,
     reads_left: usize,
 }
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// Starts resyncing `stripes`; returns false if there is nothing to do.
     pub(super) fn start_resync(&mut self, stripes: Vec<(usize, u64)>) -> bool {
-        let mut resync = Resync::default();
+        let mut resync = Resync {
+            stripes: BTreeMap::new(),
+            writes_left: 0,
+        };
         let mut reads = Vec::new();
         for (group, dbn) in stripes {
             let Some(geometry) = self.layout.groups().get(group).copied() else {
@@ -76,7 +80,7 @@ impl Filer {
         true
     }
 
-    fn resync_state(&mut self) -> &mut Resync {
+    fn resync_state(&mut self) -> &mut Resync<P::Unit> {
         self.mount_state_mut()
             .resync
             .as_mut()
@@ -84,9 +88,14 @@ impl Filer {
     }
 
     /// A block of a stripe being resynced has arrived.
-    pub(super) fn resync_read(&mut self, stripe: (usize, u64), disk: DiskIndex, result: IoResult) {
+    pub(super) fn resync_read(
+        &mut self,
+        stripe: (usize, u64),
+        disk: DiskIndex,
+        result: IoResult<P>,
+    ) {
         let block = match result {
-            IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| *s.data),
+            IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| P::unit(&s.data)),
             IoResult::Done | IoResult::DiskFailed => None,
         };
         let read = self
@@ -136,21 +145,24 @@ impl Filer {
     fn resynced_parity(
         &mut self,
         (group, dbn): (usize, u64),
-        blocks: Vec<Option<Block>>,
-    ) -> Vec<(crate::units::DiskId, Dbn, super::Sector)> {
+        blocks: Vec<Option<P::Unit>>,
+    ) -> Vec<(crate::units::DiskId, Dbn, super::Sector<P>)> {
         let geometry = self.layout.groups()[group];
         let id = |disk: DiskIndex| self.layout.disk_id(group, disk);
         let data = geometry.data_set();
         let used = |disk: DiskIndex| data.contains(disk) && self.written.is_known(id(disk), dbn);
         let sound = |disk: DiskIndex| match &blocks[disk.as_usize()] {
-            Some(block) => !used(disk) || self.written.matches(id(disk), dbn, block) == Some(true),
+            Some(block) => {
+                let sum = P::unit_checksum(block);
+                !used(disk) || self.written.matches(id(disk), dbn, sum) == Some(true)
+            }
             None => false,
         };
         let lost: DiskSet = geometry.all_disks().iter().filter(|&d| !sound(d)).collect();
         let lost_used: DiskSet = lost.iter().filter(|&d| used(d)).collect();
-        let mut stripe: Vec<Block> = blocks
-            .iter()
-            .map(|b| b.unwrap_or([0; BLOCK_SIZE]))
+        let mut stripe: Vec<P::Unit> = blocks
+            .into_iter()
+            .map(|b| b.unwrap_or_else(P::Unit::zero))
             .collect();
         if !lost_used.is_empty() {
             match self.reconstruct_used(&geometry, group, dbn, &stripe, lost) {
@@ -162,7 +174,7 @@ impl Filer {
             }
         }
         for disk in lost.intersection(data).difference(lost_used).iter() {
-            stripe[disk.as_usize()] = [0; BLOCK_SIZE];
+            stripe[disk.as_usize()] = P::Unit::zero();
         }
         geometry.encode_stripe(&mut stripe);
         geometry
@@ -173,7 +185,7 @@ impl Filer {
                 (
                     id(disk),
                     Dbn(dbn),
-                    super::cp::parity_sector(&stripe[disk.as_usize()], dbn),
+                    super::cp::parity_sector::<P>(&stripe[disk.as_usize()], dbn),
                 )
             })
             .collect()
@@ -187,9 +199,9 @@ impl Filer {
         geometry: &wafer_raid::RaidGroupGeometry,
         group: usize,
         dbn: u64,
-        stripe: &[Block],
+        stripe: &[P::Unit],
         lost: DiskSet,
-    ) -> Option<Vec<Block>> {
+    ) -> Option<Vec<P::Unit>> {
         let tolerated = geometry.raid_type().tolerated_failures();
         let extras = geometry.all_disks().difference(lost).iter().map(Some);
         core::iter::once(None).chain(extras).find_map(|extra| {
@@ -201,13 +213,14 @@ impl Filer {
             geometry.reconstruct_stripe(&mut attempt, failed).ok()?;
             let verified = lost.intersection(geometry.data_set()).iter().all(|disk| {
                 let id = self.layout.disk_id(group, disk);
-                self.written.matches(id, dbn, &attempt[disk.as_usize()]) != Some(false)
+                let sum = P::unit_checksum(&attempt[disk.as_usize()]);
+                self.written.matches(id, dbn, sum) != Some(false)
             });
             verified.then_some(attempt)
         })
     }
 
-    fn mount_state_mut(&mut self) -> &mut super::mount::Mount {
+    fn mount_state_mut(&mut self) -> &mut super::mount::Mount<P::Unit> {
         match &mut self.phase {
             Phase::Mounting(mount) => mount,
             _ => unreachable!("resync runs only while mounting"),

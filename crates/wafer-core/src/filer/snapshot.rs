@@ -23,10 +23,11 @@ use super::blockio::ReadPurpose;
 use super::meta::{FileRef, Lun, MAX_SNAPSHOTS, PendingSnapshot, Snapshot, Volume};
 use super::space::{MAX_SNAP_RESERVE_PERCENT, SpaceInputs};
 use super::{CacheEntry, Filer, HostError, PendingRead, RequestId, check_name};
+use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
 use crate::nvlog::{Change, LunId};
+use crate::payload::Payload;
 use crate::units::{CpCount, Fbn, Instant, SnapshotId, VolumeId};
-use crate::{BLOCK_SIZE, Block};
 
 /// What `snap list` shows of a snapshot.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub struct SnapshotInfo {
     pub luns: Vec<(LunId, String, u64)>,
 }
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// A volume's snapshots, oldest first.
     pub fn snapshots(&self, volume: VolumeId) -> Vec<SnapshotInfo> {
         let Some(v) = self.volumes.get(&volume) else {
@@ -506,12 +507,12 @@ impl Filer {
     }
 
     /// A block of a snapshot read has arrived (or could not be recovered).
-    pub(super) fn snapshot_block(&mut self, id: RequestId, fbn: Fbn, block: Option<Box<Block>>) {
+    pub(super) fn snapshot_block(&mut self, id: RequestId, fbn: Fbn, block: Option<P::Content>) {
         let Some(read) = self.reads.get_mut(&id) else {
             return;
         };
         match block {
-            Some(content) => super::copy_overlap(read, fbn, &content),
+            Some(content) => super::copy_overlap::<P>(read, fbn, &content),
             None => {
                 self.counters.unrecoverable_blocks += 1;
                 read.failed = true;

@@ -28,6 +28,7 @@ use super::Filer;
 use super::meta::Volume;
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
+use crate::payload::Payload;
 use crate::units::{Fbn, VolumeId};
 
 /// The largest snapshot reserve, in percent of a volume.
@@ -134,7 +135,7 @@ impl SpaceInputs<'_> {
     }
 }
 
-impl Filer {
+impl<P: Payload> Filer<P> {
     /// A volume's space, or `None` if there is no such volume.
     pub fn volume_space(&self, id: VolumeId) -> Option<VolumeSpace> {
         let volume = self.volumes.get(&id)?;

@@ -5,12 +5,11 @@
 //! blocks of the stripe (addition). If one of those came back stale (a lost
 //! write) or rotten, folding it into new parity would make the damage permanent
 //! and spread it to every block of the stripe. So the filer remembers, for each
-//! block it writes, the CRC-32C of the content, and checks every block a parity
+//! block it writes, the checksum of the content (`Payload::checksum`), and checks every block a parity
 //! computation reads against it. After a mount only what the block pointers
 //! record is known; subtraction, which needs old parity and old free blocks, is
 //! then used only where every block it reads is known.
 
-use crate::Block;
 use crate::aggregate::{Layout, Slot};
 use crate::bitmap::Bitmap;
 use crate::units::DiskId;
@@ -37,12 +36,8 @@ impl WrittenSums {
         }
     }
 
-    /// Notes that `content` was written to (`disk`, `dbn`).
-    pub(super) fn record(&mut self, disk: DiskId, dbn: u64, content: &Block) {
-        self.learn(disk, dbn, crc32c::crc32c(content));
-    }
-
-    /// Notes the checksum a block pointer records for (`disk`, `dbn`).
+    /// Notes the checksum of what was written to (`disk`, `dbn`), or of what
+    /// a block pointer records there.
     pub(super) fn learn(&mut self, disk: DiskId, dbn: u64, checksum: u32) {
         let d = disk.0 as usize;
         self.sums[d][dbn as usize] = checksum;
@@ -54,10 +49,10 @@ impl WrittenSums {
         self.known[disk.0 as usize].get(dbn)
     }
 
-    /// Whether `content` is what was last written to (`disk`, `dbn`); `None`
-    /// when that is not known.
-    pub(super) fn matches(&self, disk: DiskId, dbn: u64, content: &Block) -> Option<bool> {
+    /// Whether content summing to `checksum` is what was last written to
+    /// (`disk`, `dbn`); `None` when that is not known.
+    pub(super) fn matches(&self, disk: DiskId, dbn: u64, checksum: u32) -> Option<bool> {
         self.is_known(disk, dbn)
-            .then(|| self.sums[disk.0 as usize][dbn as usize] == crc32c::crc32c(content))
+            .then(|| self.sums[disk.0 as usize][dbn as usize] == checksum)
     }
 }

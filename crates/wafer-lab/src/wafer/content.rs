@@ -1,170 +1,174 @@
 //! What the disks of a lab wafer array hold.
 //!
-//! The engine reads back what it wrote: it verifies every block it reads for a
-//! file, and it folds the old content of blocks into parity, checking that
-//! content against the checksum of what it last wrote there. So the lab keeps
-//! every block's content, exactly, but compactly:
+//! The lab runs the engine on stamps (`wafer_core::Stamps`): every block is
+//! one 64-bit stamp and its 64-byte trailer. The engine reads back what it
+//! wrote: it verifies every file block it reads against its trailer, and it
+//! folds the old stamps of blocks into parity, checking them against what it
+//! last wrote there. So the lab keeps every block exactly, compactly:
 //!
-//! - Every host write is zeros, so most blocks are an all-zero data block and
-//!   its trailer: only the 64-byte trailer is kept, in memory.
-//! - Metadata and parity blocks are kept whole, lz4-compressed, in a [`Spill`]:
-//!   memory for small arrays, a file on the host's disk for the `wafer lab`
-//!   command (the lab itself does no I/O). A random-write run leaves about a
-//!   metadata block per host write behind: superseded, but still part of its
-//!   stripe's parity, and at E1's scale far more than memory holds.
-//! - A zero block the engine has freed is forgotten: it reads back as never
-//!   written (zeros), which is what the engine remembers writing there. Freed
-//!   blocks are swept whenever the map has doubled since the last sweep, so
-//!   memory follows what the file system holds, not what the run has written.
+//! - Stamps stay in memory, in dense chunks of [`CHUNK_BLOCKS`] per disk,
+//!   allocated when a block of the chunk is first written: the write
+//!   allocator fills areas in order, so the chunks it touches are full. A
+//!   stamp costs 8 bytes, superseded or not; E1's 4 h 40 min writes some 160
+//!   million blocks, about 1.3 GB of stamps.
+//! - Trailers go to a [`Spill`] the driver supplies, each at a fixed place
+//!   (64 bytes per block of every disk, disk after disk): memory for small
+//!   arrays, a sparse file on the host's disk for the `wafer lab` command
+//!   (the lab itself does no I/O). A block never written reads as stamp 0 with
+//!   an all-zero trailer, as a real disk's unwritten block reads as zeros.
 
 use std::collections::BTreeMap;
 use std::io;
 
-use wafer_core::BLOCK_SIZE;
+use wafer_core::Stamps;
 use wafer_core::filer::Sector;
 use wafer_core::format::TRAILER_SIZE;
+use wafer_raid::Stamp;
 
-/// Bytes of a block with its trailer, as the spill file keeps it.
-const SECTOR_BYTES: usize = BLOCK_SIZE + TRAILER_SIZE;
-/// Entries the maps may reach before the first sweep for freed blocks.
-const FIRST_SWEEP_ENTRIES: u64 = 1 << 20;
+/// Blocks per chunk of stamps: 32 KiB of memory each.
+pub const CHUNK_BLOCKS: u64 = 4096;
+/// Bytes of one memory spill page.
+const PAGE_BYTES: u64 = 1 << 16;
 
-/// A block as the array's disks keep it.
-#[derive(Clone, Copy, Debug)]
-enum Stored {
-    /// All-zero content: only the trailer.
-    Zero([u8; TRAILER_SIZE]),
-    /// Anything else: `bytes` of lz4 at `at` in the spill file.
-    Spilled { at: u64, bytes: u32 },
-}
-
-/// Where the whole blocks go: an append-only store of byte strings.
+/// Where the trailers go: bytes kept at fixed offsets.
 pub trait Spill: Send {
-    /// Keeps `bytes`; returns where they start.
-    fn append(&mut self, bytes: &[u8]) -> io::Result<u64>;
-    /// Fills `out` with the bytes kept from `at` on.
+    /// Keeps `bytes` at `at`.
+    fn write_at(&mut self, at: u64, bytes: &[u8]) -> io::Result<()>;
+    /// Fills `out` with the bytes kept from `at` on: zeros where none were.
     fn read_at(&self, at: u64, out: &mut [u8]) -> io::Result<()>;
 }
 
-/// A spill in memory, for arrays small enough.
+/// A spill in memory, in pages allocated as they are written: for arrays
+/// whose runs are small.
 #[derive(Debug, Default)]
-pub struct MemorySpill(Vec<u8>);
+pub struct MemorySpill(BTreeMap<u64, Box<[u8]>>);
+
+impl MemorySpill {
+    /// The runs of `[at, at + len)` that fall in each page: (page, offset in
+    /// the page, offset in the caller's buffer, length).
+    fn pieces(at: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+        let end = at + len as u64;
+        let mut from = at;
+        core::iter::from_fn(move || {
+            (from < end).then(|| {
+                let page = from / PAGE_BYTES;
+                let to = end.min((page + 1) * PAGE_BYTES);
+                let piece = (
+                    page,
+                    (from % PAGE_BYTES) as usize,
+                    (from - at) as usize,
+                    (to - from) as usize,
+                );
+                from = to;
+                piece
+            })
+        })
+    }
+}
 
 impl Spill for MemorySpill {
-    fn append(&mut self, bytes: &[u8]) -> io::Result<u64> {
-        let at = self.0.len() as u64;
-        self.0.extend_from_slice(bytes);
-        Ok(at)
+    fn write_at(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
+        for (page, within, offset, len) in Self::pieces(at, bytes.len()) {
+            let kept = self
+                .0
+                .entry(page)
+                .or_insert_with(|| vec![0; PAGE_BYTES as usize].into_boxed_slice());
+            kept[within..within + len].copy_from_slice(&bytes[offset..offset + len]);
+        }
+        Ok(())
     }
 
     fn read_at(&self, at: u64, out: &mut [u8]) -> io::Result<()> {
-        let start = at as usize;
-        let kept = self.0.get(start..start + out.len());
-        out.copy_from_slice(kept.ok_or(io::ErrorKind::UnexpectedEof)?);
+        for (page, within, offset, len) in Self::pieces(at, out.len()) {
+            let piece = &mut out[offset..offset + len];
+            match self.0.get(&page) {
+                Some(kept) => piece.copy_from_slice(&kept[within..within + len]),
+                None => piece.fill(0),
+            }
+        }
         Ok(())
     }
 }
 
+/// The stamps of one disk, by chunk.
+type DiskStamps = Vec<Option<Box<[Stamp]>>>;
+
 /// The content of every disk of one array.
 pub(super) struct Content {
-    disks: Vec<BTreeMap<u64, Stored>>,
+    stamps: Vec<DiskStamps>,
+    /// Where each disk's first trailer lies in the spill.
+    trailer_base: Vec<u64>,
     spill: Box<dyn Spill>,
-    sweep_at: u64,
 }
 
 impl Content {
-    /// `disks` disks, never written, their whole blocks to go to `spill`.
-    pub(super) fn new(disks: usize, spill: Box<dyn Spill>) -> Content {
+    /// Disks of `blocks[i]` blocks each, never written, their trailers to go
+    /// to `spill`.
+    pub(super) fn new(blocks: &[u64], spill: Box<dyn Spill>) -> Content {
+        let trailer_base = blocks
+            .iter()
+            .scan(0, |base, &n| {
+                let at = *base;
+                *base += n * TRAILER_SIZE as u64;
+                Some(at)
+            })
+            .collect();
         Content {
-            disks: vec![BTreeMap::new(); disks],
+            stamps: blocks
+                .iter()
+                .map(|&n| vec![None; n.div_ceil(CHUNK_BLOCKS) as usize])
+                .collect(),
+            trailer_base,
             spill,
-            sweep_at: FIRST_SWEEP_ENTRIES,
         }
     }
 
     /// Keeps `sectors`, written from `dbn` on `disk`.
-    pub(super) fn write(&mut self, disk: usize, dbn: u64, sectors: &[Sector]) {
+    pub(super) fn write(&mut self, disk: usize, dbn: u64, sectors: &[Sector<Stamps>]) {
+        let mut trailers = Vec::with_capacity(sectors.len() * TRAILER_SIZE);
         for (n, sector) in sectors.iter().enumerate() {
-            let stored = match sector.data[..] == [0; BLOCK_SIZE][..] {
-                true => Stored::Zero(sector.trailer),
-                false => self.spill(sector),
-            };
-            self.disks[disk].insert(dbn + n as u64, stored);
+            *self.stamp_mut(disk, dbn + n as u64) = sector.data;
+            trailers.extend_from_slice(&sector.trailer);
         }
+        let at = self.trailer_at(disk, dbn);
+        self.spill
+            .write_at(at, &trailers)
+            .unwrap_or_else(|e| panic!("the lab cannot keep disk {disk}'s trailers: {e}"));
     }
 
     /// What `count` blocks from `dbn` on `disk` hold.
-    pub(super) fn read(&self, disk: usize, dbn: u64, count: u32) -> Vec<Option<Sector>> {
-        (dbn..dbn + u64::from(count))
-            .map(|n| Some(self.sector(self.disks[disk].get(&n))))
+    pub(super) fn read(&self, disk: usize, dbn: u64, count: u32) -> Vec<Option<Sector<Stamps>>> {
+        let mut trailers = vec![0; count as usize * TRAILER_SIZE];
+        self.spill
+            .read_at(self.trailer_at(disk, dbn), &mut trailers)
+            .unwrap_or_else(|e| panic!("the lab cannot read back disk {disk}'s trailers: {e}"));
+        trailers
+            .chunks_exact(TRAILER_SIZE)
+            .zip(dbn..)
+            .map(|(trailer, n)| {
+                Some(Sector {
+                    data: self.stamp(disk, n),
+                    trailer: trailer.try_into().expect("a trailer's bytes"),
+                })
+            })
             .collect()
     }
 
-    /// Whether the maps have grown enough since the last sweep to sweep again.
-    pub(super) fn wants_sweep(&self) -> bool {
-        self.entries() >= self.sweep_at
+    fn stamp(&self, disk: usize, dbn: u64) -> Stamp {
+        let chunk = &self.stamps[disk][(dbn / CHUNK_BLOCKS) as usize];
+        chunk
+            .as_ref()
+            .map_or(Stamp(0), |c| c[(dbn % CHUNK_BLOCKS) as usize])
     }
 
-    /// Forgets the zero blocks `is_free` says nothing holds; returns how many.
-    pub(super) fn sweep(&mut self, is_free: impl Fn(usize, u64) -> bool) -> u64 {
-        let before = self.entries();
-        for (disk, blocks) in self.disks.iter_mut().enumerate() {
-            blocks.retain(|&dbn, stored| {
-                matches!(stored, Stored::Spilled { .. }) || !is_free(disk, dbn)
-            });
-        }
-        let after = self.entries();
-        self.sweep_at = (2 * after).max(FIRST_SWEEP_ENTRIES);
-        before - after
+    fn stamp_mut(&mut self, disk: usize, dbn: u64) -> &mut Stamp {
+        let chunk = self.stamps[disk][(dbn / CHUNK_BLOCKS) as usize]
+            .get_or_insert_with(|| vec![Stamp(0); CHUNK_BLOCKS as usize].into_boxed_slice());
+        &mut chunk[(dbn % CHUNK_BLOCKS) as usize]
     }
 
-    /// Blocks kept, over all disks.
-    fn entries(&self) -> u64 {
-        self.disks.iter().map(|blocks| blocks.len() as u64).sum()
-    }
-
-    fn spill(&mut self, sector: &Sector) -> Stored {
-        let mut raw = Vec::with_capacity(SECTOR_BYTES);
-        raw.extend_from_slice(&sector.data[..]);
-        raw.extend_from_slice(&sector.trailer);
-        let packed = lz4_flex::compress(&raw);
-        let at = self
-            .spill
-            .append(&packed)
-            .unwrap_or_else(|e| panic!("the lab cannot keep a disk block: {e}"));
-        Stored::Spilled {
-            at,
-            bytes: packed.len() as u32,
-        }
-    }
-
-    fn sector(&self, stored: Option<&Stored>) -> Sector {
-        match stored {
-            // A block never written (or freed as zeros) reads as zeros, trailer too.
-            None => zero_sector([0; TRAILER_SIZE]),
-            Some(Stored::Zero(trailer)) => zero_sector(*trailer),
-            Some(&Stored::Spilled { at, bytes }) => self.unspill(at, bytes),
-        }
-    }
-
-    fn unspill(&self, at: u64, bytes: u32) -> Sector {
-        let mut packed = vec![0; bytes as usize];
-        self.spill.read_at(at, &mut packed).unwrap_or_else(|e| {
-            panic!("the lab cannot read back the disk block it kept at {at}: {e}")
-        });
-        let raw = lz4_flex::decompress(&packed, SECTOR_BYTES)
-            .expect("the spill file holds what the lab wrote");
-        let mut sector = zero_sector([0; TRAILER_SIZE]);
-        sector.data.copy_from_slice(&raw[..BLOCK_SIZE]);
-        sector.trailer.copy_from_slice(&raw[BLOCK_SIZE..]);
-        sector
-    }
-}
-
-fn zero_sector(trailer: [u8; TRAILER_SIZE]) -> Sector {
-    Sector {
-        data: Box::new([0; BLOCK_SIZE]),
-        trailer,
+    fn trailer_at(&self, disk: usize, dbn: u64) -> u64 {
+        self.trailer_base[disk] + dbn * TRAILER_SIZE as u64
     }
 }
 
@@ -172,53 +176,49 @@ fn zero_sector(trailer: [u8; TRAILER_SIZE]) -> Sector {
 mod tests {
     use super::*;
 
-    fn sector(fill: u8, tag: u8) -> Sector {
+    fn sector(stamp: u64, tag: u8) -> Sector<Stamps> {
         let mut trailer = [0; TRAILER_SIZE];
         trailer[0] = tag;
+        trailer[TRAILER_SIZE - 1] = tag;
         Sector {
-            data: Box::new([fill; BLOCK_SIZE]),
+            data: Stamp(stamp),
             trailer,
         }
     }
 
     #[test]
-    fn blocks_read_back_as_written_whether_zero_or_spilled() {
-        let mut content = Content::new(2, Box::new(MemorySpill::default()));
+    fn blocks_read_back_as_written_and_unwritten_ones_as_zeros() {
+        let mut content = Content::new(&[100, 20_000], Box::new(MemorySpill::default()));
         content.write(1, 10, &[sector(0, 1), sector(7, 2), sector(0, 3)]);
         content.write(1, 11, &[sector(9, 4)]);
+        content.write(1, CHUNK_BLOCKS - 1, &[sector(5, 5), sector(6, 6)]);
         let read = content.read(1, 9, 4);
         let expected = [sector(0, 0), sector(0, 1), sector(9, 4), sector(0, 3)];
         for (got, want) in read.iter().zip(&expected) {
             assert_eq!(got.as_ref(), Some(want));
         }
+        let across = content.read(1, CHUNK_BLOCKS - 1, 2);
+        assert_eq!(across[0].as_ref(), Some(&sector(5, 5)));
+        assert_eq!(across[1].as_ref(), Some(&sector(6, 6)));
         assert_eq!(content.read(0, 10, 1)[0].as_ref(), Some(&sector(0, 0)));
+        assert_eq!(content.read(0, 99, 1)[0].as_ref(), Some(&sector(0, 0)));
     }
 
     #[test]
-    fn a_sweep_forgets_only_free_zero_blocks() {
-        let mut content = Content::new(1, Box::new(MemorySpill::default()));
-        content.write(0, 0, &[sector(0, 1), sector(0, 2), sector(5, 3)]);
-        // Blocks 0 and 2 are free; 2 is not zeros, so parity still needs it.
-        let forgotten = content.sweep(|_, dbn| dbn != 1);
-        assert_eq!(forgotten, 1);
-        let read = content.read(0, 0, 3);
-        assert_eq!(read[0].as_ref(), Some(&sector(0, 0)));
-        assert_eq!(read[1].as_ref(), Some(&sector(0, 2)));
-        assert_eq!(read[2].as_ref(), Some(&sector(5, 3)));
+    fn disks_keep_their_trailers_apart() {
+        let mut content = Content::new(&[3, 3], Box::new(MemorySpill::default()));
+        content.write(0, 2, &[sector(1, 1)]);
+        content.write(1, 0, &[sector(2, 2)]);
+        assert_eq!(content.read(0, 2, 1)[0].as_ref(), Some(&sector(1, 1)));
+        assert_eq!(content.read(1, 0, 1)[0].as_ref(), Some(&sector(2, 2)));
     }
 
     #[test]
-    fn the_maps_are_swept_each_time_they_double() {
-        let mut content = Content::new(1, Box::new(MemorySpill::default()));
-        let zero = [sector(0, 1)];
-        for dbn in 0..FIRST_SWEEP_ENTRIES - 1 {
-            content.write(0, dbn, &zero);
-        }
-        content.write(0, 0, &zero);
-        assert!(!content.wants_sweep(), "a rewrite adds no entry");
-        content.write(0, FIRST_SWEEP_ENTRIES, &[sector(0, 1)]);
-        assert!(content.wants_sweep());
-        content.sweep(|_, _| false);
-        assert!(!content.wants_sweep());
+    fn the_memory_spill_reads_zeros_where_nothing_was_written() {
+        let mut spill = MemorySpill::default();
+        spill.write_at(PAGE_BYTES - 2, &[1, 2, 3, 4]).unwrap();
+        let mut out = [9; 6];
+        spill.read_at(PAGE_BYTES - 3, &mut out).unwrap();
+        assert_eq!(out, [0, 1, 2, 3, 4, 0]);
     }
 }

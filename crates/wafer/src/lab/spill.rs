@@ -1,9 +1,10 @@
-//! The file a lab wafer array keeps its disks' metadata and parity blocks in.
+//! The file a lab wafer array keeps its disks' trailers in.
 //!
-//! At E1's scale a random-write run leaves tens of gigabytes of superseded
-//! metadata behind, still part of their stripes' parity (see the lab's
-//! `wafer::content`), so the lab hands them to an unlinked temporary file on
-//! the host's disk, gone when the run ends however it ends.
+//! The lab keeps each block's 64-byte trailer at a fixed place (see the lab's
+//! `wafer::content`): at E1's scale some ten gigabytes, more than memory
+//! should hold. So the lab hands them to an unlinked temporary file on the
+//! host's disk, sparse (only what is written takes space) and gone when the
+//! run ends however it ends.
 
 use std::fs::File;
 use std::io;
@@ -11,10 +12,9 @@ use std::os::unix::fs::FileExt;
 
 use wafer_lab::wafer::Spill;
 
-/// An unlinked temporary file, appended to.
+/// An unlinked, sparse temporary file.
 pub struct FileSpill {
     file: File,
-    end: u64,
 }
 
 impl FileSpill {
@@ -22,29 +22,36 @@ impl FileSpill {
     pub fn new() -> io::Result<FileSpill> {
         Ok(FileSpill {
             file: tempfile::tempfile()?,
-            end: 0,
         })
     }
 }
 
 impl Spill for FileSpill {
-    fn append(&mut self, bytes: &[u8]) -> io::Result<u64> {
-        let at = self.end;
+    fn write_at(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
         self.file.write_all_at(bytes, at).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
-                    "the spill file in {} cannot grow past {at} bytes: {e}",
-                    std::env::temp_dir().display()
+                    "the spill file in {} cannot take {} bytes at {at}: {e}",
+                    std::env::temp_dir().display(),
+                    bytes.len()
                 ),
             )
-        })?;
-        self.end += bytes.len() as u64;
-        Ok(at)
+        })
     }
 
     fn read_at(&self, at: u64, out: &mut [u8]) -> io::Result<()> {
-        self.file.read_exact_at(out, at)
+        let mut done = 0;
+        while done < out.len() {
+            match self.file.read_at(&mut out[done..], at + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out[done..].fill(0); // past the end: never written
+        Ok(())
     }
 }
 
@@ -53,14 +60,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn what_is_appended_reads_back_where_append_said() {
+    fn what_is_written_reads_back_and_the_rest_reads_as_zeros() {
         let mut spill = FileSpill::new().unwrap();
-        let first = spill.append(b"parity").unwrap();
-        let second = spill.append(b"metadata").unwrap();
-        assert_eq!((first, second), (0, 6));
-        let mut out = [0; 8];
-        spill.read_at(second, &mut out).unwrap();
-        assert_eq!(&out, b"metadata");
-        assert!(spill.read_at(10, &mut out).is_err(), "past the end");
+        spill.write_at(1 << 20, b"trailer").unwrap();
+        spill.write_at(3, b"abc").unwrap();
+        let mut out = [9; 9];
+        spill.read_at((1 << 20) - 1, &mut out).unwrap();
+        assert_eq!(&out, b"\0trailer\0");
+        let mut head = [9; 7];
+        spill.read_at(0, &mut head).unwrap();
+        assert_eq!(&head, b"\0\0\0abc\0");
     }
 }

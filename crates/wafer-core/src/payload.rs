@@ -1,0 +1,246 @@
+//! What a block holds: real 4 KiB of bytes, or a 64-bit stamp standing for them.
+//!
+//! The engine's decisions (where a block goes, which stripe is partial, what
+//! must be read before a write can merge) never depend on what a data block
+//! says, only on which blocks change. So the engine is generic over its
+//! payload. [`Bytes`] is the real thing: the server and the simulator store
+//! and verify every byte. [`Stamps`] is for the performance lab, where a run
+//! writes hundreds of millions of blocks that nobody reads for their meaning:
+//! each block is one `u64`, a digest of its history.
+//!
+//! A stamp is exact where the engine needs exactness. Parity is computed over
+//! stamps (`wafer_raid::Stamp`), so a lost disk is rebuilt stamp for stamp;
+//! checksums are taken over stamps, so a stale or misdirected block is caught.
+//! Stamp 0 is the all-zero block, as a block never written reads. A write of a
+//! whole block stamps it with the digest of its bytes (all zeros give 0); a
+//! write of part of a block mixes the old stamp with the digest of the part,
+//! so two blocks with equal stamps have equal histories, not necessarily equal
+//! bytes. Reading a stamp block returns its stamp's eight bytes repeated.
+//! Metadata is encoded to bytes as always and then stamped with their digest:
+//! the resident trees keep the metadata itself, but a stamp filer cannot read
+//! it back from disk, so only a byte filer can be mounted.
+
+use wafer_raid::{Stamp, StripeUnit};
+
+use crate::{BLOCK_SIZE, Block};
+
+/// What every block of one filer holds.
+pub trait Payload:
+    Clone + Copy + core::fmt::Debug + Default + PartialEq + Eq + Send + Sync + 'static
+{
+    /// One block's content, as the cache and the disks hold it.
+    type Content: Clone + core::fmt::Debug + PartialEq + Eq + Send + Sync + 'static;
+    /// The same content as the RAID parity arithmetic sees it.
+    type Unit: StripeUnit;
+
+    /// The content of a block never written.
+    fn zero() -> Self::Content;
+    /// The content of an encoded metadata block.
+    fn from_bytes(bytes: Box<Block>) -> Self::Content;
+    /// Writes `len` bytes at `at` of the block: `bytes`, or zeros for `None`.
+    fn write(content: &mut Self::Content, at: usize, bytes: Option<&[u8]>, len: usize);
+    /// Reads `out.len()` bytes from `at` of the block.
+    fn read(content: &Self::Content, at: usize, out: &mut [u8]);
+    /// The content as the parity arithmetic sees it.
+    fn as_unit(content: &Self::Content) -> &Self::Unit;
+    /// A parity unit (a rebuilt block, a computed parity block) as content.
+    fn from_unit(unit: Self::Unit) -> Self::Content;
+    /// The bytes of an encoded metadata block, if this payload keeps them.
+    fn unit_bytes(unit: &Self::Unit) -> Option<&Block>;
+    /// The checksum that block pointers and trailers record for a block.
+    fn unit_checksum(unit: &Self::Unit) -> u32;
+
+    /// The checksum that block pointers and trailers record for `content`.
+    fn checksum(content: &Self::Content) -> u32 {
+        Self::unit_checksum(Self::as_unit(content))
+    }
+
+    /// The bytes of an encoded metadata block, if this payload keeps them.
+    fn bytes(content: &Self::Content) -> Option<&Block> {
+        Self::unit_bytes(Self::as_unit(content))
+    }
+
+    /// The content as an owned parity unit.
+    fn unit(content: &Self::Content) -> Self::Unit {
+        Self::as_unit(content).clone()
+    }
+}
+
+/// Real 4 KiB blocks: what the server and the simulator run on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bytes;
+
+impl Payload for Bytes {
+    type Content = Box<Block>;
+    type Unit = Block;
+
+    fn zero() -> Box<Block> {
+        Box::new([0; BLOCK_SIZE])
+    }
+
+    fn from_bytes(bytes: Box<Block>) -> Box<Block> {
+        bytes
+    }
+
+    fn write(content: &mut Box<Block>, at: usize, bytes: Option<&[u8]>, len: usize) {
+        let range = &mut content[at..at + len];
+        match bytes {
+            Some(bytes) => range.copy_from_slice(bytes),
+            None => range.fill(0),
+        }
+    }
+
+    fn read(content: &Box<Block>, at: usize, out: &mut [u8]) {
+        out.copy_from_slice(&content[at..at + out.len()]);
+    }
+
+    fn as_unit(content: &Box<Block>) -> &Block {
+        content
+    }
+
+    fn from_unit(unit: Block) -> Box<Block> {
+        Box::new(unit)
+    }
+
+    fn unit_bytes(unit: &Block) -> Option<&Block> {
+        Some(unit)
+    }
+
+    fn unit_checksum(unit: &Block) -> u32 {
+        crc32c::crc32c(unit)
+    }
+}
+
+/// One 64-bit stamp per block: what the performance lab runs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamps;
+
+impl Payload for Stamps {
+    type Content = Stamp;
+    type Unit = Stamp;
+
+    fn zero() -> Stamp {
+        Stamp(0)
+    }
+
+    fn from_bytes(bytes: Box<Block>) -> Stamp {
+        Stamp(digest(&bytes[..]))
+    }
+
+    fn write(content: &mut Stamp, at: usize, bytes: Option<&[u8]>, len: usize) {
+        let part = bytes.map_or(0, digest);
+        content.0 = match (at, len) {
+            (_, 0) => content.0,
+            (0, BLOCK_SIZE) => part,
+            _ if content.0 == 0 && part == 0 => 0,
+            _ => nonzero(mix(mix(mix(content.0, at as u64), len as u64), part)),
+        };
+    }
+
+    fn read(content: &Stamp, at: usize, out: &mut [u8]) {
+        let pattern = content.0.to_le_bytes();
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = pattern[(at + i) % pattern.len()];
+        }
+    }
+
+    fn as_unit(content: &Stamp) -> &Stamp {
+        content
+    }
+
+    fn from_unit(unit: Stamp) -> Stamp {
+        unit
+    }
+
+    fn unit_bytes(_: &Stamp) -> Option<&Block> {
+        None
+    }
+
+    fn unit_checksum(unit: &Stamp) -> u32 {
+        crc32c::crc32c(&unit.0.to_le_bytes())
+    }
+}
+
+/// A 64-bit digest of `bytes`: 0 exactly when they are all zero (or, with
+/// negligible chance, never: a non-zero digest of 0 is moved to 1).
+fn digest(bytes: &[u8]) -> u64 {
+    let mut words = bytes.chunks_exact(8);
+    let mut h = 0u64;
+    for word in &mut words {
+        h = mix(h, u64::from_le_bytes(word.try_into().expect("eight bytes")));
+    }
+    for &byte in words.remainder() {
+        h = mix(h, u64::from(byte));
+    }
+    match h == 0 && bytes.iter().any(|&b| b != 0) {
+        true => 1,
+        false => h,
+    }
+}
+
+/// One step of the digest; mixing a zero word into a zero state stays zero.
+fn mix(state: u64, word: u64) -> u64 {
+    (state.rotate_left(23) ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+fn nonzero(stamp: u64) -> u64 {
+    stamp.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stamp_after(writes: &[(usize, Option<&[u8]>, usize)]) -> Stamp {
+        let mut content = Stamps::zero();
+        for &(at, bytes, len) in writes {
+            Stamps::write(&mut content, at, bytes, len);
+        }
+        content
+    }
+
+    #[test]
+    fn zeros_keep_a_stamp_block_zero_and_anything_else_does_not() {
+        let zeros = [0u8; BLOCK_SIZE];
+        assert_eq!(stamp_after(&[(0, Some(&zeros), BLOCK_SIZE)]), Stamp(0));
+        assert_eq!(stamp_after(&[(512, None, 512)]), Stamp(0));
+        assert_eq!(stamp_after(&[(512, Some(&zeros[..512]), 512)]), Stamp(0));
+        assert_ne!(stamp_after(&[(512, Some(&[1; 512]), 512)]), Stamp(0));
+        let mut one = zeros;
+        one[4095] = 1;
+        assert_ne!(stamp_after(&[(0, Some(&one), BLOCK_SIZE)]), Stamp(0));
+    }
+
+    #[test]
+    fn a_stamp_records_where_and_what_was_written() {
+        let a = stamp_after(&[(512, Some(&[7; 512]), 512)]);
+        let b = stamp_after(&[(1024, Some(&[7; 512]), 512)]);
+        let c = stamp_after(&[(512, Some(&[8; 512]), 512)]);
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+        let whole = stamp_after(&[(512, Some(&[7; 512]), 512), (0, Some(&[3; 4096]), 4096)]);
+        assert_eq!(whole, stamp_after(&[(0, Some(&[3; 4096]), 4096)]));
+        assert_eq!(Stamps::from_bytes(Box::new([3; 4096])), whole);
+    }
+
+    #[test]
+    fn a_stamp_reads_as_its_bytes_repeated_wherever_the_read_starts() {
+        let stamp = Stamp(0x0807_0605_0403_0201);
+        let mut out = [0u8; 10];
+        Stamps::read(&stamp, 6, &mut out);
+        assert_eq!(out, [7, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
+        Stamps::read(&Stamp(0), 0, &mut out);
+        assert_eq!(out, [0; 10]);
+    }
+
+    #[test]
+    fn bytes_write_and_read_what_they_are_given() {
+        let mut block = Bytes::zero();
+        Bytes::write(&mut block, 4000, Some(&[9; 96]), 96);
+        Bytes::write(&mut block, 4090, None, 3);
+        let mut out = [1u8; 8];
+        Bytes::read(&block, 4088, &mut out);
+        assert_eq!(out, [9, 9, 0, 0, 0, 9, 9, 9]);
+        assert_eq!(Bytes::checksum(&block), crc32c::crc32c(&block[..]));
+    }
+}
