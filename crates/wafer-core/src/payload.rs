@@ -138,10 +138,18 @@ impl Payload for Stamps {
     }
 
     fn read(content: &Stamp, at: usize, out: &mut [u8]) {
-        let pattern = content.0.to_le_bytes();
-        for (i, byte) in out.iter_mut().enumerate() {
-            *byte = pattern[(at + i) % pattern.len()];
+        if content.0 == 0 {
+            return out.fill(0);
         }
+        // The pattern rotated so that out[0] is byte `at % 8` of the stamp.
+        let pattern = content.0.rotate_right(8 * (at % 8) as u32).to_le_bytes();
+        let mut chunks = out.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&pattern);
+        }
+        let tail = chunks.into_remainder();
+        let len = tail.len();
+        tail.copy_from_slice(&pattern[..len]);
     }
 
     fn as_unit(content: &Stamp) -> &Stamp {
@@ -161,9 +169,11 @@ impl Payload for Stamps {
     }
 }
 
-/// A 64-bit digest of `bytes`: 0 exactly when they are all zero (or, with
-/// negligible chance, never: a non-zero digest of 0 is moved to 1).
+/// A 64-bit digest of `bytes`: 0 exactly when they are all zero.
 fn digest(bytes: &[u8]) -> u64 {
+    if is_zero(bytes) {
+        return 0;
+    }
     let mut words = bytes.chunks_exact(8);
     let mut h = 0u64;
     for word in &mut words {
@@ -172,10 +182,17 @@ fn digest(bytes: &[u8]) -> u64 {
     for &byte in words.remainder() {
         h = mix(h, u64::from(byte));
     }
-    match h == 0 && bytes.iter().any(|&b| b != 0) {
-        true => 1,
-        false => h,
-    }
+    nonzero(h)
+}
+
+/// Whether `bytes` are all zero: an OR of words, which vectorises.
+fn is_zero(bytes: &[u8]) -> bool {
+    let words = bytes.chunks_exact(8);
+    let tail = words.remainder().iter().fold(0, |acc, &b| acc | b);
+    let body = words.fold(0, |acc, w| {
+        acc | u64::from_le_bytes(w.try_into().expect("eight bytes"))
+    });
+    body == 0 && tail == 0
 }
 
 /// One step of the digest; mixing a zero word into a zero state stays zero.
@@ -231,6 +248,12 @@ mod tests {
         assert_eq!(out, [7, 8, 1, 2, 3, 4, 5, 6, 7, 8]);
         Stamps::read(&Stamp(0), 0, &mut out);
         assert_eq!(out, [0; 10]);
+        for at in 0..16 {
+            let mut long = [0u8; 37];
+            Stamps::read(&stamp, at, &mut long);
+            let expected: Vec<u8> = (at..at + 37).map(|i| (i % 8 + 1) as u8).collect();
+            assert_eq!(long.to_vec(), expected, "from {at}");
+        }
     }
 
     #[test]
