@@ -10,9 +10,11 @@
 //! Each CP fills the emptiest AA first, and within an AA fills a *tetris* of
 //! stripes column by column, so a file's consecutive dirty blocks form a chain
 //! of adjacent blocks on one disk while whole stripes fill up for RAID to write
-//! with parity computed in memory. The tetris height follows the size of the CP:
-//! a small CP uses few stripes (fewer partial-stripe writes), a large one full
-//! AAs (long chains).
+//! with parity computed in memory. The tetris height follows what the CP still
+//! expects to write: a small CP uses few stripes (fewer partial-stripe writes),
+//! a large one full AAs (long chains), and the last AA of a large CP gets a
+//! tetris just tall enough for the rest, so every data disk takes its share
+//! rather than the first columns taking it all.
 
 use std::collections::BTreeSet;
 
@@ -113,7 +115,8 @@ pub struct Allocator {
     used_this_cp: Vec<bool>,
     /// The areas used in this CP, to put back in their buckets.
     used: Vec<usize>,
-    height: u64,
+    /// Blocks the CP is still expected to write.
+    expected: u64,
 }
 
 impl Allocator {
@@ -156,19 +159,13 @@ impl Allocator {
             tetris: None,
             used_this_cp: vec![false; count],
             used: Vec::new(),
-            height: 1,
+            expected: 0,
         }
     }
 
     /// Starts a CP expected to write about `blocks` blocks.
-    pub fn begin_cp(&mut self, layout: &Layout, blocks: u64) {
-        let widest = layout
-            .groups()
-            .iter()
-            .map(|g| g.data_disks() as u64)
-            .max()
-            .unwrap_or(1);
-        self.height = blocks.div_ceil(widest).clamp(1, AA_STRIPES);
+    pub fn begin_cp(&mut self, blocks: u64) {
+        self.expected = blocks;
         self.tetris = None;
         for area in std::mem::take(&mut self.used) {
             self.used_this_cp[area] = false;
@@ -181,11 +178,12 @@ impl Allocator {
         loop {
             let tetris = match self.tetris {
                 Some(tetris) => tetris,
-                None => self.next_tetris()?,
+                None => self.next_tetris(layout)?,
             };
             match self.next_in_tetris(layout, tetris, &is_free) {
                 Some(pvbn) => {
                     self.change_free(tetris.area, -1);
+                    self.expected = self.expected.saturating_sub(1);
                     return Some(pvbn);
                 }
                 None => self.tetris = None,
@@ -243,7 +241,7 @@ impl Allocator {
     }
 
     /// Picks the emptiest area not yet used in this CP (ties to the lowest).
-    fn next_tetris(&mut self) -> Option<Tetris> {
+    fn next_tetris(&mut self, layout: &Layout) -> Option<Tetris> {
         while self.highest > 0 && self.by_free[self.highest].is_empty() {
             self.highest -= 1;
         }
@@ -255,9 +253,11 @@ impl Allocator {
             .expect("the bucket is not empty");
         self.used_this_cp[area] = true;
         self.used.push(area);
+        let data_disks = layout.groups()[self.areas[area].group].data_disks() as u64;
+        let height = self.expected.div_ceil(data_disks).clamp(1, AA_STRIPES);
         let tetris = Tetris {
             area,
-            height: self.height.min(self.areas[area].stripes),
+            height: height.min(self.areas[area].stripes),
             column: 0,
             row: 0,
         };
@@ -337,7 +337,7 @@ mod tests {
     fn a_large_cp_fills_full_stripes_with_chains_down_each_disk() {
         let layout = layout();
         let mut allocator = Allocator::new(&layout, &Bitmap::new(layout.total_blocks()));
-        allocator.begin_cp(&layout, 4 * 64);
+        allocator.begin_cp(4 * 64);
         let blocks: Vec<Pvbn> = (0..4 * 64)
             .map(|_| allocator.allocate(&layout, |_| true).expect("room"))
             .collect();
@@ -350,10 +350,28 @@ mod tests {
     }
 
     #[test]
+    fn a_cp_larger_than_an_area_gives_every_data_disk_its_share() {
+        let geometry = RaidGroupGeometry::new(RaidType::RaidDp, 20, 1024).expect("valid");
+        let layout = Layout::new(vec![geometry], 0).expect("valid");
+        let mut allocator = Allocator::new(&layout, &Bitmap::new(layout.total_blocks()));
+        // Reallocation's CPs: 2048 blocks and a few of metadata, 1.8 areas.
+        let blocks = 2064;
+        allocator.begin_cp(blocks);
+        let mut per_disk = [0u64; 20];
+        for _ in 0..blocks {
+            let pvbn = allocator.allocate(&layout, |_| true).expect("room");
+            per_disk[layout.locate(pvbn).expect("inside").disk.as_usize()] += 1;
+        }
+        let data = &per_disk[2..];
+        let (least, most) = (data.iter().min().unwrap(), data.iter().max().unwrap());
+        assert!(most - least <= 64 / 8, "{per_disk:?}");
+    }
+
+    #[test]
     fn a_small_cp_stays_in_one_stripe() {
         let layout = layout();
         let mut allocator = Allocator::new(&layout, &Bitmap::new(layout.total_blocks()));
-        allocator.begin_cp(&layout, 3);
+        allocator.begin_cp(3);
         let stripes: Vec<u64> = (0..3)
             .map(|_| {
                 layout
@@ -379,7 +397,7 @@ mod tests {
             .filter(|&p| !used(Pvbn(p)) && !layout.is_reserved(Pvbn(p)))
             .count();
         assert_eq!(allocator.free_blocks(), expected as u64);
-        allocator.begin_cp(&layout, 10_000);
+        allocator.begin_cp(10_000);
         let mut got = std::collections::BTreeSet::new();
         while let Some(p) = allocator.allocate(&layout, |p| !used(p)) {
             assert!(!used(p) && !layout.is_reserved(p) && got.insert(p), "{p:?}");

@@ -177,7 +177,7 @@ impl<P: Payload> Filer<P> {
         let number = cp.number;
         self.aggregate
             .allocator
-            .begin_cp(&self.layout, cp.captured.len() as u64 + 16);
+            .begin_cp(cp.captured.len() as u64 + 16);
         let mut writes = Vec::new();
         for ((lun, fbn), data) in core::mem::take(&mut cp.captured) {
             let live = self
