@@ -2,31 +2,61 @@
 //! world, every read compared with a reference model.
 //!
 //! One seed fixes everything: the aggregate's shape, the workload and the
-//! faults, so a failure is replayed exactly by `wafer check --seed N`. A run has
-//! two phases. The *safety* phase injects every fault kind (crashes with NVLog
-//! replay, dead disks, latent errors, bit rot, lost, misdirected and torn
-//! writes) within what RAID-DP promises; every read must return what the model
-//! says. The *liveness* phase injects nothing and must end with every
-//! acknowledged write readable, the filer's invariants intact and every
-//! stripe's parity consistent.
+//! faults, so a failure is replayed exactly by `wafer check --seed N` (and its
+//! `--payload`). A run has two phases. The *safety* phase injects every fault
+//! kind (crashes with NVLog replay, dead disks, latent errors, bit rot, lost,
+//! misdirected and torn writes) within what RAID-DP promises; every read must
+//! return what the model says. The *liveness* phase injects nothing and must
+//! end with every acknowledged write readable, the filer's invariants intact
+//! and every stripe's parity consistent.
 //!
-//! The model keeps each LUN's bytes and which of them are certain: a write that
-//! was in flight at a crash may or may not have happened, so its bytes are
-//! uncertain until written again. Requests in flight at once never overlap, so
-//! the model is never ambiguous otherwise. A snapshot is a copy of the model's
-//! LUNs of its volume when it was taken; reads of it are checked against that
-//! copy, and restoring one copies it back.
+//! The same check runs the filer on either payload ([`PayloadKind`]): real
+//! bytes, or one stamp per block. A stamp filer cannot mount, so it is never
+//! crashed; every other fault is injected alike. Without faults, a seed runs
+//! the same workload on both, and the filer must issue the same I/Os for it
+//! ([`CheckConfig::record_io`]): what a block says never steers the engine.
+//!
+//! The model keeps each block of each LUN as the payload does, applying every
+//! write and trim to it block piece by block piece with the payload's own
+//! arithmetic, and expects of a read the bytes the payload reads from it. It
+//! also keeps which bytes are certain: a write that was in flight at a crash
+//! may or may not have happened, so its bytes are uncertain until written
+//! again. Requests in flight at once never overlap, so the model is never
+//! ambiguous otherwise. A snapshot is a copy of the model's LUNs of its volume
+//! when it was taken; reads of it are checked against that copy, and restoring
+//! one copies it back.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
+use wafer_core::BLOCK_SIZE;
 use wafer_core::aggregate::Layout;
 use wafer_core::filer::{Change, HostRequest, Options, ReplyData, RequestId, Sabotage};
 use wafer_core::nvlog::LunId;
+use wafer_core::payload::{Bytes, Stamps};
 use wafer_core::units::{DiskId, Duration, VolumeId};
 use wafer_raid::{RaidGroupGeometry, RaidType};
 use wafer_rng::Rng;
 
-use crate::world::{FaultRates, World};
+use crate::world::{FaultRates, IoShape, SimPayload, World};
+
+/// What the checked filer's blocks hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PayloadKind {
+    /// Real 4 KiB blocks: every fault is injected, crashes included.
+    #[default]
+    Bytes,
+    /// One stamp per block: every fault but the crash, since a stamp filer
+    /// does not mount.
+    Stamps,
+}
+
+impl PayloadKind {
+    /// Whether the check crashes the filer: only a byte filer mounts again.
+    pub fn crashes(self) -> bool {
+        matches!(self, PayloadKind::Bytes)
+    }
+}
 
 /// What a check run is asked to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +69,10 @@ pub struct CheckConfig {
     pub faults: bool,
     /// A deliberate engine bug, for negative controls.
     pub sabotage: Option<Sabotage>,
+    /// What the filer's blocks hold.
+    pub payload: PayloadKind,
+    /// Whether to keep the shape of every I/O in the report.
+    pub record_io: bool,
 }
 
 /// What a passing run did.
@@ -64,6 +98,9 @@ pub struct CheckReport {
     pub volumes: usize,
     /// LUNs at the end.
     pub luns: usize,
+    /// The shape of every I/O the filer issued after formatting, in order, if
+    /// the config asked for it.
+    pub io: Vec<IoShape>,
 }
 
 /// Why a run failed.
@@ -81,14 +118,87 @@ impl core::fmt::Display for CheckFailure {
     }
 }
 
+/// A LUN as the model has it.
 #[derive(Clone, Debug)]
-struct LunModel {
-    data: Vec<u8>,
+struct LunModel<P: SimPayload> {
+    /// Each block's content.
+    blocks: Vec<P::Content>,
+    /// Per byte, whether it is certain. Uncertainty comes only from crashes,
+    /// so only a byte filer's model has any, and per byte is exact for bytes.
     certain: Vec<bool>,
 }
 
+impl<P: SimPayload> LunModel<P> {
+    /// A LUN never written, of `size` bytes (a multiple of the block size,
+    /// as the filer requires).
+    fn new(size: u64) -> LunModel<P> {
+        LunModel {
+            blocks: vec![P::zero(); size as usize / BLOCK_SIZE],
+            certain: vec![true; size as usize],
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.certain.len() as u64
+    }
+
+    /// Grows the LUN with blocks never written, or cuts it short.
+    fn resize(&mut self, size: u64) {
+        self.blocks.resize(size as usize / BLOCK_SIZE, P::zero());
+        self.certain.resize(size as usize, true);
+    }
+
+    /// Writes `length` bytes at `offset`, `data` or zeros (a trim), block piece
+    /// by block piece as the filer does; they are certain now.
+    fn write(&mut self, offset: u64, data: Option<&[u8]>, length: u64) {
+        for (block, at, range) in pieces(offset, length) {
+            let piece = data.map(|d| &d[range.clone()]);
+            P::write(&mut self.blocks[block], at, piece, range.len());
+        }
+        self.certain[span(offset, length)].fill(true);
+    }
+
+    /// The `length` bytes at `offset`, and which of them are certain.
+    fn read(&self, offset: u64, length: u64) -> (Vec<u8>, Vec<bool>) {
+        let mut bytes = vec![0; length as usize];
+        for (block, at, range) in pieces(offset, length) {
+            P::read(&self.blocks[block], at, &mut bytes[range]);
+        }
+        (bytes, self.certain[span(offset, length)].to_vec())
+    }
+
+    fn uncertain(&mut self, offset: u64, length: u64) {
+        self.certain[span(offset, length)].fill(false);
+    }
+
+    /// Where `other` (of the same size) is uncertain or differs, this LUN may
+    /// hold either, so is uncertain.
+    fn doubt(&mut self, other: &LunModel<P>) {
+        let ((mine, _), (theirs, _)) = (self.read(0, self.size()), other.read(0, other.size()));
+        for (n, certain) in self.certain.iter_mut().enumerate() {
+            *certain &= other.certain[n] && mine[n] == theirs[n];
+        }
+    }
+}
+
+/// The bytes `offset..offset + length`, as indices.
+fn span(offset: u64, length: u64) -> Range<usize> {
+    offset as usize..(offset + length) as usize
+}
+
+/// The pieces of `length` bytes at `offset` within blocks: each block's
+/// number, where in it the piece starts, and its range within the bytes.
+fn pieces(offset: u64, length: u64) -> impl Iterator<Item = (usize, usize, Range<usize>)> {
+    let (start, end) = (offset as usize, (offset + length) as usize);
+    (start / BLOCK_SIZE..end.div_ceil(BLOCK_SIZE)).map(move |block| {
+        let from = (block * BLOCK_SIZE).max(start);
+        let to = ((block + 1) * BLOCK_SIZE).min(end);
+        (block, from % BLOCK_SIZE, from - start..to - start)
+    })
+}
+
 /// A snapshot's LUNs, as the model had them when it was taken.
-type SnapshotModel = BTreeMap<LunId, LunModel>;
+type SnapshotModel<P> = BTreeMap<LunId, LunModel<P>>;
 
 /// A change to the set of volumes or the set or size of LUNs.
 #[derive(Clone, Debug)]
@@ -214,24 +324,31 @@ impl InFlight {
     }
 }
 
-struct Harness {
-    world: World,
+struct Harness<P: SimPayload> {
+    world: World<P>,
     volumes: Vec<wafer_core::units::VolumeId>,
     next_name: u64,
     admin_due: bool,
     rng: Rng,
-    luns: BTreeMap<LunId, LunModel>,
-    snapshots: BTreeMap<(VolumeId, String), SnapshotModel>,
+    luns: BTreeMap<LunId, LunModel<P>>,
+    snapshots: BTreeMap<(VolumeId, String), SnapshotModel<P>>,
     in_flight: BTreeMap<RequestId, InFlight>,
     report: CheckReport,
 }
 
 /// Runs one seeded check.
 pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
-    let fail = |reason: String| CheckFailure {
+    match config.payload {
+        PayloadKind::Bytes => run_on::<Bytes>(config),
+        PayloadKind::Stamps => run_on::<Stamps>(config),
+    }
+    .map_err(|reason| CheckFailure {
         seed: config.seed,
         reason,
-    };
+    })
+}
+
+fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
     let mut rng = Rng::seeded(config.seed);
     let layout = random_layout(&mut rng);
     let options = Options {
@@ -241,7 +358,10 @@ pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
         dirty_high_water: 32 + rng.below(256) as usize,
         sabotage: config.sabotage,
     };
-    let world = World::format(layout, options, rng.next_u64());
+    let mut world = World::<P>::format(layout, options, rng.next_u64());
+    if config.record_io {
+        world.record_io();
+    }
     let mut harness = Harness {
         world,
         volumes: Vec::new(),
@@ -253,7 +373,7 @@ pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
         in_flight: BTreeMap::new(),
         report: CheckReport::default(),
     };
-    harness.run(config).map_err(fail)?;
+    harness.run(config)?;
     Ok(harness.report)
 }
 
@@ -274,7 +394,7 @@ fn random_layout(rng: &mut Rng) -> Layout {
     Layout::new(geometries, 1).expect("a valid layout")
 }
 
-impl Harness {
+impl<P: SimPayload> Harness<P> {
     fn run(&mut self, config: &CheckConfig) -> Result<(), String> {
         self.wait_online()?;
         self.setup()?;
@@ -301,6 +421,7 @@ impl Harness {
         self.verify_everything()?;
         self.report.faults = self.world.injected.clone();
         self.report.cps = self.world.filer.counters().cps.values().sum();
+        self.report.io = self.world.io_log().to_vec();
         Ok(())
     }
 
@@ -329,13 +450,7 @@ impl Harness {
                 ReplyData::Lun(lun) => lun,
                 other => return Err(format!("create LUN replied {other:?}")),
             };
-            self.luns.insert(
-                lun,
-                LunModel {
-                    data: vec![0; size as usize],
-                    certain: vec![true; size as usize],
-                },
-            );
+            self.luns.insert(lun, LunModel::new(size));
         }
         self.admin(HostRequest::Flush)?;
         Ok(())
@@ -374,9 +489,14 @@ impl Harness {
         Ok(())
     }
 
-    /// Crashes the filer; in-flight writes become uncertain, in-flight reads
-    /// are dropped; then waits for the remount.
+    /// Crashes the filer if it can mount again (only a byte filer can; for
+    /// any other, nothing happens); in-flight writes become uncertain,
+    /// in-flight reads are dropped; then waits for the remount.
     fn crash(&mut self) -> Result<(), String> {
+        let Some(world) = P::remountable(&mut self.world) else {
+            return Ok(());
+        };
+        world.crash_and_remount();
         self.report.crashes += 1;
         let mut admin = None;
         for (_, op) in core::mem::take(&mut self.in_flight) {
@@ -393,7 +513,6 @@ impl Harness {
                 InFlight::Read { .. } | InFlight::SnapRead { .. } | InFlight::Flush => {}
             }
         }
-        self.world.crash_and_remount();
         self.wait_online()?;
         if let Some(op) = admin {
             self.reconcile(op);
@@ -475,12 +594,8 @@ impl Harness {
                 .map(|(l, _, size)| (l, size))
                 .collect(),
         );
-        let sizes = |luns: &BTreeMap<LunId, LunModel>| {
-            shape(
-                luns.iter()
-                    .map(|(l, m)| (*l, m.data.len() as u64))
-                    .collect(),
-            )
+        let sizes = |luns: &BTreeMap<LunId, LunModel<P>>| {
+            shape(luns.iter().map(|(l, m)| (*l, m.size())).collect())
         };
         let (model, restored) = (sizes(&self.luns), sizes(&snapshot));
         let op = AdminOp::SnapRestore {
@@ -495,16 +610,13 @@ impl Harness {
             return;
         }
         for (id, copy) in snapshot.into_iter().filter(|(l, _)| affected(l)) {
-            let current = self.luns.get_mut(&id).expect("same shape");
-            for (n, certain) in current.certain.iter_mut().enumerate() {
-                *certain &= copy.certain[n] && copy.data[n] == current.data[n];
-            }
+            self.luns.get_mut(&id).expect("same shape").doubt(&copy);
         }
     }
 
     fn uncertain(&mut self, lun: LunId, offset: u64, length: u64) {
         let model = self.luns.get_mut(&lun).expect("modelled LUN");
-        model.certain[offset as usize..(offset + length) as usize].fill(false);
+        model.uncertain(offset, length);
     }
 
     /// Submits one random request if there is room, then advances the world.
@@ -661,18 +773,10 @@ impl Harness {
         match op {
             AdminOp::Create { size, .. } => {
                 let lun = created.expect("a created LUN has an id");
-                self.luns.insert(
-                    lun,
-                    LunModel {
-                        data: vec![0; size as usize],
-                        certain: vec![true; size as usize],
-                    },
-                );
+                self.luns.insert(lun, LunModel::new(size));
             }
             AdminOp::Resize { lun, size } => {
-                let model = self.luns.get_mut(&lun).expect("modelled");
-                model.data.resize(size as usize, 0);
-                model.certain.resize(size as usize, true);
+                self.luns.get_mut(&lun).expect("modelled").resize(size);
             }
             AdminOp::Destroy { lun } => {
                 self.luns.remove(&lun);
@@ -708,7 +812,7 @@ impl Harness {
     fn random_request(&mut self) -> Option<(HostRequest, InFlight)> {
         let luns: Vec<LunId> = self.luns.keys().copied().collect();
         let lun = luns[self.rng.below(luns.len() as u64) as usize];
-        let size = self.luns[&lun].data.len() as u64;
+        let size = self.luns[&lun].size();
         let roll = self.rng.below(100);
         if roll < 3 {
             return Some((HostRequest::Flush, InFlight::Flush));
@@ -757,8 +861,7 @@ impl Harness {
                 },
             ),
             _ => {
-                let model = &self.luns[&lun];
-                let range = offset as usize..(offset + length) as usize;
+                let (expected, certain) = self.luns[&lun].read(offset, length);
                 (
                     HostRequest::Read {
                         lun,
@@ -769,8 +872,8 @@ impl Harness {
                         lun,
                         offset,
                         length,
-                        expected: model.data[range.clone()].to_vec(),
-                        certain: model.certain[range].to_vec(),
+                        expected,
+                        certain,
                     },
                 )
             }
@@ -790,14 +893,10 @@ impl Harness {
         }
         let (_, snapshot) = holding[self.rng.below(holding.len() as u64) as usize].clone();
         let model = &self.snapshots[&(lun.volume, snapshot.clone())][&lun];
-        let size = model.data.len() as u64;
+        let size = model.size();
         let length = (1 + self.rng.below(65_536)).min(size);
         let offset = self.rng.below(size - length + 1);
-        let range = offset as usize..(offset + length) as usize;
-        let (expected, certain) = (
-            model.data[range.clone()].to_vec(),
-            model.certain[range].to_vec(),
-        );
+        let (expected, certain) = model.read(offset, length);
         let request = HostRequest::ReadSnapshot {
             lun,
             snapshot: snapshot.clone(),
@@ -856,9 +955,7 @@ impl Harness {
         match op {
             InFlight::Write { lun, offset, data } => {
                 let model = self.luns.get_mut(&lun).expect("modelled");
-                let range = offset as usize..offset as usize + data.len();
-                model.data[range.clone()].copy_from_slice(&data);
-                model.certain[range].fill(true);
+                model.write(offset, Some(&data), data.len() as u64);
             }
             InFlight::Trim {
                 lun,
@@ -866,9 +963,7 @@ impl Harness {
                 length,
             } => {
                 let model = self.luns.get_mut(&lun).expect("modelled");
-                let range = offset as usize..(offset + length) as usize;
-                model.data[range.clone()].fill(0);
-                model.certain[range].fill(true);
+                model.write(offset, None, length);
             }
             InFlight::Read {
                 lun,
@@ -922,7 +1017,7 @@ impl Harness {
     fn verify_everything(&mut self) -> Result<(), String> {
         let luns: Vec<LunId> = self.luns.keys().copied().collect();
         for lun in luns {
-            let size = self.luns[&lun].data.len() as u64;
+            let size = self.luns[&lun].size();
             let ReplyData::Data(got) = self.admin(HostRequest::Read {
                 lun,
                 offset: 0,
@@ -931,8 +1026,8 @@ impl Harness {
             else {
                 return Err("a read returned no data".into());
             };
-            let model = &self.luns[&lun];
-            compare(lun, 0, &got, &model.data, &model.certain)?;
+            let (expected, certain) = self.luns[&lun].read(0, size);
+            compare(lun, 0, &got, &expected, &certain)?;
             self.report.reads_checked += 1;
         }
         let snapshots: Vec<((VolumeId, String), LunId)> = self
@@ -941,7 +1036,8 @@ impl Harness {
             .flat_map(|(key, luns)| luns.keys().map(move |l| (key.clone(), *l)))
             .collect();
         for ((_, name), lun) in snapshots {
-            let size = self.snapshots[&(lun.volume, name.clone())][&lun].data.len() as u64;
+            let model = &self.snapshots[&(lun.volume, name.clone())][&lun];
+            let (size, (expected, certain)) = (model.size(), model.read(0, model.size()));
             let ReplyData::Data(got) = self.admin(HostRequest::ReadSnapshot {
                 lun,
                 snapshot: name.clone(),
@@ -951,8 +1047,7 @@ impl Harness {
             else {
                 return Err("a snapshot read returned no data".into());
             };
-            let model = &self.snapshots[&(lun.volume, name.clone())][&lun];
-            compare(lun, 0, &got, &model.data, &model.certain)
+            compare(lun, 0, &got, &expected, &certain)
                 .map_err(|e| format!("snapshot {name}: {e}"))?;
             self.report.reads_checked += 1;
             self.report.snapshot_reads_checked += 1;
@@ -1005,5 +1100,37 @@ fn describe(request: &HostRequest) -> String {
             "a write".into()
         }
         other => format!("{other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wafer_core::payload::Payload;
+
+    use super::*;
+
+    #[test]
+    fn a_range_splits_into_block_pieces() {
+        let split = |offset, length| pieces(offset, length).collect::<Vec<_>>();
+        assert_eq!(split(4090, 10), [(0, 4090, 0..6), (1, 0, 6..10)]);
+        assert_eq!(split(8192, 4096), [(2, 0, 0..4096)]);
+        assert_eq!(
+            split(100, 9000),
+            [(0, 100, 0..3996), (1, 0, 3996..8092), (2, 0, 8092..9000)]
+        );
+    }
+
+    #[test]
+    fn a_stamp_model_reads_what_its_pieces_wrote() {
+        let mut model = LunModel::<Stamps>::new(3 * 4096);
+        model.write(4090, Some(&[7; 10]), 10);
+        let mut block = Stamps::zero();
+        Stamps::write(&mut block, 4090, Some(&[7; 6]), 6);
+        let mut expected = [0u8; 4];
+        Stamps::read(&block, 4092, &mut expected);
+        assert_eq!(model.read(4092, 4).0, expected);
+        assert_eq!(model.read(8192, 4096), (vec![0; 4096], vec![true; 4096]));
+        model.write(4096, None, 4096);
+        assert_eq!(model.read(4096, 8), (vec![0; 8], vec![true; 8]));
     }
 }

@@ -23,14 +23,119 @@
 //!   fault land whole.
 //!
 //! A damaged block stops counting against its stripe once it is written again.
+//!
+//! The world runs either payload of the engine ([`SimPayload`]): real bytes,
+//! or one stamp per block. Every fault applies to both (bit rot flips a bit of
+//! the bytes or of the stamp) except the crash, which needs a filer that mounts
+//! from its disks, and only a byte filer does: a stamp filer's disks hold
+//! digests of its metadata, not the metadata.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use wafer_core::aggregate::{Layout, Slot};
 use wafer_core::filer::{Io, IoId, IoOp, IoResult, Options, Reply, Sector};
+use wafer_core::payload::{Bytes, Payload, Stamps};
 use wafer_core::units::{DiskId, Duration, Instant};
-use wafer_core::{BLOCK_SIZE, Filer};
+use wafer_core::{BLOCK_SIZE, Block, Filer};
+use wafer_raid::{Stamp, StripeUnit};
 use wafer_rng::Rng;
+
+/// A payload the world can run: how bit rot damages a block of it, and
+/// whether its filer can crash and mount again.
+pub trait SimPayload: Payload {
+    /// Flips one bit of `content`, drawn from `rng`.
+    fn rot(content: &mut Self::Content, rng: &mut Rng);
+
+    /// The world as one whose filer can crash and mount again from its disks,
+    /// if it is one: a byte world is, a stamp world is not.
+    fn remountable(world: &mut World<Self>) -> Option<&mut World<Bytes>>;
+}
+
+impl SimPayload for Bytes {
+    fn rot(content: &mut Box<Block>, rng: &mut Rng) {
+        let byte = rng.below(BLOCK_SIZE as u64) as usize;
+        let bit = 1u8 << rng.below(8);
+        content[byte] ^= bit;
+    }
+
+    fn remountable(world: &mut World) -> Option<&mut World> {
+        Some(world)
+    }
+}
+
+impl SimPayload for Stamps {
+    fn rot(content: &mut Stamp, rng: &mut Rng) {
+        content.0 ^= 1 << rng.below(64);
+    }
+
+    fn remountable(_: &mut World<Stamps>) -> Option<&mut World> {
+        None
+    }
+}
+
+/// The shape of an I/O the filer issued: everything but the data, so the
+/// engine's decisions can be compared between payloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoShape {
+    /// A disk read.
+    Read {
+        /// The disk.
+        disk: DiskId,
+        /// First block.
+        dbn: u64,
+        /// Blocks.
+        count: u32,
+    },
+    /// A disk write.
+    Write {
+        /// The disk.
+        disk: DiskId,
+        /// First block.
+        dbn: u64,
+        /// Blocks.
+        count: u32,
+    },
+    /// A spare put in a failed member's place.
+    AssignSpare {
+        /// The failed member.
+        member: DiskId,
+    },
+    /// An NVLog append.
+    NvlogAppend {
+        /// The half.
+        half: u8,
+        /// The record's length in bytes.
+        bytes: usize,
+    },
+    /// An NVLog half discarded.
+    NvlogReset {
+        /// The half.
+        half: u8,
+    },
+}
+
+impl IoShape {
+    fn of<P: Payload>(op: &IoOp<P>) -> IoShape {
+        match op {
+            IoOp::Read { disk, dbn, count } => IoShape::Read {
+                disk: *disk,
+                dbn: dbn.0,
+                count: *count,
+            },
+            IoOp::Write { disk, dbn, sectors } => IoShape::Write {
+                disk: *disk,
+                dbn: dbn.0,
+                count: sectors.len() as u32,
+            },
+            IoOp::AssignSpare { member } => IoShape::AssignSpare { member: *member },
+            IoOp::NvlogAppend { half, record } => IoShape::NvlogAppend {
+                half: *half,
+                bytes: record.len(),
+            },
+            IoOp::NvlogReset { half } => IoShape::NvlogReset { half: *half },
+        }
+    }
+}
 
 /// How often each fault is injected, in parts per million of opportunities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,37 +161,38 @@ impl FaultRates {
 }
 
 #[derive(Clone, Debug)]
-enum Pending {
-    Disk(Io),
-    Nvram(Io),
+enum Pending<P: Payload> {
+    Disk(Io<P>),
+    Nvram(Io<P>),
 }
 
 /// One simulated disk.
 #[derive(Clone, Debug, Default)]
-struct SimDisk {
-    sectors: BTreeMap<u64, Sector>,
+struct SimDisk<P: Payload> {
+    sectors: BTreeMap<u64, Sector<P>>,
     unreadable: BTreeSet<u64>,
     dead: bool,
     /// A spare put in a dead disk's place, not yet rebuilt.
     rebuilding: bool,
 }
 
-impl SimDisk {
+impl<P: Payload> SimDisk<P> {
     /// Whether the disk counts as lost to its RAID group.
     fn out_of_service(&self) -> bool {
         self.dead || self.rebuilding
     }
 }
 
-/// The filer in its simulated world.
-pub struct World {
+/// The filer in its simulated world, over payload `P` (real bytes unless
+/// stamps are asked for).
+pub struct World<P: SimPayload = Bytes> {
     /// The filer under test.
-    pub filer: Filer,
+    pub filer: Filer<P>,
     layout: Layout,
     options: Options,
-    disks: Vec<SimDisk>,
+    disks: Vec<SimDisk<P>>,
     nvram: [Vec<u8>; 2],
-    events: BTreeMap<(Instant, u64), Pending>,
+    events: BTreeMap<(Instant, u64), Pending<P>>,
     nvram_queue_end: Instant,
     seq: u64,
     now: Instant,
@@ -98,11 +204,13 @@ pub struct World {
     replies: VecDeque<Reply>,
     /// Faults injected so far, by kind.
     pub injected: BTreeMap<&'static str, u64>,
+    /// The shapes of the I/Os issued since [`World::record_io`], in order.
+    io_log: Option<Vec<IoShape>>,
 }
 
-impl World {
+impl<P: SimPayload> World<P> {
     /// A world with blank disks and a freshly formatted filer.
-    pub fn format(layout: Layout, options: Options, seed: u64) -> World {
+    pub fn format(layout: Layout, options: Options, seed: u64) -> World<P> {
         let disks = vec![SimDisk::default(); layout.disk_count() as usize];
         let filer = Filer::format(layout.clone(), options.clone(), Instant(0));
         let mut world = World {
@@ -120,9 +228,21 @@ impl World {
             faults: FaultRates::NONE,
             replies: VecDeque::new(),
             injected: BTreeMap::new(),
+            io_log: None,
         };
         world.drain();
         world
+    }
+
+    /// Starts keeping the shape of every I/O the filer issues from now on.
+    pub fn record_io(&mut self) {
+        self.io_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The shapes of the I/Os issued since [`World::record_io`] (none if it
+    /// was never called), oldest first.
+    pub fn io_log(&self) -> &[IoShape] {
+        self.io_log.as_deref().unwrap_or_default()
     }
 
     /// Runs until the filer is online, or says why it cannot be.
@@ -176,7 +296,10 @@ impl World {
         }
     }
 
-    fn schedule(&mut self, io: Io) {
+    fn schedule(&mut self, io: Io<P>) {
+        if let Some(log) = &mut self.io_log {
+            log.push(IoShape::of(&io.op));
+        }
         self.seq += 1;
         match io.op {
             IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => {
@@ -230,7 +353,7 @@ impl World {
         self.now = self.now.max(until);
     }
 
-    fn perform(&mut self, pending: Pending) -> (IoId, IoResult) {
+    fn perform(&mut self, pending: Pending<P>) -> (IoId, IoResult<P>) {
         match pending {
             Pending::Nvram(io) => {
                 match io.op {
@@ -249,7 +372,7 @@ impl World {
         }
     }
 
-    fn disk_io(&mut self, op: &IoOp) -> IoResult {
+    fn disk_io(&mut self, op: &IoOp<P>) -> IoResult<P> {
         match op {
             IoOp::Read { disk, dbn, count } => {
                 let d = &self.disks[disk.0 as usize];
@@ -283,7 +406,7 @@ impl World {
 
     /// Puts the last spare in a dead member's place (the layout loses a
     /// spare); a member already replaced stays as it is.
-    fn assign_spare(&mut self, member: DiskId) -> IoResult {
+    fn assign_spare(&mut self, member: DiskId) -> IoResult<P> {
         if !self.disks[member.0 as usize].dead {
             return IoResult::Done;
         }
@@ -320,7 +443,7 @@ impl World {
     }
 
     /// Writes one sector, perhaps losing or misdirecting it.
-    fn land_write(&mut self, disk: DiskId, dbn: u64, sector: Sector) {
+    fn land_write(&mut self, disk: DiskId, dbn: u64, sector: Sector<P>) {
         if self.roll(self.faults.lost_write) && self.may_damage(disk, dbn) {
             self.count("lost write");
             self.damaged.insert((disk, dbn));
@@ -341,7 +464,7 @@ impl World {
         self.damaged.remove(&(disk, dbn));
     }
 
-    fn store(&mut self, disk: DiskId, dbn: u64, sector: Sector) {
+    fn store(&mut self, disk: DiskId, dbn: u64, sector: Sector<P>) {
         let d = &mut self.disks[disk.0 as usize];
         d.unreadable.remove(&dbn);
         d.sectors.insert(dbn, sector);
@@ -405,13 +528,11 @@ impl World {
             self.damaged.insert((disk, dbn));
             if rot {
                 self.count("bit rot");
-                let byte = self.rng.below(BLOCK_SIZE as u64) as usize;
-                let bit = 1u8 << self.rng.below(8);
                 let sector = self.disks[disk.0 as usize]
                     .sectors
                     .get_mut(&dbn)
                     .expect("written");
-                sector.data[byte] ^= bit;
+                P::rot(&mut sector.data, &mut self.rng);
             } else {
                 self.count("latent sector error");
                 self.disks[disk.0 as usize].unreadable.insert(dbn);
@@ -478,11 +599,83 @@ impl World {
         true
     }
 
+    /// Checks that every stripe's parity matches its blocks, except stripes
+    /// holding damaged blocks and groups with no redundancy left; with one
+    /// RAID-DP disk dead, its blocks are rebuilt by one parity and checked
+    /// against the other. Call only when idle. Returns the stripes checked.
+    pub fn check_parity(&self) -> Result<usize, String> {
+        (0..self.layout.groups().len()).try_fold(0, |checked, group| {
+            Ok(checked + self.check_group_parity(group)?)
+        })
+    }
+
+    fn check_group_parity(&self, group: usize) -> Result<usize, String> {
+        let geometry = &self.layout.groups()[group];
+        let (members, _) = self.members_and_dead(group);
+        // With one disk dead, RAID-DP still has one parity to spare: the dead
+        // disk's block comes back by one parity, and the scrub checks the
+        // other against it.
+        let dead: wafer_raid::DiskSet = geometry
+            .all_disks()
+            .iter()
+            .filter(|d| self.disks[members[d.as_usize()].0 as usize].out_of_service())
+            .collect();
+        if dead.len() >= geometry.raid_type().tolerated_failures() {
+            return Ok(0);
+        }
+        let written: BTreeSet<u64> = members
+            .iter()
+            .flat_map(|d| self.disks[d.0 as usize].sectors.keys().copied())
+            .collect();
+        let mut checked = 0;
+        for dbn in written {
+            // The superblock stripes are rewritten whole every other CP and
+            // may be torn by a crash in between; their copies carry them.
+            if group == 0 && dbn < wafer_core::aggregate::SUPERBLOCK_COPIES {
+                continue;
+            }
+            if members.iter().any(|d| self.damaged.contains(&(*d, dbn))) {
+                continue;
+            }
+            let mut stripe = self.stripe(&members, dbn);
+            if !dead.is_empty() && geometry.reconstruct_stripe(&mut stripe, dead).is_err() {
+                return Err(format!(
+                    "RAID group {group} stripe {dbn}: cannot rebuild {dead:?}"
+                ));
+            }
+            let report = geometry.scrub_stripe(&stripe);
+            if !report.is_consistent() {
+                return Err(format!(
+                    "RAID group {group} stripe {dbn}: parity inconsistent ({report:?})"
+                ));
+            }
+            checked += 1;
+        }
+        Ok(checked)
+    }
+
+    /// Block `dbn` of each of `members`, as the parity arithmetic sees it.
+    fn stripe(&self, members: &[DiskId], dbn: u64) -> Vec<P::Unit> {
+        members
+            .iter()
+            .map(|d| {
+                self.disks[d.0 as usize]
+                    .sectors
+                    .get(&dbn)
+                    .map_or_else(P::Unit::zero, |s| P::unit(&s.data))
+            })
+            .collect()
+    }
+}
+
+/// Crashes: only a byte filer mounts again.
+impl World<Bytes> {
     /// Crashes the filer: in-flight writes land whole, torn or not at all, the
     /// NVRAM keeps a prefix of what was in flight. Then mounts a new filer.
     pub fn crash_and_remount(&mut self) {
         self.count("crash");
-        let pending: Vec<Pending> = core::mem::take(&mut self.events).into_values().collect();
+        let pending: Vec<Pending<Bytes>> =
+            core::mem::take(&mut self.events).into_values().collect();
         let mut nvram_alive = true;
         for event in pending {
             match event {
@@ -546,74 +739,11 @@ impl World {
             }
         }
     }
-
-    /// Checks that every stripe's parity matches its blocks, except stripes
-    /// holding damaged blocks and groups with no redundancy left; with one
-    /// RAID-DP disk dead, its blocks are rebuilt by one parity and checked
-    /// against the other. Call only when idle.
-    pub fn check_parity(&self) -> Result<usize, String> {
-        let mut checked = 0;
-        for (group, geometry) in self.layout.groups().iter().enumerate() {
-            let members: Vec<DiskId> = geometry
-                .all_disks()
-                .iter()
-                .map(|d| self.layout.disk_id(group, d))
-                .collect();
-            // With one disk dead, RAID-DP still has one parity to spare: rebuild
-            // the dead disk's block from row parity and check the diagonals.
-            let dead: wafer_raid::DiskSet = geometry
-                .all_disks()
-                .iter()
-                .filter(|d| self.disks[members[d.as_usize()].0 as usize].out_of_service())
-                .collect();
-            if dead.len() >= geometry.raid_type().tolerated_failures() {
-                continue;
-            }
-            let written: BTreeSet<u64> = members
-                .iter()
-                .flat_map(|d| self.disks[d.0 as usize].sectors.keys().copied())
-                .collect();
-            for dbn in written {
-                // The superblock stripes are rewritten whole every other CP and
-                // may be torn by a crash in between; their copies carry them.
-                if group == 0 && dbn < wafer_core::aggregate::SUPERBLOCK_COPIES {
-                    continue;
-                }
-                if members.iter().any(|d| self.damaged.contains(&(*d, dbn))) {
-                    continue;
-                }
-                let mut stripe: Vec<wafer_core::Block> = members
-                    .iter()
-                    .map(|d| {
-                        self.disks[d.0 as usize]
-                            .sectors
-                            .get(&dbn)
-                            .map_or([0; BLOCK_SIZE], |s| *s.data)
-                    })
-                    .collect();
-                // The dead disk's block comes back by one parity; the scrub then
-                // checks the other against it.
-                if !dead.is_empty() && geometry.reconstruct_stripe(&mut stripe, dead).is_err() {
-                    return Err(format!(
-                        "RAID group {group} stripe {dbn}: cannot rebuild {dead:?}"
-                    ));
-                }
-                let report = geometry.scrub_stripe(&stripe);
-                if !report.is_consistent() {
-                    return Err(format!(
-                        "RAID group {group} stripe {dbn}: parity inconsistent ({report:?})"
-                    ));
-                }
-                checked += 1;
-            }
-        }
-        Ok(checked)
-    }
 }
 
-fn blank_sector() -> Sector {
+fn blank_sector<P: Payload>() -> Sector<P> {
     Sector {
-        data: Box::new([0; BLOCK_SIZE]),
+        data: P::zero(),
         trailer: [0; wafer_core::format::TRAILER_SIZE],
     }
 }

@@ -1,23 +1,26 @@
 //! Negative controls: with a deliberate bug switched on in the engine, the
 //! simulation must fail within the seeds CI runs. Each proves one checker can
-//! see the fault it exists for.
+//! see the fault it exists for, on real bytes and, for every bug that does not
+//! need a crash to show (a stamp filer is never crashed), on stamps.
 
 use wafer_core::filer::Sabotage;
-use wafer_sim::check::{CheckConfig, run};
+use wafer_sim::check::{CheckConfig, PayloadKind, run};
 
 /// Seeds and operations per seed: a prefix of CI's seed set.
 const SEEDS: u64 = 100;
 const OPS: u64 = 1000;
 
-/// The first seed whose run fails with `sabotage`, and why. A broken
-/// invariant is an assertion in the engine, so a panic counts as caught.
-fn first_failure(sabotage: Sabotage) -> Option<(u64, String)> {
+/// The first seed whose run on `payload` fails with `sabotage`, and why. A
+/// broken invariant is an assertion in the engine, so a panic counts as caught.
+fn first_failure(sabotage: Sabotage, payload: PayloadKind) -> Option<(u64, String)> {
     (1..=SEEDS).find_map(|seed| {
         let config = CheckConfig {
             seed,
             ops: OPS,
             faults: true,
             sabotage: Some(sabotage),
+            payload,
+            record_io: false,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -39,9 +42,15 @@ fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn assert_caught(sabotage: Sabotage) {
-    match first_failure(sabotage) {
-        Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
-        None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds"),
+    assert_caught_on(sabotage, PayloadKind::Bytes);
+}
+
+fn assert_caught_on(sabotage: Sabotage, payload: PayloadKind) {
+    match first_failure(sabotage, payload) {
+        Some((seed, reason)) => {
+            println!("{sabotage:?} on {payload:?} caught at seed {seed}: {reason}")
+        }
+        None => panic!("{sabotage:?} on {payload:?} went unnoticed through {SEEDS} seeds"),
     }
 }
 
@@ -71,16 +80,40 @@ fn freeing_blocks_snapshots_hold_corrupts_the_snapshots() {
 }
 
 #[test]
+fn on_stamps_freeing_a_block_a_cp_early_is_seen() {
+    assert_caught_on(Sabotage::EarlyFree, PayloadKind::Stamps);
+}
+
+#[test]
+fn on_stamps_skipping_the_parity_update_of_a_partial_stripe_is_seen() {
+    assert_caught_on(Sabotage::SkipParityUpdate, PayloadKind::Stamps);
+}
+
+#[test]
+fn on_stamps_ignoring_block_trailers_returns_damaged_stamps() {
+    assert_caught_on(Sabotage::IgnoreTrailer, PayloadKind::Stamps);
+}
+
+#[test]
+fn on_stamps_freeing_blocks_snapshots_hold_corrupts_the_snapshots() {
+    assert_caught_on(Sabotage::IgnoreSnapshots, PayloadKind::Stamps);
+}
+
+#[test]
 fn the_same_runs_pass_without_sabotage() {
-    for seed in 1..=SEEDS / 4 {
-        let config = CheckConfig {
-            seed,
-            ops: OPS,
-            faults: true,
-            sabotage: None,
-        };
-        if let Err(failure) = run(&config) {
-            panic!("the control run failed: {failure}");
+    for payload in [PayloadKind::Bytes, PayloadKind::Stamps] {
+        for seed in 1..=SEEDS / 4 {
+            let config = CheckConfig {
+                seed,
+                ops: OPS,
+                faults: true,
+                sabotage: None,
+                payload,
+                record_io: false,
+            };
+            if let Err(failure) = run(&config) {
+                panic!("the control run on {payload:?} failed: {failure}");
+            }
         }
     }
 }

@@ -3,12 +3,15 @@
 //! Each seed builds a small aggregate, runs a random workload against the real
 //! engine with faults injected, and checks every read against a model; the exit
 //! status is 0 only if every check of every seed held. A failure prints the seed
-//! and the one command that replays it exactly.
+//! and the one command that replays it exactly. The filer runs on real bytes,
+//! or with `--payload stamps` on one stamp per block, as the performance lab
+//! runs it; a stamp filer cannot mount, so it is never crashed.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use clap::Args;
-use wafer_sim::check::{CheckConfig, run as run_seed};
+use clap::{Args, ValueEnum};
+use wafer_sim::check::{CheckConfig, CheckFailure, CheckReport, PayloadKind, run as run_seed};
 
 /// Options of `wafer check`.
 #[derive(Debug, Args)]
@@ -25,91 +28,149 @@ pub struct CheckArgs {
     /// Run without injected faults (the workload and model only).
     #[arg(long)]
     no_faults: bool,
+    /// What the filer's blocks hold: real bytes, or one stamp per block (as
+    /// the performance lab runs it). A stamp filer cannot mount, so stamps get
+    /// every fault but crashes.
+    #[arg(long, value_enum, default_value_t = PayloadArg::Bytes)]
+    payload: PayloadArg,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
 }
 
+/// The payloads, as `--payload` spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PayloadArg {
+    /// Real 4 KiB blocks.
+    Bytes,
+    /// One 64-bit stamp per block.
+    Stamps,
+}
+
+impl From<PayloadArg> for PayloadKind {
+    fn from(arg: PayloadArg) -> PayloadKind {
+        match arg {
+            PayloadArg::Bytes => PayloadKind::Bytes,
+            PayloadArg::Stamps => PayloadKind::Stamps,
+        }
+    }
+}
+
+impl PayloadArg {
+    /// How a summary names the payload after the seeds (the default, bytes,
+    /// goes unsaid).
+    fn label(self) -> &'static str {
+        match self {
+            PayloadArg::Bytes => "",
+            PayloadArg::Stamps => " on stamps",
+        }
+    }
+
+    /// The option a replay command needs for it.
+    fn replay_option(self) -> &'static str {
+        match self {
+            PayloadArg::Bytes => "",
+            PayloadArg::Stamps => " --payload stamps",
+        }
+    }
+
+    /// What became of the crashes: `count` of them, or why there were none.
+    fn crashes(self, count: u64, outcome: &str) -> String {
+        match PayloadKind::from(self).crashes() {
+            true => format!("{count} crashes{outcome}"),
+            false => "crashes not injected (a stamp filer does not mount)".into(),
+        }
+    }
+}
+
 /// Runs the seeds; exit status 1 on the first failure.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let mut totals = Totals::default();
-    let mut faults: std::collections::BTreeMap<&'static str, u64> =
-        std::collections::BTreeMap::new();
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
-        let config = CheckConfig {
-            seed,
-            ops: args.ops,
-            faults: !args.no_faults,
-            sabotage: None,
-        };
-        let outcome = std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(wafer_sim::check::CheckFailure {
-                seed,
-                reason: format!("engine assertion failed: {message}"),
-            })
-        });
-        match outcome {
+        match run_one(args, seed) {
             Ok(report) => {
-                totals.ops += report.ops;
-                totals.reads += report.reads_checked;
-                totals.snapshot_reads += report.snapshot_reads_checked;
-                totals.snapshots += report.snapshots as u64;
-                totals.crashes += report.crashes;
-                for (kind, count) in &report.faults {
-                    *faults.entry(kind).or_default() += count;
-                }
                 if args.verbose {
-                    println!(
-                        "seed {seed}: ok: {} ops, {} reads checked ({} of snapshots), {} crashes, \
-                         {} stripes verified, {} volumes, {} LUNs and {} snapshots at the end, \
-                         faults {:?}",
-                        report.ops,
-                        report.reads_checked,
-                        report.snapshot_reads_checked,
-                        report.crashes,
-                        report.stripes_verified,
-                        report.volumes,
-                        report.luns,
-                        report.snapshots,
-                        report.faults
-                    );
+                    print_seed(args, seed, &report);
                 }
+                totals.add(&report);
             }
             Err(failure) => {
                 println!("check FAILED at {failure}");
                 let faults = if args.no_faults { " --no-faults" } else { "" };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}",
-                    args.ops
+                    "replay: wafer check --seed {seed} --ops {}{faults}{}",
+                    args.ops,
+                    args.payload.replay_option()
                 );
                 return Ok(ExitCode::FAILURE);
             }
         }
     }
+    print_summary(args, &totals);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs one seed; an engine assertion is a failure of that seed.
+fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
+    let config = CheckConfig {
+        seed,
+        ops: args.ops,
+        faults: !args.no_faults,
+        sabotage: None,
+        payload: args.payload.into(),
+        record_io: false,
+    };
+    std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Err(CheckFailure {
+            seed,
+            reason: format!("engine assertion failed: {message}"),
+        })
+    })
+}
+
+fn print_seed(args: &CheckArgs, seed: u64, report: &CheckReport) {
     println!(
-        "check passed: {} seeds from {}, {} ops, {} reads checked ({} of snapshots), \
-         {} crashes survived, {} snapshots left at the ends",
+        "seed {seed}: ok: {} ops, {} reads checked ({} of snapshots), {}, \
+         {} stripes verified, {} volumes, {} LUNs and {} snapshots at the end, \
+         faults {:?}",
+        report.ops,
+        report.reads_checked,
+        report.snapshot_reads_checked,
+        args.payload.crashes(report.crashes, ""),
+        report.stripes_verified,
+        report.volumes,
+        report.luns,
+        report.snapshots,
+        report.faults
+    );
+}
+
+fn print_summary(args: &CheckArgs, totals: &Totals) {
+    println!(
+        "check passed: {} seeds from {}{}, {} ops, {} reads checked ({} of snapshots), \
+         {}, {} snapshots left at the ends",
         args.seeds,
         args.seed,
+        args.payload.label(),
         totals.ops,
         totals.reads,
         totals.snapshot_reads,
-        totals.crashes,
+        args.payload.crashes(totals.crashes, " survived"),
         totals.snapshots
     );
-    if !faults.is_empty() {
-        let list: Vec<String> = faults
+    if !totals.faults.is_empty() {
+        let list: Vec<String> = totals
+            .faults
             .iter()
             .map(|(kind, count)| format!("{kind} {count}"))
             .collect();
         println!("faults injected: {}", list.join(", "));
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Sums over the seeds of a run.
@@ -120,4 +181,18 @@ struct Totals {
     snapshot_reads: u64,
     snapshots: u64,
     crashes: u64,
+    faults: BTreeMap<&'static str, u64>,
+}
+
+impl Totals {
+    fn add(&mut self, report: &CheckReport) {
+        self.ops += report.ops;
+        self.reads += report.reads_checked;
+        self.snapshot_reads += report.snapshot_reads_checked;
+        self.snapshots += report.snapshots as u64;
+        self.crashes += report.crashes;
+        for (kind, count) in &report.faults {
+            *self.faults.entry(kind).or_default() += count;
+        }
+    }
 }
