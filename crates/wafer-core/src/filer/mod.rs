@@ -1174,16 +1174,26 @@ impl<P: Payload> Filer<P> {
             return;
         }
         let excess = self.cache.len() - limit + self.options.cache_blocks / 16;
-        let policy = |lun: &LunId| {
-            self.volumes
-                .get(&lun.volume)
-                .map_or(CachePolicy::Default, |v| v.cache_policy)
+        let policies: BTreeMap<VolumeId, CachePolicy> = self
+            .volumes
+            .iter()
+            .map(|(&id, v)| (id, v.cache_policy))
+            .collect();
+        // Keys come in volume order: look each volume's policy up once.
+        let mut last: Option<(VolumeId, CachePolicy)> = None;
+        let mut policy = |volume: VolumeId| match last {
+            Some((v, policy)) if v == volume => policy,
+            _ => {
+                let policy = policies.get(&volume).copied().unwrap_or_default();
+                last = Some((volume, policy));
+                policy
+            }
         };
         let mut victims: Vec<(CachePolicy, u64, (LunId, Fbn))> = self
             .cache
             .iter()
             .filter(|(_, e)| !e.dirty && !e.pinned && e.waiters.is_empty() && e.content.is_some())
-            .map(|(key, e)| (policy(&key.0), e.last_use, *key))
+            .map(|(key, e)| (policy(key.0.volume), e.last_use, *key))
             .collect();
         // The `excess` least recently used by policy: the same set a full
         // sort would give (keys are unique), in linear time.
