@@ -10,17 +10,16 @@
 //! back in place so the damage does not linger. A block on a failed disk goes
 //! straight to reconstruction.
 
-use crate::payload::Payload;
-use wafer_raid::{Dbn, DiskIndex, DiskSet};
+use wafer_raid::{Dbn, DiskIndex, DiskSet, StripeUnit};
 
 use super::meta::FileRef;
 use super::{Filer, IoOp, IoPurpose, IoResult, Sector};
 use crate::aggregate::Location;
 use crate::format::{BlockPtr, Identity, Trailer};
 use crate::nvlog::LunId;
+use crate::payload::Payload;
 use crate::tree::NodeId;
 use crate::units::Fbn;
-use wafer_raid::StripeUnit;
 
 /// What a block read is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,7 +20,6 @@
 //! A crash anywhere before the superblock lands leaves the previous CP intact,
 //! since nothing it references was overwritten; recovery replays the log.
 
-use crate::payload::Payload;
 use std::collections::{BTreeMap, BTreeSet};
 
 use wafer_raid::{
@@ -32,6 +31,7 @@ use super::{Filer, IoOp, IoPurpose, IoResult, Phase, ReplyData, Sector};
 use crate::bitmap::Bitmap;
 use crate::format::{AGGREGATE_VOLUME, BlockPtr, Identity, Superblock, Trailer};
 use crate::nvlog::LunId;
+use crate::payload::Payload;
 use crate::tree::{BlockTree, NodeId};
 use crate::units::{CpCount, DiskId, Fbn, Pvbn, Vvbn};
 use crate::{BLOCK_SIZE, Block};

@@ -15,13 +15,13 @@
 //! - No pointer is born after the newest committed CP.
 //! - Space adds up, for the aggregate and for each volume.
 
-use crate::payload::Payload;
 use std::collections::BTreeSet;
 
 use super::Filer;
 use super::meta::FileRef;
 use crate::format::BlockPtr;
 use crate::nvlog::LunId;
+use crate::payload::Payload;
 use crate::units::Pvbn;
 
 impl<P: Payload> Filer<P> {

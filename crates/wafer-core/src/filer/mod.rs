@@ -1174,17 +1174,15 @@ impl<P: Payload> Filer<P> {
             return;
         }
         let excess = self.cache.len() - limit + self.options.cache_blocks / 16;
-        let policies: BTreeMap<VolumeId, CachePolicy> = self
-            .volumes
-            .iter()
-            .map(|(&id, v)| (id, v.cache_policy))
-            .collect();
         // Keys come in volume order: look each volume's policy up once.
+        let volumes = &self.volumes;
         let mut last: Option<(VolumeId, CachePolicy)> = None;
         let mut policy = |volume: VolumeId| match last {
             Some((v, policy)) if v == volume => policy,
             _ => {
-                let policy = policies.get(&volume).copied().unwrap_or_default();
+                let policy = volumes
+                    .get(&volume)
+                    .map_or_else(Default::default, |v| v.cache_policy);
                 last = Some((volume, policy));
                 policy
             }

@@ -14,8 +14,9 @@
 //!    log is taken where it stands: replay stops there for a CP of its own
 //!    (which leaves the log alone, since it still holds what follows).
 
-use crate::payload::{Bytes, Payload};
 use std::collections::VecDeque;
+
+use wafer_raid::StripeUnit;
 
 use super::meta::{
     FileRef, MetaFile, Snapshot, Volume, decode_inofile_block, decode_snapinfo_block,
@@ -26,10 +27,10 @@ use crate::Block;
 use crate::aggregate::{Layout, SUPERBLOCK_COPIES};
 use crate::format::{Superblock, Trailer};
 use crate::nvlog::{Change, LoggedOp, NvRecord, decode_half};
+use crate::payload::{Bytes, Payload};
 use crate::space::Allocator;
 use crate::tree::NodeId;
 use crate::units::{CpCount, DiskId, Instant};
-use wafer_raid::StripeUnit;
 
 use super::api::CpReason;
 use super::blockio::ReadPurpose;

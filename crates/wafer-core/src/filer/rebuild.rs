@@ -20,7 +20,6 @@
 //! The throttle is the per-CP batch: host CPs carry a batch each, and when the
 //! filer is otherwise idle rebuild CPs (type Z) follow one another.
 
-use crate::payload::Payload;
 use std::collections::{BTreeMap, BTreeSet};
 
 use wafer_raid::{DiskIndex, DiskSet};
@@ -29,6 +28,7 @@ use super::{Filer, IoOp, IoPurpose, IoResult, Phase, Sector};
 use crate::aggregate::SUPERBLOCK_COPIES;
 use crate::bitmap::Bitmap;
 use crate::format::{AGGREGATE_VOLUME, Identity, RebuildRecord, Trailer};
+use crate::payload::Payload;
 use crate::units::{CpCount, DiskId, Fbn, Vvbn};
 
 /// Stripes one CP rebuilds at most: with 4 KiB blocks, 1 MiB per disk.

@@ -14,13 +14,12 @@
 //! if it matches the checksum its pointer records; a block the image does not use
 //! counts as zeros.
 
-use crate::payload::Payload;
 use std::collections::BTreeMap;
 
-use wafer_raid::{Dbn, DiskIndex, DiskSet};
+use wafer_raid::{Dbn, DiskIndex, DiskSet, StripeUnit};
 
 use super::{Filer, IoOp, IoPurpose, IoResult, Phase};
-use wafer_raid::StripeUnit;
+use crate::payload::Payload;
 
 /// Stripes being resynced while mounting.
 #[derive(Clone, Debug)]
