@@ -49,6 +49,9 @@ pub trait Payload:
     fn unit_bytes(unit: &Self::Unit) -> Option<&Block>;
     /// The checksum that block pointers and trailers record for a block.
     fn unit_checksum(unit: &Self::Unit) -> u32;
+    /// Whether a metadata block read back from disk holds its bytes (stamps
+    /// hold only their digest).
+    const READS_METADATA: bool;
 
     /// The checksum that block pointers and trailers record for `content`.
     fn checksum(content: &Self::Content) -> u32 {
@@ -73,6 +76,7 @@ pub struct Bytes;
 impl Payload for Bytes {
     type Content = Box<Block>;
     type Unit = Block;
+    const READS_METADATA: bool = true;
 
     fn zero() -> Box<Block> {
         Box::new([0; BLOCK_SIZE])
@@ -118,6 +122,7 @@ pub struct Stamps;
 impl Payload for Stamps {
     type Content = Stamp;
     type Unit = Stamp;
+    const READS_METADATA: bool = false;
 
     fn zero() -> Stamp {
         Stamp(0)

@@ -7,11 +7,19 @@
 //! sits in slot `i % 256` of node `(l + 1, i / 256)`, or in root slot `i` when
 //! `l = L`.
 //!
-//! Indirect blocks are resident: the whole tree lives in memory, loaded at mount
-//! and changed in place. A change to a pointer marks the node holding it dirty;
-//! at a CP the write allocator gives every dirty node a new address, bottom up,
-//! which in turn dirties its parent, until the root pointers in the inode change.
-//! That is write-anywhere: no block is ever overwritten in place.
+//! Indirect blocks are buffers: a node is *resident* (in memory) or *absent*.
+//! An absent node whose pointer is null is a hole; one whose pointer is set was
+//! evicted (or not loaded yet) and must be read before anything under it is
+//! looked at. The filer does that read and [`load_node`](BlockTree::load_node)s
+//! the result; every lookup here asserts that the path it walks is resident, so
+//! a caller that forgot to fault a node in fails loudly instead of reading a
+//! hole. Resident nodes form a prefix of the tree: a node is evicted only when
+//! it is clean and none of its children is resident.
+//!
+//! A change to a pointer marks the node holding it dirty; at a CP the write
+//! allocator gives every dirty node a new address, bottom up, which in turn
+//! dirties its parent, until the root pointers in the inode change. That is
+//! write-anywhere: no block is ever overwritten in place.
 //!
 //! Nodes are shared, copy on write, between a tree and its frozen copies (the
 //! snapshots of a volume): a snapshot costs no memory until the active tree
@@ -26,7 +34,8 @@ use crate::format::{
 use crate::units::Fbn;
 use crate::{BLOCK_SIZE, Block};
 
-type Node = Arc<[BlockPtr; POINTERS_PER_BLOCK]>;
+/// An indirect block's pointers, shared copy on write with frozen copies.
+pub type Node = Arc<[BlockPtr; POINTERS_PER_BLOCK]>;
 
 /// Identifies an indirect block of a tree: `(level, index)`.
 pub type NodeId = (u8, u64);
@@ -39,6 +48,8 @@ pub struct BlockTree {
     nodes: BTreeMap<NodeId, Node>,
     dirty: BTreeSet<NodeId>,
     root_changed: bool,
+    /// Content blocks with a non-null pointer, resident or not.
+    content_blocks: u64,
 }
 
 /// Content blocks a tree of `level` can address.
@@ -71,6 +82,7 @@ impl BlockTree {
             nodes: self.nodes.clone(),
             dirty: BTreeSet::new(),
             root_changed: false,
+            content_blocks: self.content_blocks,
         }
     }
 
@@ -84,7 +96,8 @@ impl BlockTree {
         self.root
     }
 
-    /// The pointer to content block `fbn` (null for a hole).
+    /// The pointer to content block `fbn` (null for a hole). The path to it
+    /// must be resident.
     pub fn get(&self, fbn: Fbn) -> BlockPtr {
         if fbn.0 >= capacity(self.level) {
             return BlockPtr::NULL;
@@ -92,9 +105,143 @@ impl BlockTree {
         if self.level == 0 {
             return self.root[fbn.0 as usize];
         }
-        match self.nodes.get(&(1, fbn.0 / POINTERS_PER_BLOCK as u64)) {
+        let l1 = (1, fbn.0 / POINTERS_PER_BLOCK as u64);
+        match self.nodes.get(&l1) {
             Some(node) => node[(fbn.0 % POINTERS_PER_BLOCK as u64) as usize],
-            None => BlockPtr::NULL,
+            None => {
+                self.assert_hole(l1);
+                BlockPtr::NULL
+            }
+        }
+    }
+
+    /// The pointer to content block `fbn`, or `None` if an indirect block on
+    /// the way to it is not resident.
+    pub fn try_get(&self, fbn: Fbn) -> Option<BlockPtr> {
+        match self.missing(fbn.0..fbn.0.saturating_add(1)).is_empty() {
+            true => Some(self.get(fbn)),
+            false => None,
+        }
+    }
+
+    /// Content blocks with a non-null pointer (resident or not).
+    pub fn content_blocks(&self) -> u64 {
+        self.content_blocks
+    }
+
+    /// Counts the content blocks again from the nodes: for a tree whose nodes
+    /// were all loaded one by one (at mount).
+    pub fn recount(&mut self) {
+        self.content_blocks = self
+            .all_pointers()
+            .iter()
+            .filter(|((level, _), _)| *level == 0)
+            .count() as u64;
+    }
+
+    /// Whether `node` is in memory.
+    pub fn is_resident(&self, node: NodeId) -> bool {
+        self.nodes.contains_key(&node)
+    }
+
+    /// Resident indirect blocks.
+    pub fn resident_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The indirect blocks to read before content blocks `fbns` can be looked
+    /// at or changed: every absent node on their paths whose parent is
+    /// resident and whose pointer is set, with that pointer. Nodes under an
+    /// absent node are not listed; they are found once it is loaded.
+    pub fn missing(&self, fbns: core::ops::Range<u64>) -> Vec<(NodeId, BlockPtr)> {
+        let end = fbns.end.min(capacity(self.level));
+        if self.level == 0 || fbns.start >= end {
+            return Vec::new();
+        }
+        let span = |level: u8| (POINTERS_PER_BLOCK as u64).pow(u32::from(level));
+        let mut out = Vec::new();
+        let consider = |node: NodeId, ptr: BlockPtr, out: &mut Vec<(NodeId, BlockPtr)>| {
+            if !ptr.is_null() && !self.nodes.contains_key(&node) {
+                out.push((node, ptr));
+            }
+        };
+        let top = self.level;
+        for index in fbns.start / span(top)..end.div_ceil(span(top)) {
+            consider((top, index), self.root[index as usize], &mut out);
+        }
+        for level in 2..=top {
+            let (first, last) = (fbns.start / span(level), (end - 1) / span(level));
+            for (&(_, index), node) in self.nodes.range((level, first)..=(level, last)) {
+                let base = index * POINTERS_PER_BLOCK as u64;
+                let child_span = span(level - 1);
+                for (slot, ptr) in node.iter().enumerate() {
+                    let child = base + slot as u64;
+                    let covers = child * child_span < end && (child + 1) * child_span > fbns.start;
+                    if covers {
+                        consider((level - 1, child), *ptr, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `node` may be evicted: resident, clean and with no resident
+    /// child (nodes stay a prefix of the tree).
+    pub fn is_evictable(&self, (level, index): NodeId) -> bool {
+        if level == 0
+            || !self.nodes.contains_key(&(level, index))
+            || self.dirty.contains(&(level, index))
+        {
+            return false;
+        }
+        if self.node_ptr((level, index)).is_null() {
+            return false; // not written yet: the CP has still to give it an address
+        }
+        let first = index * POINTERS_PER_BLOCK as u64;
+        let children = (level - 1, first)..(level - 1, first + POINTERS_PER_BLOCK as u64);
+        level == 1 || self.nodes.range(children).next().is_none()
+    }
+
+    /// Drops an evictable node from memory and returns it.
+    pub fn evict(&mut self, node: NodeId) -> Node {
+        assert!(
+            self.is_evictable(node),
+            "evicting node {node:?}, which is pinned"
+        );
+        self.nodes.remove(&node).expect("resident")
+    }
+
+    /// Reinstalls a node evicted earlier (the lab's stamp filer keeps
+    /// digests, not pointers, on its disks, so it keeps evicted nodes aside).
+    pub fn restore_node(&mut self, node: NodeId, pointers: Node) {
+        assert!(!self.nodes.contains_key(&node), "node {node:?} is resident");
+        self.nodes.insert(node, pointers);
+    }
+
+    /// Resident nodes of `level` and above, in order.
+    pub fn resident(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes.keys().copied()
+    }
+
+    /// An absent node must be a hole: its pointer null (or its parent a hole).
+    fn assert_hole(&self, (level, index): NodeId) {
+        if level >= self.level {
+            assert!(
+                self.root[index as usize].is_null(),
+                "node {:?} is not resident; fault it in first",
+                (level, index)
+            );
+            return;
+        }
+        let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);
+        match self.nodes.get(&parent) {
+            Some(node) => assert!(
+                node[(index % POINTERS_PER_BLOCK as u64) as usize].is_null(),
+                "node {:?} is not resident; fault it in first",
+                (level, index)
+            ),
+            None => self.assert_hole(parent),
         }
     }
 
@@ -107,7 +254,10 @@ impl BlockTree {
         while fbn.0 >= capacity(self.level) {
             self.grow();
         }
-        self.set_child(0, fbn.0, ptr)
+        let old = self.set_child(0, fbn.0, ptr);
+        self.content_blocks += u64::from(old.is_null() && !ptr.is_null());
+        self.content_blocks -= u64::from(!old.is_null() && ptr.is_null());
+        old
     }
 
     /// The pointer to indirect block `node`, as its parent (or the root) holds it.
@@ -116,9 +266,13 @@ impl BlockTree {
             return self.root[index as usize];
         }
         let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);
-        self.nodes.get(&parent).map_or(BlockPtr::NULL, |node| {
-            node[(index % POINTERS_PER_BLOCK as u64) as usize]
-        })
+        match self.nodes.get(&parent) {
+            Some(node) => node[(index % POINTERS_PER_BLOCK as u64) as usize],
+            None => {
+                self.assert_hole(parent);
+                BlockPtr::NULL
+            }
+        }
     }
 
     /// Points the parent of indirect block `node` at `ptr` (marking the parent
@@ -181,13 +335,10 @@ impl BlockTree {
 
     /// The encoded content of indirect block `node`.
     pub fn node_bytes(&self, node: NodeId) -> Box<Block> {
-        let mut out = Box::new([0u8; BLOCK_SIZE]);
-        if let Some(pointers) = self.nodes.get(&node) {
-            for (slot, ptr) in pointers.iter().enumerate() {
-                ptr.encode(&mut out[slot * POINTER_SIZE..]);
-            }
+        match self.nodes.get(&node) {
+            Some(pointers) => encode_node(pointers),
+            None => Box::new([0u8; BLOCK_SIZE]),
         }
-        out
     }
 
     /// Installs an indirect block read from disk.
@@ -213,9 +364,18 @@ impl BlockTree {
             })
     }
 
+    /// Whether every indirect block of the tree is resident.
+    pub fn is_complete(&self) -> bool {
+        self.missing(0..u64::MAX).is_empty()
+    }
+
     /// Every non-null pointer in the tree: indirect blocks as `(level, index)`,
-    /// content blocks as `(0, fbn)`.
+    /// content blocks as `(0, fbn)`. The tree must be complete.
     pub fn all_pointers(&self) -> Vec<(NodeId, BlockPtr)> {
+        assert!(
+            self.is_complete(),
+            "walking a tree whose indirect blocks are not all resident"
+        );
         let mut out: Vec<(NodeId, BlockPtr)> = self
             .root
             .iter()
@@ -267,6 +427,7 @@ impl BlockTree {
         if self.nodes.contains_key(&(level, index)) {
             return;
         }
+        self.assert_hole((level, index));
         self.nodes.insert(
             (level, index),
             Arc::new([BlockPtr::NULL; POINTERS_PER_BLOCK]),
@@ -278,6 +439,15 @@ impl BlockTree {
                 .insert((level + 1, index / POINTERS_PER_BLOCK as u64));
         }
     }
+}
+
+/// An indirect block's pointers as they are written to disk.
+pub fn encode_node(pointers: &Node) -> Box<Block> {
+    let mut out = Box::new([0u8; BLOCK_SIZE]);
+    for (slot, ptr) in pointers.iter().enumerate() {
+        ptr.encode(&mut out[slot * POINTER_SIZE..]);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -345,5 +515,98 @@ mod tests {
         );
         assert_eq!(frozen.get(Fbn(301)), BlockPtr::NULL);
         assert_eq!(frozen.node_ptr((1, 1)), ptr(99));
+    }
+
+    const B: u64 = POINTERS_PER_BLOCK as u64;
+
+    /// A level-2 tree with content blocks `8B..11B` under three level-1
+    /// nodes, (1, 8) to (1, 10), all written by a CP: every node has an
+    /// address and is clean.
+    fn written_tree() -> BlockTree {
+        let mut tree = BlockTree::new();
+        for fbn in 8 * B..11 * B {
+            tree.set(Fbn(fbn), ptr(fbn));
+        }
+        for level in 1..=tree.level() {
+            for node in tree.dirty_nodes(level) {
+                tree.mark_clean(node);
+                tree.set_node_ptr(node, ptr(100_000 + node.1 + 1000 * u64::from(level)));
+            }
+        }
+        tree.mark_clean((tree.level(), 0));
+        tree
+    }
+
+    #[test]
+    fn an_evicted_node_is_missing_until_it_is_loaded_again() {
+        let mut tree = written_tree();
+        assert_eq!(tree.level(), 2);
+        assert!(tree.is_complete());
+        assert_eq!(tree.content_blocks(), 3 * B);
+        let l1 = (1, 9); // fbns 9B..10B
+        let bytes = tree.node_bytes(l1);
+        assert!(tree.is_evictable(l1));
+        assert!(
+            !tree.is_evictable((2, 0)),
+            "a node with resident children stays"
+        );
+        tree.evict(l1);
+        assert_eq!(
+            tree.missing(9 * B..9 * B + 1),
+            vec![(l1, tree.node_ptr(l1))]
+        );
+        assert!(
+            tree.missing(8 * B..9 * B).is_empty(),
+            "other nodes are resident"
+        );
+        assert_eq!(tree.try_get(Fbn(9 * B + 5)), None);
+        assert!(tree.try_get(Fbn(8 * B + 5)).is_some_and(|p| !p.is_null()));
+        assert!(!tree.is_complete());
+        assert_eq!(tree.content_blocks(), 3 * B, "an absent node still counts");
+        tree.load_node(l1, &bytes);
+        assert!(tree.is_complete());
+        assert_eq!(tree.get(Fbn(9 * B + 5)), ptr(9 * B + 5));
+    }
+
+    #[test]
+    fn evicting_a_parent_hides_its_subtree_until_it_is_back() {
+        let mut tree = written_tree();
+        let top = tree.root()[0];
+        assert!(!top.is_null());
+        for index in [0, 8, 9, 10] {
+            tree.evict((1, index));
+        }
+        let l2 = tree.node_bytes((2, 0));
+        tree.evict((2, 0));
+        assert_eq!(tree.missing(0..u64::MAX), vec![((2, 0), top)]);
+        tree.load_node((2, 0), &l2);
+        assert_eq!(tree.missing(0..u64::MAX).len(), 4, "then the level-1 nodes");
+        assert_eq!(tree.missing(8 * B..9 * B).len(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "fault it in first")]
+    fn looking_through_an_absent_node_fails_loudly() {
+        let mut tree = written_tree();
+        tree.evict((1, 8));
+        tree.get(Fbn(8 * B));
+    }
+
+    #[test]
+    #[should_panic(expected = "fault it in first")]
+    fn writing_under_an_absent_node_fails_loudly() {
+        let mut tree = written_tree();
+        tree.evict((1, 8));
+        tree.set(Fbn(8 * B + 1), ptr(5));
+    }
+
+    #[test]
+    fn dirty_nodes_and_nodes_without_an_address_stay() {
+        let mut tree = written_tree();
+        tree.set(Fbn(8 * B + 2), ptr(7));
+        assert!(!tree.is_evictable((1, 8)), "dirty");
+        tree.set(Fbn(40 * B), ptr(8));
+        tree.mark_clean((1, 40));
+        assert!(!tree.is_evictable((1, 40)), "never given an address");
     }
 }

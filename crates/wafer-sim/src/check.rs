@@ -92,6 +92,9 @@ pub struct CheckReport {
     pub faults: BTreeMap<&'static str, u64>,
     /// CPs committed by the last filer instance.
     pub cps: u64,
+    /// Indirect blocks read because the cache had evicted them, over every
+    /// filer instance.
+    pub indirect_reads: u64,
     /// Stripes whose parity was verified at the end.
     pub stripes_verified: usize,
     /// Volumes at the end.
@@ -421,6 +424,7 @@ impl<P: SimPayload> Harness<P> {
         self.verify_everything()?;
         self.report.faults = self.world.injected.clone();
         self.report.cps = self.world.filer.counters().cps.values().sum();
+        self.report.indirect_reads += self.world.filer.counters().indirect_reads;
         self.report.io = self.world.io_log().to_vec();
         Ok(())
     }
@@ -496,6 +500,7 @@ impl<P: SimPayload> Harness<P> {
         let Some(world) = P::remountable(&mut self.world) else {
             return Ok(());
         };
+        self.report.indirect_reads += world.filer.counters().indirect_reads;
         world.crash_and_remount();
         self.report.crashes += 1;
         let mut admin = None;
@@ -1054,6 +1059,7 @@ impl<P: SimPayload> Harness<P> {
         }
         self.report.snapshots = self.snapshots.len();
         while self.world.step() {}
+        self.world.pin_indirect()?;
         self.world.filer.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;
         self.report.volumes = self.volumes.len();

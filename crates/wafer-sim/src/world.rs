@@ -341,6 +341,18 @@ impl<P: SimPayload> World<P> {
         true
     }
 
+    /// Has the filer bring every indirect block into memory and keep it
+    /// there, and runs until it has (what a whole-tree invariant check needs).
+    pub fn pin_indirect(&mut self) -> Result<(), String> {
+        self.filer.pin_indirect(true);
+        self.drain();
+        while self.step() {}
+        match self.filer.indirect_complete() {
+            true => Ok(()),
+            false => Err("indirect blocks still absent after pinning them".into()),
+        }
+    }
+
     /// Advances virtual time by `span` with nothing happening but timers.
     pub fn idle(&mut self, span: Duration) {
         let until = self.now + span;

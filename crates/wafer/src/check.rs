@@ -153,7 +153,7 @@ fn print_seed(args: &CheckArgs, seed: u64, report: &CheckReport) {
 fn print_summary(args: &CheckArgs, totals: &Totals) {
     println!(
         "check passed: {} seeds from {}{}, {} ops, {} reads checked ({} of snapshots), \
-         {}, {} snapshots left at the ends",
+         {}, {} snapshots left at the ends, {} indirect blocks read on cache misses",
         args.seeds,
         args.seed,
         args.payload.label(),
@@ -161,7 +161,8 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
         totals.reads,
         totals.snapshot_reads,
         args.payload.crashes(totals.crashes, " survived"),
-        totals.snapshots
+        totals.snapshots,
+        totals.indirect_reads
     );
     if !totals.faults.is_empty() {
         let list: Vec<String> = totals
@@ -181,6 +182,7 @@ struct Totals {
     snapshot_reads: u64,
     snapshots: u64,
     crashes: u64,
+    indirect_reads: u64,
     faults: BTreeMap<&'static str, u64>,
 }
 
@@ -190,6 +192,7 @@ impl Totals {
         self.reads += report.reads_checked;
         self.snapshot_reads += report.snapshot_reads_checked;
         self.snapshots += report.snapshots as u64;
+        self.indirect_reads += report.indirect_reads;
         self.crashes += report.crashes;
         for (kind, count) in &report.faults {
             *self.faults.entry(kind).or_default() += count;

@@ -221,11 +221,22 @@ pub enum IoResult<P: Payload = Bytes> {
     DiskFailed,
 }
 
+/// What the buffer cache holds at a moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheUsage {
+    /// LUN data blocks, clean, dirty or being read.
+    pub data_blocks: usize,
+    /// Indirect blocks of the active LUN trees.
+    pub indirect_blocks: usize,
+}
+
 /// Tunables, each with the reason for its default.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
-    /// Data blocks the buffer cache keeps clean (dirty ones are pinned on top).
-    /// Default 16384 (64 MiB): enough to absorb a CP's worth of hot overwrites.
+    /// Blocks the buffer cache keeps: LUN data and LUN indirect blocks, clean
+    /// (dirty ones are pinned on top, and so are the indirect blocks waiting
+    /// requests need). Default 16384 (64 MiB): enough to absorb a CP's worth of
+    /// hot overwrites.
     pub cache_blocks: usize,
     /// Bytes in each NVLog half. Default 32 MiB, as on mid-range filers whose
     /// NVRAM holds 64 MiB per node.
@@ -395,6 +406,10 @@ pub struct Counters {
     pub cache_hits: u64,
     /// Host reads that went to disk.
     pub cache_misses: u64,
+    /// Indirect blocks of LUNs read because they were not in the cache.
+    pub indirect_reads: u64,
+    /// Indirect blocks of LUNs evicted from the cache.
+    pub indirect_evictions: u64,
     /// Disk read I/Os (chains) issued for data.
     pub read_chains: u64,
     /// Blocks read for data in those chains.

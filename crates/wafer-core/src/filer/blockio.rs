@@ -30,6 +30,8 @@ pub(super) enum ReadPurpose {
     Mount(FileRef, NodeId),
     /// A block of a snapshot for a host read.
     Snapshot(super::RequestId, Fbn),
+    /// An indirect block of a LUN's tree that a request needs.
+    Indirect(LunId, NodeId),
 }
 
 /// One block to read and what it must turn out to be.
@@ -320,6 +322,7 @@ impl<P: Payload> Filer<P> {
             ReadPurpose::Fill(lun, fbn, fill) => self.filled(lun, fbn, fill, block),
             ReadPurpose::Mount(file, node) => self.mount_block(file, node, block),
             ReadPurpose::Snapshot(request, fbn) => self.snapshot_block(request, fbn, block),
+            ReadPurpose::Indirect(lun, node) => self.indirect_arrived(lun, node, block),
         }
     }
 }

@@ -16,6 +16,7 @@
 pub mod api;
 mod blockio;
 mod cp;
+mod indirect;
 pub mod meta;
 mod mount;
 mod realloc;
@@ -205,6 +206,22 @@ pub struct Filer<P: Payload = Bytes> {
     repairs: BTreeMap<u64, RepairJob<P>>,
     next_fill: u64,
     parked_repairs: Vec<(BlockRead, u8)>,
+    /// Indirect blocks being read, with the pointer each read follows.
+    node_loads: BTreeMap<(LunId, crate::tree::NodeId), BlockPtr>,
+    /// Host requests (not changes) waiting for indirect blocks.
+    faulting: Vec<(RequestId, HostRequest)>,
+    /// Indirect blocks that could not be read, until the requests waiting
+    /// for them have been failed.
+    unreadable: BTreeSet<(LunId, crate::tree::NodeId)>,
+    /// When each resident indirect block of a LUN was last used.
+    indirect_use: BTreeMap<(LunId, crate::tree::NodeId), u64>,
+    /// A stamp filer's evicted indirect blocks (its disks hold digests).
+    evicted_nodes: BTreeMap<(LunId, crate::tree::NodeId), crate::tree::Node>,
+    /// The driver keeps every indirect block resident.
+    pin_indirect: bool,
+    /// No indirect block has been evicted since every tree was last seen
+    /// whole (while pinned, trees stay whole once they are).
+    indirect_whole: bool,
     written: WrittenSums,
     /// The aggregate's active map as of the newest committed CP: no block it
     /// marks may be written until a newer CP has committed without it.
@@ -277,6 +294,13 @@ impl<P: Payload> Filer<P> {
             repairs: BTreeMap::new(),
             next_fill: 0,
             parked_repairs: Vec::new(),
+            node_loads: BTreeMap::new(),
+            faulting: Vec::new(),
+            unreadable: BTreeSet::new(),
+            indirect_use: BTreeMap::new(),
+            evicted_nodes: BTreeMap::new(),
+            pin_indirect: false,
+            indirect_whole: true,
             next_repair: 0,
             io_out: VecDeque::new(),
             io_pending: BTreeMap::new(),
@@ -354,7 +378,8 @@ impl<P: Payload> Filer<P> {
         let mut out: Vec<Extent> = Vec::new();
         for fbn in (offset / block..end.div_ceil(block)).map(Fbn) {
             let cached = snapshot.is_none() && self.cache.contains_key(&(lun, fbn));
-            let data = cached || !tree.get(fbn).is_null();
+            // An absent indirect block hides whether there is data: say there is.
+            let data = cached || tree.try_get(fbn).is_none_or(|ptr| !ptr.is_null());
             let start = (fbn.0 * block).max(offset);
             let stop = ((fbn.0 + 1) * block).min(end);
             match out.last_mut() {
@@ -397,6 +422,7 @@ impl<P: Payload> Filer<P> {
         let id = RequestId(self.next_request);
         self.next_request += 1;
         self.dispatch(id, request);
+        self.tend_indirect();
         Ok(id)
     }
 
@@ -423,6 +449,7 @@ impl<P: Payload> Filer<P> {
         if self.poll_timeout().is_some_and(|deadline| now >= deadline) {
             self.start_cp(CpReason::Timer);
         }
+        self.tend_indirect();
     }
 
     /// An I/O has completed.
@@ -456,6 +483,7 @@ impl<P: Payload> Filer<P> {
             IoPurpose::ResyncWrite => self.resync_write_done(),
             IoPurpose::AssignSpare => self.spare_assigned(result),
         }
+        self.tend_indirect();
     }
 
     /// Marks a disk failed; its blocks are reconstructed from parity from now
@@ -506,6 +534,14 @@ impl<P: Payload> Filer<P> {
     }
 
     fn dispatch(&mut self, id: RequestId, request: HostRequest) {
+        if let HostRequest::Change(change) = request {
+            return self.modify(id, LoggedOp::Change(change));
+        }
+        match self.fault_in(self.request_needs(&request)) {
+            indirect::Fault::Ready => {}
+            indirect::Fault::Waiting => return self.faulting.push((id, request)),
+            indirect::Fault::Unreadable => return self.reply(id, Err(HostError::Io)),
+        }
         match request {
             HostRequest::Read {
                 lun,
@@ -527,7 +563,7 @@ impl<P: Payload> Filer<P> {
                 let result = self.start_realloc(lun).map(|()| ReplyData::Done);
                 self.reply(id, result);
             }
-            HostRequest::Change(change) => self.modify(id, LoggedOp::Change(change)),
+            HostRequest::Change(_) => unreachable!("changes are modified above"),
         }
     }
 
@@ -538,6 +574,11 @@ impl<P: Payload> Filer<P> {
     /// Validates, logs and applies a modifying operation; the reply goes out
     /// when the log append is durable.
     fn modify(&mut self, id: RequestId, op: LoggedOp) {
+        match self.fault_in(self.op_needs(&op)) {
+            indirect::Fault::Ready => {}
+            indirect::Fault::Waiting => return self.stalled.push_back((id, op)),
+            indirect::Fault::Unreadable => return self.reply(id, Err(HostError::Io)),
+        }
         if let Err(error) = self.validate(&op) {
             return self.reply(id, Err(error));
         }
@@ -1170,10 +1211,11 @@ impl<P: Payload> Filer<P> {
     /// evicts down to 15/16 of the size, so the scan is paid once per batch.
     fn evict(&mut self) {
         let limit = self.options.cache_blocks + self.dirty.len();
-        if self.cache.len() <= limit {
+        let total = self.cache.len() + self.resident_indirect();
+        if total <= limit {
             return;
         }
-        let excess = self.cache.len() - limit + self.options.cache_blocks / 16;
+        let excess = total - limit + self.options.cache_blocks / 16;
         // Keys come in volume order: look each volume's policy up once.
         let volumes = &self.volumes;
         let mut last: Option<(VolumeId, CachePolicy)> = None;
@@ -1198,8 +1240,9 @@ impl<P: Payload> Filer<P> {
         if excess < victims.len() {
             victims.select_nth_unstable(excess);
         }
-        for (_, _, key) in victims.into_iter().take(excess) {
-            self.cache.remove(&key);
+        for (_, last_use, (lun, fbn)) in victims.into_iter().take(excess) {
+            self.cache.remove(&(lun, fbn));
+            self.note_data_evicted(lun, fbn, last_use);
         }
     }
 

@@ -353,6 +353,15 @@ impl<P: Payload> Filer<P> {
             return;
         }
         mount.replaying = true;
+        for volume in self.volumes.values_mut() {
+            let snapshot_luns = volume
+                .snapshots
+                .values_mut()
+                .flat_map(|s| s.luns.values_mut());
+            for lun in volume.luns.values_mut().chain(snapshot_luns) {
+                lun.tree.recount();
+            }
+        }
         if let Err(reason) = self.rebuild_snapshot_maps() {
             return self.fail_mount(reason);
         }

@@ -177,7 +177,7 @@ impl<P: Payload> Filer<P> {
         let present: Vec<(Fbn, Location)> = (first..end)
             .map(Fbn)
             .filter_map(|fbn| {
-                let ptr = tree.get(fbn);
+                let ptr = tree.try_get(fbn)?;
                 let at = self.layout.locate(ptr.pvbn).filter(|_| !ptr.is_null())?;
                 Some((fbn, at))
             })

@@ -243,7 +243,9 @@ impl<P: Payload> Filer<P> {
     /// stripes, or to record that it is over.
     pub(super) fn rebuild_wants_cp(&self) -> bool {
         let going = self.rebuild.as_ref().is_some_and(|r| {
-            !r.recorded || (r.assignment == Assignment::Assigned && !self.rebuild_complete())
+            let batch_due = r.assignment == Assignment::Assigned && !self.rebuild_complete();
+            // A batch names its blocks from the pointers: it waits for whole trees.
+            !r.recorded || (batch_due && self.indirect_complete())
         });
         going || self.rebuild_done_unrecorded
     }
@@ -296,6 +298,9 @@ impl<P: Payload> Filer<P> {
     /// superblock stripes are left to the superblock writes, which include the
     /// new disk.
     pub(super) fn rebuild_batch(&self) -> Option<RebuildBatch> {
+        if !self.indirect_complete() {
+            return None; // faulted in meanwhile; a CP follows once they are whole
+        }
         let r = self
             .rebuild
             .as_ref()

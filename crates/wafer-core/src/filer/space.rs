@@ -29,7 +29,7 @@ use super::meta::Volume;
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
 use crate::payload::Payload;
-use crate::units::{Fbn, VolumeId};
+use crate::units::VolumeId;
 
 /// The largest snapshot reserve, in percent of a volume.
 pub const MAX_SNAP_RESERVE_PERCENT: u8 = 50;
@@ -139,16 +139,10 @@ impl<P: Payload> Filer<P> {
     /// A volume's space, or `None` if there is no such volume.
     pub fn volume_space(&self, id: VolumeId) -> Option<VolumeSpace> {
         let volume = self.volumes.get(&id)?;
-        let block = BLOCK_SIZE as u64;
         let lun_written_blocks: u64 = volume
             .luns
             .values()
-            .map(|lun| {
-                let blocks = lun.size_bytes.div_ceil(block);
-                (0..blocks)
-                    .filter(|&fbn| !lun.tree.get(Fbn(fbn)).is_null())
-                    .count() as u64
-            })
+            .map(|lun| lun.tree.content_blocks())
             .sum();
         Some(SpaceInputs::of(volume).space(volume.size_bytes, lun_written_blocks))
     }

@@ -1,0 +1,419 @@
+//! Indirect blocks in the buffer cache: faulted in on demand, evicted by age.
+//!
+//! A LUN's indirect blocks are buffers like its data: they share the cache's
+//! budget ([`Options::cache_blocks`](super::Options)), and one that is not in
+//! memory costs a verified disk read (repaired from parity like any other)
+//! before anything under it can be looked at. Requests are restartable, as
+//! WAFL's messages are: a request first names the part of each tree it needs
+//! ([`Filer::request_needs`], [`Filer::op_needs`]); if an indirect block there
+//! is absent, its read goes out and the request waits, whole, to be started
+//! again from the top when a block arrives. Changes wait in the stalled queue,
+//! so they still apply in the order they came; reads wait beside them. A
+//! request that needs a whole tree (destroying, restoring or snapshotting, a
+//! reallocation) faults it in level by level the same way.
+//!
+//! Eviction runs only between events, never in the middle of applying a
+//! request, and never while a CP runs: a CP writes dirty indirect blocks and
+//! fills in their parents' checksums, so every tree stays as it is until it
+//! commits. A node is evicted only when it is clean, has no resident child and
+//! no cached data block under it (dirty data pins its path for the CP). Data
+//! goes first: indirect blocks are evicted only when clean data cannot make
+//! room, since one indirect block maps a whole region's data. Among them, a
+//! node's age is that of the newest data block evicted from under it. Some work needs every tree
+//! whole and keeps it so: a rebuild onto a spare (it names each rebuilt block
+//! from the pointers), a reallocation, a snapshot waiting for its CP, and the
+//! driver's [`Filer::pin_indirect`] (the simulator's final invariant check).
+//! Snapshots keep their frozen trees whole: the trees they share with the
+//! active file system are complete when the snapshot is taken.
+//!
+//! A stamp filer's disks hold digests of its metadata, not the metadata, so it
+//! keeps the pointers of an evicted node aside and puts them back when the
+//! (verified, timed) read of that node completes: the I/O is the same as a
+//! byte filer's.
+
+use core::ops::Range;
+use std::collections::BTreeMap;
+
+use super::blockio::ReadPurpose;
+use super::meta::FileRef;
+use super::{CpReason, Filer, HostRequest, Phase};
+use crate::BLOCK_SIZE;
+use crate::nvlog::{Change, LoggedOp, LunId};
+use crate::payload::Payload;
+use crate::tree::NodeId;
+use crate::units::Fbn;
+
+/// Whether a request's indirect blocks are all in memory.
+pub(super) enum Fault {
+    /// They are: go ahead.
+    Ready,
+    /// Some are being read; the request waits.
+    Waiting,
+    /// One could not be read even with RAID.
+    Unreadable,
+}
+
+/// Content blocks `offset..offset + length` of a LUN cover.
+fn blocks_of(offset: u64, length: u64) -> Range<u64> {
+    let block = BLOCK_SIZE as u64;
+    offset / block..offset.saturating_add(length).div_ceil(block)
+}
+
+impl<P: Payload> Filer<P> {
+    /// The parts of LUN trees a host request (other than a change) walks.
+    pub(super) fn request_needs(&self, request: &HostRequest) -> Vec<(LunId, Range<u64>)> {
+        match request {
+            HostRequest::Read {
+                lun,
+                offset,
+                length,
+            } => vec![(*lun, blocks_of(*offset, *length))],
+            HostRequest::ReallocateMeasure { lun } | HostRequest::ReallocateStart { lun } => {
+                vec![(*lun, 0..u64::MAX)]
+            }
+            HostRequest::ReadSnapshot { .. } | HostRequest::Flush | HostRequest::Change(_) => {
+                Vec::new()
+            }
+        }
+    }
+
+    /// The parts of LUN trees a change walks when it is validated and applied.
+    pub(super) fn op_needs(&self, op: &LoggedOp) -> Vec<(LunId, Range<u64>)> {
+        let LoggedOp::Change(change) = op else {
+            return Vec::new();
+        };
+        match change {
+            Change::Write { lun, offset, data } => {
+                vec![(*lun, blocks_of(*offset, data.len() as u64))]
+            }
+            Change::Trim {
+                lun,
+                offset,
+                length,
+            } => vec![(*lun, blocks_of(*offset, *length))],
+            Change::ResizeLun { lun, size_bytes } => {
+                vec![(*lun, blocks_of(*size_bytes, u64::MAX))]
+            }
+            Change::DestroyLun { lun } => vec![(*lun, 0..u64::MAX)],
+            Change::CreateSnapshot { volume, .. } | Change::RestoreSnapshot { volume, .. } => self
+                .luns(*volume)
+                .into_iter()
+                .map(|(lun, _, _)| (lun, 0..u64::MAX))
+                .collect(),
+            Change::CreateVolume { .. }
+            | Change::CreateLun { .. }
+            | Change::DeleteSnapshot { .. }
+            | Change::SetSnapReserve { .. }
+            | Change::SetCachePolicy { .. }
+            | Change::SetReadRealloc { .. } => Vec::new(),
+        }
+    }
+
+    /// Starts reading the absent indirect blocks of `needs` (those not on
+    /// their way already) and says whether the request can go ahead.
+    pub(super) fn fault_in(&mut self, needs: Vec<(LunId, Range<u64>)>) -> Fault {
+        let absent: Vec<(LunId, NodeId, crate::format::BlockPtr)> = needs
+            .into_iter()
+            .filter_map(|(lun, range)| {
+                let (_, l) = self.lun(lun).ok()?;
+                Some(
+                    l.tree
+                        .missing(range)
+                        .into_iter()
+                        .map(move |(n, p)| (lun, n, p)),
+                )
+            })
+            .flatten()
+            .collect();
+        if absent.is_empty() {
+            return Fault::Ready;
+        }
+        if absent
+            .iter()
+            .any(|(lun, node, _)| self.unreadable.contains(&(*lun, *node)))
+        {
+            return Fault::Unreadable;
+        }
+        self.read_indirect(absent);
+        Fault::Waiting
+    }
+
+    /// Issues reads of indirect blocks, skipping those already on their way.
+    fn read_indirect(&mut self, nodes: Vec<(LunId, NodeId, crate::format::BlockPtr)>) {
+        let mut reads = Vec::new();
+        for (lun, node, ptr) in nodes {
+            if self.node_loads.insert((lun, node), ptr).is_some() {
+                continue;
+            }
+            self.counters.indirect_reads += 1;
+            let purpose = ReadPurpose::Indirect(lun, node);
+            reads.push(self.block_read(FileRef::Lun(lun), node.0, node.1, ptr, purpose));
+        }
+        self.read_blocks(reads);
+    }
+
+    /// An indirect block has arrived (or could not be recovered). It is
+    /// installed if its tree still wants it, and the waiting requests start
+    /// again.
+    pub(super) fn indirect_arrived(
+        &mut self,
+        lun: LunId,
+        node: NodeId,
+        content: Option<P::Content>,
+    ) {
+        let ptr = self
+            .node_loads
+            .remove(&(lun, node))
+            .expect("an indirect read that was issued");
+        match content {
+            Some(content) if self.still_wanted(lun, node, ptr) => {
+                match P::bytes(&content) {
+                    Some(bytes) => self.lun_tree_mut(lun).load_node(node, bytes),
+                    None => {
+                        let pointers = self
+                            .evicted_nodes
+                            .remove(&(lun, node))
+                            .expect("a stamp filer keeps what it evicts");
+                        assert_eq!(
+                            P::checksum(&P::from_bytes(crate::tree::encode_node(&pointers))),
+                            ptr.checksum,
+                            "the indirect block kept aside is the one on disk"
+                        );
+                        self.lun_tree_mut(lun).restore_node(node, pointers);
+                    }
+                }
+                self.indirect_use.insert((lun, node), self.use_clock);
+            }
+            Some(_) => {}
+            None => {
+                self.counters.unrecoverable_blocks += 1;
+                self.unreadable.insert((lun, node));
+            }
+        }
+        self.restart_faulting();
+        self.unreadable.clear();
+        self.rebuild_when_whole();
+    }
+
+    /// Whether `node` is still absent from the LUN's tree, its parent
+    /// resident, and its pointer the one that was read.
+    fn still_wanted(&self, lun: LunId, node: NodeId, ptr: crate::format::BlockPtr) -> bool {
+        let Ok((_, l)) = self.lun(lun) else {
+            return false;
+        };
+        let tree = &l.tree;
+        let parent_resident = node.0 >= tree.level()
+            || tree.is_resident((
+                node.0 + 1,
+                node.1 / crate::format::POINTERS_PER_BLOCK as u64,
+            ));
+        parent_resident && !tree.is_resident(node) && tree.node_ptr(node) == ptr
+    }
+
+    /// Starts again every request that waited for indirect blocks.
+    fn restart_faulting(&mut self) {
+        for (id, request) in core::mem::take(&mut self.faulting) {
+            self.dispatch(id, request);
+        }
+        self.resume_stalled();
+    }
+
+    /// A rebuild waits for whole trees; once they are, its CP can start.
+    fn rebuild_when_whole(&mut self) {
+        let idle = self.cp.is_none() && matches!(self.phase, Phase::Online);
+        if idle && self.node_loads.is_empty() && self.rebuild_wants_cp() {
+            self.start_cp(CpReason::Sync);
+        }
+    }
+
+    /// Whether every tree must stay whole: a rebuild, a reallocation or a
+    /// snapshot in progress, or the driver asked.
+    fn indirect_pinned(&self) -> bool {
+        self.pin_indirect || self.rebuild.is_some() || self.realloc.is_some()
+    }
+
+    /// Whether every LUN tree is whole in memory.
+    pub fn indirect_complete(&self) -> bool {
+        self.volumes
+            .values()
+            .flat_map(|v| v.luns.values())
+            .all(|l| l.tree.is_complete())
+    }
+
+    /// Keeps every indirect block in memory (reading the absent ones) while
+    /// `pinned`; [`indirect_complete`](Self::indirect_complete) tells when
+    /// they all are. The simulator pins before it checks invariants.
+    pub fn pin_indirect(&mut self, pinned: bool) {
+        self.pin_indirect = pinned;
+        self.tend_indirect();
+    }
+
+    /// What the buffer cache holds now.
+    pub fn cache_usage(&self) -> super::CacheUsage {
+        super::CacheUsage {
+            data_blocks: self.cache.len(),
+            indirect_blocks: self.resident_indirect(),
+        }
+    }
+
+    /// Resident indirect blocks of the active LUN trees: what they take of the
+    /// cache's budget.
+    pub(super) fn resident_indirect(&self) -> usize {
+        self.volumes
+            .values()
+            .flat_map(|v| v.luns.values())
+            .map(|l| l.tree.resident_nodes())
+            .sum()
+    }
+
+    /// Between events: reads every absent indirect block while trees must
+    /// stay whole, else evicts indirect blocks while the cache is over its
+    /// budget.
+    pub(super) fn tend_indirect(&mut self) {
+        if !matches!(self.phase, Phase::Online) {
+            return;
+        }
+        if self.indirect_pinned() {
+            if self.indirect_whole {
+                return;
+            }
+            let absent: Vec<_> = self
+                .luns_everywhere()
+                .into_iter()
+                .flat_map(|lun| {
+                    let tree = &self.volumes[&lun.volume].luns[&lun.file].tree;
+                    tree.missing(0..u64::MAX)
+                        .into_iter()
+                        .map(move |(node, ptr)| (lun, node, ptr))
+                })
+                .collect();
+            self.indirect_whole = absent.is_empty() && self.node_loads.is_empty();
+            return self.read_indirect(absent);
+        }
+        if self.cp.is_none() {
+            self.evict_indirect();
+        }
+    }
+
+    fn luns_everywhere(&self) -> Vec<LunId> {
+        self.volumes
+            .keys()
+            .flat_map(|&v| self.luns(v).into_iter().map(|(lun, _, _)| lun))
+            .collect()
+    }
+
+    /// Evicts the oldest evictable indirect blocks while data and indirect
+    /// blocks together are over the cache's budget.
+    fn evict_indirect(&mut self) {
+        let limit = self.options.cache_blocks + self.dirty.len();
+        let total = self.cache.len() + self.resident_indirect();
+        if total <= limit {
+            return;
+        }
+        let excess = total - limit + self.options.cache_blocks / 16;
+        let waiting = self.waiting_ranges();
+        let mut victims: Vec<(u64, LunId, NodeId)> = Vec::new();
+        for (&volume, v) in &self.volumes {
+            if v.pending_snapshot.is_some() {
+                continue;
+            }
+            for (&file, l) in &v.luns {
+                let lun = LunId { volume, file };
+                for node in l.tree.resident() {
+                    let busy = self.caches_under(lun, node)
+                        || self.loading_under(lun, node)
+                        || waited_for(&waiting, lun, node);
+                    if l.tree.is_evictable(node) && !busy {
+                        let age = self.indirect_use.get(&(lun, node)).copied().unwrap_or(0);
+                        victims.push((age, lun, node));
+                    }
+                }
+            }
+        }
+        if excess < victims.len() {
+            victims.select_nth_unstable(excess);
+        }
+        for (_, lun, node) in victims.into_iter().take(excess) {
+            self.indirect_whole = false;
+            let pointers = self.lun_tree_mut(lun).evict(node);
+            self.indirect_use.remove(&(lun, node));
+            self.counters.indirect_evictions += 1;
+            if !P::READS_METADATA {
+                self.evicted_nodes.insert((lun, node), pointers);
+            }
+        }
+    }
+
+    /// Whether a cached data block (in any state) lies under level-1 node
+    /// `node`: such a node stays, since the CP or a fill needs its path.
+    fn caches_under(&self, lun: LunId, (level, index): NodeId) -> bool {
+        if level != 1 {
+            return false; // a higher node with no resident child covers nothing cached
+        }
+        let first = index * crate::format::POINTERS_PER_BLOCK as u64;
+        let last = first + crate::format::POINTERS_PER_BLOCK as u64;
+        self.cache
+            .range((lun, Fbn(first))..(lun, Fbn(last)))
+            .next()
+            .is_some()
+    }
+
+    /// The parts of LUN trees that waiting requests need, merged per LUN: their
+    /// resident nodes stay, or a request needing more of a tree than the
+    /// cache holds would never find it all in memory at once.
+    fn waiting_ranges(&self) -> BTreeMap<LunId, Vec<Range<u64>>> {
+        let requests = self.faulting.iter().map(|(_, r)| self.request_needs(r));
+        let changes = self.stalled.iter().map(|(_, op)| self.op_needs(op));
+        let mut out: BTreeMap<LunId, Vec<Range<u64>>> = BTreeMap::new();
+        for (lun, range) in requests.chain(changes).flatten() {
+            out.entry(lun).or_default().push(range);
+        }
+        for ranges in out.values_mut() {
+            ranges.sort_by_key(|r| r.start);
+            let mut merged: Vec<Range<u64>> = Vec::new();
+            for range in ranges.drain(..) {
+                match merged.last_mut() {
+                    Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+                    _ => merged.push(range),
+                }
+            }
+            *ranges = merged;
+        }
+        out
+    }
+
+    /// Whether a child of `node` is being read: the node stays, so that the
+    /// child finds its parent when it arrives.
+    fn loading_under(&self, lun: LunId, (level, index): NodeId) -> bool {
+        let first = index * crate::format::POINTERS_PER_BLOCK as u64;
+        let last = first + crate::format::POINTERS_PER_BLOCK as u64;
+        self.node_loads
+            .range((lun, (level - 1, first))..(lun, (level - 1, last)))
+            .next()
+            .is_some()
+    }
+
+    /// A data block leaves the cache: the indirect block over it is as
+    /// recently used as the block was.
+    pub(super) fn note_data_evicted(&mut self, lun: LunId, fbn: Fbn, last_use: u64) {
+        let node = (1, fbn.0 / crate::format::POINTERS_PER_BLOCK as u64);
+        let age = self.indirect_use.entry((lun, node)).or_insert(0);
+        *age = (*age).max(last_use);
+    }
+}
+
+/// Whether node `(level, index)` of `lun` covers content blocks a waiting
+/// request needs (`waiting` holds sorted, disjoint ranges per LUN).
+fn waited_for(
+    waiting: &BTreeMap<LunId, Vec<Range<u64>>>,
+    lun: LunId,
+    (level, index): NodeId,
+) -> bool {
+    let Some(ranges) = waiting.get(&lun) else {
+        return false;
+    };
+    let span = (crate::format::POINTERS_PER_BLOCK as u64).pow(u32::from(level));
+    let (first, end) = (index * span, (index + 1) * span);
+    let after = ranges.partition_point(|r| r.end <= first);
+    ranges.get(after).is_some_and(|r| r.start < end)
+}
