@@ -503,6 +503,7 @@ impl<P: Payload> Filer<P> {
         let staged = core::mem::take(&mut self.cp.as_mut().expect("a CP").staged);
         let mut ready = Vec::new();
         for ((group, dbn), new) in staged {
+            self.note_write_without_spare(group, dbn);
             let geometry = self.layout.groups()[group];
             let written = DiskSet::of(new.keys().copied());
             let failed = self.untrusted(group, dbn);
@@ -816,6 +817,7 @@ impl<P: Payload> Filer<P> {
         let superblock = P::from_bytes(Box::new(superblock));
         let geometry = self.layout.groups()[0];
         let dbn = Dbn(number.0 % crate::aggregate::SUPERBLOCK_COPIES);
+        self.note_write_without_spare(0, dbn.0);
         let mut stripe: Vec<P::Unit> = vec![P::unit(&superblock); geometry.group_size()];
         geometry.encode_stripe(&mut stripe);
         let mut writes = Vec::new();

@@ -257,6 +257,26 @@ impl<P: Payload> Filer<P> {
             .map(|r| r.disk)
     }
 
+    /// Stripe `dbn` of `group` is written while the disk being rebuilt there
+    /// is not assigned (yet again, after a remount): the write skips it, so
+    /// its block there goes stale even if the rebuild had passed it. The
+    /// rebuild must visit the stripe again, and the superblock of the CP
+    /// writing it records the lowered cursor.
+    pub(super) fn note_write_without_spare(&mut self, group: usize, dbn: u64) {
+        let Some(r) = self
+            .rebuild
+            .as_mut()
+            .filter(|r| r.group == group && r.assignment != Assignment::Assigned)
+        else {
+            return;
+        };
+        r.fresh.clear(dbn);
+        let superblock_stripe = group == 0 && dbn < SUPERBLOCK_COPIES;
+        if !superblock_stripe {
+            r.cursor = r.cursor.min(dbn);
+        }
+    }
+
     /// Disks of `group` whose block in stripe `dbn` cannot be trusted.
     pub(super) fn untrusted(&self, group: usize, dbn: u64) -> DiskSet {
         match self.assigned_rebuild(group).filter(|r| r.fresh.get(dbn)) {

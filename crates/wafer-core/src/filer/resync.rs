@@ -112,6 +112,7 @@ impl<P: Payload> Filer<P> {
             .stripes
             .remove(&stripe)
             .expect("present");
+        self.note_write_without_spare(stripe.0, stripe.1);
         let writes = self.resynced_parity(stripe, read.blocks);
         self.resync_state().writes_left += writes.len();
         for (disk, dbn, sector) in writes {
