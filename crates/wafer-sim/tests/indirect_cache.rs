@@ -3,7 +3,7 @@
 //! request that walks a whole tree.
 
 use wafer_core::aggregate::Layout;
-use wafer_core::filer::{Change, HostError, HostRequest, Options, ReplyData};
+use wafer_core::filer::{CachePolicy, Change, HostError, HostRequest, Options, ReplyData};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::Duration;
 use wafer_raid::{RaidGroupGeometry, RaidType};
@@ -231,4 +231,53 @@ fn requests_that_walk_a_whole_tree_fault_it_in_first() {
     change(&mut world, Change::DestroyLun { lun });
     world.pin_indirect().expect("pinned");
     world.filer.check_invariants().expect("invariants");
+}
+
+/// A volume of 20 MiB with its cache policy and an 8 MiB LUN (13 level-1
+/// indirect blocks) written whole.
+fn volume_with_lun(world: &mut World, name: &str, policy: CachePolicy) -> LunId {
+    let ReplyData::Volume(volume) = change(
+        world,
+        Change::CreateVolume {
+            name: name.into(),
+            size_bytes: 20 << 20,
+        },
+    ) else {
+        panic!("no volume");
+    };
+    change(world, Change::SetCachePolicy { volume, policy });
+    let ReplyData::Lun(lun) = change(
+        world,
+        Change::CreateLun {
+            volume,
+            name: "lun".into(),
+            size_bytes: 8 << 20,
+        },
+    ) else {
+        panic!("no LUN");
+    };
+    for offset in (0..8u64 << 20).step_by(1 << 20) {
+        let data = vec![offset as u8 + 1; 1 << 20];
+        change(world, Change::Write { lun, offset, data });
+    }
+    lun
+}
+
+#[test]
+fn a_reuse_volume_gives_up_its_indirect_blocks_before_a_keep_volume() {
+    let mut world = world(24);
+    let keep = volume_with_lun(&mut world, "keep", CachePolicy::Keep);
+    let reuse = volume_with_lun(&mut world, "reuse", CachePolicy::Reuse);
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let indirect_reads = |world: &World| world.filer.counters().indirect_reads;
+    let before = indirect_reads(&world);
+    read_whole(&mut world, keep, 8 << 20);
+    let keep_reads = indirect_reads(&world) - before;
+    let before = indirect_reads(&world);
+    read_whole(&mut world, reuse, 8 << 20);
+    let reuse_reads = indirect_reads(&world) - before;
+    assert!(
+        keep_reads < reuse_reads,
+        "the keep volume's indirect blocks stayed: {keep_reads} reads against {reuse_reads}"
+    );
 }

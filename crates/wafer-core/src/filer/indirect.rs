@@ -18,8 +18,10 @@
 //! commits. A node is evicted only when it is clean, has no resident child and
 //! no cached data block under it (dirty data pins its path for the CP). Data
 //! goes first: indirect blocks are evicted only when clean data cannot make
-//! room, since one indirect block maps a whole region's data. Among them, a
-//! node's age is that of the newest data block evicted from under it. Some work needs every tree
+//! room, since one indirect block maps a whole region's data. Among them, the
+//! volume's cache policy comes first (`reuse` volumes' go first, `keep`
+//! volumes' last), then age: that of the newest data block evicted from under
+//! the node. Some work needs every tree
 //! whole and keeps it so: a rebuild onto a spare (it names each rebuilt block
 //! from the pointers), a reallocation, a snapshot waiting for its CP, and the
 //! driver's [`Filer::pin_indirect`] (the simulator's final invariant check).
@@ -305,14 +307,16 @@ impl<P: Payload> Filer<P> {
     /// Evicts the oldest evictable indirect blocks while data and indirect
     /// blocks together are over the cache's budget.
     fn evict_indirect(&mut self) {
+        self.evict(); // data first
         let limit = self.options.cache_blocks + self.dirty.len();
         let total = self.cache.len() + self.resident_indirect();
-        if total <= limit {
+        let batch = self.options.cache_blocks / 16;
+        if !super::eviction_due(self.indirect_floor, self.committed, total, limit, batch) {
             return;
         }
-        let excess = total - limit + self.options.cache_blocks / 16;
+        let excess = total - limit + batch;
         let waiting = self.waiting_ranges();
-        let mut victims: Vec<(u64, LunId, NodeId)> = Vec::new();
+        let mut victims: Vec<(super::CachePolicy, u64, LunId, NodeId)> = Vec::new();
         for (&volume, v) in &self.volumes {
             if v.pending_snapshot.is_some() {
                 continue;
@@ -325,7 +329,7 @@ impl<P: Payload> Filer<P> {
                         || waited_for(&waiting, lun, node);
                     if l.tree.is_evictable(node) && !busy {
                         let age = self.indirect_use.get(&(lun, node)).copied().unwrap_or(0);
-                        victims.push((age, lun, node));
+                        victims.push((v.cache_policy, age, lun, node));
                     }
                 }
             }
@@ -333,7 +337,8 @@ impl<P: Payload> Filer<P> {
         if excess < victims.len() {
             victims.select_nth_unstable(excess);
         }
-        for (_, lun, node) in victims.into_iter().take(excess) {
+        self.indirect_floor = (self.committed, total - excess.min(victims.len()));
+        for (_, _, lun, node) in victims.into_iter().take(excess) {
             self.indirect_whole = false;
             let pointers = self.lun_tree_mut(lun).evict(node);
             self.indirect_use.remove(&(lun, node));

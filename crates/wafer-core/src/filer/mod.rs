@@ -222,6 +222,13 @@ pub struct Filer<P: Payload = Bytes> {
     /// No indirect block has been evicted since every tree was last seen
     /// whole (while pinned, trees stay whole once they are).
     indirect_whole: bool,
+    /// What the cache held after the last eviction of indirect blocks, and
+    /// the newest CP then: pinned nodes can keep the cache over its budget,
+    /// and scanning them again is futile until it grows by a batch or a CP
+    /// unpins some.
+    indirect_floor: (CpCount, usize),
+    /// The same for data blocks.
+    data_floor: (CpCount, usize),
     written: WrittenSums,
     /// The aggregate's active map as of the newest committed CP: no block it
     /// marks may be written until a newer CP has committed without it.
@@ -301,6 +308,8 @@ impl<P: Payload> Filer<P> {
             evicted_nodes: BTreeMap::new(),
             pin_indirect: false,
             indirect_whole: true,
+            indirect_floor: (CpCount(0), 0),
+            data_floor: (CpCount(0), 0),
             next_repair: 0,
             io_out: VecDeque::new(),
             io_pending: BTreeMap::new(),
@@ -1212,10 +1221,11 @@ impl<P: Payload> Filer<P> {
     fn evict(&mut self) {
         let limit = self.options.cache_blocks + self.dirty.len();
         let total = self.cache.len() + self.resident_indirect();
-        if total <= limit {
+        let batch = self.options.cache_blocks / 16;
+        if !eviction_due(self.data_floor, self.committed, total, limit, batch) {
             return;
         }
-        let excess = total - limit + self.options.cache_blocks / 16;
+        let excess = total - limit + batch;
         // Keys come in volume order: look each volume's policy up once.
         let volumes = &self.volumes;
         let mut last: Option<(VolumeId, CachePolicy)> = None;
@@ -1240,6 +1250,7 @@ impl<P: Payload> Filer<P> {
         if excess < victims.len() {
             victims.select_nth_unstable(excess);
         }
+        self.data_floor = (self.committed, total - excess.min(victims.len()));
         for (_, last_use, (lun, fbn)) in victims.into_iter().take(excess) {
             self.cache.remove(&(lun, fbn));
             self.note_data_evicted(lun, fbn, last_use);
@@ -1301,6 +1312,20 @@ impl<P: Payload> Filer<P> {
             self.modify(id, op);
         }
     }
+}
+
+/// Whether the cache, holding `total` blocks against `limit`, should evict
+/// now. Pinned blocks can keep it over its limit; `floor` is what it held
+/// after the last eviction and the newest CP then, and scanning again is
+/// futile until it grows by a `batch` or a CP commits and unpins blocks.
+fn eviction_due(
+    (floor_cp, floor): (CpCount, usize),
+    committed: CpCount,
+    total: usize,
+    limit: usize,
+    batch: usize,
+) -> bool {
+    total > limit && (floor_cp != committed || total > floor + batch)
 }
 
 /// A range must lie inside a LUN of `size` bytes.
