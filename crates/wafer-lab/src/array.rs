@@ -244,6 +244,8 @@ pub struct EngineStats {
     pub cache_hits: u64,
     /// Host reads of blocks that went to disk.
     pub cache_misses: u64,
+    /// Indirect blocks read because the buffer cache had evicted them.
+    pub indirect_reads: u64,
     /// Disk read commands for host data.
     pub read_chains: u64,
     /// Blocks those commands read.
@@ -281,6 +283,7 @@ impl EngineStats {
             unaligned_write_reads: minus(self.unaligned_write_reads, earlier.unaligned_write_reads),
             cache_hits: minus(self.cache_hits, earlier.cache_hits),
             cache_misses: minus(self.cache_misses, earlier.cache_misses),
+            indirect_reads: minus(self.indirect_reads, earlier.indirect_reads),
             read_chains: minus(self.read_chains, earlier.read_chains),
             read_chain_blocks: minus(self.read_chain_blocks, earlier.read_chain_blocks),
         }

@@ -21,8 +21,10 @@
 //!   `lun_<unit>`, `cache_mib` (absent: no write-back cache),
 //!   `cache_latency_us`.
 //! - `[[array]] kind = "wafer"`: `name`, `drive`, `raid_type` (`raid_dp` or
-//!   `raid4`), `raid_size`, `disks`, `volume_<unit>`, `lun_<unit>`. The lab
-//!   checks these and hands them to the driver, which builds the filer.
+//!   `raid4`), `raid_size`, `disks`, `volume_<unit>`, `lun_<unit>`, and
+//!   `cache_mib` (the buffer cache for data and indirect blocks; absent: the
+//!   engine's default). The lab checks these and hands them to the driver,
+//!   which builds the filer.
 //!
 //! Any array may set `outstanding_ios` to override the workload's per-worker
 //! figure (E1 ran each array at the depth that gave it about 30 ms). Sizes
@@ -113,6 +115,9 @@ pub struct WaferSpec {
     pub volume_bytes: u64,
     /// The LUN's size.
     pub lun_bytes: u64,
+    /// The buffer cache, in MiB, for data and indirect blocks alike
+    /// (absent: the engine's default).
+    pub cache_mib: Option<u32>,
 }
 
 impl WaferSpec {
@@ -528,7 +533,11 @@ fn parse_wafer(
         disks: fields.required_count("disks")?,
         volume_bytes: fields.required_size("volume")?,
         lun_bytes: fields.required_size("lun")?,
+        cache_mib: fields.count("cache_mib")?,
     };
+    if spec.cache_mib == Some(0) {
+        return Err(fields.invalid("cache_mib", "a buffer cache of at least 1 MiB"));
+    }
     check_wafer(fields, &spec, disk_bytes)?;
     Ok(spec)
 }

@@ -188,7 +188,14 @@ impl WaferArray {
             .map(|id| Disk::new(drive, disk_name(&layout, DiskId(id))))
             .collect();
         let content = Content::new(&vec![blocks; disks.len()], spill);
-        let filer = Filer::format(layout, Options::default(), Instant(0));
+        let defaults = Options::default();
+        let options = Options {
+            cache_blocks: spec.cache_mib.map_or(defaults.cache_blocks, |mib| {
+                mib as usize * (1 << 20) / wafer_core::BLOCK_SIZE
+            }),
+            ..defaults
+        };
+        let filer = Filer::format(layout, options, Instant(0));
         let mut array = WaferArray {
             name: spec.name.clone(),
             filer,
@@ -626,6 +633,7 @@ impl Array for WaferArray {
             unaligned_write_reads: c.partial_write_reads,
             cache_hits: c.cache_hits,
             cache_misses: c.cache_misses,
+            indirect_reads: c.indirect_reads,
             read_chains: c.read_chains,
             read_chain_blocks: c.read_chain_blocks,
         })

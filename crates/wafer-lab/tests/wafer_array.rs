@@ -9,7 +9,7 @@ use wafer_lab::{Array, Progress, RunOptions, WaferArray, WaferSpec, run};
 use wafer_raid::RaidType;
 use wafer_sim::device::params::Catalog;
 
-fn array() -> Box<dyn Array> {
+fn array(cache_mib: Option<u32>) -> Box<dyn Array> {
     let spec = WaferSpec {
         name: "wafer".into(),
         drive: "fc15k-144g".into(),
@@ -18,6 +18,7 @@ fn array() -> Box<dyn Array> {
         disks: 8,
         volume_bytes: 3 << 30,
         lun_bytes: 2 << 30,
+        cache_mib,
     };
     let catalog = Catalog::builtin().expect("drives.toml");
     // 2 GiB of each disk: the engine's maps stay small.
@@ -53,11 +54,15 @@ fn report() -> wafer_lab::LabReport {
 }
 
 fn report_heard(progress: &mut dyn FnMut(Progress)) -> wafer_lab::LabReport {
+    report_with(None, progress)
+}
+
+fn report_with(cache_mib: Option<u32>, progress: &mut dyn FnMut(Progress)) -> wafer_lab::LabReport {
     let options = RunOptions {
         seed: 7,
         sysstat_interval: Duration::from_secs(1),
     };
-    run(&mut [array()], &workload(), &options, progress).expect("runs")
+    run(&mut [array(cache_mib)], &workload(), &options, progress).expect("runs")
 }
 
 #[test]
@@ -154,5 +159,38 @@ fn the_engine_counts_the_mechanisms_of_each_segment() {
         table.lines().count(),
         2 + array.segments.len(),
         "a title, a header and a line per segment:\n{table}"
+    );
+}
+
+#[test]
+fn indirect_blocks_the_cache_cannot_hold_cost_a_read_each() {
+    // The 1 GiB test file hangs from about 1,540 level-1 indirect blocks: the
+    // default 64 MiB cache holds them all, a 1 MiB cache (256 blocks) cannot.
+    let measured = |cache_mib| {
+        let report = report_with(cache_mib, &mut |_| {});
+        let array = &report.arrays[0];
+        let first = &array.engine_snapshots[0];
+        let run = array
+            .engine_snapshots
+            .last()
+            .expect("snapshots")
+            .since(first);
+        (array.segments[0].iops, run)
+    };
+    let (roomy_iops, roomy) = measured(None);
+    let (tight_iops, tight) = measured(Some(1));
+    assert_eq!(
+        roomy.indirect_reads, 0,
+        "every indirect block stays: {roomy:?}"
+    );
+    // Dirty data pins the indirect blocks over it until its CP, so not every
+    // lookup misses: at least one in ten does.
+    assert!(
+        tight.indirect_reads * 10 > tight.cache_misses,
+        "lookups read their indirect blocks first: {tight:?}"
+    );
+    assert!(
+        tight_iops < roomy_iops * 0.9,
+        "the extra reads cost throughput: {tight_iops} against {roomy_iops} IOPS"
     );
 }

@@ -20,6 +20,8 @@
 //! - `partial%`: partial stripes among the stripes CPs wrote;
 //! - `unal/s`: disk reads caused by host writes not aligned to 4 KiB;
 //! - `hit%`: host block reads served by the buffer cache;
+//! - `ind/s`: indirect blocks read because the cache had evicted them, per
+//!   second (a lookup through an absent indirect block costs a read first);
 //! - `CPs`: CPs by type (T timer, F NVLog half full, B back to back, ...).
 //!
 //! Engine columns are `-` for an array without a write-anywhere engine.
@@ -31,7 +33,7 @@ use crate::array::{DiskStats, EngineStats};
 
 const HEADER: &str = concat!(
     "    seg     IOPS  disk/op  rchain  wchain  seek cyl  seek ms  cpread/s",
-    "  partial%  unal/s   hit%  CPs\n",
+    "  partial%  unal/s   hit%   ind/s  CPs\n",
 );
 
 /// The mechanisms table of `report`, one line per measured segment.
@@ -127,7 +129,7 @@ impl Line<'_> {
 
     fn engine_columns(&self) -> String {
         let Some(engine) = self.engine else {
-            return format!("{:>10}{:>8}{:>7}  -", "-", "-", "-");
+            return format!("{:>10}{:>8}{:>7}{:>8}  -", "-", "-", "-", "-");
         };
         let percent = |part: u64, whole: u64| match whole {
             0 => "-".to_string(),
@@ -142,10 +144,11 @@ impl Line<'_> {
             .map(|(kind, n)| format!("{kind}:{n}"))
             .collect();
         format!(
-            "{:>10}{:>8.1}{:>7}  {}",
+            "{:>10}{:>8.1}{:>7}{:>8.1}  {}",
             percent(engine.partial_stripes, stripes),
             engine.unaligned_write_reads as f64 / self.seconds,
             percent(engine.cache_hits, lookups),
+            engine.indirect_reads as f64 / self.seconds,
             match cps.is_empty() {
                 true => "-".to_string(),
                 false => cps.join(" "),

@@ -78,6 +78,7 @@ fn a_scenario_parses_into_specs_and_workloads() {
     };
     assert_eq!(wafer.raid_type, RaidType::RaidDp);
     assert_eq!(wafer.group_sizes(), vec![16, 4]);
+    assert_eq!(wafer.cache_mib, None, "absent: the engine's default");
     let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
         panic!("the second array is in place");
     };
@@ -132,6 +133,13 @@ fn errors_name_the_field() {
             "stripe_unit_bytes = 1000"
         )),
         "array[1].stripe_unit_bytes"
+    );
+    assert_eq!(
+        field(error_with(
+            "lun_gib = 100\n",
+            "lun_gib = 100\ncache_mib = 0\n"
+        )),
+        "array[0].cache_mib"
     );
     assert_eq!(
         field(error_with("raid_size = 16", "raid_size = 30")),
