@@ -130,8 +130,9 @@ impl<P: Payload> Filer<P> {
 
     /// The newest valid superblock among every copy, and among the copies
     /// rebuilt from each slot's stripe parity: a copy can be missing (dead disk,
-    /// latent error) or stale but valid (a lost write), so each data disk's copy
-    /// is also rebuilt from the others.
+    /// latent error) or stale but valid (a lost write, or a spare the last CPs
+    /// skipped while it waited to be assigned again), so every set of data
+    /// disks' copies the parity can stand in for is also rebuilt from the rest.
     fn newest_superblock(&mut self) -> Option<Superblock> {
         let geometry = self.layout.groups()[0];
         let copies = core::mem::take(&mut self.mount_state().superblock_copies);
@@ -153,8 +154,7 @@ impl<P: Payload> Filer<P> {
                 .iter()
                 .map(|b| b.clone().unwrap_or_else(P::Unit::zero))
                 .collect();
-            let suspects = geometry.data_set().iter().map(|d| missing.with(d));
-            for failed in core::iter::once(missing).chain(suspects) {
+            for failed in suspect_sets(&geometry, missing) {
                 let mut rebuilt = blocks.clone();
                 if geometry.reconstruct_stripe(&mut rebuilt, failed).is_ok() {
                     found.extend(
@@ -470,5 +470,59 @@ impl<P: Payload> Filer<P> {
         // records, and new records go there next, after this reset.
         let active = self.halves.active_half();
         self.issue(IoOp::NvlogReset { half: active }, IoPurpose::Reset);
+    }
+}
+
+/// The sets of disks a superblock stripe can be rebuilt without: the missing
+/// ones, plus any data disks whose copies may be stale, up to what the
+/// group's parity recovers.
+fn suspect_sets(
+    geometry: &wafer_raid::RaidGroupGeometry,
+    missing: wafer_raid::DiskSet,
+) -> Vec<wafer_raid::DiskSet> {
+    let tolerated = geometry.raid_type().tolerated_failures();
+    let mut sets = vec![missing];
+    for first in geometry.data_set().iter() {
+        let one = missing.with(first);
+        sets.push(one);
+        sets.extend(
+            geometry
+                .data_set()
+                .iter()
+                .filter(|second| second.0 > first.0)
+                .map(|second| one.with(second)),
+        );
+    }
+    sets.retain(|set| set.len() <= tolerated);
+    sets.dedup();
+    sets
+}
+
+#[cfg(test)]
+mod tests {
+    use wafer_raid::{DiskIndex, DiskSet, RaidGroupGeometry, RaidType};
+
+    use super::suspect_sets;
+
+    #[test]
+    fn a_superblock_stripe_is_rebuilt_without_any_two_data_copies_raid_dp_can_spare() {
+        // Disks 0 and 1 hold parity, 2 and 3 the superblock copies: a spare
+        // the last CPs skipped and a lost write can leave both copies stale.
+        let geometry = RaidGroupGeometry::new(RaidType::RaidDp, 4, 64).expect("valid");
+        let sets = suspect_sets(&geometry, DiskSet::EMPTY);
+        let both = DiskSet::of([DiskIndex(2), DiskIndex(3)]);
+        assert!(sets.contains(&both), "{sets:?}");
+        assert!(sets.contains(&DiskSet::of([DiskIndex(3)])));
+        let one_missing = suspect_sets(&geometry, DiskSet::of([DiskIndex(2)]));
+        assert!(
+            one_missing.iter().all(|set| set.len() <= 2),
+            "never more than RAID-DP recovers: {one_missing:?}"
+        );
+        let raid4 = RaidGroupGeometry::new(RaidType::Raid4, 4, 64).expect("valid");
+        assert!(
+            suspect_sets(&raid4, DiskSet::EMPTY)
+                .iter()
+                .all(|set| set.len() <= 1)
+        );
     }
 }
