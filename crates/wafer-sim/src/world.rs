@@ -33,7 +33,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use wafer_core::aggregate::{Layout, Slot};
-use wafer_core::filer::{Io, IoId, IoOp, IoResult, Options, Reply, Sector};
+use wafer_core::filer::{
+    HostError, HostRequest, Io, IoId, IoOp, IoResult, Options, Reply, ReplyData, Sector,
+};
 use wafer_core::payload::{Bytes, Payload, Stamps};
 use wafer_core::units::{DiskId, Duration, Instant};
 use wafer_core::{BLOCK_SIZE, Block, Filer};
@@ -339,6 +341,21 @@ impl<P: SimPayload> World<P> {
         }
         self.drain();
         true
+    }
+
+    /// Submits a host request and runs the world until the filer answers it.
+    ///
+    /// # Panics
+    /// If the filer is not online or never answers.
+    pub fn request(&mut self, request: HostRequest) -> Result<ReplyData, HostError> {
+        let id = self.filer.submit(self.now, request).expect("online");
+        self.drain();
+        loop {
+            if let Some(reply) = self.take_replies().into_iter().find(|r| r.id == id) {
+                return reply.result;
+            }
+            assert!(self.step(), "the request never completed");
+        }
     }
 
     /// Has the filer bring every indirect block into memory and keep it

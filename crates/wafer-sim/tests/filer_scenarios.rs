@@ -23,14 +23,7 @@ fn world() -> World {
 }
 
 fn request(world: &mut World, request: HostRequest) -> Result<ReplyData, HostError> {
-    let id = world.filer.submit(world.now(), request).expect("online");
-    world.drain();
-    loop {
-        if let Some(reply) = world.take_replies().into_iter().find(|r| r.id == id) {
-            return reply.result;
-        }
-        assert!(world.step(), "the request never completed");
-    }
+    world.request(request)
 }
 
 fn lun(world: &mut World, size_bytes: u64) -> LunId {
