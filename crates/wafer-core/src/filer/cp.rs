@@ -637,7 +637,8 @@ impl<P: Payload> Filer<P> {
                 let last_write = sector
                     .as_ref()
                     .and_then(|s| self.written.matches(id, dbn, P::checksum(&s.data)));
-                !sector_is_sound(sector.as_ref(), last_write)
+                let home = self.layout.pvbn(group, **disk, Dbn(dbn));
+                !sector_is_sound(sector.as_ref(), last_write, home, dbn)
             })
             .map(|(disk, _)| *disk)
             .collect();
@@ -950,13 +951,24 @@ const SNAPSHOT_ORDER: u8 = 2;
 fn sector_is_sound<P: Payload>(
     sector: Option<&Sector<P>>,
     matches_last_write: Option<bool>,
+    home: Option<Pvbn>,
+    dbn: u64,
 ) -> bool {
     let Some(sector) = sector else { return false };
     if let Some(matches) = matches_last_write {
         return matches;
     }
+    // Nothing known of the last write: the trailer must be intact and name
+    // this very place (a data disk's pvbn, or a parity block of this stripe),
+    // or a misdirected write onto a block of unknown history would be trusted.
     match Trailer::decode(&sector.trailer) {
-        Ok(trailer) => trailer.matches(P::checksum(&sector.data)),
+        Ok(trailer) => {
+            let here = match home {
+                Some(pvbn) => trailer.identity.pvbn == pvbn,
+                None => trailer.identity.file == PARITY_FILE && trailer.identity.fbn == Fbn(dbn),
+            };
+            trailer.matches(P::checksum(&sector.data)) && here
+        }
         Err(_) => sector.data == P::zero(),
     }
 }
@@ -1013,5 +1025,49 @@ impl Volume {
             "volume {} ran out of vvbns: space reservations must prevent this",
             self.name
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::Bytes;
+
+    fn block_at(pvbn: u64) -> Sector<Bytes> {
+        let data = Box::new([7u8; crate::BLOCK_SIZE]);
+        let identity = Identity {
+            pvbn: Pvbn(pvbn),
+            vvbn: Vvbn(pvbn),
+            volume: AGGREGATE_VOLUME,
+            file: SUPERBLOCK_FILE,
+            fbn: Fbn(0),
+            level: 0,
+            cp: CpCount(3),
+        };
+        Sector {
+            trailer: Trailer::new(Bytes::checksum(&data), identity).encode(),
+            data,
+        }
+    }
+
+    #[test]
+    fn a_block_of_unknown_history_is_trusted_only_where_its_trailer_says_it_lives() {
+        let home = Some(Pvbn(40));
+        assert!(sector_is_sound(Some(&block_at(40)), None, home, 10));
+        assert!(
+            !sector_is_sound(Some(&block_at(41)), None, home, 10),
+            "a misdirected write names another place"
+        );
+        assert!(
+            sector_is_sound(Some(&block_at(41)), Some(true), home, 10),
+            "history decides"
+        );
+        let parity = parity_sector::<Bytes>(&[9u8; crate::BLOCK_SIZE], 10);
+        assert!(sector_is_sound(Some(&parity), None, None, 10));
+        assert!(
+            !sector_is_sound(Some(&parity), None, None, 11),
+            "another stripe's parity"
+        );
+        assert!(!sector_is_sound::<Bytes>(None, None, home, 10));
     }
 }
