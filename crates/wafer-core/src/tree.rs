@@ -219,7 +219,7 @@ impl BlockTree {
         self.nodes.insert(node, pointers);
     }
 
-    /// Resident nodes of `level` and above, in order.
+    /// Every resident indirect block, in (level, index) order.
     pub fn resident(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.nodes.keys().copied()
     }

@@ -98,9 +98,9 @@ impl<P: Payload> Filer<P> {
             }
             Change::DestroyLun { lun } => vec![(*lun, 0..u64::MAX)],
             Change::CreateSnapshot { volume, .. } | Change::RestoreSnapshot { volume, .. } => self
-                .luns(*volume)
-                .into_iter()
-                .map(|(lun, _, _)| (lun, 0..u64::MAX))
+                .lun_trees()
+                .filter(|(lun, _)| lun.volume == *volume)
+                .map(|(lun, _)| (lun, 0..u64::MAX))
                 .collect(),
             Change::CreateVolume { .. }
             | Change::CreateLun { .. }
@@ -234,12 +234,18 @@ impl<P: Payload> Filer<P> {
         self.pin_indirect || self.rebuild.is_some() || self.realloc.is_some()
     }
 
+    /// Every active LUN's tree, with the LUN.
+    fn lun_trees(&self) -> impl Iterator<Item = (LunId, &crate::tree::BlockTree)> {
+        self.volumes.iter().flat_map(|(&volume, v)| {
+            v.luns
+                .iter()
+                .map(move |(&file, l)| (LunId { volume, file }, &l.tree))
+        })
+    }
+
     /// Whether every LUN tree is whole in memory.
     pub fn indirect_complete(&self) -> bool {
-        self.volumes
-            .values()
-            .flat_map(|v| v.luns.values())
-            .all(|l| l.tree.is_complete())
+        self.lun_trees().all(|(_, tree)| tree.is_complete())
     }
 
     /// Keeps every indirect block in memory (reading the absent ones) while
@@ -261,10 +267,8 @@ impl<P: Payload> Filer<P> {
     /// Resident indirect blocks of the active LUN trees: what they take of the
     /// cache's budget.
     pub(super) fn resident_indirect(&self) -> usize {
-        self.volumes
-            .values()
-            .flat_map(|v| v.luns.values())
-            .map(|l| l.tree.resident_nodes())
+        self.lun_trees()
+            .map(|(_, tree)| tree.resident_nodes())
             .sum()
     }
 
@@ -280,10 +284,8 @@ impl<P: Payload> Filer<P> {
                 return;
             }
             let absent: Vec<_> = self
-                .luns_everywhere()
-                .into_iter()
-                .flat_map(|lun| {
-                    let tree = &self.volumes[&lun.volume].luns[&lun.file].tree;
+                .lun_trees()
+                .flat_map(|(lun, tree)| {
                     tree.missing(0..u64::MAX)
                         .into_iter()
                         .map(move |(node, ptr)| (lun, node, ptr))
@@ -295,13 +297,6 @@ impl<P: Payload> Filer<P> {
         if self.cp.is_none() {
             self.evict_indirect();
         }
-    }
-
-    fn luns_everywhere(&self) -> Vec<LunId> {
-        self.volumes
-            .keys()
-            .flat_map(|&v| self.luns(v).into_iter().map(|(lun, _, _)| lun))
-            .collect()
     }
 
     /// Evicts the oldest evictable indirect blocks while data and indirect

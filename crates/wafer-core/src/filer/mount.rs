@@ -494,7 +494,6 @@ fn suspect_sets(
         );
     }
     sets.retain(|set| set.len() <= tolerated);
-    sets.dedup();
     sets
 }
 
