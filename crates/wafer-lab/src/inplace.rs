@@ -47,6 +47,7 @@ use wafer_sim::device::params::{Catalog, Drive};
 use wafer_sim::device::{BLOCK_BYTES, Completion, Device, DeviceRequest, Op};
 
 use crate::array::{Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan};
+use crate::controller::{Controller, ControllerSpec};
 
 use self::cache::{WaitingWrite, WriteCache};
 use self::layout::{Layout, Piece, StripeWrite, covering_blocks};
@@ -82,6 +83,8 @@ pub struct InPlaceSpec {
     pub lun_bytes: u64,
     /// The write-back cache, if any.
     pub cache: Option<CacheSpec>,
+    /// The controller in front of the disks (none: infinitely fast).
+    pub controller: Option<ControllerSpec>,
 }
 
 /// A write-back cache's size and answer time.
@@ -192,6 +195,7 @@ pub struct InPlaceArray {
     destages_running: u32,
     answers: BTreeMap<(Instant, u64), HostCompletion>,
     next_id: u64,
+    controller: Option<Controller>,
 }
 
 impl InPlaceSpec {
@@ -234,6 +238,10 @@ impl InPlaceArray {
             destages_running: 0,
             answers: BTreeMap::new(),
             next_id: 0,
+            controller: spec
+                .controller
+                .as_ref()
+                .map(|c| Controller::new(c.per_command)),
         })
     }
 
@@ -242,14 +250,17 @@ impl InPlaceArray {
         self.next_id
     }
 
-    /// The earliest pending event of any disk or cache answer.
+    /// The earliest pending event of any disk, cache answer or command the
+    /// controller releases.
     fn earliest_event(&self) -> Option<Instant> {
         let disks = self.disks.iter().filter_map(|disk| disk.next_event).min();
         let answers = self.answers.keys().next().map(|&(at, _)| at);
-        disks.into_iter().chain(answers).min()
+        let released = self.controller.as_ref().and_then(Controller::next_release);
+        disks.into_iter().chain(answers).chain(released).min()
     }
 
-    /// Hands `piece` to its disk at `now`.
+    /// Sends `piece` to its disk at `now`, through the controller if the
+    /// array has one.
     fn issue(&mut self, now: Instant, piece: Piece, kind: Kind, owner: Owner) {
         let id = self.fresh_id();
         self.commands.insert(id, (owner, kind));
@@ -263,7 +274,15 @@ impl InPlaceArray {
             block: piece.block,
             blocks: piece.blocks,
         };
-        let disk = &mut self.disks[piece.disk as usize];
+        match self.controller.as_mut() {
+            Some(controller) => controller.take(now, piece.disk as usize, request),
+            None => self.submit_to_disk(now, piece.disk as usize, request),
+        }
+    }
+
+    /// Hands `request` to disk `index` at `now`.
+    fn submit_to_disk(&mut self, now: Instant, index: usize, request: DeviceRequest) {
+        let disk = &mut self.disks[index];
         disk.device
             .submit(now, request)
             .expect("the layout keeps every command on its disk");
@@ -503,6 +522,13 @@ impl InPlaceArray {
         }
     }
 
+    /// Hands the disks the commands the controller has finished with by `at`.
+    fn release_commands(&mut self, at: Instant) {
+        while let Some(held) = self.controller.as_mut().and_then(|c| c.release(at)) {
+            self.submit_to_disk(held.release_at, held.disk, held.request);
+        }
+    }
+
     /// Hands over the controller's answers due at `at`.
     fn answer_due(&mut self, at: Instant, done: &mut Vec<HostCompletion>) {
         while let Some(entry) = self.answers.first_entry() {
@@ -693,6 +719,7 @@ impl Array for InPlaceArray {
             self.clock = at;
             self.answer_due(at, done);
             self.run_disks_at(at, done);
+            self.release_commands(at);
         }
         self.clock = now;
     }

@@ -15,6 +15,7 @@
 //! unseeded randomness. The same scenario and seed give the same bytes.
 
 pub mod array;
+pub mod controller;
 mod histogram;
 pub mod inplace;
 pub mod report;

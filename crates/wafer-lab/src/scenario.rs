@@ -26,6 +26,9 @@
 //!   engine's default). The lab checks these and hands them to the driver,
 //!   which builds the filer.
 //!
+//! Either kind may name a `controller` of `controllers.toml`, whose time per
+//! disk command then limits the array (absent: an infinitely fast one).
+//!
 //! Any array may set `outstanding_ios` to override the workload's per-worker
 //! figure (E1 ran each array at the depth that gave it about 30 ms). Sizes
 //! carry their unit in the key (`lun_gib = 500`, `stripe_unit_kib = 128`). Unknown keys are refused,
@@ -42,6 +45,7 @@ use wafer_sim::device::BLOCK_BYTES;
 use wafer_sim::device::params::{Catalog, Drive};
 
 use self::fields::Fields;
+use crate::controller::{ControllerCatalog, ControllerSpec};
 use crate::inplace::{CACHE_LATENCY_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec};
 use crate::run::RunOptions;
 use crate::workload::fio::{FioError, FioJob};
@@ -118,6 +122,8 @@ pub struct WaferSpec {
     /// The buffer cache, in MiB, for data and indirect blocks alike
     /// (absent: the engine's default).
     pub cache_mib: Option<u32>,
+    /// The controller in front of the disks (absent: infinitely fast).
+    pub controller: Option<ControllerSpec>,
 }
 
 impl WaferSpec {
@@ -485,10 +491,30 @@ fn parse_in_place(
             capacity_mib,
             latency: cache_latency.unwrap_or(CACHE_LATENCY_DEFAULT),
         }),
+        controller: parse_controller(fields)?,
     };
     spec.check(catalog)
         .map_err(|error| in_place_error(fields, &error))?;
     Ok(spec)
+}
+
+/// The controller an array names, from the lab's controller catalog.
+fn parse_controller(fields: &mut Fields) -> Result<Option<ControllerSpec>, ScenarioError> {
+    let Some(name) = fields.string("controller")? else {
+        return Ok(None);
+    };
+    let catalog = ControllerCatalog::builtin();
+    match catalog.get(name) {
+        Some(spec) => Ok(Some(spec.clone())),
+        None => {
+            let known: Vec<&str> = catalog.names().collect();
+            let reason = format!(
+                "`{name}`: not in controllers.toml (it has {})",
+                known.join(", ")
+            );
+            Err(fields.invalid("controller", reason))
+        }
+    }
 }
 
 fn in_place_error(fields: &Fields, error: &InPlaceError) -> ScenarioError {
@@ -534,6 +560,7 @@ fn parse_wafer(
         volume_bytes: fields.required_size("volume")?,
         lun_bytes: fields.required_size("lun")?,
         cache_mib: fields.count("cache_mib")?,
+        controller: parse_controller(fields)?,
     };
     if spec.cache_mib == Some(0) {
         return Err(fields.invalid("cache_mib", "a buffer cache of at least 1 MiB"));

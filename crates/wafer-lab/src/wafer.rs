@@ -38,6 +38,7 @@ use wafer_sim::device::{Completion, Device, DeviceRequest, Op};
 use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
 };
+use crate::controller::Controller;
 use crate::scenario::WaferSpec;
 use content::Content;
 pub use content::{MemorySpill, Spill};
@@ -125,6 +126,7 @@ pub struct WaferArray {
     lun_bytes: u64,
     pending: BTreeMap<u64, Pending>,
     next_request: u64,
+    controller: Option<Controller>,
     /// Host I/Os in flight: the lab's id and when (array clock) it came.
     host: BTreeMap<RequestId, (u64, Instant)>,
     answered: Vec<HostCompletion>,
@@ -209,6 +211,10 @@ impl WaferArray {
             lun_bytes: spec.lun_bytes,
             pending: BTreeMap::new(),
             next_request: 0,
+            controller: spec
+                .controller
+                .as_ref()
+                .map(|c| Controller::new(c.per_command)),
             host: BTreeMap::new(),
             answered: Vec::new(),
             replies: BTreeMap::new(),
@@ -263,13 +269,14 @@ impl WaferArray {
 }
 
 impl WaferArray {
-    /// When the next device completion or engine timer falls, on the
-    /// array's clock.
+    /// When the next device completion, command release or engine timer
+    /// falls, on the array's clock.
     fn next_internal_event(&self) -> Option<Instant> {
         self.disks
             .iter()
             .filter_map(|d| d.next_event)
             .chain(self.nvram.next_event())
+            .chain(self.controller.as_ref().and_then(Controller::next_release))
             .chain(self.filer.poll_timeout())
             .min()
     }
@@ -292,8 +299,9 @@ impl WaferArray {
         }
     }
 
-    /// Everything due at `at`: device completions (in time order), then the
-    /// engine's timer, then what the engine asks for in turn.
+    /// Everything due at `at`: device completions (in time order) and the
+    /// commands the controller releases, then the engine's timer, then what
+    /// the engine asks for in turn.
     fn run_at(&mut self, at: Instant) {
         self.now = self.now.max(at);
         let now = self.now;
@@ -305,6 +313,9 @@ impl WaferArray {
             }
         }
         self.nvram.advance(now, &mut completions);
+        while let Some(held) = self.controller.as_mut().and_then(|c| c.release(now)) {
+            self.disks[held.disk].submit(held.release_at, held.request);
+        }
         completions.sort_by_key(|c| (c.finished_at, c.id));
         for completion in completions {
             self.complete(&completion);
@@ -392,9 +403,10 @@ impl WaferArray {
             block,
             blocks,
         };
-        match disk {
-            Some(disk) => self.disks[disk].submit(self.now, request),
-            None => self
+        match (disk, self.controller.as_mut()) {
+            (Some(disk), Some(controller)) => controller.take(self.now, disk, request),
+            (Some(disk), None) => self.disks[disk].submit(self.now, request),
+            (None, _) => self
                 .nvram
                 .submit(self.now, request)
                 .expect("the log fits the NVRAM card"),

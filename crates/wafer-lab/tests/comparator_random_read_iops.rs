@@ -33,6 +33,7 @@ fn random_read_iops_at_depth_150_is_plausible() {
         stripe_width: None,
         lun_bytes: 2_600_000_000_000,
         cache: None,
+        controller: None,
     };
     let workload = Workload {
         name: "random 4 KiB reads".into(),

@@ -19,6 +19,7 @@ fn array(cache_mib: Option<u32>) -> Box<dyn Array> {
         volume_bytes: 3 << 30,
         lun_bytes: 2 << 30,
         cache_mib,
+        controller: None,
     };
     let catalog = Catalog::builtin().expect("drives.toml");
     // 2 GiB of each disk: the engine's maps stay small.

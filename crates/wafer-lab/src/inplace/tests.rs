@@ -12,6 +12,7 @@ fn spec(disks: u32, cache: Option<CacheSpec>) -> InPlaceSpec {
         stripe_width: None,
         lun_bytes: 10 * 1024 * MIB,
         cache,
+        controller: None,
     }
 }
 

@@ -79,6 +79,7 @@ fn a_scenario_parses_into_specs_and_workloads() {
     assert_eq!(wafer.raid_type, RaidType::RaidDp);
     assert_eq!(wafer.group_sizes(), vec![16, 4]);
     assert_eq!(wafer.cache_mib, None, "absent: the engine's default");
+    assert_eq!(wafer.controller, None, "absent: an infinitely fast one");
     let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
         panic!("the second array is in place");
     };
@@ -92,6 +93,20 @@ fn a_scenario_parses_into_specs_and_workloads() {
         .map(|w| w.outstanding_per_worker)
         .collect();
     assert_eq!(depths, vec![8, 12]);
+}
+
+#[test]
+fn an_array_names_its_controller_from_the_catalog() {
+    let text = SMALL.replace("disks = 5", "disks = 5\ncontroller = \"eva4400\"");
+    let scenario = parse(&text).unwrap();
+    let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    let builtin = crate::controller::ControllerCatalog::builtin();
+    assert_eq!(eva.controller.as_ref(), builtin.get("eva4400"));
+    let error = error_with("disks = 5", "disks = 5\ncontroller = \"eva8000\"");
+    assert_eq!(field(error.clone()), "array[1].controller");
+    assert!(error.to_string().contains("eva4400, fas2050"), "{error}");
 }
 
 #[test]

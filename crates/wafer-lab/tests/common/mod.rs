@@ -51,6 +51,7 @@ pub fn arrays() -> Vec<Box<dyn Array>> {
         stripe_width: None,
         lun_bytes: 100 << 30,
         cache,
+        controller: None,
     };
     let cache = CacheSpec {
         capacity_mib: 64,
