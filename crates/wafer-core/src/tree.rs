@@ -115,6 +115,38 @@ impl BlockTree {
         }
     }
 
+    /// The first content block at or after `fbn` with a pointer, if any,
+    /// found without visiting holes one by one. The tree from `fbn` on must
+    /// be resident (content under an evicted node would be passed over, so
+    /// that is asserted).
+    pub fn next_content(&self, fbn: Fbn) -> Option<Fbn> {
+        let found = match self.level {
+            0 => (fbn.0..ROOT_POINTERS as u64)
+                .find(|&index| !self.root[index as usize].is_null())
+                .map(Fbn),
+            _ => self.next_content_under_l1(fbn),
+        };
+        let searched = fbn.0..found.map_or(u64::MAX, |next| next.0);
+        assert!(
+            self.missing(searched).is_empty(),
+            "searching for content past an absent indirect block; fault it in first"
+        );
+        found
+    }
+
+    fn next_content_under_l1(&self, fbn: Fbn) -> Option<Fbn> {
+        let per_node = POINTERS_PER_BLOCK as u64;
+        self.nodes
+            .range((1, fbn.0 / per_node)..(2, 0))
+            .find_map(|(&(_, index), node)| {
+                let base = index * per_node;
+                let from = fbn.0.saturating_sub(base) as usize;
+                (from..POINTERS_PER_BLOCK)
+                    .find(|&slot| !node[slot].is_null())
+                    .map(|slot| Fbn(base + slot as u64))
+            })
+    }
+
     /// The pointer to content block `fbn`, or `None` if an indirect block on
     /// the way to it is not resident.
     pub fn try_get(&self, fbn: Fbn) -> Option<BlockPtr> {
@@ -481,6 +513,36 @@ mod tests {
         assert_eq!(tree.dirty_nodes(1), vec![(1, 0), (1, 29)]);
         assert_eq!(tree.dirty_nodes(2), vec![(2, 0)]);
         assert_eq!(tree.set(Fbn(5000), ptr(12)), ptr(11));
+    }
+
+    #[test]
+    fn next_content_skips_holes_whole() {
+        let mut tree = BlockTree::new();
+        assert_eq!(tree.next_content(Fbn(0)), None);
+        tree.set(Fbn(5), ptr(1));
+        assert_eq!(tree.next_content(Fbn(0)), Some(Fbn(5)));
+        assert_eq!(tree.next_content(Fbn(6)), None, "a level-0 tree");
+        tree.set(Fbn(70_000), ptr(2));
+        tree.set(Fbn(70_001), ptr(3));
+        tree.set(Fbn(70_000), BlockPtr::NULL);
+        assert_eq!(tree.next_content(Fbn(5)), Some(Fbn(5)));
+        assert_eq!(tree.next_content(Fbn(6)), Some(Fbn(70_001)));
+        assert_eq!(tree.next_content(Fbn(70_002)), None);
+        tree.set(Fbn(70_001), BlockPtr::NULL);
+        assert_eq!(
+            tree.next_content(Fbn(6)),
+            None,
+            "an emptied node holds none"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "fault it in first")]
+    fn next_content_refuses_to_pass_an_absent_node() {
+        let mut tree = written_tree();
+        assert_eq!(tree.next_content(Fbn(0)), Some(Fbn(8 * B)));
+        tree.evict((1, 8));
+        tree.next_content(Fbn(0));
     }
 
     #[test]

@@ -125,6 +125,16 @@ impl<P: Payload> Filer<P> {
             self.realloc = None;
             return true;
         }
+        let tree = &self.volumes[&job.lun.volume].luns[&job.lun.file].tree;
+        let Some(content) = tree.next_content(Fbn(job.next)).filter(|f| f.0 < job.end) else {
+            self.realloc = None;
+            return true;
+        };
+        // Batches keep their places (multiples of the batch size); those that
+        // are all holes are passed over without a look at each hole.
+        job.next = job
+            .next
+            .max(content.0 / REALLOC_BLOCKS_PER_CP * REALLOC_BLOCKS_PER_CP);
         let stop = (job.next + REALLOC_BLOCKS_PER_CP).min(job.end);
         let marked_before = self.counters.realloc_blocks;
         let generation = self.generation();
