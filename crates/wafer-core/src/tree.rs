@@ -203,15 +203,14 @@ impl BlockTree {
         }
         for level in 2..=top {
             let (first, last) = (fbns.start / span(level), (end - 1) / span(level));
+            let child_span = span(level - 1);
+            let (first_child, end_child) = (fbns.start / child_span, end.div_ceil(child_span));
             for (&(_, index), node) in self.nodes.range((level, first)..=(level, last)) {
                 let base = index * POINTERS_PER_BLOCK as u64;
-                let child_span = span(level - 1);
-                for (slot, ptr) in node.iter().enumerate() {
-                    let child = base + slot as u64;
-                    let covers = child * child_span < end && (child + 1) * child_span > fbns.start;
-                    if covers {
-                        consider((level - 1, child), *ptr, &mut out);
-                    }
+                let from = first_child.saturating_sub(base) as usize;
+                let to = (end_child - base).min(POINTERS_PER_BLOCK as u64) as usize;
+                for (slot, ptr) in node.iter().enumerate().take(to).skip(from) {
+                    consider((level - 1, base + slot as u64), *ptr, &mut out);
                 }
             }
         }

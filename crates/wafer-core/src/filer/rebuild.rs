@@ -318,13 +318,13 @@ impl<P: Payload> Filer<P> {
     /// superblock stripes are left to the superblock writes, which include the
     /// new disk.
     pub(super) fn rebuild_batch(&self) -> Option<RebuildBatch> {
-        if !self.indirect_complete() {
-            return None; // faulted in meanwhile; a CP follows once they are whole
-        }
         let r = self
             .rebuild
             .as_ref()
             .filter(|r| r.assignment == Assignment::Assigned)?;
+        if !self.indirect_complete() {
+            return None; // faulted in meanwhile; a CP follows once they are whole
+        }
         let blocks = self.layout.groups()[r.group].blocks_per_disk();
         let first = match r.group {
             0 => r.cursor.max(SUPERBLOCK_COPIES),
