@@ -154,6 +154,7 @@ impl<P: Payload> Filer<P> {
                 continue;
             }
             let (read, fill) = self.fill_read(job.lun, fbn, ptr);
+            self.use_clock += 1;
             let entry = CacheEntry::filling(fill, vec![touch], Vec::new(), self.use_clock);
             self.cache.insert(key, entry);
             reads.push(read);
