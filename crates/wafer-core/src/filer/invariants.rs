@@ -30,6 +30,7 @@ impl<P: Payload> Filer<P> {
         if self.cp.is_some() || !self.io_pending.is_empty() {
             return Err("invariants are checked only when the filer is quiescent".into());
         }
+        self.cache.check()?;
         let mut pvbns = BTreeSet::new();
         for (file, ptr) in self.every_pointer() {
             if !pvbns.insert(ptr.pvbn.0) {

@@ -15,6 +15,7 @@
 
 pub mod api;
 mod blockio;
+mod cache;
 mod cp;
 mod indirect;
 pub mod meta;
@@ -32,6 +33,7 @@ use wafer_raid::DiskSet;
 
 pub use api::*;
 use blockio::{BlockRead, ReadPurpose, RepairJob};
+use cache::{BufferCache, CacheEntry};
 use cp::Cp;
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
@@ -83,40 +85,6 @@ impl QueuedOp {
 
     fn apply<P: Payload>(&self, content: &mut P::Content) {
         P::write(content, self.at, self.bytes.as_deref(), self.len);
-    }
-}
-
-/// A block of a LUN in the buffer cache.
-#[derive(Clone, Debug)]
-struct CacheEntry<P: Payload> {
-    content: Option<P::Content>,
-    /// The read that will fill the entry (0: none). A LUN destroyed and
-    /// created again reuses keys; a read for the old one must not fill the new.
-    fill: u64,
-    queue: Vec<QueuedOp>,
-    dirty: bool,
-    pinned: bool,
-    waiters: Vec<RequestId>,
-    last_use: u64,
-}
-
-impl<P: Payload> CacheEntry<P> {
-    /// An entry whose content read `fill` is bringing, with changes queued behind it.
-    fn filling(
-        fill: u64,
-        queue: Vec<QueuedOp>,
-        waiters: Vec<RequestId>,
-        last_use: u64,
-    ) -> CacheEntry<P> {
-        CacheEntry {
-            content: None,
-            fill,
-            queue,
-            dirty: false,
-            pinned: false,
-            waiters,
-            last_use,
-        }
     }
 }
 
@@ -190,7 +158,7 @@ pub struct Filer<P: Payload = Bytes> {
     aggregate: Aggregate,
     volumes: BTreeMap<VolumeId, Volume>,
     reserved_blocks: u64,
-    cache: BTreeMap<(LunId, Fbn), CacheEntry<P>>,
+    cache: BufferCache<P>,
     dirty: BTreeSet<(LunId, Fbn)>,
     use_clock: u64,
     halves: Halves,
@@ -279,7 +247,7 @@ impl<P: Payload> Filer<P> {
             committed: CpCount(0),
             volumes: BTreeMap::new(),
             reserved_blocks: 0,
-            cache: BTreeMap::new(),
+            cache: BufferCache::default(),
             dirty: BTreeSet::new(),
             use_clock: 0,
             halves,
@@ -1025,7 +993,9 @@ impl<P: Payload> Filer<P> {
         }
         self.use_clock += 1;
         let stamp = self.use_clock;
-        if !self.cache.contains_key(&key) {
+        if self.cache.contains_key(&key) {
+            self.cache.touch(key, stamp);
+        } else {
             let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
             match whole || ptr.is_null() {
                 true => {
@@ -1046,7 +1016,6 @@ impl<P: Payload> Filer<P> {
             }
         }
         let entry = self.cache.get_mut(&key).expect("present");
-        entry.last_use = stamp;
         match entry.content.as_mut() {
             Some(content) => {
                 op.apply::<P>(content);
@@ -1162,8 +1131,8 @@ impl<P: Payload> Filer<P> {
             self.use_clock += 1;
             let stamp = self.use_clock;
             let read = self.reads.get_mut(&id).expect("inserted");
-            if let Some(entry) = self.cache.get_mut(&key) {
-                entry.last_use = stamp;
+            if self.cache.contains_key(&key) {
+                let entry = self.cache.touch(key, stamp);
                 match &entry.content {
                     Some(content) => {
                         self.counters.cache_hits += 1;
@@ -1226,33 +1195,14 @@ impl<P: Payload> Filer<P> {
             return;
         }
         let excess = total - limit + batch;
-        // Keys come in volume order: look each volume's policy up once.
         let volumes = &self.volumes;
-        let mut last: Option<(VolumeId, CachePolicy)> = None;
-        let mut policy = |volume: VolumeId| match last {
-            Some((v, policy)) if v == volume => policy,
-            _ => {
-                let policy = volumes
-                    .get(&volume)
-                    .map_or_else(Default::default, |v| v.cache_policy);
-                last = Some((volume, policy));
-                policy
-            }
-        };
-        let mut victims: Vec<(CachePolicy, u64, (LunId, Fbn))> = self
-            .cache
-            .iter()
-            .filter(|(_, e)| !e.dirty && !e.pinned && e.waiters.is_empty() && e.content.is_some())
-            .map(|(key, e)| (policy(key.0.volume), e.last_use, *key))
-            .collect();
-        // The `excess` least recently used by policy: the same set a full
-        // sort would give (keys are unique), in linear time.
-        if excess < victims.len() {
-            victims.select_nth_unstable(excess);
-        }
-        self.data_floor = (self.committed, total - excess.min(victims.len()));
-        for (_, last_use, (lun, fbn)) in victims.into_iter().take(excess) {
-            self.cache.remove(&(lun, fbn));
+        let victims = self.cache.evict_oldest(excess, |volume| {
+            volumes
+                .get(&volume)
+                .map_or_else(Default::default, |v| v.cache_policy)
+        });
+        self.data_floor = (self.committed, total - victims.len());
+        for ((lun, fbn), last_use) in victims {
             self.note_data_evicted(lun, fbn, last_use);
         }
     }

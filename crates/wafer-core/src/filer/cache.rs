@@ -1,0 +1,430 @@
+//! The buffer cache's LUN blocks, and the order in which they leave it.
+//!
+//! Every cached block carries the tick of the use clock at its last use. The
+//! clock only moves forward and every use takes a tick of its own, so the
+//! order in which ticks are handed out is the order of age. Each volume keeps
+//! that order as a log of `(tick, block)` records: a use appends one, and the
+//! block's earlier records go stale, recognised by a tick that is no longer
+//! the block's. Eviction reads a log from its old end, so choosing the oldest
+//! blocks costs what is evicted, not a scan of the whole cache; the blocks it
+//! must pass over (dirty, pinned, being filled or waited for) go back to the
+//! front in their order. A log is rebuilt from its volume's blocks when stale
+//! records outnumber live ones, so it stays within twice the cache's size.
+//!
+//! Eviction takes the oldest evictable blocks by the volume's cache policy
+//! first (`reuse` before `default` before `keep`), then by tick: the same
+//! blocks a sort of the whole cache by `(policy, tick, key)` would give.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::{CachePolicy, QueuedOp, RequestId};
+use crate::nvlog::LunId;
+use crate::payload::Payload;
+use crate::units::{Fbn, VolumeId};
+
+/// A cached LUN block: which LUN, which block.
+pub(super) type CacheKey = (LunId, Fbn);
+
+/// Stale records a volume's log may hold beyond its live ones before it is
+/// rebuilt: enough that a small cache is not rebuilt on every use.
+const STALE_SLACK: usize = 1024;
+
+/// A block of a LUN in the buffer cache.
+#[derive(Clone, Debug)]
+pub(super) struct CacheEntry<P: Payload> {
+    pub(super) content: Option<P::Content>,
+    /// The read that will fill the entry (0: none). A LUN destroyed and
+    /// created again reuses keys; a read for the old one must not fill the new.
+    pub(super) fill: u64,
+    pub(super) queue: Vec<QueuedOp>,
+    pub(super) dirty: bool,
+    pub(super) pinned: bool,
+    pub(super) waiters: Vec<RequestId>,
+    /// Changed only through [`BufferCache::touch`], which logs it.
+    last_use: u64,
+}
+
+impl<P: Payload> CacheEntry<P> {
+    /// An entry whose content read `fill` is bringing, with changes queued
+    /// behind it, used at tick `last_use`.
+    pub(super) fn filling(
+        fill: u64,
+        queue: Vec<QueuedOp>,
+        waiters: Vec<RequestId>,
+        last_use: u64,
+    ) -> CacheEntry<P> {
+        CacheEntry {
+            content: None,
+            fill,
+            queue,
+            dirty: false,
+            pinned: false,
+            waiters,
+            last_use,
+        }
+    }
+
+    /// Whether eviction may take it: clean, not held by a CP, with its
+    /// content in and nobody waiting for it.
+    fn is_evictable(&self) -> bool {
+        !self.dirty && !self.pinned && self.waiters.is_empty() && self.content.is_some()
+    }
+}
+
+/// One volume's uses, oldest first: the tick and the slab slot of each.
+type AgeLog = VecDeque<(u64, u32)>;
+
+/// A slab slot: the block cached there, if any.
+type Slot<P> = Option<(CacheKey, CacheEntry<P>)>;
+
+/// The LUN blocks in memory, with their order of age. Entries live in a slab,
+/// so that a record of use finds its block without a search; the keys map to
+/// their slots.
+#[derive(Clone, Debug)]
+pub(super) struct BufferCache<P: Payload> {
+    slots: BTreeMap<CacheKey, u32>,
+    slab: Vec<Slot<P>>,
+    vacant: Vec<u32>,
+    ages: BTreeMap<VolumeId, AgeLog>,
+}
+
+impl<P: Payload> Default for BufferCache<P> {
+    fn default() -> Self {
+        BufferCache {
+            slots: BTreeMap::new(),
+            slab: Vec::new(),
+            vacant: Vec::new(),
+            ages: BTreeMap::new(),
+        }
+    }
+}
+
+impl<P: Payload> BufferCache<P> {
+    /// Blocks cached.
+    pub(super) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(super) fn contains_key(&self, key: &CacheKey) -> bool {
+        self.slots.contains_key(key)
+    }
+
+    pub(super) fn get(&self, key: &CacheKey) -> Option<&CacheEntry<P>> {
+        self.slots.get(key).map(|&slot| self.entry(slot))
+    }
+
+    pub(super) fn get_mut(&mut self, key: &CacheKey) -> Option<&mut CacheEntry<P>> {
+        let slot = *self.slots.get(key)?;
+        Some(self.entry_mut(slot))
+    }
+
+    fn entry(&self, slot: u32) -> &CacheEntry<P> {
+        &self.slab[slot as usize]
+            .as_ref()
+            .expect("an occupied slot")
+            .1
+    }
+
+    fn entry_mut(&mut self, slot: u32) -> &mut CacheEntry<P> {
+        &mut self.slab[slot as usize]
+            .as_mut()
+            .expect("an occupied slot")
+            .1
+    }
+
+    /// The cached blocks with keys in `range`, in key order.
+    pub(super) fn range(
+        &self,
+        range: impl core::ops::RangeBounds<CacheKey>,
+    ) -> impl Iterator<Item = (&CacheKey, &CacheEntry<P>)> {
+        self.slots
+            .range(range)
+            .map(|(key, &slot)| (key, self.entry(slot)))
+    }
+
+    /// Every cached block, in key order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&CacheKey, &CacheEntry<P>)> {
+        self.range(..)
+    }
+
+    /// Caches `entry` as `key`, replacing what was there.
+    pub(super) fn insert(&mut self, key: CacheKey, entry: CacheEntry<P>) {
+        let tick = entry.last_use;
+        self.remove(&key);
+        let slot = match self.vacant.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slab.push(None);
+                u32::try_from(self.slab.len() - 1).expect("a cache of fewer than 2^32 blocks")
+            }
+        };
+        self.slab[slot as usize] = Some((key, entry));
+        self.slots.insert(key, slot);
+        self.log(key.0.volume, tick, slot);
+    }
+
+    /// Drops a block.
+    pub(super) fn remove(&mut self, key: &CacheKey) -> Option<CacheEntry<P>> {
+        let slot = self.slots.remove(key)?;
+        self.vacant.push(slot);
+        self.slab[slot as usize].take().map(|(_, entry)| entry)
+    }
+
+    /// Records a use of a cached block at `tick`, newer than every tick
+    /// handed out before; the entry is returned for the use.
+    pub(super) fn touch(&mut self, key: CacheKey, tick: u64) -> &mut CacheEntry<P> {
+        let slot = *self.slots.get(&key).expect("a use of a cached block");
+        self.entry_mut(slot).last_use = tick;
+        self.log(key.0.volume, tick, slot);
+        self.entry_mut(slot)
+    }
+
+    fn log(&mut self, volume: VolumeId, tick: u64, slot: u32) {
+        let log = self.ages.entry(volume).or_default();
+        debug_assert!(
+            log.back().is_none_or(|&(last, _)| last < tick),
+            "use ticks only move forward"
+        );
+        log.push_back((tick, slot));
+        if log.len() > 2 * self.slots.len() + STALE_SLACK {
+            self.rebuild_log(volume);
+        }
+    }
+
+    /// A volume's log again from its blocks, without stale records.
+    fn rebuild_log(&mut self, volume: VolumeId) {
+        let first = LunId {
+            volume,
+            file: crate::units::FileId(0),
+        };
+        let mut records: Vec<(u64, u32)> = self
+            .slots
+            .range((first, Fbn(0))..)
+            .take_while(|(key, _)| key.0.volume == volume)
+            .map(|(_, &slot)| (self.entry(slot).last_use, slot))
+            .collect();
+        records.sort_unstable();
+        self.ages.insert(volume, records.into());
+    }
+
+    /// The block a record names, if the record is that block's latest use
+    /// (ticks are unique, so a reused slot's old records do not match).
+    fn live(&self, (tick, slot): (u64, u32)) -> Option<&(CacheKey, CacheEntry<P>)> {
+        self.slab[slot as usize]
+            .as_ref()
+            .filter(|(_, entry)| entry.last_use == tick)
+    }
+
+    /// Takes out up to `count` evictable blocks, oldest by `policy` of their
+    /// volume and then by tick, with the tick of each.
+    pub(super) fn evict_oldest(
+        &mut self,
+        count: usize,
+        policy: impl Fn(VolumeId) -> CachePolicy,
+    ) -> Vec<(CacheKey, u64)> {
+        let mut classes: BTreeMap<CachePolicy, Vec<VolumeId>> = BTreeMap::new();
+        for &volume in self.ages.keys() {
+            classes.entry(policy(volume)).or_default().push(volume);
+        }
+        let mut victims = Vec::new();
+        for volumes in classes.values() {
+            let wanted = count - victims.len();
+            if wanted == 0 {
+                break;
+            }
+            victims.extend(self.oldest_of(volumes, wanted));
+        }
+        for (_, key) in &victims {
+            self.remove(key).expect("a live record");
+        }
+        for volume in classes.into_values().flatten() {
+            self.trim_log(volume);
+        }
+        victims.into_iter().map(|(tick, key)| (key, tick)).collect()
+    }
+
+    /// The `wanted` oldest evictable blocks of `volumes`, read from the fronts
+    /// of their logs. The logs are left as they are: the caller removes the
+    /// blocks, which makes their records stale.
+    fn oldest_of(&self, volumes: &[VolumeId], wanted: usize) -> Vec<(u64, CacheKey)> {
+        let mut candidates: Vec<(u64, CacheKey)> = Vec::new();
+        for volume in volumes {
+            let evictable = self.ages[volume].iter().filter_map(|&record| {
+                self.live(record)
+                    .filter(|(_, entry)| entry.is_evictable())
+                    .map(|(key, _)| (record.0, *key))
+            });
+            candidates.extend(evictable.take(wanted));
+        }
+        if candidates.len() > wanted {
+            // Several volumes share the policy: the oldest of all of them go.
+            candidates.sort_unstable();
+            candidates.truncate(wanted);
+        }
+        candidates
+    }
+
+    /// Drops the stale records at the front of `volume`'s log.
+    fn trim_log(&mut self, volume: VolumeId) {
+        let mut log = self.ages.remove(&volume).expect("listed");
+        while log
+            .front()
+            .is_some_and(|&record| self.live(record).is_none())
+        {
+            log.pop_front();
+        }
+        self.ages.insert(volume, log);
+    }
+
+    /// Every cached block has one live record in its volume's log, and each
+    /// log is in order of age.
+    pub(super) fn check(&self) -> Result<(), String> {
+        let mut live = 0;
+        for (volume, log) in &self.ages {
+            if !log.iter().zip(log.iter().skip(1)).all(|(a, b)| a.0 < b.0) {
+                return Err(format!("volume {volume:?}'s cache log is out of order"));
+            }
+            for &record in log {
+                match self.live(record) {
+                    Some((key, _)) if key.0.volume != *volume => {
+                        return Err(format!("{key:?} is logged under volume {volume:?}"));
+                    }
+                    Some(_) => live += 1,
+                    None => {}
+                }
+            }
+        }
+        let indexed = self.slots.iter().all(|(key, &slot)| {
+            self.slab[slot as usize]
+                .as_ref()
+                .is_some_and(|(k, _)| k == key)
+        });
+        match (indexed, live == self.slots.len()) {
+            (true, true) => Ok(()),
+            (false, _) => Err("a cached block's slot holds another block".into()),
+            (true, false) => Err(format!(
+                "{} cached blocks but {live} live records of their use",
+                self.slots.len()
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::Bytes;
+    use crate::units::FileId;
+
+    fn key(volume: u32, fbn: u64) -> CacheKey {
+        let lun = LunId {
+            volume: VolumeId(volume),
+            file: FileId(64),
+        };
+        (lun, Fbn(fbn))
+    }
+
+    fn clean(tick: u64) -> CacheEntry<Bytes> {
+        let mut entry = CacheEntry::filling(0, Vec::new(), Vec::new(), tick);
+        entry.content = Some(Bytes::zero());
+        entry
+    }
+
+    fn default_policy(_: VolumeId) -> CachePolicy {
+        CachePolicy::Default
+    }
+
+    #[test]
+    fn the_least_recently_used_leave_first() {
+        let mut cache = BufferCache::default();
+        for (tick, fbn) in [(1, 30), (2, 10), (3, 20)] {
+            cache.insert(key(0, fbn), clean(tick));
+        }
+        cache.touch(key(0, 30), 4);
+        let gone = cache.evict_oldest(2, default_policy);
+        assert_eq!(gone, vec![(key(0, 10), 2), (key(0, 20), 3)]);
+        assert!(cache.contains_key(&key(0, 30)));
+        cache.check().unwrap();
+    }
+
+    #[test]
+    fn blocks_eviction_must_pass_over_keep_their_place() {
+        let mut cache = BufferCache::default();
+        for tick in 1..=4 {
+            cache.insert(key(0, tick), clean(tick));
+        }
+        cache.get_mut(&key(0, 1)).unwrap().dirty = true;
+        cache.get_mut(&key(0, 2)).unwrap().pinned = true;
+        assert_eq!(cache.evict_oldest(1, default_policy), vec![(key(0, 3), 3)]);
+        cache.get_mut(&key(0, 2)).unwrap().pinned = false;
+        assert_eq!(cache.evict_oldest(1, default_policy), vec![(key(0, 2), 2)]);
+        assert_eq!(cache.evict_oldest(5, default_policy), vec![(key(0, 4), 4)]);
+        assert_eq!(cache.len(), 1);
+        cache.check().unwrap();
+    }
+
+    #[test]
+    fn a_reuse_volume_goes_before_older_default_blocks_and_keep_goes_last() {
+        let mut cache = BufferCache::default();
+        cache.insert(key(0, 1), clean(1)); // keep
+        cache.insert(key(1, 1), clean(2)); // default
+        cache.insert(key(2, 1), clean(3)); // reuse
+        cache.insert(key(3, 1), clean(4)); // default
+        let policy = |v: VolumeId| match v.0 {
+            0 => CachePolicy::Keep,
+            2 => CachePolicy::Reuse,
+            _ => CachePolicy::Default,
+        };
+        let order: Vec<CacheKey> = (0..4).map(|_| cache.evict_oldest(1, policy)[0].0).collect();
+        assert_eq!(order, vec![key(2, 1), key(1, 1), key(3, 1), key(0, 1)]);
+        cache.check().unwrap();
+    }
+
+    #[test]
+    fn volumes_of_one_policy_give_up_their_oldest_blocks_together() {
+        let mut cache = BufferCache::default();
+        for (tick, volume) in [(1, 0), (2, 1), (3, 1), (4, 0), (5, 1)] {
+            cache.insert(key(volume, tick), clean(tick));
+        }
+        let gone: Vec<u64> = cache
+            .evict_oldest(3, default_policy)
+            .into_iter()
+            .map(|(_, tick)| tick)
+            .collect();
+        assert_eq!(gone, vec![1, 2, 3]);
+        cache.check().unwrap();
+        let rest: Vec<u64> = cache
+            .evict_oldest(9, default_policy)
+            .into_iter()
+            .map(|(_, tick)| tick)
+            .collect();
+        assert_eq!(rest, vec![4, 5]);
+    }
+
+    #[test]
+    fn stale_records_are_dropped_and_the_log_stays_bounded() {
+        let mut cache = BufferCache::default();
+        cache.insert(key(0, 1), clean(1));
+        cache.insert(key(0, 2), clean(2));
+        for tick in 3..10_000 {
+            cache.touch(key(0, 1 + tick % 2), tick);
+        }
+        assert!(cache.ages[&VolumeId(0)].len() <= 2 * cache.len() + STALE_SLACK);
+        cache.check().unwrap();
+        cache.remove(&key(0, 2));
+        assert_eq!(
+            cache.evict_oldest(2, default_policy),
+            vec![(key(0, 1), 9_998)]
+        );
+        assert!(cache.check().is_ok());
+    }
+
+    #[test]
+    fn the_check_sees_a_block_whose_use_was_not_logged() {
+        let mut cache = BufferCache::default();
+        cache.insert(key(0, 1), clean(1));
+        let slot = cache.slots[&key(0, 1)];
+        cache.entry_mut(slot).last_use = 7;
+        assert!(cache.check().is_err());
+    }
+}
