@@ -11,11 +11,15 @@
 //! front in their order. A log is rebuilt from its volume's blocks when stale
 //! records outnumber live ones, so it stays within twice the cache's size.
 //!
+//! The cache also knows which blocks are still being read in (their content
+//! arrives through [`BufferCache::fill_in`]), so a CP finds the ones it must
+//! wait for without a walk of the whole cache.
+//!
 //! Eviction takes the oldest evictable blocks by the volume's cache policy
 //! first (`reuse` before `default` before `keep`), then by tick: the same
 //! blocks a sort of the whole cache by `(policy, tick, key)` would give.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{CachePolicy, QueuedOp, RequestId};
 use crate::nvlog::LunId;
@@ -32,6 +36,8 @@ const STALE_SLACK: usize = 1024;
 /// A block of a LUN in the buffer cache.
 #[derive(Clone, Debug)]
 pub(super) struct CacheEntry<P: Payload> {
+    /// None while the block is read in; it arrives through
+    /// [`BufferCache::fill_in`] and stays until the block leaves.
     pub(super) content: Option<P::Content>,
     /// The read that will fill the entry (0: none). A LUN destroyed and
     /// created again reuses keys; a read for the old one must not fill the new.
@@ -86,6 +92,8 @@ pub(super) struct BufferCache<P: Payload> {
     slab: Vec<Slot<P>>,
     vacant: Vec<u32>,
     ages: BTreeMap<VolumeId, AgeLog>,
+    /// The blocks whose content is still being read.
+    filling: BTreeSet<CacheKey>,
 }
 
 impl<P: Payload> Default for BufferCache<P> {
@@ -95,6 +103,7 @@ impl<P: Payload> Default for BufferCache<P> {
             slab: Vec::new(),
             vacant: Vec::new(),
             ages: BTreeMap::new(),
+            filling: BTreeSet::new(),
         }
     }
 }
@@ -142,15 +151,26 @@ impl<P: Payload> BufferCache<P> {
             .map(|(key, &slot)| (key, self.entry(slot)))
     }
 
-    /// Every cached block, in key order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&CacheKey, &CacheEntry<P>)> {
-        self.range(..)
+    /// The blocks still being read in, in key order.
+    pub(super) fn filling(&self) -> impl Iterator<Item = (&CacheKey, &CacheEntry<P>)> {
+        self.filling
+            .iter()
+            .map(|key| (key, self.get(key).expect("a cached block")))
+    }
+
+    /// A block being read in gets its content.
+    pub(super) fn fill_in(&mut self, key: &CacheKey, content: P::Content) {
+        assert!(self.filling.remove(key), "{key:?} is not being read in");
+        self.get_mut(key).expect("a cached block").content = Some(content);
     }
 
     /// Caches `entry` as `key`, replacing what was there.
     pub(super) fn insert(&mut self, key: CacheKey, entry: CacheEntry<P>) {
         let tick = entry.last_use;
         self.remove(&key);
+        if entry.content.is_none() {
+            self.filling.insert(key);
+        }
         let slot = match self.vacant.pop() {
             Some(slot) => slot,
             None => {
@@ -166,6 +186,7 @@ impl<P: Payload> BufferCache<P> {
     /// Drops a block.
     pub(super) fn remove(&mut self, key: &CacheKey) -> Option<CacheEntry<P>> {
         let slot = self.slots.remove(key)?;
+        self.filling.remove(key);
         self.vacant.push(slot);
         self.slab[slot as usize].take().map(|(_, entry)| entry)
     }
@@ -299,10 +320,17 @@ impl<P: Payload> BufferCache<P> {
                 .as_ref()
                 .is_some_and(|(k, _)| k == key)
         });
-        match (indexed, live == self.slots.len()) {
-            (true, true) => Ok(()),
-            (false, _) => Err("a cached block's slot holds another block".into()),
-            (true, false) => Err(format!(
+        let filling = self.filling.len() <= self.slots.len()
+            && self.slots.iter().all(|(key, &slot)| {
+                self.entry(slot).content.is_none() == self.filling.contains(key)
+            });
+        match (indexed, filling, live == self.slots.len()) {
+            (true, true, true) => Ok(()),
+            (false, _, _) => Err("a cached block's slot holds another block".into()),
+            (true, false, _) => {
+                Err("the blocks being read in are not those without content".into())
+            }
+            (true, true, false) => Err(format!(
                 "{} cached blocks but {live} live records of their use",
                 self.slots.len()
             )),
@@ -417,6 +445,24 @@ mod tests {
             vec![(key(0, 1), 9_998)]
         );
         assert!(cache.check().is_ok());
+    }
+
+    #[test]
+    fn a_cp_finds_the_blocks_being_read_in_and_they_leave_that_list_when_filled() {
+        let mut cache = BufferCache::<Bytes>::default();
+        cache.insert(key(0, 1), clean(1));
+        cache.insert(key(0, 2), CacheEntry::filling(7, Vec::new(), Vec::new(), 2));
+        cache.insert(key(0, 3), CacheEntry::filling(8, Vec::new(), Vec::new(), 3));
+        let filling: Vec<CacheKey> = cache.filling().map(|(key, _)| *key).collect();
+        assert_eq!(filling, vec![key(0, 2), key(0, 3)]);
+        cache.fill_in(&key(0, 2), Bytes::zero());
+        cache.remove(&key(0, 3));
+        assert_eq!(cache.filling().count(), 0);
+        cache.check().unwrap();
+        cache.insert(key(0, 4), CacheEntry::filling(9, Vec::new(), Vec::new(), 4));
+        let slot = cache.slots[&key(0, 4)];
+        cache.entry_mut(slot).content = Some(Bytes::zero()); // behind the cache's back
+        assert!(cache.check().is_err());
     }
 
     #[test]

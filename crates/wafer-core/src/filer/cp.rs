@@ -148,8 +148,8 @@ impl<P: Payload> Filer<P> {
             entry.pinned = true;
             cp.pinned.push(key);
         }
-        for (key, entry) in self.cache.iter() {
-            if entry.content.is_none() && entry.queue.iter().any(|op| op.generation <= number) {
+        for (key, entry) in self.cache.filling() {
+            if entry.queue.iter().any(|op| op.generation <= number) {
                 cp.awaiting.insert(*key);
                 cp.pinned.push(*key);
             }

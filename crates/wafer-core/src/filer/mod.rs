@@ -1097,7 +1097,7 @@ impl<P: Payload> Filer<P> {
             }
             self.finish_read(waiter);
         }
-        self.cache.get_mut(&key).expect("present").content = Some(content);
+        self.cache.fill_in(&key, content);
         if let Some(snapshot) = snapshot {
             self.cp_captured(key, snapshot);
         }
