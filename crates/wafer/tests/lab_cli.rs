@@ -1,6 +1,7 @@
 //! `wafer lab size` reproduces experiments.md E5's arithmetic exactly;
 //! `wafer lab run` runs scenario files into the same reports whatever the
-//! number of jobs, and refuses bad files by name.
+//! number of jobs and wherever the trailers are kept, and refuses bad files
+//! and options by name.
 
 use std::fs;
 use std::path::Path;
@@ -112,6 +113,41 @@ fn lab_size_counts_data_disks_of_raid_groups_and_refuses_nonsense() {
 }
 
 /// `path` as an argument.
+/// A small wafer array: six 15K disks in one RAID-DP group, a 256 MiB test
+/// file filled and reallocated, two one-second segments.
+const TINY_WAFER_SCENARIO: &str = r#"
+name = "tiny: a wafer array"
+
+[run]
+seed = 3
+segments = 2
+segment_s = 1
+ramp_s = 0
+sysstat_interval_s = 1
+
+[workload]
+kind = "iometer"
+name = "random 4 KiB, 80 % reads"
+outstanding_ios = 16
+test_file_mib = 256
+fill = true
+reallocate = true
+lines = [
+  { size_kib = 4, percent = 100, read_percent = 80, random_percent = 100, align_bytes = 512 },
+]
+
+[[array]]
+name = "filer"
+kind = "wafer"
+drive = "fc15k-144g"
+raid_type = "raid_dp"
+raid_size = 6
+disks = 6
+volume_gib = 2
+lun_gib = 1
+cache_mib = 16
+"#;
+
 fn arg(path: &Path) -> &str {
     path.to_str().expect("temporary paths are UTF-8")
 }
@@ -200,6 +236,36 @@ fn lab_run_writes_the_same_reports_whatever_the_jobs() {
             assert!(segment["iops"].as_f64().unwrap() > 0.0, "{segment}");
         }
     }
+}
+
+#[test]
+fn lab_run_reports_the_same_whether_trailers_stay_in_memory_or_go_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("wafer.toml");
+    fs::write(&scenario, TINY_WAFER_SCENARIO).unwrap();
+    let mut reports = Vec::new();
+    for memory in ["0", "1"] {
+        let out = dir.path().join(format!("memory-{memory}"));
+        let (ok, stdout, err) = wafer(&[
+            "lab",
+            "run",
+            arg(&scenario),
+            "--trailer-memory-gib",
+            memory,
+            "--out",
+            arg(&out),
+        ]);
+        assert!(ok, "{err}");
+        assert!(stdout.contains("  filer (wafer)"), "{stdout}");
+        reports.push(fs::read_to_string(out.join("report.json")).unwrap());
+    }
+    assert_eq!(
+        reports[0], reports[1],
+        "trailers in a file and in memory differ"
+    );
+    let (ok, _, err) = wafer(&["lab", "run", arg(&scenario), "--trailer-memory-gib=-1"]);
+    assert!(!ok);
+    assert!(err.contains("--trailer-memory-gib -1"), "{err}");
 }
 
 #[test]

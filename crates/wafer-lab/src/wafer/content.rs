@@ -13,7 +13,8 @@
 //!   million blocks, about 1.3 GB of stamps.
 //! - Trailers go to a [`Spill`] the driver supplies, each at a fixed place
 //!   (64 bytes per block of every disk, disk after disk): memory for small
-//!   arrays, a sparse file on the host's disk for the `wafer lab` command
+//!   arrays; for the `wafer lab` command, memory while its budget lasts and
+//!   then a sparse file on the host's disk
 //!   (the lab itself does no I/O). A block never written reads as stamp 0 with
 //!   an all-zero trailer, as a real disk's unwritten block reads as zeros.
 

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::{fs, thread};
 
 use anyhow::{Context, bail};
@@ -43,10 +43,12 @@ use wafer_lab::{
 };
 use wafer_sim::device::params::Catalog;
 
-use super::spill::FileSpill;
+use super::spill::{FileSpill, MemoryBudget};
 
 /// Where scenarios write when `--out` is not given: `lab-out/<file stem>`.
 const DEFAULT_OUT_ROOT: &str = "lab-out";
+/// Bytes in a GiB.
+const GIB: f64 = (1u64 << 30) as f64;
 /// Width of the progress bar, in characters.
 const BAR_WIDTH: usize = 40;
 
@@ -67,6 +69,11 @@ pub struct RunArgs {
     /// CPUs). The reports do not depend on it.
     #[arg(long, value_name = "N")]
     jobs: Option<NonZeroUsize>,
+    /// Memory for the wafer arrays' block trailers, all arrays together, in
+    /// GiB (default: half the memory available at start); past it, trailers
+    /// go to a temporary file, which is slower. The reports do not depend on it.
+    #[arg(long, value_name = "GIB")]
+    trailer_memory_gib: Option<f64>,
 }
 
 /// A scenario ready to run: where it came from and where its files go.
@@ -141,8 +148,13 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
                 .to_string()
         })
         .collect();
+    let budget = match args.trailer_memory_gib {
+        Some(gib) if gib.is_finite() && gib >= 0.0 => MemoryBudget::new((gib * GIB) as u64),
+        Some(gib) => bail!("--trailer-memory-gib {gib}: expected a size of 0 or more"),
+        None => MemoryBudget::half_of_available(),
+    };
     let progress = Progress::new(names);
-    let outcome = run_jobs(&scenarios, &jobs, threads, &catalog, &progress);
+    let outcome = run_jobs(&scenarios, &jobs, threads, &catalog, &progress, &budget);
     progress.hidden_while(|| {});
     outcome?;
     Ok(ExitCode::SUCCESS)
@@ -219,6 +231,7 @@ fn run_jobs(
     threads: usize,
     catalog: &Catalog,
     progress: &Progress,
+    budget: &Arc<MemoryBudget>,
 ) -> anyhow::Result<()> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
@@ -226,6 +239,7 @@ fn run_jobs(
         scenarios,
         jobs,
         catalog,
+        budget,
         progress,
         next: &next,
         stop: &stop,
@@ -247,6 +261,7 @@ struct Pool<'a> {
     scenarios: &'a [ScenarioRun],
     jobs: &'a [Job],
     catalog: &'a Catalog,
+    budget: &'a Arc<MemoryBudget>,
     progress: &'a Progress,
     next: &'a AtomicUsize,
     stop: &'a AtomicBool,
@@ -304,7 +319,7 @@ impl Pool<'_> {
     ) -> anyhow::Result<ArrayReport> {
         let run = &self.scenarios[job.scenario];
         let spec = &run.scenario.arrays[job.array].spec;
-        let mut arrays = [build_array(spec, self.catalog)?];
+        let mut arrays = [build_array(spec, self.catalog, self.budget)?];
         let mut report = wafer_lab::run(
             &mut arrays,
             &run.workloads[job.array],
@@ -316,11 +331,16 @@ impl Pool<'_> {
 }
 
 /// The array `spec` describes, idle at time zero.
-fn build_array(spec: &ArraySpec, catalog: &Catalog) -> anyhow::Result<Box<dyn Array>> {
+fn build_array(
+    spec: &ArraySpec,
+    catalog: &Catalog,
+    budget: &Arc<MemoryBudget>,
+) -> anyhow::Result<Box<dyn Array>> {
     Ok(match spec {
         ArraySpec::InPlace(spec) => Box::new(InPlaceArray::new(spec, catalog)?),
         ArraySpec::Wafer(spec) => {
-            let spill = FileSpill::new().context("cannot make the lab's spill file")?;
+            let spill =
+                FileSpill::new(Arc::clone(budget)).context("cannot make the lab's spill file")?;
             Box::new(WaferArray::new(spec, catalog, Box::new(spill))?)
         }
     })
