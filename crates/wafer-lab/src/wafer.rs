@@ -41,7 +41,7 @@ use crate::array::{
 use crate::controller::Controller;
 use crate::scenario::WaferSpec;
 use content::Content;
-pub use content::{MemorySpill, Spill};
+pub use content::{MemorySpill, PAGE_BYTES, PagePiece, Spill, page_pieces};
 
 /// The NVRAM card every wafer array logs to.
 pub const NVRAM_DRIVE: &str = "nvram-512m";

@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::ops::Range;
 
 use wafer_core::Stamps;
 use wafer_core::filer::Sector;
@@ -28,8 +29,8 @@ use wafer_raid::Stamp;
 
 /// Blocks per chunk of stamps: 32 KiB of memory each.
 pub const CHUNK_BLOCKS: u64 = 4096;
-/// Bytes of one memory spill page.
-const PAGE_BYTES: u64 = 1 << 16;
+/// Bytes of one spill page: the unit a spill keeps in memory.
+pub const PAGE_BYTES: u64 = 1 << 16;
 
 /// Where the trailers go: bytes kept at fixed offsets.
 pub trait Spill: Send {
@@ -44,47 +45,74 @@ pub trait Spill: Send {
 #[derive(Debug, Default)]
 pub struct MemorySpill(BTreeMap<u64, Box<[u8]>>);
 
-impl MemorySpill {
-    /// The runs of `[at, at + len)` that fall in each page: (page, offset in
-    /// the page, offset in the caller's buffer, length).
-    fn pieces(at: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
-        let end = at + len as u64;
-        let mut from = at;
-        core::iter::from_fn(move || {
-            (from < end).then(|| {
-                let page = from / PAGE_BYTES;
-                let to = end.min((page + 1) * PAGE_BYTES);
-                let piece = (
-                    page,
-                    (from % PAGE_BYTES) as usize,
-                    (from - at) as usize,
-                    (to - from) as usize,
-                );
-                from = to;
-                piece
-            })
-        })
+/// The run of a byte range that falls in one page of a spill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PagePiece {
+    /// The page, counted from 0.
+    pub page: u64,
+    /// Where the run starts in the page.
+    pub within: usize,
+    /// Where the run starts in the caller's buffer.
+    pub offset: usize,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+impl PagePiece {
+    /// The run's bytes in the page.
+    pub fn in_page(&self) -> Range<usize> {
+        self.within..self.within + self.len
     }
+
+    /// The run's bytes in the caller's buffer.
+    pub fn in_buffer(&self) -> Range<usize> {
+        self.offset..self.offset + self.len
+    }
+
+    /// Where the run starts in the spill.
+    pub fn position(&self) -> u64 {
+        self.page * PAGE_BYTES + self.within as u64
+    }
+}
+
+/// The runs of `[at, at + len)` in each page of [`PAGE_BYTES`], in order.
+pub fn page_pieces(at: u64, len: usize) -> impl Iterator<Item = PagePiece> {
+    let end = at + len as u64;
+    let mut from = at;
+    core::iter::from_fn(move || {
+        (from < end).then(|| {
+            let page = from / PAGE_BYTES;
+            let to = end.min((page + 1) * PAGE_BYTES);
+            let piece = PagePiece {
+                page,
+                within: (from % PAGE_BYTES) as usize,
+                offset: (from - at) as usize,
+                len: (to - from) as usize,
+            };
+            from = to;
+            piece
+        })
+    })
 }
 
 impl Spill for MemorySpill {
     fn write_at(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
-        for (page, within, offset, len) in Self::pieces(at, bytes.len()) {
+        for piece in page_pieces(at, bytes.len()) {
             let kept = self
                 .0
-                .entry(page)
+                .entry(piece.page)
                 .or_insert_with(|| vec![0; PAGE_BYTES as usize].into_boxed_slice());
-            kept[within..within + len].copy_from_slice(&bytes[offset..offset + len]);
+            kept[piece.in_page()].copy_from_slice(&bytes[piece.in_buffer()]);
         }
         Ok(())
     }
 
     fn read_at(&self, at: u64, out: &mut [u8]) -> io::Result<()> {
-        for (page, within, offset, len) in Self::pieces(at, out.len()) {
-            let piece = &mut out[offset..offset + len];
-            match self.0.get(&page) {
-                Some(kept) => piece.copy_from_slice(&kept[within..within + len]),
-                None => piece.fill(0),
+        for piece in page_pieces(at, out.len()) {
+            let into = &mut out[piece.in_buffer()];
+            match self.0.get(&piece.page) {
+                Some(kept) => into.copy_from_slice(&kept[piece.in_page()]),
+                None => into.fill(0),
             }
         }
         Ok(())

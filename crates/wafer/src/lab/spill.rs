@@ -17,10 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use wafer_lab::wafer::Spill;
-
-/// Bytes of one page: the unit a spill places in memory or in its file.
-const PAGE_BYTES: u64 = 1 << 16;
+use wafer_lab::wafer::{PAGE_BYTES, Spill, page_pieces};
 
 /// Memory the spills of one run may take for pages, shared between them: the
 /// first pages written get it.
@@ -94,27 +91,6 @@ impl FileSpill {
         })
     }
 
-    /// The runs of `[at, at + len)` within each page: (page, offset in the
-    /// page, offset in the caller's buffer, length).
-    fn pieces(at: u64, len: usize) -> impl Iterator<Item = (usize, usize, usize, usize)> {
-        let end = at + len as u64;
-        let mut from = at;
-        core::iter::from_fn(move || {
-            (from < end).then(|| {
-                let page = from / PAGE_BYTES;
-                let to = end.min((page + 1) * PAGE_BYTES);
-                let piece = (
-                    page as usize,
-                    (from % PAGE_BYTES) as usize,
-                    (from - at) as usize,
-                    (to - from) as usize,
-                );
-                from = to;
-                piece
-            })
-        })
-    }
-
     /// Where `page` lives, placing it on its first write.
     fn place(&mut self, page: usize) -> &mut Page {
         if page >= self.pages.len() {
@@ -142,14 +118,13 @@ impl FileSpill {
 
 impl Spill for FileSpill {
     fn write_at(&mut self, at: u64, bytes: &[u8]) -> io::Result<()> {
-        for (page, within, offset, len) in Self::pieces(at, bytes.len()) {
-            let piece = &bytes[offset..offset + len];
-            match self.place(page) {
-                Page::Memory(kept) => kept[within..within + len].copy_from_slice(piece),
+        for piece in page_pieces(at, bytes.len()) {
+            let from = &bytes[piece.in_buffer()];
+            match self.place(piece.page as usize) {
+                Page::Memory(kept) => kept[piece.in_page()].copy_from_slice(from),
                 Page::File => {
-                    let position = page as u64 * PAGE_BYTES + within as u64;
                     self.file
-                        .write_all_at(piece, position)
+                        .write_all_at(from, piece.position())
                         .map_err(|e| Self::file_error(e, "take more trailers"))?;
                 }
                 Page::Unwritten => unreachable!("placed"),
@@ -159,13 +134,17 @@ impl Spill for FileSpill {
     }
 
     fn read_at(&self, at: u64, out: &mut [u8]) -> io::Result<()> {
-        for (page, within, offset, len) in Self::pieces(at, out.len()) {
-            let piece = &mut out[offset..offset + len];
-            match self.pages.get(page).unwrap_or(&Page::Unwritten) {
-                Page::Unwritten => piece.fill(0),
-                Page::Memory(kept) => piece.copy_from_slice(&kept[within..within + len]),
+        for piece in page_pieces(at, out.len()) {
+            let into = &mut out[piece.in_buffer()];
+            match self
+                .pages
+                .get(piece.page as usize)
+                .unwrap_or(&Page::Unwritten)
+            {
+                Page::Unwritten => into.fill(0),
+                Page::Memory(kept) => into.copy_from_slice(&kept[piece.in_page()]),
                 Page::File => self
-                    .read_file(piece, page as u64 * PAGE_BYTES + within as u64)
+                    .read_file(into, piece.position())
                     .map_err(|e| Self::file_error(e, "give back its trailers"))?,
             }
         }
