@@ -13,7 +13,12 @@
 //!
 //! The cache also knows which blocks are still being read in (their content
 //! arrives through [`BufferCache::fill_in`]), so a CP finds the ones it must
-//! wait for without a walk of the whole cache.
+//! wait for without a walk of the whole cache, and how many blocks it holds
+//! under each level-1 indirect block, which may not leave while any do.
+//!
+//! Blocks are found by key in a [`FixedMap`], one probe or a few, since every
+//! host I/O looks several up; the few questions that need key order (a LUN's
+//! blocks, when it shrinks or is restored) sort what they find.
 //!
 //! Eviction takes the oldest evictable blocks by the volume's cache policy
 //! first (`reuse` before `default` before `keep`), then by tick: the same
@@ -22,12 +27,39 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::{CachePolicy, QueuedOp, RequestId};
+use crate::fixed_map::{FixedHash, FixedMap, mix_words};
+use crate::format::POINTERS_PER_BLOCK;
 use crate::nvlog::LunId;
 use crate::payload::Payload;
 use crate::units::{Fbn, VolumeId};
 
 /// A cached LUN block: which LUN, which block.
 pub(super) type CacheKey = (LunId, Fbn);
+
+/// A level-1 indirect block of a LUN, by its index among the LUN's level-1
+/// blocks.
+type L1Key = (LunId, u64);
+
+fn lun_word(lun: LunId) -> u64 {
+    u64::from(lun.volume.0) << 32 | u64::from(lun.file.0)
+}
+
+impl FixedHash for CacheKey {
+    fn fixed_hash(&self) -> u64 {
+        mix_words(lun_word(self.0), self.1.0)
+    }
+}
+
+impl FixedHash for L1Key {
+    fn fixed_hash(&self) -> u64 {
+        mix_words(lun_word(self.0), self.1)
+    }
+}
+
+/// The level-1 indirect block above a LUN block.
+fn l1_above((lun, fbn): CacheKey) -> L1Key {
+    (lun, fbn.0 / POINTERS_PER_BLOCK as u64)
+}
 
 /// Stale records a volume's log may hold beyond its live ones before it is
 /// rebuilt: enough that a small cache is not rebuilt on every use.
@@ -88,22 +120,26 @@ type Slot<P> = Option<(CacheKey, CacheEntry<P>)>;
 /// their slots.
 #[derive(Clone, Debug)]
 pub(super) struct BufferCache<P: Payload> {
-    slots: BTreeMap<CacheKey, u32>,
+    slots: FixedMap<CacheKey, u32>,
     slab: Vec<Slot<P>>,
     vacant: Vec<u32>,
     ages: BTreeMap<VolumeId, AgeLog>,
     /// The blocks whose content is still being read.
     filling: BTreeSet<CacheKey>,
+    /// How many cached blocks lie under each level-1 indirect block (those
+    /// with none are absent).
+    under_l1: FixedMap<L1Key, u32>,
 }
 
 impl<P: Payload> Default for BufferCache<P> {
     fn default() -> Self {
         BufferCache {
-            slots: BTreeMap::new(),
+            slots: FixedMap::default(),
             slab: Vec::new(),
             vacant: Vec::new(),
             ages: BTreeMap::new(),
             filling: BTreeSet::new(),
+            under_l1: FixedMap::default(),
         }
     }
 }
@@ -141,14 +177,22 @@ impl<P: Payload> BufferCache<P> {
             .1
     }
 
-    /// The cached blocks with keys in `range`, in key order.
-    pub(super) fn range(
-        &self,
-        range: impl core::ops::RangeBounds<CacheKey>,
-    ) -> impl Iterator<Item = (&CacheKey, &CacheEntry<P>)> {
-        self.slots
-            .range(range)
-            .map(|(key, &slot)| (key, self.entry(slot)))
+    /// The cached blocks of `lun` from block `first` on, in block order.
+    pub(super) fn keys_of(&self, lun: LunId, first: Fbn) -> Vec<CacheKey> {
+        let mut keys: Vec<CacheKey> = self
+            .slots
+            .iter()
+            .map(|(key, _)| *key)
+            .filter(|&(of, fbn)| of == lun && fbn >= first)
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Whether any block under level-1 indirect block `index` of `lun` is
+    /// cached, in any state.
+    pub(super) fn caches_under_l1(&self, lun: LunId, index: u64) -> bool {
+        self.under_l1.contains_key(&(lun, index))
     }
 
     /// The blocks still being read in, in key order.
@@ -180,6 +224,10 @@ impl<P: Payload> BufferCache<P> {
         };
         self.slab[slot as usize] = Some((key, entry));
         self.slots.insert(key, slot);
+        match self.under_l1.get_mut(&l1_above(key)) {
+            Some(count) => *count += 1,
+            None => _ = self.under_l1.insert(l1_above(key), 1),
+        }
         self.log(key.0.volume, tick, slot);
     }
 
@@ -187,6 +235,12 @@ impl<P: Payload> BufferCache<P> {
     pub(super) fn remove(&mut self, key: &CacheKey) -> Option<CacheEntry<P>> {
         let slot = self.slots.remove(key)?;
         self.filling.remove(key);
+        let l1 = l1_above(*key);
+        let count = self.under_l1.get_mut(&l1).expect("counted");
+        *count -= 1;
+        if *count == 0 {
+            self.under_l1.remove(&l1);
+        }
         self.vacant.push(slot);
         self.slab[slot as usize].take().map(|(_, entry)| entry)
     }
@@ -214,15 +268,12 @@ impl<P: Payload> BufferCache<P> {
 
     /// A volume's log again from its blocks, without stale records.
     fn rebuild_log(&mut self, volume: VolumeId) {
-        let first = LunId {
-            volume,
-            file: crate::units::FileId(0),
-        };
-        let mut records: Vec<(u64, u32)> = self
-            .slots
-            .range((first, Fbn(0))..)
-            .take_while(|(key, _)| key.0.volume == volume)
-            .map(|(_, &slot)| (self.entry(slot).last_use, slot))
+        let mut records: Vec<(u64, u32)> = (0..)
+            .zip(&self.slab)
+            .filter_map(|(slot, held)| {
+                let (key, entry) = held.as_ref()?;
+                (key.0.volume == volume).then_some((entry.last_use, slot))
+            })
             .collect();
         records.sort_unstable();
         self.ages.insert(volume, records.into());
@@ -324,16 +375,32 @@ impl<P: Payload> BufferCache<P> {
             && self.slots.iter().all(|(key, &slot)| {
                 self.entry(slot).content.is_none() == self.filling.contains(key)
             });
-        match (indexed, filling, live == self.slots.len()) {
-            (true, true, true) => Ok(()),
-            (false, _, _) => Err("a cached block's slot holds another block".into()),
-            (true, false, _) => {
-                Err("the blocks being read in are not those without content".into())
-            }
-            (true, true, false) => Err(format!(
+        if !indexed {
+            return Err("a cached block's slot holds another block".into());
+        }
+        if !filling {
+            return Err("the blocks being read in are not those without content".into());
+        }
+        if live != self.slots.len() {
+            return Err(format!(
                 "{} cached blocks but {live} live records of their use",
                 self.slots.len()
-            )),
+            ));
+        }
+        self.check_under_l1()
+    }
+
+    /// The counts of blocks under level-1 indirect blocks are the blocks'.
+    fn check_under_l1(&self) -> Result<(), String> {
+        let mut counted: BTreeMap<L1Key, u32> = BTreeMap::new();
+        for (key, _) in self.slots.iter() {
+            *counted.entry(l1_above(*key)).or_default() += 1;
+        }
+        let mut kept: Vec<(L1Key, u32)> = self.under_l1.iter().map(|(k, &n)| (*k, n)).collect();
+        kept.sort_unstable();
+        match kept.into_iter().eq(counted) {
+            true => Ok(()),
+            false => Err("the counts of cached blocks under level-1 blocks are off".into()),
         }
     }
 }
@@ -460,16 +527,50 @@ mod tests {
         assert_eq!(cache.filling().count(), 0);
         cache.check().unwrap();
         cache.insert(key(0, 4), CacheEntry::filling(9, Vec::new(), Vec::new(), 4));
-        let slot = cache.slots[&key(0, 4)];
+        let slot = *cache.slots.get(&key(0, 4)).unwrap();
         cache.entry_mut(slot).content = Some(Bytes::zero()); // behind the cache's back
         assert!(cache.check().is_err());
+    }
+
+    #[test]
+    fn level_1_blocks_are_busy_while_any_block_under_them_is_cached() {
+        let per_l1 = POINTERS_PER_BLOCK as u64;
+        let mut cache = BufferCache::default();
+        cache.insert(key(0, 3), clean(1));
+        cache.insert(key(0, per_l1 + 5), clean(2));
+        cache.insert(key(0, per_l1 + 6), clean(3));
+        let lun = key(0, 0).0;
+        assert!(cache.caches_under_l1(lun, 0) && cache.caches_under_l1(lun, 1));
+        assert!(!cache.caches_under_l1(lun, 2));
+        cache.remove(&key(0, per_l1 + 5));
+        assert!(cache.caches_under_l1(lun, 1));
+        cache.remove(&key(0, per_l1 + 6));
+        assert!(!cache.caches_under_l1(lun, 1));
+        assert_eq!(cache.keys_of(lun, Fbn(0)), vec![key(0, 3)]);
+        cache.check().unwrap();
+        cache.under_l1.insert((lun, 2), 1); // behind the cache's back
+        assert!(cache.check().is_err());
+    }
+
+    #[test]
+    fn a_luns_blocks_come_in_block_order() {
+        let mut cache = BufferCache::default();
+        for (tick, fbn) in [(1, 40), (2, 7), (3, 900_000), (4, 12)] {
+            cache.insert(key(0, fbn), clean(tick));
+        }
+        cache.insert(key(1, 8), clean(5));
+        let lun = key(0, 0).0;
+        assert_eq!(
+            cache.keys_of(lun, Fbn(10)),
+            vec![key(0, 12), key(0, 40), key(0, 900_000)]
+        );
     }
 
     #[test]
     fn the_check_sees_a_block_whose_use_was_not_logged() {
         let mut cache = BufferCache::default();
         cache.insert(key(0, 1), clean(1));
-        let slot = cache.slots[&key(0, 1)];
+        let slot = *cache.slots.get(&key(0, 1)).unwrap();
         cache.entry_mut(slot).last_use = 7;
         assert!(cache.check().is_err());
     }

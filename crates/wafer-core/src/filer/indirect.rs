@@ -350,12 +350,7 @@ impl<P: Payload> Filer<P> {
         if level != 1 {
             return false; // a higher node with no resident child covers nothing cached
         }
-        let first = index * crate::format::POINTERS_PER_BLOCK as u64;
-        let last = first + crate::format::POINTERS_PER_BLOCK as u64;
-        self.cache
-            .range((lun, Fbn(first))..(lun, Fbn(last)))
-            .next()
-            .is_some()
+        self.cache.caches_under_l1(lun, index)
     }
 
     /// The parts of LUN trees that waiting requests need, merged per LUN: their

@@ -892,12 +892,7 @@ impl<P: Payload> Filer<P> {
         let old_size = self.volumes[&lun.volume].luns[&lun.file].size_bytes;
         let first_gone = size_bytes.div_ceil(BLOCK_SIZE as u64);
         let last = old_size.div_ceil(BLOCK_SIZE as u64);
-        let cached: Vec<(LunId, Fbn)> = self
-            .cache
-            .range((lun, Fbn(first_gone))..(lun, Fbn(u64::MAX)))
-            .map(|(key, _)| *key)
-            .collect();
-        for key in cached {
+        for key in self.cache.keys_of(lun, Fbn(first_gone)) {
             let entry = self.cache.remove(&key).expect("listed");
             self.dirty.remove(&key);
             // Reads waiting for a discarded block get zeros, as the range now reads.

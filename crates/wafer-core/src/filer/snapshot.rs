@@ -411,13 +411,8 @@ impl<P: Payload> Filer<P> {
 
     /// Drops a LUN's cached blocks; returns the reads waiting for any of them.
     fn forget_cached(&mut self, lun: LunId) -> Vec<(Fbn, Vec<RequestId>)> {
-        let keys: Vec<(LunId, Fbn)> = self
-            .cache
-            .range((lun, Fbn(0))..=(lun, Fbn(u64::MAX)))
-            .map(|(key, _)| *key)
-            .collect();
         let mut waiting = Vec::new();
-        for key in keys {
+        for key in self.cache.keys_of(lun, Fbn(0)) {
             let entry = self.cache.remove(&key).expect("listed");
             self.dirty.remove(&key);
             if !entry.waiters.is_empty() {
