@@ -112,7 +112,6 @@ fn lab_size_counts_data_disks_of_raid_groups_and_refuses_nonsense() {
     assert!(!ok && err.contains("no drive `nope`"), "{err}");
 }
 
-/// `path` as an argument.
 /// A small wafer array: six 15K disks in one RAID-DP group, a 256 MiB test
 /// file filled and reallocated, two one-second segments.
 const TINY_WAFER_SCENARIO: &str = r#"
@@ -148,6 +147,7 @@ lun_gib = 1
 cache_mib = 16
 "#;
 
+/// `path` as an argument.
 fn arg(path: &Path) -> &str {
     path.to_str().expect("temporary paths are UTF-8")
 }

@@ -245,13 +245,13 @@ impl<P: Payload> BufferCache<P> {
         self.slab[slot as usize].take().map(|(_, entry)| entry)
     }
 
-    /// Records a use of a cached block at `tick`, newer than every tick
-    /// handed out before; the entry is returned for the use.
-    pub(super) fn touch(&mut self, key: CacheKey, tick: u64) -> &mut CacheEntry<P> {
-        let slot = *self.slots.get(&key).expect("a use of a cached block");
+    /// Records a use of `key` at `tick`, newer than every tick handed out
+    /// before, if it is cached; the entry is returned for the use.
+    pub(super) fn touch(&mut self, key: CacheKey, tick: u64) -> Option<&mut CacheEntry<P>> {
+        let slot = *self.slots.get(&key)?;
         self.entry_mut(slot).last_use = tick;
         self.log(key.0.volume, tick, slot);
-        self.entry_mut(slot)
+        Some(self.entry_mut(slot))
     }
 
     fn log(&mut self, volume: VolumeId, tick: u64, slot: u32) {

@@ -988,9 +988,7 @@ impl<P: Payload> Filer<P> {
         }
         self.use_clock += 1;
         let stamp = self.use_clock;
-        if self.cache.contains_key(&key) {
-            self.cache.touch(key, stamp);
-        } else {
+        if self.cache.touch(key, stamp).is_none() {
             let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
             match whole || ptr.is_null() {
                 true => {
@@ -1126,8 +1124,7 @@ impl<P: Payload> Filer<P> {
             self.use_clock += 1;
             let stamp = self.use_clock;
             let read = self.reads.get_mut(&id).expect("inserted");
-            if self.cache.contains_key(&key) {
-                let entry = self.cache.touch(key, stamp);
+            if let Some(entry) = self.cache.touch(key, stamp) {
                 match &entry.content {
                     Some(content) => {
                         self.counters.cache_hits += 1;

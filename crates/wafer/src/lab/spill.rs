@@ -105,6 +105,22 @@ impl FileSpill {
         &mut self.pages[page]
     }
 
+    /// Fills `out` from the file at `position`; zeros past its end, where
+    /// nothing was written.
+    fn read_file(&self, out: &mut [u8], position: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < out.len() {
+            match self.file.read_at(&mut out[done..], position + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out[done..].fill(0);
+        Ok(())
+    }
+
     fn file_error(e: io::Error, what: &str) -> io::Error {
         io::Error::new(
             e.kind(),
@@ -148,24 +164,6 @@ impl Spill for FileSpill {
                     .map_err(|e| Self::file_error(e, "give back its trailers"))?,
             }
         }
-        Ok(())
-    }
-}
-
-impl FileSpill {
-    /// Fills `out` from the file at `position`; zeros past its end, where
-    /// nothing was written.
-    fn read_file(&self, out: &mut [u8], position: u64) -> io::Result<()> {
-        let mut done = 0;
-        while done < out.len() {
-            match self.file.read_at(&mut out[done..], position + done as u64) {
-                Ok(0) => break,
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        out[done..].fill(0);
         Ok(())
     }
 }
