@@ -2,8 +2,9 @@
 //!
 //! The buffer cache looks a block up several times for every host I/O, and a
 //! B-tree over hundreds of thousands of blocks spends most of that on
-//! comparisons that miss the CPU cache. This map answers in one probe or a
-//! few: open addressing with linear probing in a power-of-two table that is
+//! comparisons that miss the CPU cache; the engine's requests and I/Os, and
+//! the lab's device commands, are looked up by number as often. This map
+//! answers in one probe or a few: open addressing with linear probing in a power-of-two table that is
 //! never more than half full. A removal shifts the rest of its probe run back
 //! into the hole, so there are no tombstones and a lookup stops at the first
 //! empty bucket.
@@ -17,7 +18,15 @@
 
 /// A key with a fixed 64-bit hash: equal keys hash alike on every run.
 pub trait FixedHash: Copy + Eq {
+    /// The key's hash; its high bits choose the bucket.
     fn fixed_hash(&self) -> u64;
+}
+
+/// Identifiers handed out in sequence: request, I/O and command numbers.
+impl FixedHash for u64 {
+    fn fixed_hash(&self) -> u64 {
+        mix_words(0, *self)
+    }
 }
 
 /// Mixes two words into a hash whose high bits depend on every input bit.
@@ -29,6 +38,8 @@ pub fn mix_words(high: u64, low: u64) -> u64 {
 /// The smallest table: 2^MIN_BITS buckets.
 const MIN_BITS: u32 = 4;
 
+/// A map from keys with a [`FixedHash`] to values, in a table that is never
+/// more than half full.
 #[derive(Clone, Debug)]
 pub struct FixedMap<K, V> {
     buckets: Vec<Option<(K, V)>>,
@@ -48,19 +59,28 @@ impl<K: FixedHash, V> Default for FixedMap<K, V> {
 }
 
 impl<K: FixedHash, V> FixedMap<K, V> {
+    /// How many keys are mapped.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether no key is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether `key` is mapped.
     pub fn contains_key(&self, key: &K) -> bool {
         self.find(key).is_some()
     }
 
+    /// The value of `key`.
     pub fn get(&self, key: &K) -> Option<&V> {
         let at = self.find(key)?;
         self.buckets[at].as_ref().map(|(_, value)| value)
     }
 
+    /// The value of `key`, to change.
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         let at = self.find(key)?;
         self.buckets[at].as_mut().map(|(_, value)| value)

@@ -15,7 +15,7 @@
 pub mod aggregate;
 pub mod bitmap;
 pub mod filer;
-mod fixed_map;
+pub mod fixed_map;
 pub mod format;
 pub mod nvlog;
 pub mod payload;

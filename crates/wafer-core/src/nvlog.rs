@@ -150,106 +150,141 @@ pub struct NvRecord {
 
 const HEADER: usize = 24;
 
+/// Where an operation's bytes go: into a record, or only counted.
+trait ByteSink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl ByteSink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+fn put_lun(out: &mut impl ByteSink, lun: &LunId) {
+    out.put(&lun.volume.0.to_le_bytes());
+    out.put(&lun.file.0.to_le_bytes());
+}
+
+/// Counts the bytes an encoding would write.
+struct ByteCount(usize);
+
+impl ByteSink for ByteCount {
+    fn put(&mut self, bytes: &[u8]) {
+        self.0 += bytes.len();
+    }
+}
+
 impl NvRecord {
-    /// Encodes the record with its length and checksum.
+    /// Encodes the record with its length and checksum, in one buffer of
+    /// its exact size: a write's data, most of the bytes the log carries, is
+    /// copied once.
     pub fn encode(&self) -> Vec<u8> {
-        let mut body = Vec::new();
-        let lun = |body: &mut Vec<u8>, lun: &LunId| {
-            body.extend_from_slice(&lun.volume.0.to_le_bytes());
-            body.extend_from_slice(&lun.file.0.to_le_bytes());
-        };
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.resize(HEADER, 0);
+        self.encode_op(&mut out);
+        let length = out.len() as u32;
+        put_u32(&mut out, 0, length);
+        put_u64(&mut out, 8, self.seq);
+        put_u64(&mut out, 16, self.generation.0);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..4]), &out[8..]);
+        put_u32(&mut out, 4, crc);
+        out
+    }
+
+    /// The length of [`NvRecord::encode`]'s bytes, without encoding them.
+    pub fn encoded_len(&self) -> usize {
+        let mut counted = ByteCount(HEADER);
+        self.encode_op(&mut counted);
+        counted.0
+    }
+
+    /// The operation's bytes, which follow the header.
+    fn encode_op(&self, out: &mut impl ByteSink) {
         match &self.op {
             LoggedOp::Change(Change::Write {
                 lun: l,
                 offset,
                 data,
             }) => {
-                body.push(1);
-                lun(&mut body, l);
-                body.extend_from_slice(&offset.to_le_bytes());
-                body.extend_from_slice(data);
+                out.put(&[1]);
+                put_lun(out, l);
+                out.put(&offset.to_le_bytes());
+                out.put(data);
             }
             LoggedOp::Change(Change::Trim {
                 lun: l,
                 offset,
                 length,
             }) => {
-                body.push(2);
-                lun(&mut body, l);
-                body.extend_from_slice(&offset.to_le_bytes());
-                body.extend_from_slice(&length.to_le_bytes());
+                out.put(&[2]);
+                put_lun(out, l);
+                out.put(&offset.to_le_bytes());
+                out.put(&length.to_le_bytes());
             }
             LoggedOp::Change(Change::CreateVolume { name, size_bytes }) => {
-                body.push(3);
-                body.extend_from_slice(&size_bytes.to_le_bytes());
-                body.extend_from_slice(name.as_bytes());
+                out.put(&[3]);
+                out.put(&size_bytes.to_le_bytes());
+                out.put(name.as_bytes());
             }
             LoggedOp::Change(Change::CreateLun {
                 volume,
                 name,
                 size_bytes,
             }) => {
-                body.push(4);
-                body.extend_from_slice(&volume.0.to_le_bytes());
-                body.extend_from_slice(&size_bytes.to_le_bytes());
-                body.extend_from_slice(name.as_bytes());
+                out.put(&[4]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&size_bytes.to_le_bytes());
+                out.put(name.as_bytes());
             }
             LoggedOp::Change(Change::ResizeLun { lun: l, size_bytes }) => {
-                body.push(5);
-                lun(&mut body, l);
-                body.extend_from_slice(&size_bytes.to_le_bytes());
+                out.put(&[5]);
+                put_lun(out, l);
+                out.put(&size_bytes.to_le_bytes());
             }
             LoggedOp::Change(Change::DestroyLun { lun: l }) => {
-                body.push(6);
-                lun(&mut body, l);
+                out.put(&[6]);
+                put_lun(out, l);
             }
             LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {
-                body.push(8);
-                body.extend_from_slice(&volume.0.to_le_bytes());
-                body.push(policy_code(*policy));
+                out.put(&[8]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&[policy_code(*policy)]);
             }
             LoggedOp::Change(Change::SetReadRealloc { volume, enabled }) => {
-                body.push(9);
-                body.extend_from_slice(&volume.0.to_le_bytes());
-                body.push(u8::from(*enabled));
+                out.put(&[9]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&[u8::from(*enabled)]);
             }
             LoggedOp::Change(Change::CreateSnapshot { volume, name }) => {
-                body.push(10);
-                body.extend_from_slice(&volume.0.to_le_bytes());
-                body.extend_from_slice(name.as_bytes());
+                out.put(&[10]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(name.as_bytes());
             }
             LoggedOp::Change(Change::DeleteSnapshot { volume, name }) => {
-                body.push(11);
-                body.extend_from_slice(&volume.0.to_le_bytes());
-                body.extend_from_slice(name.as_bytes());
+                out.put(&[11]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(name.as_bytes());
             }
             LoggedOp::Change(Change::RestoreSnapshot { volume, name, lun }) => {
-                body.push(12);
-                body.extend_from_slice(&volume.0.to_le_bytes());
-                body.extend_from_slice(&lun.map_or(0, |f| f.0).to_le_bytes());
-                body.extend_from_slice(name.as_bytes());
+                out.put(&[12]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&lun.map_or(0, |f| f.0).to_le_bytes());
+                out.put(name.as_bytes());
             }
             LoggedOp::Change(Change::SetSnapReserve { volume, percent }) => {
-                body.push(13);
-                body.extend_from_slice(&volume.0.to_le_bytes());
-                body.push(*percent);
+                out.put(&[13]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&[*percent]);
             }
             LoggedOp::DirtyStripes { stripes } => {
-                body.push(7);
+                out.put(&[7]);
                 for (group, dbn) in stripes {
-                    body.extend_from_slice(&group.to_le_bytes());
-                    body.extend_from_slice(&dbn.to_le_bytes());
+                    out.put(&group.to_le_bytes());
+                    out.put(&dbn.to_le_bytes());
                 }
             }
         }
-        let mut out = vec![0u8; HEADER];
-        put_u32(&mut out, 0, (HEADER + body.len()) as u32);
-        put_u64(&mut out, 8, self.seq);
-        put_u64(&mut out, 16, self.generation.0);
-        out.extend_from_slice(&body);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..4]), &out[8..]);
-        put_u32(&mut out, 4, crc);
-        out
     }
 
     /// Decodes the record at the start of `bytes`, returning it and its length.
@@ -553,6 +588,15 @@ mod tests {
         assert_eq!(decode_half(&half), records());
         half.truncate(half.len() - 3);
         assert_eq!(decode_half(&half), records()[..records().len() - 1]);
+    }
+
+    #[test]
+    fn the_length_of_every_kind_of_record_is_known_without_encoding_it() {
+        for record in records() {
+            let encoded = record.encode();
+            assert_eq!(record.encoded_len(), encoded.len(), "{record:?}");
+            assert_eq!(encoded.capacity(), encoded.len(), "one exact allocation");
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ mod layout;
 
 use std::collections::{BTreeMap, VecDeque};
 
+use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
 use wafer_sim::device::params::{Catalog, Drive};
 use wafer_sim::device::{BLOCK_BYTES, Completion, Device, DeviceRequest, Op};
@@ -185,12 +186,12 @@ pub struct InPlaceArray {
     layout: Layout,
     disks: Vec<Disk>,
     clock: Instant,
-    commands: BTreeMap<u64, (Owner, Kind)>,
-    reads: BTreeMap<u64, Pending>,
-    writes: BTreeMap<u64, Pending>,
-    updates: BTreeMap<u64, Update>,
+    commands: FixedMap<u64, (Owner, Kind)>,
+    reads: FixedMap<u64, Pending>,
+    writes: FixedMap<u64, Pending>,
+    updates: FixedMap<u64, Update>,
     /// Stripe → its updates in arrival order; the first is running.
-    stripe_queues: BTreeMap<u64, VecDeque<u64>>,
+    stripe_queues: FixedMap<u64, VecDeque<u64>>,
     cache: Option<WriteCache>,
     destages_running: u32,
     answers: BTreeMap<(Instant, u64), HostCompletion>,
@@ -229,11 +230,11 @@ impl InPlaceArray {
             layout,
             disks,
             clock: Instant(0),
-            commands: BTreeMap::new(),
-            reads: BTreeMap::new(),
-            writes: BTreeMap::new(),
-            updates: BTreeMap::new(),
-            stripe_queues: BTreeMap::new(),
+            commands: FixedMap::default(),
+            reads: FixedMap::default(),
+            writes: FixedMap::default(),
+            updates: FixedMap::default(),
+            stripe_queues: FixedMap::default(),
             cache: spec.cache.map(new_cache),
             destages_running: 0,
             answers: BTreeMap::new(),
@@ -402,7 +403,13 @@ impl InPlaceArray {
             commands_left: 0,
         };
         self.updates.insert(id, update);
-        let queue = self.stripe_queues.entry(stripe).or_default();
+        let queue = match self.stripe_queues.get_mut(&stripe) {
+            Some(queue) => queue,
+            None => {
+                self.stripe_queues.insert(stripe, VecDeque::new());
+                self.stripe_queues.get_mut(&stripe).expect("just inserted")
+            }
+        };
         queue.push_back(id);
         if queue.len() == 1 {
             self.start_update(now, id);

@@ -21,8 +21,7 @@
 //! Nothing here reads a clock: the same arrays, workload and seed give the
 //! same report, bit for bit.
 
-use std::collections::BTreeMap;
-
+use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
 
 use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp};
@@ -159,7 +158,7 @@ struct InFlight {
 /// The workers' side of one array's run.
 struct Host {
     streams: Vec<WorkerStream>,
-    in_flight: BTreeMap<u64, InFlight>,
+    in_flight: FixedMap<u64, InFlight>,
     next_id: u64,
 }
 
@@ -198,7 +197,7 @@ fn run_array(
     });
     let mut host = Host {
         streams,
-        in_flight: BTreeMap::new(),
+        in_flight: FixedMap::default(),
         next_id: 0,
     };
     for worker in 0..host.streams.len() {

@@ -20,14 +20,13 @@
 
 mod content;
 
-use std::collections::BTreeMap;
-
 use thiserror::Error;
 use wafer_core::aggregate::{Layout, Slot};
 use wafer_core::filer::{
     Change, HostError, HostRequest, IoId, IoOp, IoResult, Options, Reply, ReplyData, RequestId,
     Sector,
 };
+use wafer_core::fixed_map::FixedMap;
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{DiskId, Duration, Instant};
 use wafer_core::{BLOCK_SIZE, Filer, Stamps};
@@ -124,14 +123,14 @@ pub struct WaferArray {
     nvram: Box<dyn Device>,
     lun: LunId,
     lun_bytes: u64,
-    pending: BTreeMap<u64, Pending>,
+    pending: FixedMap<u64, Pending>,
     next_request: u64,
     controller: Option<Controller>,
     /// Host I/Os in flight: the lab's id and when (array clock) it came.
-    host: BTreeMap<RequestId, (u64, Instant)>,
+    host: FixedMap<RequestId, (u64, Instant)>,
     answered: Vec<HostCompletion>,
     /// Replies to the array's own requests (creation, preparation).
-    replies: BTreeMap<RequestId, Result<ReplyData, HostError>>,
+    replies: FixedMap<RequestId, Result<ReplyData, HostError>>,
     /// The array's clock (lab time plus `epoch`).
     now: Instant,
     /// Where the lab's time zero falls on the array's clock.
@@ -209,15 +208,15 @@ impl WaferArray {
                 file: wafer_core::units::FileId(0),
             },
             lun_bytes: spec.lun_bytes,
-            pending: BTreeMap::new(),
+            pending: FixedMap::default(),
             next_request: 0,
             controller: spec
                 .controller
                 .as_ref()
                 .map(|c| Controller::new(c.per_command)),
-            host: BTreeMap::new(),
+            host: FixedMap::default(),
             answered: Vec::new(),
-            replies: BTreeMap::new(),
+            replies: FixedMap::default(),
             now: Instant(0),
             epoch: Duration(0),
         };
@@ -386,7 +385,9 @@ impl WaferArray {
                 (Op::Write, dbn.0, count, pending, Some(disk.0 as usize))
             }
             IoOp::NvlogAppend { record, .. } => {
-                let blocks = (record.len() as u64).div_ceil(BLOCK_SIZE as u64).max(1);
+                let blocks = (record.encoded_len() as u64)
+                    .div_ceil(BLOCK_SIZE as u64)
+                    .max(1);
                 (Op::Write, 0, blocks as u32, Pending::Nvram { io }, None)
             }
             IoOp::NvlogReset { .. } => (Op::Write, 0, 1, Pending::Nvram { io }, None),

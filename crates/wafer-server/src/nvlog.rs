@@ -198,7 +198,7 @@ impl NvlogThread {
 
     fn write(&mut self, op: &IoOp) -> Result<(), String> {
         match op {
-            IoOp::NvlogAppend { half, record } => self.append(*half, record),
+            IoOp::NvlogAppend { half, record } => self.append(*half, &record.encode()),
             IoOp::NvlogReset { half } => {
                 let start = self.half_start(*half)?;
                 self.file
@@ -255,7 +255,7 @@ mod tests {
         region_bytes: 40 << 20,
     };
 
-    fn record(seq: u64, length: usize) -> Vec<u8> {
+    fn record(seq: u64, length: usize) -> NvRecord {
         let lun = LunId {
             volume: VolumeId(1),
             file: FileId(64),
@@ -271,7 +271,6 @@ mod tests {
             generation: CpCount(1),
             op,
         }
-        .encode()
     }
 
     fn run(path: &Path, ops: Vec<IoOp>) {
@@ -296,7 +295,7 @@ mod tests {
         }
     }
 
-    fn append(half: u8, record: Vec<u8>) -> IoOp {
+    fn append(half: u8, record: NvRecord) -> IoOp {
         IoOp::NvlogAppend { half, record }
     }
 

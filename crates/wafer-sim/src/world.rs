@@ -132,7 +132,7 @@ impl IoShape {
             IoOp::AssignSpare { member } => IoShape::AssignSpare { member: *member },
             IoOp::NvlogAppend { half, record } => IoShape::NvlogAppend {
                 half: *half,
-                bytes: record.len(),
+                bytes: record.encoded_len(),
             },
             IoOp::NvlogReset { half } => IoShape::NvlogReset { half: *half },
         }
@@ -387,7 +387,7 @@ impl<P: SimPayload> World<P> {
             Pending::Nvram(io) => {
                 match io.op {
                     IoOp::NvlogAppend { half, record } => {
-                        self.nvram[usize::from(half)].extend_from_slice(&record)
+                        self.nvram[usize::from(half)].extend_from_slice(&record.encode())
                     }
                     IoOp::NvlogReset { half } => self.nvram[usize::from(half)].clear(),
                     _ => unreachable!("NVRAM queue holds NVRAM operations"),
@@ -717,6 +717,7 @@ impl World<Bytes> {
                     } else if let IoOp::NvlogAppend { half, record } = io.op {
                         // The first lost append may leave a torn prefix behind;
                         // NVRAM operations after it are lost (they complete in order).
+                        let record = record.encode();
                         let keep = self.rng.below(record.len() as u64) as usize;
                         self.nvram[usize::from(half)].extend_from_slice(&record[..keep]);
                     }

@@ -3,8 +3,9 @@
 
 use wafer_raid::Dbn;
 
+use crate::fixed_map::{FixedHash, mix_words};
 pub use crate::nvlog::Change;
-use crate::nvlog::LunId;
+use crate::nvlog::{LunId, NvRecord};
 use crate::payload::{Bytes, Payload};
 use crate::units::{Duration, VolumeId};
 
@@ -15,6 +16,18 @@ pub struct RequestId(pub u64);
 /// Identifies an I/O the engine asked the driver to perform.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct IoId(pub u64);
+
+impl FixedHash for RequestId {
+    fn fixed_hash(&self) -> u64 {
+        mix_words(0, self.0)
+    }
+}
+
+impl FixedHash for IoId {
+    fn fixed_hash(&self) -> u64 {
+        mix_words(0, self.0)
+    }
+}
 
 /// What a host (or the administrator) asks of the filer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,8 +202,10 @@ pub enum IoOp<P: Payload = Bytes> {
     NvlogAppend {
         /// The half.
         half: u8,
-        /// The encoded record.
-        record: Vec<u8>,
+        /// The record. The driver stores [`NvRecord::encode`]'s bytes; the
+        /// engine has counted [`NvRecord::encoded_len`] of them against the
+        /// half.
+        record: NvRecord,
     },
     /// Discard an NVLog half's records (its CP has committed).
     NvlogReset {

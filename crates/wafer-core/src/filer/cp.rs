@@ -478,13 +478,7 @@ impl<P: Payload> Filer<P> {
         let cp = self.cp.as_mut().expect("a CP");
         cp.staged = by_stripe;
         let half = cp.half;
-        self.issue(
-            IoOp::NvlogAppend {
-                half,
-                record: record.encode(),
-            },
-            IoPurpose::StripesLogged,
-        );
+        self.issue(IoOp::NvlogAppend { half, record }, IoPurpose::StripesLogged);
     }
 
     /// Snapshots this CP takes keep their trees now (every checksum in them is

@@ -46,6 +46,7 @@ use written::WrittenSums;
 use crate::BLOCK_SIZE;
 use crate::aggregate::Layout;
 use crate::bitmap::Bitmap;
+use crate::fixed_map::FixedMap;
 use crate::format::{BlockPtr, NAME_MAX};
 use crate::nvlog::{Append, Halves, LoggedOp, LunId, NvRecord};
 use crate::payload::{Bytes, Payload};
@@ -164,7 +165,7 @@ pub struct Filer<P: Payload = Bytes> {
     halves: Halves,
     next_seq: u64,
     stalled: VecDeque<(RequestId, LoggedOp)>,
-    reads: BTreeMap<RequestId, PendingRead>,
+    reads: FixedMap<RequestId, PendingRead>,
     flush_waiting: Vec<RequestId>,
     cp: Option<Cp<P>>,
     next_cp_reason: Option<CpReason>,
@@ -209,7 +210,7 @@ pub struct Filer<P: Payload = Bytes> {
     rebuild_done_unrecorded: bool,
     next_repair: u64,
     io_out: VecDeque<Io<P>>,
-    io_pending: BTreeMap<IoId, PendingIo>,
+    io_pending: FixedMap<IoId, PendingIo>,
     next_io: u64,
     replies: VecDeque<Reply>,
     next_request: u64,
@@ -253,7 +254,7 @@ impl<P: Payload> Filer<P> {
             halves,
             next_seq: 0,
             stalled: VecDeque::new(),
-            reads: BTreeMap::new(),
+            reads: FixedMap::default(),
             flush_waiting: Vec::new(),
             cp: None,
             next_cp_reason: None,
@@ -280,7 +281,7 @@ impl<P: Payload> Filer<P> {
             data_floor: (CpCount(0), 0),
             next_repair: 0,
             io_out: VecDeque::new(),
-            io_pending: BTreeMap::new(),
+            io_pending: FixedMap::default(),
             next_io: 0,
             replies: VecDeque::new(),
             next_request: 0,
@@ -577,8 +578,7 @@ impl<P: Payload> Filer<P> {
             generation: self.generation(),
             op,
         };
-        let encoded = record.encode();
-        let half = match self.halves.append(encoded.len() as u64) {
+        let half = match self.halves.append(record.encoded_len() as u64) {
             Append::Logged { half } => half,
             Append::HalfFull if self.cp.is_some() => {
                 self.counters.back_to_back_waits += 1;
@@ -605,10 +605,7 @@ impl<P: Payload> Filer<P> {
             None => Some((id, result)),
         };
         self.issue(
-            IoOp::NvlogAppend {
-                half,
-                record: encoded,
-            },
+            IoOp::NvlogAppend { half, record },
             IoPurpose::Append { request },
         );
         if snapshot.is_some() {
