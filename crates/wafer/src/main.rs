@@ -19,16 +19,18 @@ mod size;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// wafer: a write-anywhere filer in the tradition of WAFL, and a lab that runs
 /// the same engine on modelled disks.
 #[derive(Debug, Parser)]
 #[command(name = "wafer", version, propagate_version = true)]
 struct Cli {
-    /// The data directory of the filer to serve or administer.
-    #[arg(long, global = true, value_name = "DIR", default_value = "wafer-data")]
-    data: PathBuf,
+    /// The data directory of the filer to serve or administer (default
+    /// `wafer-data`): for `serve` and the administrator's commands only.
+    #[arg(long, global = true, value_name = "DIR")]
+    data: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -70,20 +72,26 @@ enum Command {
     Sysstat(admin::SysstatArgs),
 }
 
+/// The data directory when `--data` is not given.
+const DEFAULT_DATA: &str = "wafer-data";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let data_given = cli.data.is_some();
+    let data = cli.data.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
     let outcome = match cli.command {
+        Command::Raid(_) | Command::Check(_) | Command::Lab(_) if data_given => refuse_data_dir(),
         Command::Raid(command) => raid::run(command),
         Command::Check(args) => check::run(&args),
         Command::Lab(command) => lab::run(command),
-        Command::Serve(args) => serve::run(&cli.data, &args),
-        Command::Aggr(command) => admin::run(&cli.data, admin::AdminCommand::Aggr(command)),
-        Command::Vol(command) => admin::run(&cli.data, admin::AdminCommand::Vol(command)),
-        Command::Lun(command) => admin::run(&cli.data, admin::AdminCommand::Lun(command)),
-        Command::Snap(command) => admin::run(&cli.data, admin::AdminCommand::Snap(command)),
-        Command::Df(args) => admin::run(&cli.data, admin::AdminCommand::Df(args)),
-        Command::Disk(command) => admin::run(&cli.data, admin::AdminCommand::Disk(command)),
-        Command::Sysstat(args) => admin::run(&cli.data, admin::AdminCommand::Sysstat(args)),
+        Command::Serve(args) => serve::run(&data, &args),
+        Command::Aggr(command) => admin::run(&data, admin::AdminCommand::Aggr(command)),
+        Command::Vol(command) => admin::run(&data, admin::AdminCommand::Vol(command)),
+        Command::Lun(command) => admin::run(&data, admin::AdminCommand::Lun(command)),
+        Command::Snap(command) => admin::run(&data, admin::AdminCommand::Snap(command)),
+        Command::Df(args) => admin::run(&data, admin::AdminCommand::Df(args)),
+        Command::Disk(command) => admin::run(&data, admin::AdminCommand::Disk(command)),
+        Command::Sysstat(args) => admin::run(&data, admin::AdminCommand::Sysstat(args)),
     };
     match outcome {
         Ok(code) => code,
@@ -92,4 +100,16 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `--data` given to a command that has no data directory: a usage error, as
+/// clap reports its own, rather than a flag silently ignored.
+fn refuse_data_dir() -> ! {
+    Cli::command()
+        .error(
+            ErrorKind::ArgumentConflict,
+            "--data names a filer's data directory: only `serve` and the administrator's \
+             commands take it",
+        )
+        .exit()
 }

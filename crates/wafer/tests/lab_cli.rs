@@ -112,6 +112,25 @@ fn lab_size_counts_data_disks_of_raid_groups_and_refuses_nonsense() {
     assert!(!ok && err.contains("no drive `nope`"), "{err}");
 }
 
+#[test]
+fn commands_without_a_data_directory_refuse_data_rather_than_ignore_it() {
+    for args in [
+        &["lab", "size", "--disks", "16", "--data", "d"][..],
+        &["--data", "d", "lab", "disk"],
+        &["raid", "layout", "--data", "d"],
+        &["check", "--seeds", "1", "--data", "d"],
+    ] {
+        let (ok, out, err) = wafer(args);
+        assert!(!ok && out.is_empty(), "{args:?}: {out}");
+        assert!(
+            err.contains("only `serve` and the administrator's"),
+            "{args:?}: {err}"
+        );
+    }
+    let (ok, _, err) = wafer(&["lab", "size", "--disks", "16"]);
+    assert!(ok, "without --data it runs: {err}");
+}
+
 /// A small wafer array: six 15K disks in one RAID-DP group, a 256 MiB test
 /// file filled and reallocated, two one-second segments.
 const TINY_WAFER_SCENARIO: &str = r#"
