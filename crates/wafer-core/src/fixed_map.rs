@@ -29,6 +29,13 @@ impl FixedHash for u64 {
     }
 }
 
+/// A block tree's node: (level, index).
+impl FixedHash for (u8, u64) {
+    fn fixed_hash(&self) -> u64 {
+        mix_words(u64::from(self.0), self.1)
+    }
+}
+
 /// Mixes two words into a hash whose high bits depend on every input bit.
 pub fn mix_words(high: u64, low: u64) -> u64 {
     const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -170,6 +177,19 @@ impl<K: FixedHash, V> FixedMap<K, V> {
     }
 }
 
+/// Equal when they map the same keys to equal values, whatever their tables'
+/// sizes or layouts.
+impl<K: FixedHash, V: PartialEq> PartialEq for FixedMap<K, V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len
+            && self
+                .iter()
+                .all(|(key, value)| other.get(key) == Some(value))
+    }
+}
+
+impl<K: FixedHash, V: Eq> Eq for FixedMap<K, V> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +277,26 @@ mod tests {
         assert!((0..10_000).all(|k| map.contains_key(&Spread(k)) == (k % 2 == 1)));
         *map.get_mut(&Spread(1)).unwrap() = 7;
         assert_eq!(map.get(&Spread(1)), Some(&7));
+    }
+
+    #[test]
+    fn maps_are_equal_by_content_not_by_layout() {
+        let grown = {
+            let mut map = FixedMap::default();
+            (0..100).for_each(|k| _ = map.insert(Spread(k), k));
+            (2..100).for_each(|k| _ = map.remove(&Spread(k)));
+            map
+        };
+        let mut small = FixedMap::default();
+        small.insert(Spread(1), 1);
+        small.insert(Spread(0), 0);
+        assert_ne!(grown.buckets.len(), small.buckets.len());
+        assert_eq!(grown, small);
+        small.insert(Spread(1), 2);
+        assert_ne!(grown, small, "a value differs");
+        small.insert(Spread(1), 1);
+        small.insert(Spread(5), 5);
+        assert_ne!(grown, small, "a key more");
     }
 
     #[test]

@@ -24,10 +24,16 @@
 //! Nodes are shared, copy on write, between a tree and its frozen copies (the
 //! snapshots of a volume): a snapshot costs no memory until the active tree
 //! changes a node, just as it costs no disk space until a block is rewritten.
+//!
+//! Every host I/O looks up the level-1 nodes over its blocks, and a 100 GiB
+//! file has some 100,000 of them: nodes are found by id in a [`FixedMap`], in
+//! a probe or two, and a set of the resident ids keeps their order for the
+//! few questions that range over the tree.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::fixed_map::FixedMap;
 use crate::format::{
     BlockPtr, Inode, MAX_TREE_LEVEL, POINTER_SIZE, POINTERS_PER_BLOCK, ROOT_POINTERS,
 };
@@ -45,7 +51,10 @@ pub type NodeId = (u8, u64);
 pub struct BlockTree {
     level: u8,
     root: [BlockPtr; ROOT_POINTERS],
-    nodes: BTreeMap<NodeId, Node>,
+    /// The resident nodes, by id.
+    nodes: FixedMap<NodeId, Node>,
+    /// The ids of the resident nodes, in order.
+    resident: BTreeSet<NodeId>,
     dirty: BTreeSet<NodeId>,
     root_changed: bool,
     /// Content blocks with a non-null pointer, resident or not.
@@ -80,6 +89,7 @@ impl BlockTree {
             level: self.level,
             root: self.root,
             nodes: self.nodes.clone(),
+            resident: self.resident.clone(),
             dirty: BTreeSet::new(),
             root_changed: false,
             content_blocks: self.content_blocks,
@@ -136,9 +146,8 @@ impl BlockTree {
 
     fn next_content_under_l1(&self, fbn: Fbn) -> Option<Fbn> {
         let per_node = POINTERS_PER_BLOCK as u64;
-        self.nodes
-            .range((1, fbn.0 / per_node)..(2, 0))
-            .find_map(|(&(_, index), node)| {
+        self.resident_range((1, fbn.0 / per_node)..(2, 0))
+            .find_map(|((_, index), node)| {
                 let base = index * per_node;
                 let from = fbn.0.saturating_sub(base) as usize;
                 (from..POINTERS_PER_BLOCK)
@@ -205,7 +214,7 @@ impl BlockTree {
             let (first, last) = (fbns.start / span(level), (end - 1) / span(level));
             let child_span = span(level - 1);
             let (first_child, end_child) = (fbns.start / child_span, end.div_ceil(child_span));
-            for (&(_, index), node) in self.nodes.range((level, first)..=(level, last)) {
+            for ((_, index), node) in self.resident_range((level, first)..(level, last + 1)) {
                 let base = index * POINTERS_PER_BLOCK as u64;
                 let from = first_child.saturating_sub(base) as usize;
                 let to = (end_child - base).min(POINTERS_PER_BLOCK as u64) as usize;
@@ -231,7 +240,7 @@ impl BlockTree {
         }
         let first = index * POINTERS_PER_BLOCK as u64;
         let children = (level - 1, first)..(level - 1, first + POINTERS_PER_BLOCK as u64);
-        level == 1 || self.nodes.range(children).next().is_none()
+        level == 1 || self.resident.range(children).next().is_none()
     }
 
     /// Drops an evictable node from memory and returns it.
@@ -240,19 +249,39 @@ impl BlockTree {
             self.is_evictable(node),
             "evicting node {node:?}, which is pinned"
         );
-        self.nodes.remove(&node).expect("resident")
+        self.resident.remove(&node);
+        let pointers = self.nodes.remove(&node).expect("resident");
+        assert_eq!(self.resident.len(), self.nodes.len(), "ids and nodes agree");
+        pointers
     }
 
     /// Reinstalls a node evicted earlier (the lab's stamp filer keeps
     /// digests, not pointers, on its disks, so it keeps evicted nodes aside).
     pub fn restore_node(&mut self, node: NodeId, pointers: Node) {
         assert!(!self.nodes.contains_key(&node), "node {node:?} is resident");
-        self.nodes.insert(node, pointers);
+        self.install(node, pointers);
     }
 
     /// Every resident indirect block, in (level, index) order.
     pub fn resident(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.nodes.keys().copied()
+        self.resident.iter().copied()
+    }
+
+    /// The resident nodes whose ids fall in `ids`, in order.
+    fn resident_range(
+        &self,
+        ids: core::ops::Range<NodeId>,
+    ) -> impl Iterator<Item = (NodeId, &Node)> + '_ {
+        self.resident
+            .range(ids)
+            .map(|id| (*id, self.nodes.get(id).expect("resident ids are nodes")))
+    }
+
+    /// Makes `node` resident with `pointers`.
+    fn install(&mut self, node: NodeId, pointers: Node) {
+        self.resident.insert(node);
+        self.nodes.insert(node, pointers);
+        assert_eq!(self.resident.len(), self.nodes.len(), "ids and nodes agree");
     }
 
     /// An absent node must be a hole: its pointer null (or its parent a hole).
@@ -378,7 +407,7 @@ impl BlockTree {
         for (slot, ptr) in pointers.iter_mut().enumerate() {
             *ptr = BlockPtr::decode(&bytes[slot * POINTER_SIZE..]);
         }
-        self.nodes.insert(node, Arc::new(pointers));
+        self.install(node, Arc::new(pointers));
     }
 
     /// The non-null children of `node`, as (child node or content fbn, pointer).
@@ -414,7 +443,7 @@ impl BlockTree {
             .filter(|(_, ptr)| !ptr.is_null())
             .map(|(slot, ptr)| ((self.level, slot as u64), *ptr))
             .collect();
-        for &(level, index) in self.nodes.keys() {
+        for &(level, index) in &self.resident {
             out.extend(
                 self.children((level, index))
                     .into_iter()
@@ -434,7 +463,7 @@ impl BlockTree {
         self.level += 1;
         let mut node = [BlockPtr::NULL; POINTERS_PER_BLOCK];
         node[..ROOT_POINTERS].copy_from_slice(&self.root);
-        self.nodes.insert((self.level, 0), Arc::new(node));
+        self.install((self.level, 0), Arc::new(node));
         self.dirty.insert((self.level, 0));
         self.root_changed = true;
         // Root slot 0 stays null until the CP gives the new node an address;
@@ -459,7 +488,7 @@ impl BlockTree {
             return;
         }
         self.assert_hole((level, index));
-        self.nodes.insert(
+        self.install(
             (level, index),
             Arc::new([BlockPtr::NULL; POINTERS_PER_BLOCK]),
         );

@@ -40,7 +40,8 @@ pub(super) type CacheKey = (LunId, Fbn);
 /// blocks.
 type L1Key = (LunId, u64);
 
-fn lun_word(lun: LunId) -> u64 {
+/// A LUN as one word, for hashing keys that name it.
+pub(super) fn lun_word(lun: LunId) -> u64 {
     u64::from(lun.volume.0) << 32 | u64::from(lun.file.0)
 }
 

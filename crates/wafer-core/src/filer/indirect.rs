@@ -40,6 +40,7 @@ use super::blockio::ReadPurpose;
 use super::meta::FileRef;
 use super::{CpReason, Filer, HostRequest, Phase};
 use crate::BLOCK_SIZE;
+use crate::fixed_map::{FixedHash, mix_words};
 use crate::nvlog::{Change, LoggedOp, LunId};
 use crate::payload::Payload;
 use crate::tree::NodeId;
@@ -392,8 +393,18 @@ impl<P: Payload> Filer<P> {
     /// recently used as the block was.
     pub(super) fn note_data_evicted(&mut self, lun: LunId, fbn: Fbn, last_use: u64) {
         let node = (1, fbn.0 / crate::format::POINTERS_PER_BLOCK as u64);
-        let age = self.indirect_use.entry((lun, node)).or_insert(0);
-        *age = (*age).max(last_use);
+        match self.indirect_use.get_mut(&(lun, node)) {
+            Some(age) => *age = (*age).max(last_use),
+            None => _ = self.indirect_use.insert((lun, node), last_use),
+        }
+    }
+}
+
+/// A LUN's indirect block.
+impl FixedHash for (LunId, NodeId) {
+    fn fixed_hash(&self) -> u64 {
+        let (lun, (level, index)) = *self;
+        mix_words(super::cache::lun_word(lun) ^ u64::from(level) << 56, index)
     }
 }
 

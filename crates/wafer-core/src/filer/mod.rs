@@ -183,9 +183,9 @@ pub struct Filer<P: Payload = Bytes> {
     /// for them have been failed.
     unreadable: BTreeSet<(LunId, crate::tree::NodeId)>,
     /// When each resident indirect block of a LUN was last used.
-    indirect_use: BTreeMap<(LunId, crate::tree::NodeId), u64>,
+    indirect_use: FixedMap<(LunId, crate::tree::NodeId), u64>,
     /// A stamp filer's evicted indirect blocks (its disks hold digests).
-    evicted_nodes: BTreeMap<(LunId, crate::tree::NodeId), crate::tree::Node>,
+    evicted_nodes: FixedMap<(LunId, crate::tree::NodeId), crate::tree::Node>,
     /// The driver keeps every indirect block resident.
     pin_indirect: bool,
     /// No indirect block has been evicted since every tree was last seen
@@ -273,8 +273,8 @@ impl<P: Payload> Filer<P> {
             node_loads: BTreeMap::new(),
             faulting: Vec::new(),
             unreadable: BTreeSet::new(),
-            indirect_use: BTreeMap::new(),
-            evicted_nodes: BTreeMap::new(),
+            indirect_use: FixedMap::default(),
+            evicted_nodes: FixedMap::default(),
             pin_indirect: false,
             indirect_whole: true,
             indirect_floor: (CpCount(0), 0),
