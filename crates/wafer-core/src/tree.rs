@@ -2,10 +2,10 @@
 //!
 //! A tree of level `L` has [`ROOT_POINTERS`] pointers in the inode, each naming
 //! an indirect block of level `L` (or, for `L = 0`, a content block). An indirect
-//! block of level `l` holds [`POINTERS_PER_BLOCK`] pointers to level `l - 1`.
-//! Node `(l, i)` covers content blocks `i * 256^l .. (i + 1) * 256^l`; its pointer
-//! sits in slot `i % 256` of node `(l + 1, i / 256)`, or in root slot `i` when
-//! `l = L`.
+//! block of level `l` holds `N` = [`POINTERS_PER_BLOCK`] (170) pointers to
+//! level `l - 1`. Node `(l, i)` covers content blocks `i * N^l .. (i + 1) *
+//! N^l`; its pointer sits in slot `i % N` of node `(l + 1, i / N)`, or in root
+//! slot `i` when `l = L`.
 //!
 //! Indirect blocks are buffers: a node is *resident* (in memory) or *absent*.
 //! An absent node whose pointer is null is a hole; one whose pointer is set was
@@ -26,7 +26,7 @@
 //! changes a node, just as it costs no disk space until a block is rewritten.
 //!
 //! Every host I/O looks up the level-1 nodes over its blocks, and a 100 GiB
-//! file has some 100,000 of them: nodes are found by id in a [`FixedMap`], in
+//! file has some 155,000 of them: nodes are found by id in a [`FixedMap`], in
 //! a probe or two, and a set of the resident ids keeps their order for the
 //! few questions that range over the tree.
 
