@@ -18,16 +18,21 @@ fn random_percent_of(text: &str) -> u32 {
         panic!("the array is a wafer aggregate");
     };
     assert_eq!(
-        (filer.drive.as_str(), filer.raid_type, filer.raid_size, filer.disks),
+        (
+            filer.drive.as_str(),
+            filer.raid_type,
+            filer.raid_size,
+            filer.disks
+        ),
         ("fc15k-144g", RaidType::RaidDp, 18, 18),
         "16 data disks of 15K in one RAID-DP group"
     );
-    assert!(filer.controller.is_some(), "E1's controller model stands in");
-    let workload = &scenario.workload;
-    assert_eq!(
-        (workload.workers, workload.outstanding_per_worker),
-        (1, 64)
+    assert!(
+        filer.controller.is_some(),
+        "E1's controller model stands in"
     );
+    let workload = &scenario.workload;
+    assert_eq!((workload.workers, workload.outstanding_per_worker), (1, 64));
     assert_eq!(workload.region.length_bytes, Some(100 << 30));
     assert!(workload.prepare.fill && !workload.prepare.reallocate);
     let [line] = workload.lines.as_slice() else {
