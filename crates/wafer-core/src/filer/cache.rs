@@ -24,7 +24,7 @@
 //! first (`reuse` before `default` before `keep`), then by tick: the same
 //! blocks a sort of the whole cache by `(policy, tick, key)` would give.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use super::{CachePolicy, QueuedOp, RequestId};
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
@@ -126,7 +126,7 @@ pub(super) struct BufferCache<P: Payload> {
     vacant: Vec<u32>,
     ages: BTreeMap<VolumeId, AgeLog>,
     /// The blocks whose content is still being read.
-    filling: BTreeSet<CacheKey>,
+    filling: FixedMap<CacheKey, ()>,
     /// How many cached blocks lie under each level-1 indirect block (those
     /// with none are absent).
     under_l1: FixedMap<L1Key, u32>,
@@ -139,7 +139,7 @@ impl<P: Payload> Default for BufferCache<P> {
             slab: Vec::new(),
             vacant: Vec::new(),
             ages: BTreeMap::new(),
-            filling: BTreeSet::new(),
+            filling: FixedMap::default(),
             under_l1: FixedMap::default(),
         }
     }
@@ -197,15 +197,20 @@ impl<P: Payload> BufferCache<P> {
     }
 
     /// The blocks still being read in, in key order.
-    pub(super) fn filling(&self) -> impl Iterator<Item = (&CacheKey, &CacheEntry<P>)> {
-        self.filling
-            .iter()
-            .map(|key| (key, self.get(key).expect("a cached block")))
+    pub(super) fn filling(&self) -> Vec<(CacheKey, &CacheEntry<P>)> {
+        let mut keys: Vec<CacheKey> = self.filling.iter().map(|(key, ())| *key).collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .map(|key| (key, self.get(&key).expect("a cached block")))
+            .collect()
     }
 
     /// A block being read in gets its content.
     pub(super) fn fill_in(&mut self, key: &CacheKey, content: P::Content) {
-        assert!(self.filling.remove(key), "{key:?} is not being read in");
+        assert!(
+            self.filling.remove(key).is_some(),
+            "{key:?} is not being read in"
+        );
         self.get_mut(key).expect("a cached block").content = Some(content);
     }
 
@@ -214,7 +219,7 @@ impl<P: Payload> BufferCache<P> {
         let tick = entry.last_use;
         self.remove(&key);
         if entry.content.is_none() {
-            self.filling.insert(key);
+            self.filling.insert(key, ());
         }
         let slot = match self.vacant.pop() {
             Some(slot) => slot,
@@ -374,7 +379,7 @@ impl<P: Payload> BufferCache<P> {
         });
         let filling = self.filling.len() <= self.slots.len()
             && self.slots.iter().all(|(key, &slot)| {
-                self.entry(slot).content.is_none() == self.filling.contains(key)
+                self.entry(slot).content.is_none() == self.filling.contains_key(key)
             });
         if !indexed {
             return Err("a cached block's slot holds another block".into());
@@ -519,13 +524,13 @@ mod tests {
     fn a_cp_finds_the_blocks_being_read_in_and_they_leave_that_list_when_filled() {
         let mut cache = BufferCache::<Bytes>::default();
         cache.insert(key(0, 1), clean(1));
-        cache.insert(key(0, 2), CacheEntry::filling(7, Vec::new(), Vec::new(), 2));
-        cache.insert(key(0, 3), CacheEntry::filling(8, Vec::new(), Vec::new(), 3));
-        let filling: Vec<CacheKey> = cache.filling().map(|(key, _)| *key).collect();
-        assert_eq!(filling, vec![key(0, 2), key(0, 3)]);
+        cache.insert(key(0, 3), CacheEntry::filling(8, Vec::new(), Vec::new(), 2));
+        cache.insert(key(0, 2), CacheEntry::filling(7, Vec::new(), Vec::new(), 3));
+        let filling: Vec<CacheKey> = cache.filling().into_iter().map(|(key, _)| key).collect();
+        assert_eq!(filling, vec![key(0, 2), key(0, 3)], "in key order");
         cache.fill_in(&key(0, 2), Bytes::zero());
         cache.remove(&key(0, 3));
-        assert_eq!(cache.filling().count(), 0);
+        assert!(cache.filling().is_empty());
         cache.check().unwrap();
         cache.insert(key(0, 4), CacheEntry::filling(9, Vec::new(), Vec::new(), 4));
         let slot = *cache.slots.get(&key(0, 4)).unwrap();

@@ -150,8 +150,8 @@ impl<P: Payload> Filer<P> {
         }
         for (key, entry) in self.cache.filling() {
             if entry.queue.iter().any(|op| op.generation <= number) {
-                cp.awaiting.insert(*key);
-                cp.pinned.push(*key);
+                cp.awaiting.insert(key);
+                cp.pinned.push(key);
             }
         }
         let ready = cp.awaiting.is_empty();
