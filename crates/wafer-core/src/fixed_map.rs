@@ -112,6 +112,27 @@ impl<K: FixedHash, V> FixedMap<K, V> {
         }
     }
 
+    /// The value of `key`, which is first mapped to `make()` if it is not
+    /// mapped yet: one probe either way.
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+        if 2 * (self.len + 1) > self.buckets.len() {
+            self.grow();
+        }
+        let mut at = self.home(&key);
+        while let Some((held, _)) = &self.buckets[at] {
+            if *held == key {
+                break;
+            }
+            at = self.next(at);
+        }
+        let bucket = &mut self.buckets[at];
+        if bucket.is_none() {
+            *bucket = Some((key, make()));
+            self.len += 1;
+        }
+        &mut bucket.as_mut().expect("found or filled").1
+    }
+
     /// Unmaps `key`; returns its value.
     pub fn remove(&mut self, key: &K) -> Option<V> {
         let mut hole = self.find(key)?;
@@ -220,12 +241,15 @@ mod tests {
     enum Op {
         Insert(u16, u32),
         Remove(u16),
+        /// Adds to the key's value, mapping it to 0 first if need be.
+        Add(u16, u32),
     }
 
     fn ops() -> impl Strategy<Value = Vec<Op>> {
         let op = prop_oneof![
             (0u16..64, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             (0u16..64).prop_map(Op::Remove),
+            (0u16..64, 0u32..1000).prop_map(|(k, v)| Op::Add(k, v)),
         ];
         proptest::collection::vec(op, 0..400)
     }
@@ -241,6 +265,13 @@ mod tests {
             match *op {
                 Op::Insert(k, v) => assert_eq!(map.insert(make(k), v), model.insert(make(k), v)),
                 Op::Remove(k) => assert_eq!(map.remove(&make(k)), model.remove(&make(k))),
+                Op::Add(k, v) => {
+                    let held = map.get_or_insert_with(make(k), || 0);
+                    *held = held.wrapping_add(v);
+                    let modelled = model.entry(make(k)).or_insert(0);
+                    *modelled = modelled.wrapping_add(v);
+                    assert_eq!(*held, *modelled);
+                }
             }
             assert_eq!(map.len(), model.len());
         }

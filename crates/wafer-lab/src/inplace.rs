@@ -403,13 +403,7 @@ impl InPlaceArray {
             commands_left: 0,
         };
         self.updates.insert(id, update);
-        let queue = match self.stripe_queues.get_mut(&stripe) {
-            Some(queue) => queue,
-            None => {
-                self.stripe_queues.insert(stripe, VecDeque::new());
-                self.stripe_queues.get_mut(&stripe).expect("just inserted")
-            }
-        };
+        let queue = self.stripe_queues.get_or_insert_with(stripe, VecDeque::new);
         queue.push_back(id);
         if queue.len() == 1 {
             self.start_update(now, id);

@@ -230,10 +230,7 @@ impl<P: Payload> BufferCache<P> {
         };
         self.slab[slot as usize] = Some((key, entry));
         self.slots.insert(key, slot);
-        match self.under_l1.get_mut(&l1_above(key)) {
-            Some(count) => *count += 1,
-            None => _ = self.under_l1.insert(l1_above(key), 1),
-        }
+        *self.under_l1.get_or_insert_with(l1_above(key), || 0) += 1;
         self.log(key.0.volume, tick, slot);
     }
 

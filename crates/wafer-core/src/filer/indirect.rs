@@ -393,10 +393,8 @@ impl<P: Payload> Filer<P> {
     /// recently used as the block was.
     pub(super) fn note_data_evicted(&mut self, lun: LunId, fbn: Fbn, last_use: u64) {
         let node = (1, fbn.0 / crate::format::POINTERS_PER_BLOCK as u64);
-        match self.indirect_use.get_mut(&(lun, node)) {
-            Some(age) => *age = (*age).max(last_use),
-            None => _ = self.indirect_use.insert((lun, node), last_use),
-        }
+        let age = self.indirect_use.get_or_insert_with((lun, node), || 0);
+        *age = (*age).max(last_use);
     }
 }
 
