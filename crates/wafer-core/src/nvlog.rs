@@ -161,11 +161,6 @@ impl ByteSink for Vec<u8> {
     }
 }
 
-fn put_lun(out: &mut impl ByteSink, lun: &LunId) {
-    out.put(&lun.volume.0.to_le_bytes());
-    out.put(&lun.file.0.to_le_bytes());
-}
-
 /// Counts the bytes an encoding would write.
 struct ByteCount(usize);
 
@@ -173,6 +168,12 @@ impl ByteSink for ByteCount {
     fn put(&mut self, bytes: &[u8]) {
         self.0 += bytes.len();
     }
+}
+
+/// A LUN as a record names it: volume, then file.
+fn put_lun(out: &mut impl ByteSink, lun: &LunId) {
+    out.put(&lun.volume.0.to_le_bytes());
+    out.put(&lun.file.0.to_le_bytes());
 }
 
 impl NvRecord {
