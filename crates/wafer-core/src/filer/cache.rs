@@ -125,8 +125,10 @@ pub(super) struct BufferCache<P: Payload> {
     slab: Vec<Slot<P>>,
     vacant: Vec<u32>,
     ages: BTreeMap<VolumeId, AgeLog>,
-    /// The blocks whose content is still being read.
-    filling: FixedMap<CacheKey, ()>,
+    /// The blocks whose content is still being read, with their slots: few,
+    /// so a block arriving from disk is found here without a probe of the
+    /// whole cache's map.
+    filling: FixedMap<CacheKey, u32>,
     /// How many cached blocks lie under each level-1 indirect block (those
     /// with none are absent).
     under_l1: FixedMap<L1Key, u32>,
@@ -198,29 +200,37 @@ impl<P: Payload> BufferCache<P> {
 
     /// The blocks still being read in, in key order.
     pub(super) fn filling(&self) -> Vec<(CacheKey, &CacheEntry<P>)> {
-        let mut keys: Vec<CacheKey> = self.filling.iter().map(|(key, ())| *key).collect();
-        keys.sort_unstable();
-        keys.into_iter()
-            .map(|key| (key, self.get(&key).expect("a cached block")))
+        let mut filling: Vec<(CacheKey, u32)> = self
+            .filling
+            .iter()
+            .map(|(key, &slot)| (*key, slot))
+            .collect();
+        filling.sort_unstable();
+        filling
+            .into_iter()
+            .map(|(key, slot)| (key, self.entry(slot)))
             .collect()
+    }
+
+    /// The block `key` if it is being read in.
+    pub(super) fn filling_mut(&mut self, key: &CacheKey) -> Option<&mut CacheEntry<P>> {
+        let slot = *self.filling.get(key)?;
+        Some(self.entry_mut(slot))
     }
 
     /// A block being read in gets its content.
     pub(super) fn fill_in(&mut self, key: &CacheKey, content: P::Content) {
-        assert!(
-            self.filling.remove(key).is_some(),
-            "{key:?} is not being read in"
-        );
-        self.get_mut(key).expect("a cached block").content = Some(content);
+        let slot = self
+            .filling
+            .remove(key)
+            .unwrap_or_else(|| panic!("{key:?} is not being read in"));
+        self.entry_mut(slot).content = Some(content);
     }
 
     /// Caches `entry` as `key`, replacing what was there.
     pub(super) fn insert(&mut self, key: CacheKey, entry: CacheEntry<P>) {
         let tick = entry.last_use;
         self.remove(&key);
-        if entry.content.is_none() {
-            self.filling.insert(key, ());
-        }
         let slot = match self.vacant.pop() {
             Some(slot) => slot,
             None => {
@@ -228,6 +238,9 @@ impl<P: Payload> BufferCache<P> {
                 u32::try_from(self.slab.len() - 1).expect("a cache of fewer than 2^32 blocks")
             }
         };
+        if entry.content.is_none() {
+            self.filling.insert(key, slot);
+        }
         self.slab[slot as usize] = Some((key, entry));
         self.slots.insert(key, slot);
         *self.under_l1.get_or_insert_with(l1_above(key), || 0) += 1;
@@ -376,7 +389,8 @@ impl<P: Payload> BufferCache<P> {
         });
         let filling = self.filling.len() <= self.slots.len()
             && self.slots.iter().all(|(key, &slot)| {
-                self.entry(slot).content.is_none() == self.filling.contains_key(key)
+                let filling_here = self.filling.get(key) == Some(&slot);
+                self.entry(slot).content.is_none() == filling_here
             });
         if !indexed {
             return Err("a cached block's slot holds another block".into());

@@ -1040,11 +1040,7 @@ impl<P: Payload> Filer<P> {
     /// takes the content as of its own generation.
     fn filled(&mut self, lun: LunId, fbn: Fbn, fill: u64, content: Option<P::Content>) {
         let key = (lun, fbn);
-        let Some(entry) = self
-            .cache
-            .get_mut(&key)
-            .filter(|e| e.fill == fill && e.content.is_none())
-        else {
+        let Some(entry) = self.cache.filling_mut(&key).filter(|e| e.fill == fill) else {
             return; // the entry is gone, or was refilled for a newer LUN
         };
         let waiters = core::mem::take(&mut entry.waiters);
