@@ -15,14 +15,32 @@
 //! whole block stamps it with the digest of its bytes (all zeros give 0); a
 //! write of part of a block mixes the old stamp with the digest of the part,
 //! so two blocks with equal stamps have equal histories, not necessarily equal
-//! bytes. Reading a stamp block returns its stamp's eight bytes repeated.
+//! bytes. Reading a stamp block returns its stamp's eight bytes repeated, and
+//! a stamp filer's read replies with the stamps of the blocks it covers
+//! ([`StampRead`]), which give those bytes on demand: a host that only counts
+//! its reads (the lab's) does not pay for bytes it never looks at.
 //! Metadata is encoded to bytes as always and then stamped with their digest:
 //! the resident trees keep the metadata itself, but a stamp filer cannot read
 //! it back from disk, so only a byte filer can be mounted.
 
 use wafer_raid::{Stamp, StripeUnit};
 
+use crate::units::Fbn;
 use crate::{BLOCK_SIZE, Block};
+
+/// What a read of a LUN replies with, put together block by block as the
+/// blocks arrive.
+pub trait ReadData: Clone + core::fmt::Debug + PartialEq + Eq + Send + Sync + 'static {
+    /// The bytes read.
+    fn into_bytes(self) -> Vec<u8>;
+}
+
+/// A byte filer replies with the bytes themselves.
+impl ReadData for Vec<u8> {
+    fn into_bytes(self) -> Vec<u8> {
+        self
+    }
+}
 
 /// What every block of one filer holds.
 pub trait Payload:
@@ -32,6 +50,8 @@ pub trait Payload:
     type Content: Clone + core::fmt::Debug + PartialEq + Eq + Send + Sync + 'static;
     /// The same content as the RAID parity arithmetic sees it.
     type Unit: StripeUnit;
+    /// What a read of a LUN replies with.
+    type ReadData: ReadData;
 
     /// The content of a block never written.
     fn zero() -> Self::Content;
@@ -41,6 +61,12 @@ pub trait Payload:
     fn write(content: &mut Self::Content, at: usize, bytes: Option<&[u8]>, len: usize);
     /// Reads `out.len()` bytes from `at` of the block.
     fn read(content: &Self::Content, at: usize, out: &mut [u8]);
+    /// A read of `len` bytes from byte `offset` of a LUN, all zeros until
+    /// blocks are put in (a hole reads as zeros).
+    fn read_data(offset: u64, len: usize) -> Self::ReadData;
+    /// Puts the part of block `fbn` that the read from byte `offset` covers
+    /// into it.
+    fn put_block(data: &mut Self::ReadData, offset: u64, fbn: Fbn, content: &Self::Content);
     /// The content as the parity arithmetic sees it.
     fn as_unit(content: &Self::Content) -> &Self::Unit;
     /// A parity unit (a rebuilt block, a computed parity block) as content.
@@ -96,6 +122,17 @@ impl Payload for Bytes {
 
     fn read(content: &Box<Block>, at: usize, out: &mut [u8]) {
         out.copy_from_slice(&content[at..at + out.len()]);
+    }
+
+    type ReadData = Vec<u8>;
+
+    fn read_data(_: u64, len: usize) -> Vec<u8> {
+        vec![0; len]
+    }
+
+    fn put_block(data: &mut Vec<u8>, offset: u64, fbn: Fbn, content: &Box<Block>) {
+        let (from, to, len) = overlap(offset, data.len(), fbn);
+        Self::read(content, from, &mut data[to..to + len]);
     }
 
     fn as_unit(content: &Box<Block>) -> &Block {
@@ -157,6 +194,23 @@ impl Payload for Stamps {
         tail.copy_from_slice(&pattern[..len]);
     }
 
+    type ReadData = StampRead;
+
+    fn read_data(offset: u64, len: usize) -> StampRead {
+        let blocks = blocks_covered(offset, len);
+        StampRead {
+            offset,
+            len,
+            stamps: vec![Stamp(0); (blocks.end - blocks.start) as usize],
+        }
+    }
+
+    fn put_block(data: &mut StampRead, offset: u64, fbn: Fbn, content: &Stamp) {
+        debug_assert_eq!(data.offset, offset, "a read keeps its offset");
+        let first = blocks_covered(data.offset, data.len).start;
+        data.stamps[(fbn.0 - first) as usize] = *content;
+    }
+
     fn as_unit(content: &Stamp) -> &Stamp {
         content
     }
@@ -175,6 +229,46 @@ impl Payload for Stamps {
 }
 
 /// A 64-bit digest of `bytes`: 0 exactly when they are all zero.
+/// A stamp filer's read: the stamp of every block it covers, in order,
+/// from which its bytes follow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StampRead {
+    offset: u64,
+    len: usize,
+    stamps: Vec<Stamp>,
+}
+
+impl ReadData for StampRead {
+    fn into_bytes(self) -> Vec<u8> {
+        let mut out = vec![0; self.len];
+        let first = blocks_covered(self.offset, self.len).start;
+        for (fbn, stamp) in (first..).map(Fbn).zip(&self.stamps) {
+            let (from, to, len) = overlap(self.offset, self.len, fbn);
+            Stamps::read(stamp, from, &mut out[to..to + len]);
+        }
+        out
+    }
+}
+
+/// The blocks a read of `len` bytes from byte `offset` covers.
+fn blocks_covered(offset: u64, len: usize) -> core::ops::Range<u64> {
+    let block = BLOCK_SIZE as u64;
+    offset / block..(offset + len as u64).div_ceil(block)
+}
+
+/// Where block `fbn` and a read of `len` bytes from byte `offset` overlap:
+/// the overlap's start in the block, its start in the read, and its length.
+fn overlap(offset: u64, len: usize, fbn: Fbn) -> (usize, usize, usize) {
+    let block = BLOCK_SIZE as u64;
+    let start = (fbn.0 * block).max(offset);
+    let end = ((fbn.0 + 1) * block).min(offset + len as u64);
+    (
+        (start - fbn.0 * block) as usize,
+        (start - offset) as usize,
+        (end - start) as usize,
+    )
+}
+
 fn digest(bytes: &[u8]) -> u64 {
     if is_zero(bytes) {
         return 0;
@@ -258,6 +352,39 @@ mod tests {
             Stamps::read(&stamp, at, &mut long);
             let expected: Vec<u8> = (at..at + 37).map(|i| (i % 8 + 1) as u8).collect();
             assert_eq!(long.to_vec(), expected, "from {at}");
+        }
+    }
+
+    #[test]
+    fn a_stamp_read_gives_the_bytes_of_the_blocks_put_in_and_zeros_for_holes() {
+        let block = BLOCK_SIZE as u64;
+        let stamps = [
+            (5, Stamp(0x0807_0605_0403_0201)),
+            (7, Stamp(0x1122_3344_5566_7788)),
+        ];
+        let byte_at = |position: u64| {
+            let stamp = stamps.iter().find(|(fbn, _)| *fbn == position / block);
+            stamp.map_or(0, |(_, s)| {
+                s.0.to_le_bytes()[(position % block % 8) as usize]
+            })
+        };
+        for (offset, len) in [(5 * block + 100, 2 * block as usize + 7), (5 * block, 4096)]
+            .into_iter()
+            .chain([
+                (6 * block + 4095, 2),
+                (5 * block + 3, 3 * 4096 - 6),
+                (7 * block + 9, 1),
+            ])
+        {
+            let mut read = Stamps::read_data(offset, len);
+            for &(fbn, stamp) in stamps.iter().rev() {
+                let covered = blocks_covered(offset, len);
+                if covered.contains(&fbn) {
+                    Stamps::put_block(&mut read, offset, Fbn(fbn), &stamp);
+                }
+            }
+            let expected: Vec<u8> = (offset..offset + len as u64).map(byte_at).collect();
+            assert_eq!(read.into_bytes(), expected, "{len} bytes from {offset}");
         }
     }
 

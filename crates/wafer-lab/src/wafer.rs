@@ -28,6 +28,7 @@ use wafer_core::filer::{
 };
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::nvlog::LunId;
+use wafer_core::payload::StampRead;
 use wafer_core::units::{DiskId, Duration, Instant};
 use wafer_core::{BLOCK_SIZE, Filer, Stamps};
 use wafer_raid::RaidGroupGeometry;
@@ -130,7 +131,7 @@ pub struct WaferArray {
     host: FixedMap<RequestId, (u64, Instant)>,
     answered: Vec<HostCompletion>,
     /// Replies to the array's own requests (creation, preparation).
-    replies: FixedMap<RequestId, Result<ReplyData, HostError>>,
+    replies: FixedMap<RequestId, Result<ReplyData<StampRead>, HostError>>,
     /// The array's clock (lab time plus `epoch`).
     now: Instant,
     /// Where the lab's time zero falls on the array's clock.
@@ -252,7 +253,7 @@ impl WaferArray {
     }
 
     /// Submits a request and runs until its reply.
-    fn call(&mut self, request: HostRequest) -> Result<ReplyData, String> {
+    fn call(&mut self, request: HostRequest) -> Result<ReplyData<StampRead>, String> {
         let id = self
             .filer
             .submit(self.now, request)
@@ -416,7 +417,7 @@ impl WaferArray {
     }
 
     /// A reply: a host I/O's, or one of the array's own requests'.
-    fn answer(&mut self, reply: Reply) {
+    fn answer(&mut self, reply: Reply<StampRead>) {
         match self.host.remove(&reply.id) {
             Some((id, submitted)) => {
                 if let Err(error) = reply.result {

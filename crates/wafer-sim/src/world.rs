@@ -28,7 +28,8 @@
 //! or one stamp per block. Every fault applies to both (bit rot flips a bit of
 //! the bytes or of the stamp) except the crash, which needs a filer that mounts
 //! from its disks, and only a byte filer does: a stamp filer's disks hold
-//! digests of its metadata, not the metadata.
+//! digests of its metadata, not the metadata. Either way the harness gets its
+//! reads as bytes, as a host would.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -294,7 +295,7 @@ impl<P: SimPayload> World<P> {
             self.schedule(io);
         }
         while let Some(reply) = self.filer.poll_reply() {
-            self.replies.push_back(reply);
+            self.replies.push_back(reply.into_bytes());
         }
     }
 

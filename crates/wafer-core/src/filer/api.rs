@@ -6,7 +6,7 @@ use wafer_raid::Dbn;
 use crate::fixed_map::{FixedHash, mix_words};
 pub use crate::nvlog::Change;
 use crate::nvlog::{LunId, NvRecord};
-use crate::payload::{Bytes, Payload};
+use crate::payload::{Bytes, Payload, ReadData};
 use crate::units::{Duration, VolumeId};
 
 /// Identifies a host request until its reply.
@@ -83,13 +83,14 @@ pub enum CachePolicy {
     Keep,
 }
 
-/// A successful reply's content.
+/// A successful reply's content. `D` is what a read gives back: bytes for a
+/// byte filer, stamps for a stamp filer ([`Payload::ReadData`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReplyData {
+pub enum ReplyData<D = Vec<u8>> {
     /// The request is done.
     Done,
-    /// The bytes read.
-    Data(Vec<u8>),
+    /// What was read.
+    Data(D),
     /// The volume created.
     Volume(VolumeId),
     /// The LUN created.
@@ -147,11 +148,28 @@ pub struct Extent {
 
 /// A host request's outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reply {
+pub struct Reply<D = Vec<u8>> {
     /// The request.
     pub id: RequestId,
     /// Its outcome.
-    pub result: Result<ReplyData, HostError>,
+    pub result: Result<ReplyData<D>, HostError>,
+}
+
+impl<D: ReadData> Reply<D> {
+    /// The same reply with what was read as bytes.
+    pub fn into_bytes(self) -> Reply {
+        let result = self.result.map(|data| match data {
+            ReplyData::Done => ReplyData::Done,
+            ReplyData::Data(read) => ReplyData::Data(read.into_bytes()),
+            ReplyData::Volume(volume) => ReplyData::Volume(volume),
+            ReplyData::Lun(lun) => ReplyData::Lun(lun),
+            ReplyData::Measure(measure) => ReplyData::Measure(measure),
+        });
+        Reply {
+            id: self.id,
+            result,
+        }
+    }
 }
 
 /// A request was refused for now: the filer is mounting or replaying.

@@ -91,10 +91,11 @@ impl QueuedOp {
 
 /// A read waiting for blocks to arrive.
 #[derive(Clone, Debug)]
-struct PendingRead {
+struct PendingRead<D> {
     lun: LunId,
     offset: u64,
-    data: Vec<u8>,
+    length: u64,
+    data: D,
     missing: usize,
     failed: bool,
     /// A read of a snapshot (it does not trigger read reallocation).
@@ -111,7 +112,7 @@ enum Phase<U: wafer_raid::StripeUnit> {
 
 /// Why an I/O was issued.
 #[derive(Clone, Debug)]
-enum IoPurpose {
+enum IoPurpose<D> {
     Blocks(Vec<BlockRead>),
     Repair {
         job: u64,
@@ -128,7 +129,7 @@ enum IoPurpose {
     },
     SuperblockWrite,
     Append {
-        request: Option<(RequestId, Result<ReplyData, HostError>)>,
+        request: Option<(RequestId, Result<ReplyData<D>, HostError>)>,
     },
     StripesLogged,
     Reset,
@@ -142,8 +143,8 @@ enum IoPurpose {
 
 /// An I/O issued and not yet complete: why, the disk and kind it counts
 /// against (none for the NVLog), and when it was issued.
-type PendingIo = (
-    IoPurpose,
+type PendingIo<D> = (
+    IoPurpose<D>,
     Option<(crate::units::DiskId, DiskIoKind)>,
     Instant,
 );
@@ -165,7 +166,7 @@ pub struct Filer<P: Payload = Bytes> {
     halves: Halves,
     next_seq: u64,
     stalled: VecDeque<(RequestId, LoggedOp)>,
-    reads: FixedMap<RequestId, PendingRead>,
+    reads: FixedMap<RequestId, PendingRead<P::ReadData>>,
     flush_waiting: Vec<RequestId>,
     cp: Option<Cp<P>>,
     next_cp_reason: Option<CpReason>,
@@ -210,9 +211,9 @@ pub struct Filer<P: Payload = Bytes> {
     rebuild_done_unrecorded: bool,
     next_repair: u64,
     io_out: VecDeque<Io<P>>,
-    io_pending: FixedMap<IoId, PendingIo>,
+    io_pending: FixedMap<IoId, PendingIo<P::ReadData>>,
     next_io: u64,
-    replies: VecDeque<Reply>,
+    replies: VecDeque<Reply<P::ReadData>>,
     next_request: u64,
     counters: Counters,
 }
@@ -410,7 +411,7 @@ impl<P: Payload> Filer<P> {
     }
 
     /// The next reply to a host request.
-    pub fn poll_reply(&mut self) -> Option<Reply> {
+    pub fn poll_reply(&mut self) -> Option<Reply<P::ReadData>> {
         self.replies.pop_front()
     }
 
@@ -478,7 +479,7 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    fn issue(&mut self, op: IoOp<P>, purpose: IoPurpose) {
+    fn issue(&mut self, op: IoOp<P>, purpose: IoPurpose<P::ReadData>) {
         let disk = match &op {
             IoOp::Write { disk, dbn, sectors } => {
                 for (n, sector) in sectors.iter().enumerate() {
@@ -507,7 +508,7 @@ impl<P: Payload> Filer<P> {
         self.io_out.push_back(Io { id, op });
     }
 
-    fn reply(&mut self, id: RequestId, result: Result<ReplyData, HostError>) {
+    fn reply(&mut self, id: RequestId, result: Result<ReplyData<P::ReadData>, HostError>) {
         self.replies.push_back(Reply { id, result });
     }
 
@@ -768,7 +769,11 @@ impl<P: Payload> Filer<P> {
 
     /// Applies an operation to the in-memory state (after logging it, or when
     /// replaying the log). Returns the reply it earns.
-    fn apply(&mut self, generation: CpCount, op: &LoggedOp) -> Result<ReplyData, HostError> {
+    fn apply(
+        &mut self,
+        generation: CpCount,
+        op: &LoggedOp,
+    ) -> Result<ReplyData<P::ReadData>, HostError> {
         self.validate(op)?;
         match op {
             LoggedOp::Change(Change::Write { lun, offset, data }) => {
@@ -1078,7 +1083,7 @@ impl<P: Payload> Filer<P> {
         }
         for waiter in waiters {
             if let Some(read) = self.reads.get_mut(&waiter) {
-                copy_overlap::<P>(read, fbn, &content);
+                P::put_block(&mut read.data, read.offset, fbn, &content);
                 read.missing -= 1;
             }
             self.finish_read(waiter);
@@ -1102,7 +1107,8 @@ impl<P: Payload> Filer<P> {
             PendingRead {
                 lun,
                 offset,
-                data: vec![0; length as usize],
+                length,
+                data: P::read_data(offset, length as usize),
                 missing: 0,
                 failed: false,
                 snapshot: false,
@@ -1121,7 +1127,7 @@ impl<P: Payload> Filer<P> {
                 match &entry.content {
                     Some(content) => {
                         self.counters.cache_hits += 1;
-                        copy_overlap::<P>(read, fbn, content);
+                        P::put_block(&mut read.data, read.offset, fbn, content);
                     }
                     None => {
                         entry.waiters.push(id);
@@ -1149,7 +1155,7 @@ impl<P: Payload> Filer<P> {
         if self.reads.get(&id).is_some_and(|r| r.missing == 0) {
             let read = self.reads.remove(&id).expect("present");
             if !read.failed && !read.snapshot {
-                self.read_realloc(read.lun, read.offset, read.data.len() as u64);
+                self.read_realloc(read.lun, read.offset, read.length);
             }
             let result = match read.failed {
                 true => Err(HostError::Io),
@@ -1296,19 +1302,6 @@ fn check_name(name: &str) -> Result<(), HostError> {
             "'{name}': names are 1..={NAME_MAX} characters of letters, digits, '_', '-' and '.'"
         ))),
     }
-}
-
-/// Copies the part of a LUN block that a pending read covers.
-fn copy_overlap<P: Payload>(read: &mut PendingRead, fbn: Fbn, content: &P::Content) {
-    let block = BLOCK_SIZE as u64;
-    let start = (fbn.0 * block).max(read.offset);
-    let end = ((fbn.0 + 1) * block).min(read.offset + read.data.len() as u64);
-    let (from, to, len) = (
-        (start - fbn.0 * block) as usize,
-        (start - read.offset) as usize,
-        (end - start) as usize,
-    );
-    P::read(content, from, &mut read.data[to..to + len]);
 }
 
 mod invariants;

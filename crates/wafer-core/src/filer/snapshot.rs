@@ -491,7 +491,8 @@ impl<P: Payload> Filer<P> {
             PendingRead {
                 lun,
                 offset,
-                data: vec![0; length as usize],
+                length,
+                data: P::read_data(offset, length as usize),
                 missing: pointers.len(),
                 failed: false,
                 snapshot: true,
@@ -507,7 +508,7 @@ impl<P: Payload> Filer<P> {
             return;
         };
         match block {
-            Some(content) => super::copy_overlap::<P>(read, fbn, &content),
+            Some(content) => P::put_block(&mut read.data, read.offset, fbn, &content),
             None => {
                 self.counters.unrecoverable_blocks += 1;
                 read.failed = true;
