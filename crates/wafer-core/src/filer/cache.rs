@@ -66,21 +66,38 @@ fn l1_above((lun, fbn): CacheKey) -> L1Key {
 /// rebuilt: enough that a small cache is not rebuilt on every use.
 const STALE_SLACK: usize = 1024;
 
-/// A block of a LUN in the buffer cache.
+/// A block of a LUN in the buffer cache: small, since the cache holds
+/// hundreds of thousands and every host I/O visits several.
 #[derive(Clone, Debug)]
 pub(super) struct CacheEntry<P: Payload> {
-    /// None while the block is read in; it arrives through
-    /// [`BufferCache::fill_in`] and stays until the block leaves.
-    pub(super) content: Option<P::Content>,
-    /// The read that will fill the entry (0: none). A LUN destroyed and
-    /// created again reuses keys; a read for the old one must not fill the new.
-    pub(super) fill: u64,
-    pub(super) queue: Vec<QueuedOp>,
+    pub(super) state: BlockState<P::Content>,
     pub(super) dirty: bool,
     pub(super) pinned: bool,
-    pub(super) waiters: Vec<RequestId>,
     /// Changed only through [`BufferCache::touch`], which logs it.
     last_use: u64,
+}
+
+/// Whether a cached block's content is in memory yet.
+#[derive(Clone, Debug)]
+pub(super) enum BlockState<C> {
+    /// Being read in. Few blocks are at a time, so what they need lives in a
+    /// box of its own rather than in every entry.
+    Filling(Box<Filling>),
+    /// In memory, from [`BufferCache::fill_in`] (or from the start) until the
+    /// block leaves.
+    Present(C),
+}
+
+/// A block being read in.
+#[derive(Clone, Debug)]
+pub(super) struct Filling {
+    /// The read that will fill the entry. A LUN destroyed and created again
+    /// reuses keys; a read for the old one must not fill the new.
+    pub(super) fill: u64,
+    /// Changes made meanwhile, applied in order when the content arrives.
+    pub(super) queue: Vec<QueuedOp>,
+    /// Reads waiting for the content.
+    pub(super) waiters: Vec<RequestId>,
 }
 
 impl<P: Payload> CacheEntry<P> {
@@ -92,21 +109,57 @@ impl<P: Payload> CacheEntry<P> {
         waiters: Vec<RequestId>,
         last_use: u64,
     ) -> CacheEntry<P> {
-        CacheEntry {
-            content: None,
+        let filling = Filling {
             fill,
             queue,
+            waiters,
+        };
+        CacheEntry {
+            state: BlockState::Filling(Box::new(filling)),
             dirty: false,
             pinned: false,
-            waiters,
             last_use,
         }
     }
 
+    /// A clean entry holding `content`, used at tick `last_use`.
+    pub(super) fn present(content: P::Content, last_use: u64) -> CacheEntry<P> {
+        CacheEntry {
+            state: BlockState::Present(content),
+            dirty: false,
+            pinned: false,
+            last_use,
+        }
+    }
+
+    /// The content, once it is in memory.
+    pub(super) fn content(&self) -> Option<&P::Content> {
+        match &self.state {
+            BlockState::Present(content) => Some(content),
+            BlockState::Filling(_) => None,
+        }
+    }
+
+    /// What waits for the content, while it is being read in.
+    pub(super) fn in_flight(&self) -> Option<&Filling> {
+        match &self.state {
+            BlockState::Filling(filling) => Some(filling),
+            BlockState::Present(_) => None,
+        }
+    }
+
+    /// What waits for the content, while it is being read in.
+    pub(super) fn in_flight_mut(&mut self) -> Option<&mut Filling> {
+        match &mut self.state {
+            BlockState::Filling(filling) => Some(filling),
+            BlockState::Present(_) => None,
+        }
+    }
+
     /// Whether eviction may take it: clean, not held by a CP, with its
-    /// content in and nobody waiting for it.
+    /// content in (so nobody waits for it).
     fn is_evictable(&self) -> bool {
-        !self.dirty && !self.pinned && self.waiters.is_empty() && self.content.is_some()
+        !self.dirty && !self.pinned && matches!(self.state, BlockState::Present(_))
     }
 }
 
@@ -115,6 +168,11 @@ type AgeLog = VecDeque<(u64, u32)>;
 
 /// A slab slot: the block cached there, if any.
 type Slot<P> = Option<(CacheKey, CacheEntry<P>)>;
+
+// A slot is touched on every use of its block, mostly cold: keep it to 48
+// bytes for either payload (a box of content, or a stamp).
+const _: () = assert!(size_of::<Slot<crate::payload::Bytes>>() <= 48);
+const _: () = assert!(size_of::<Slot<crate::payload::Stamps>>() <= 48);
 
 /// The LUN blocks in memory, with their order of age. Entries live in a slab,
 /// so that a record of use finds its block without a search; the keys map to
@@ -199,7 +257,7 @@ impl<P: Payload> BufferCache<P> {
     }
 
     /// The blocks still being read in, in key order.
-    pub(super) fn filling(&self) -> Vec<(CacheKey, &CacheEntry<P>)> {
+    pub(super) fn filling(&self) -> Vec<(CacheKey, &Filling)> {
         let mut filling: Vec<(CacheKey, u32)> = self
             .filling
             .iter()
@@ -208,7 +266,10 @@ impl<P: Payload> BufferCache<P> {
         filling.sort_unstable();
         filling
             .into_iter()
-            .map(|(key, slot)| (key, self.entry(slot)))
+            .map(|(key, slot)| {
+                let filling = self.entry(slot).in_flight().expect("being read in");
+                (key, filling)
+            })
             .collect()
     }
 
@@ -224,7 +285,7 @@ impl<P: Payload> BufferCache<P> {
             .filling
             .remove(key)
             .unwrap_or_else(|| panic!("{key:?} is not being read in"));
-        self.entry_mut(slot).content = Some(content);
+        self.entry_mut(slot).state = BlockState::Present(content);
     }
 
     /// Caches `entry` as `key`, replacing what was there.
@@ -238,7 +299,7 @@ impl<P: Payload> BufferCache<P> {
                 u32::try_from(self.slab.len() - 1).expect("a cache of fewer than 2^32 blocks")
             }
         };
-        if entry.content.is_none() {
+        if entry.content().is_none() {
             self.filling.insert(key, slot);
         }
         self.slab[slot as usize] = Some((key, entry));
@@ -390,7 +451,7 @@ impl<P: Payload> BufferCache<P> {
         let filling = self.filling.len() <= self.slots.len()
             && self.slots.iter().all(|(key, &slot)| {
                 let filling_here = self.filling.get(key) == Some(&slot);
-                self.entry(slot).content.is_none() == filling_here
+                self.entry(slot).content().is_none() == filling_here
             });
         if !indexed {
             return Err("a cached block's slot holds another block".into());
@@ -437,9 +498,7 @@ mod tests {
     }
 
     fn clean(tick: u64) -> CacheEntry<Bytes> {
-        let mut entry = CacheEntry::filling(0, Vec::new(), Vec::new(), tick);
-        entry.content = Some(Bytes::zero());
-        entry
+        CacheEntry::present(Bytes::zero(), tick)
     }
 
     fn default_policy(_: VolumeId) -> CachePolicy {
@@ -545,7 +604,7 @@ mod tests {
         cache.check().unwrap();
         cache.insert(key(0, 4), CacheEntry::filling(9, Vec::new(), Vec::new(), 4));
         let slot = *cache.slots.get(&key(0, 4)).unwrap();
-        cache.entry_mut(slot).content = Some(Bytes::zero()); // behind the cache's back
+        cache.entry_mut(slot).state = BlockState::Present(Bytes::zero()); // behind the cache's back
         assert!(cache.check().is_err());
     }
 

@@ -142,14 +142,14 @@ impl<P: Payload> Filer<P> {
         };
         for key in core::mem::take(&mut self.dirty) {
             let entry = self.cache.get_mut(&key).expect("dirty blocks are cached");
-            let content = entry.content.as_ref().expect("dirty blocks have content");
+            let content = entry.content().expect("dirty blocks have content");
             cp.captured.insert(key, content.clone());
             entry.dirty = false;
             entry.pinned = true;
             cp.pinned.push(key);
         }
-        for (key, entry) in self.cache.filling() {
-            if entry.queue.iter().any(|op| op.generation <= number) {
+        for (key, filling) in self.cache.filling() {
+            if filling.queue.iter().any(|op| op.generation <= number) {
                 cp.awaiting.insert(key);
                 cp.pinned.push(key);
             }

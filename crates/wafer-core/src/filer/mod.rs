@@ -33,7 +33,7 @@ use wafer_raid::DiskSet;
 
 pub use api::*;
 use blockio::{BlockRead, ReadPurpose, RepairJob};
-use cache::{BufferCache, CacheEntry};
+use cache::{BlockState, BufferCache, CacheEntry};
 use cp::Cp;
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
@@ -898,7 +898,11 @@ impl<P: Payload> Filer<P> {
             let entry = self.cache.remove(&key).expect("listed");
             self.dirty.remove(&key);
             // Reads waiting for a discarded block get zeros, as the range now reads.
-            for waiter in entry.waiters {
+            let waiters = match entry.state {
+                BlockState::Filling(filling) => filling.waiters,
+                BlockState::Present(_) => Vec::new(),
+            };
+            for waiter in waiters {
                 if let Some(read) = self.reads.get_mut(&waiter) {
                     read.missing -= 1;
                 }
@@ -976,7 +980,7 @@ impl<P: Payload> Filer<P> {
         let whole = op.len == BLOCK_SIZE;
         if whole && op.bytes.is_none() {
             if let Some(entry) = self.cache.get(&key) {
-                if entry.content.is_some() {
+                if entry.content().is_some() {
                     self.cache.remove(&key);
                     self.dirty.remove(&key);
                 }
@@ -993,11 +997,9 @@ impl<P: Payload> Filer<P> {
         if self.cache.touch(key, stamp).is_none() {
             let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
             match whole || ptr.is_null() {
-                true => {
-                    let mut entry = CacheEntry::filling(0, Vec::new(), Vec::new(), stamp);
-                    entry.content = Some(P::zero());
-                    self.cache.insert(key, entry);
-                }
+                true => self
+                    .cache
+                    .insert(key, CacheEntry::present(P::zero(), stamp)),
                 false => {
                     if op.len > 0 {
                         self.counters.partial_write_reads += 1;
@@ -1011,13 +1013,13 @@ impl<P: Payload> Filer<P> {
             }
         }
         let entry = self.cache.get_mut(&key).expect("present");
-        match entry.content.as_mut() {
-            Some(content) => {
+        match &mut entry.state {
+            BlockState::Present(content) => {
                 op.apply::<P>(content);
                 entry.dirty = true;
                 self.dirty.insert(key);
             }
-            None => entry.queue.push(op),
+            BlockState::Filling(filling) => filling.queue.push(op),
         }
         self.evict();
     }
@@ -1045,10 +1047,15 @@ impl<P: Payload> Filer<P> {
     /// takes the content as of its own generation.
     fn filled(&mut self, lun: LunId, fbn: Fbn, fill: u64, content: Option<P::Content>) {
         let key = (lun, fbn);
-        let Some(entry) = self.cache.filling_mut(&key).filter(|e| e.fill == fill) else {
-            return; // the entry is gone, or was refilled for a newer LUN
+        let Some(entry) = self.cache.filling_mut(&key) else {
+            return; // the entry is gone
         };
-        let waiters = core::mem::take(&mut entry.waiters);
+        let filling = entry.in_flight_mut().expect("being read in");
+        if filling.fill != fill {
+            return; // the entry was refilled for a newer LUN
+        }
+        let waiters = core::mem::take(&mut filling.waiters);
+        let queue = core::mem::take(&mut filling.queue);
         let Some(mut content) = content else {
             self.counters.unrecoverable_blocks += 1;
             self.cache.remove(&key);
@@ -1066,7 +1073,6 @@ impl<P: Payload> Filer<P> {
             .as_ref()
             .filter(|cp| cp.awaits(key))
             .map(|cp| cp.number);
-        let queue = core::mem::take(&mut entry.queue);
         let (now, later): (Vec<QueuedOp>, Vec<QueuedOp>) = match awaited {
             Some(cp) => queue.into_iter().partition(|op| op.generation <= cp),
             None => (Vec::new(), queue),
@@ -1124,13 +1130,13 @@ impl<P: Payload> Filer<P> {
             let stamp = self.use_clock;
             let read = self.reads.get_mut(&id).expect("inserted");
             if let Some(entry) = self.cache.touch(key, stamp) {
-                match &entry.content {
-                    Some(content) => {
+                match &mut entry.state {
+                    BlockState::Present(content) => {
                         self.counters.cache_hits += 1;
                         P::put_block(&mut read.data, read.offset, fbn, content);
                     }
-                    None => {
-                        entry.waiters.push(id);
+                    BlockState::Filling(filling) => {
+                        filling.waiters.push(id);
                         read.missing += 1;
                     }
                 }

@@ -203,7 +203,7 @@ impl<P: Payload> Filer<P> {
             if self
                 .cache
                 .get(&(lun, fbn))
-                .is_some_and(|e| e.content.is_some())
+                .is_some_and(|e| e.content().is_some())
             {
                 self.counters.realloc_blocks += 1;
                 self.apply_block(lun, fbn, QueuedOp::touch(generation));

@@ -22,7 +22,7 @@
 use super::blockio::ReadPurpose;
 use super::meta::{FileRef, Lun, MAX_SNAPSHOTS, PendingSnapshot, Snapshot, Volume};
 use super::space::{MAX_SNAP_RESERVE_PERCENT, SpaceInputs};
-use super::{CacheEntry, Filer, HostError, PendingRead, RequestId, check_name};
+use super::{BlockState, CacheEntry, Filer, HostError, PendingRead, RequestId, check_name};
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
 use crate::nvlog::{Change, LunId};
@@ -415,8 +415,10 @@ impl<P: Payload> Filer<P> {
         for key in self.cache.keys_of(lun, Fbn(0)) {
             let entry = self.cache.remove(&key).expect("listed");
             self.dirty.remove(&key);
-            if !entry.waiters.is_empty() {
-                waiting.push((key.1, entry.waiters));
+            if let BlockState::Filling(filling) = entry.state {
+                if !filling.waiters.is_empty() {
+                    waiting.push((key.1, filling.waiters));
+                }
             }
         }
         waiting
