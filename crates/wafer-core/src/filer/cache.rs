@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use super::slot_index::SlotIndex;
 use super::{CachePolicy, QueuedOp, RequestId};
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
 use crate::format::POINTERS_PER_BLOCK;
@@ -60,6 +61,16 @@ impl FixedHash for L1Key {
 /// The level-1 indirect block above a LUN block.
 fn l1_above((lun, fbn): CacheKey) -> L1Key {
     (lun, fbn.0 / POINTERS_PER_BLOCK as u64)
+}
+
+/// Whether a slot of `slab` holds `key`: what the index asks of the slots
+/// it finds by the key's hash.
+fn holds<'a, P: Payload>(slab: &'a [Slot<P>], key: &'a CacheKey) -> impl Fn(u32) -> bool + 'a {
+    move |slot| {
+        slab[slot as usize]
+            .as_ref()
+            .is_some_and(|(held, _)| held == key)
+    }
 }
 
 /// Stale records a volume's log may hold beyond its live ones before it is
@@ -175,11 +186,11 @@ const _: () = assert!(size_of::<Slot<crate::payload::Bytes>>() <= 48);
 const _: () = assert!(size_of::<Slot<crate::payload::Stamps>>() <= 48);
 
 /// The LUN blocks in memory, with their order of age. Entries live in a slab,
-/// so that a record of use finds its block without a search; the keys map to
-/// their slots.
+/// so that a record of use finds its block without a search; the index finds
+/// the slot of a key.
 #[derive(Clone, Debug)]
 pub(super) struct BufferCache<P: Payload> {
-    slots: FixedMap<CacheKey, u32>,
+    index: SlotIndex,
     slab: Vec<Slot<P>>,
     vacant: Vec<u32>,
     ages: BTreeMap<VolumeId, AgeLog>,
@@ -195,7 +206,7 @@ pub(super) struct BufferCache<P: Payload> {
 impl<P: Payload> Default for BufferCache<P> {
     fn default() -> Self {
         BufferCache {
-            slots: FixedMap::default(),
+            index: SlotIndex::default(),
             slab: Vec::new(),
             vacant: Vec::new(),
             ages: BTreeMap::new(),
@@ -208,20 +219,33 @@ impl<P: Payload> Default for BufferCache<P> {
 impl<P: Payload> BufferCache<P> {
     /// Blocks cached.
     pub(super) fn len(&self) -> usize {
-        self.slots.len()
+        self.index.len()
     }
 
     pub(super) fn contains_key(&self, key: &CacheKey) -> bool {
-        self.slots.contains_key(key)
+        self.slot_of(key).is_some()
     }
 
     pub(super) fn get(&self, key: &CacheKey) -> Option<&CacheEntry<P>> {
-        self.slots.get(key).map(|&slot| self.entry(slot))
+        self.slot_of(key).map(|slot| self.entry(slot))
     }
 
     pub(super) fn get_mut(&mut self, key: &CacheKey) -> Option<&mut CacheEntry<P>> {
-        let slot = *self.slots.get(key)?;
+        let slot = self.slot_of(key)?;
         Some(self.entry_mut(slot))
+    }
+
+    /// The slot that holds `key`.
+    fn slot_of(&self, key: &CacheKey) -> Option<u32> {
+        self.index.get(key.fixed_hash(), holds(&self.slab, key))
+    }
+
+    /// Every cached block's key and slot, in no meaningful order.
+    fn cached(&self) -> impl Iterator<Item = (&CacheKey, u32)> {
+        self.index.slots().map(|slot| {
+            let (key, _) = self.slab[slot as usize].as_ref().expect("an indexed slot");
+            (key, slot)
+        })
     }
 
     fn entry(&self, slot: u32) -> &CacheEntry<P> {
@@ -241,8 +265,7 @@ impl<P: Payload> BufferCache<P> {
     /// The cached blocks of `lun` from block `first` on, in block order.
     pub(super) fn keys_of(&self, lun: LunId, first: Fbn) -> Vec<CacheKey> {
         let mut keys: Vec<CacheKey> = self
-            .slots
-            .iter()
+            .cached()
             .map(|(key, _)| *key)
             .filter(|&(of, fbn)| of == lun && fbn >= first)
             .collect();
@@ -291,7 +314,6 @@ impl<P: Payload> BufferCache<P> {
     /// Caches `entry` as `key`, replacing what was there.
     pub(super) fn insert(&mut self, key: CacheKey, entry: CacheEntry<P>) {
         let tick = entry.last_use;
-        self.remove(&key);
         let slot = match self.vacant.pop() {
             Some(slot) => slot,
             None => {
@@ -299,18 +321,29 @@ impl<P: Payload> BufferCache<P> {
                 u32::try_from(self.slab.len() - 1).expect("a cache of fewer than 2^32 blocks")
             }
         };
+        let replaced = self
+            .index
+            .insert(key.fixed_hash(), slot, holds(&self.slab, &key));
+        match replaced {
+            Some(old) => {
+                self.slab[old as usize] = None;
+                self.vacant.push(old);
+                self.filling.remove(&key);
+            }
+            None => *self.under_l1.get_or_insert_with(l1_above(key), || 0) += 1,
+        }
         if entry.content().is_none() {
             self.filling.insert(key, slot);
         }
         self.slab[slot as usize] = Some((key, entry));
-        self.slots.insert(key, slot);
-        *self.under_l1.get_or_insert_with(l1_above(key), || 0) += 1;
         self.log(key.0.volume, tick, slot);
     }
 
     /// Drops a block.
     pub(super) fn remove(&mut self, key: &CacheKey) -> Option<CacheEntry<P>> {
-        let slot = self.slots.remove(key)?;
+        let slot = self
+            .index
+            .remove(key.fixed_hash(), holds(&self.slab, key))?;
         self.filling.remove(key);
         let l1 = l1_above(*key);
         let count = self.under_l1.get_mut(&l1).expect("counted");
@@ -325,7 +358,7 @@ impl<P: Payload> BufferCache<P> {
     /// Records a use of `key` at `tick`, newer than every tick handed out
     /// before, if it is cached; the entry is returned for the use.
     pub(super) fn touch(&mut self, key: CacheKey, tick: u64) -> Option<&mut CacheEntry<P>> {
-        let slot = *self.slots.get(&key)?;
+        let slot = self.slot_of(&key)?;
         self.entry_mut(slot).last_use = tick;
         self.log(key.0.volume, tick, slot);
         Some(self.entry_mut(slot))
@@ -338,7 +371,7 @@ impl<P: Payload> BufferCache<P> {
             "use ticks only move forward"
         );
         log.push_back((tick, slot));
-        if log.len() > 2 * self.slots.len() + STALE_SLACK {
+        if log.len() > 2 * self.index.len() + STALE_SLACK {
             self.rebuild_log(volume);
         }
     }
@@ -443,26 +476,33 @@ impl<P: Payload> BufferCache<P> {
                 }
             }
         }
-        let indexed = self.slots.iter().all(|(key, &slot)| {
+        let indexed = self.index.slots().all(|slot| {
             self.slab[slot as usize]
                 .as_ref()
-                .is_some_and(|(k, _)| k == key)
+                .is_some_and(|(key, _)| self.slot_of(key) == Some(slot))
         });
-        let filling = self.filling.len() <= self.slots.len()
-            && self.slots.iter().all(|(key, &slot)| {
+        let occupied = self.slab.iter().flatten().count();
+        let filling = self.filling.len() <= self.index.len()
+            && self.cached().all(|(key, slot)| {
                 let filling_here = self.filling.get(key) == Some(&slot);
                 self.entry(slot).content().is_none() == filling_here
             });
         if !indexed {
-            return Err("a cached block's slot holds another block".into());
+            return Err("a slot the index names is empty or not found by its key".into());
+        }
+        if occupied != self.index.len() {
+            return Err(format!(
+                "{occupied} slots hold blocks but {} are indexed",
+                self.index.len()
+            ));
         }
         if !filling {
             return Err("the blocks being read in are not those without content".into());
         }
-        if live != self.slots.len() {
+        if live != self.index.len() {
             return Err(format!(
                 "{} cached blocks but {live} live records of their use",
-                self.slots.len()
+                self.index.len()
             ));
         }
         self.check_under_l1()
@@ -471,7 +511,7 @@ impl<P: Payload> BufferCache<P> {
     /// The counts of blocks under level-1 indirect blocks are the blocks'.
     fn check_under_l1(&self) -> Result<(), String> {
         let mut counted: BTreeMap<L1Key, u32> = BTreeMap::new();
-        for (key, _) in self.slots.iter() {
+        for (key, _) in self.cached() {
             *counted.entry(l1_above(*key)).or_default() += 1;
         }
         let mut kept: Vec<(L1Key, u32)> = self.under_l1.iter().map(|(k, &n)| (*k, n)).collect();
@@ -603,7 +643,7 @@ mod tests {
         assert!(cache.filling().is_empty());
         cache.check().unwrap();
         cache.insert(key(0, 4), CacheEntry::filling(9, Vec::new(), Vec::new(), 4));
-        let slot = *cache.slots.get(&key(0, 4)).unwrap();
+        let slot = cache.slot_of(&key(0, 4)).unwrap();
         cache.entry_mut(slot).state = BlockState::Present(Bytes::zero()); // behind the cache's back
         assert!(cache.check().is_err());
     }
@@ -646,7 +686,7 @@ mod tests {
     fn the_check_sees_a_block_whose_use_was_not_logged() {
         let mut cache = BufferCache::default();
         cache.insert(key(0, 1), clean(1));
-        let slot = *cache.slots.get(&key(0, 1)).unwrap();
+        let slot = cache.slot_of(&key(0, 1)).unwrap();
         cache.entry_mut(slot).last_use = 7;
         assert!(cache.check().is_err());
     }

@@ -23,6 +23,7 @@ mod mount;
 mod realloc;
 mod rebuild;
 mod resync;
+mod slot_index;
 mod snapshot;
 mod space;
 mod written;
