@@ -269,14 +269,26 @@ fn overlap(offset: u64, len: usize, fbn: Fbn) -> (usize, usize, usize) {
     )
 }
 
+/// A digest of `bytes`: 0 for all zeros, never 0 otherwise. Each step of a
+/// chain of mixes waits for the one before, so the words are mixed in four
+/// chains side by side (word `i` into chain `i % 4`), which are then folded
+/// together with whatever is left over.
 fn digest(bytes: &[u8]) -> u64 {
     if is_zero(bytes) {
         return 0;
     }
-    let mut words = bytes.chunks_exact(8);
-    let mut h = 0u64;
-    for word in &mut words {
-        h = mix(h, u64::from_le_bytes(word.try_into().expect("eight bytes")));
+    let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().expect("eight bytes"));
+    let mut chains = [0u64; 4];
+    let mut quads = bytes.chunks_exact(32);
+    for quad in &mut quads {
+        for (chain, bytes) in chains.iter_mut().zip(quad.chunks_exact(8)) {
+            *chain = mix(*chain, word(bytes));
+        }
+    }
+    let mut h = chains.into_iter().fold(0, mix);
+    let mut words = quads.remainder().chunks_exact(8);
+    for bytes in &mut words {
+        h = mix(h, word(bytes));
     }
     for &byte in words.remainder() {
         h = mix(h, u64::from(byte));
@@ -325,6 +337,35 @@ mod tests {
         let mut one = zeros;
         one[4095] = 1;
         assert_ne!(stamp_after(&[(0, Some(&one), BLOCK_SIZE)]), Stamp(0));
+    }
+
+    #[test]
+    fn the_digest_tells_apart_blocks_differing_in_a_byte_or_in_word_order() {
+        let block: Vec<u8> = (0..BLOCK_SIZE).map(|i| (i * 7 % 251) as u8).collect();
+        let with = |change: &dyn Fn(&mut Vec<u8>)| {
+            let mut changed = block.clone();
+            change(&mut changed);
+            digest(&changed)
+        };
+        let original = digest(&block);
+        for at in (0..BLOCK_SIZE).step_by(61) {
+            assert_ne!(with(&|b| b[at] ^= 1), original, "a bit of byte {at}");
+        }
+        let swap_words = |i: usize, j: usize| {
+            move |b: &mut Vec<u8>| (0..8).for_each(|k| b.swap(8 * i + k, 8 * j + k))
+        };
+        assert_ne!(with(&swap_words(0, 4)), original, "two words of one chain");
+        assert_ne!(with(&swap_words(0, 1)), original, "words of two chains");
+        assert_ne!(
+            with(&swap_words(0, 511)),
+            original,
+            "the first and last words"
+        );
+        assert_ne!(
+            digest(&block[..4093]),
+            digest(&block[..4092]),
+            "a tail byte"
+        );
     }
 
     #[test]
