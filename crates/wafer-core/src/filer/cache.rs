@@ -26,7 +26,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::slot_index::SlotIndex;
+use super::slot_index::{RUN_BLOCKS, SlotIndex};
 use super::{CachePolicy, QueuedOp, RequestId};
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
 use crate::format::POINTERS_PER_BLOCK;
@@ -61,6 +61,17 @@ impl FixedHash for L1Key {
 /// The level-1 indirect block above a LUN block.
 fn l1_above((lun, fbn): CacheKey) -> L1Key {
     (lun, fbn.0 / POINTERS_PER_BLOCK as u64)
+}
+
+/// A key's hash for the index: blocks in an aligned run of
+/// [`RUN_BLOCKS`](super::slot_index::RUN_BLOCKS) share it but for the bits
+/// that say which of the run each is, so the index keeps them side by side
+/// and a read of many blocks finds them in a cache line or two.
+fn index_hash((lun, fbn): &CacheKey) -> u64 {
+    let run_bits = RUN_BLOCKS.trailing_zeros();
+    let run = mix_words(lun_word(*lun), fbn.0 >> run_bits);
+    let within = fbn.0 % RUN_BLOCKS;
+    run & !((RUN_BLOCKS - 1) << 32) | within << 32
 }
 
 /// Whether a slot of `slab` holds `key`: what the index asks of the slots
@@ -237,7 +248,7 @@ impl<P: Payload> BufferCache<P> {
 
     /// The slot that holds `key`.
     fn slot_of(&self, key: &CacheKey) -> Option<u32> {
-        self.index.get(key.fixed_hash(), holds(&self.slab, key))
+        self.index.get(index_hash(key), holds(&self.slab, key))
     }
 
     /// Every cached block's key and slot, in no meaningful order.
@@ -323,7 +334,7 @@ impl<P: Payload> BufferCache<P> {
         };
         let replaced = self
             .index
-            .insert(key.fixed_hash(), slot, holds(&self.slab, &key));
+            .insert(index_hash(&key), slot, holds(&self.slab, &key));
         match replaced {
             Some(old) => {
                 self.slab[old as usize] = None;
@@ -341,9 +352,7 @@ impl<P: Payload> BufferCache<P> {
 
     /// Drops a block.
     pub(super) fn remove(&mut self, key: &CacheKey) -> Option<CacheEntry<P>> {
-        let slot = self
-            .index
-            .remove(key.fixed_hash(), holds(&self.slab, key))?;
+        let slot = self.index.remove(index_hash(key), holds(&self.slab, key))?;
         self.filling.remove(key);
         let l1 = l1_above(*key);
         let count = self.under_l1.get_mut(&l1).expect("counted");

@@ -20,6 +20,12 @@
 /// A bucket: 0 when empty, else the hash's high half above the slot plus one.
 type Bucket = u64;
 
+/// Keys come in runs of this many that a caller wants side by side (a LUN's
+/// blocks, read and evicted together): the low bits of a key's tag place it
+/// that many buckets past the home its other bits give, so a run whose tags
+/// differ only there fills adjacent buckets.
+pub(super) const RUN_BLOCKS: u64 = 8;
+
 /// The smallest table: 2^MIN_BITS buckets.
 const MIN_BITS: u32 = 4;
 
@@ -27,8 +33,8 @@ const MIN_BITS: u32 = 4;
 #[derive(Clone, Debug)]
 pub(super) struct SlotIndex {
     buckets: Vec<Bucket>,
-    /// log2 of the number of buckets; at most 32, as the home bucket comes
-    /// from the hash's high half.
+    /// log2 of the number of buckets; at most 29, as the home bucket comes
+    /// from the hash's high half above the bits within a run.
     bits: u32,
     len: usize,
 }
@@ -130,7 +136,8 @@ impl SlotIndex {
     }
 
     fn home(&self, tag: u32) -> usize {
-        (tag >> (32 - self.bits)) as usize
+        let within = tag as usize % RUN_BLOCKS as usize;
+        ((tag >> (32 - self.bits)) as usize + within) & self.mask()
     }
 
     fn next(&self, at: usize) -> usize {
@@ -142,7 +149,11 @@ impl SlotIndex {
     }
 
     fn grow(&mut self) {
-        assert!(self.bits < 32, "an index of more than 2^31 slots");
+        // The bits that choose a home must not reach the bits within a run.
+        assert!(
+            self.bits + RUN_BLOCKS.trailing_zeros() < 32,
+            "an index of more than 2^28 slots"
+        );
         self.bits += 1;
         let old = core::mem::replace(&mut self.buckets, vec![0; 1 << self.bits]);
         for bucket in old.into_iter().filter(|&bucket| bucket != 0) {
