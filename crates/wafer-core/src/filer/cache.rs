@@ -438,7 +438,7 @@ impl<P: Payload> BufferCache<P> {
     /// of their logs. The logs are left as they are: the caller removes the
     /// blocks, which makes their records stale.
     fn oldest_of(&self, volumes: &[VolumeId], wanted: usize) -> Vec<(u64, CacheKey)> {
-        let mut candidates: Vec<(u64, CacheKey)> = Vec::new();
+        let mut candidates: Vec<(u64, CacheKey)> = Vec::with_capacity(wanted.min(self.len()));
         for volume in volumes {
             let evictable = self.ages[volume].iter().filter_map(|&record| {
                 self.live(record)

@@ -78,7 +78,9 @@ pub(super) struct Cp<P: Payload> {
     image_map: Option<Bitmap>,
     capturing: bool,
     awaiting: BTreeSet<(LunId, Fbn)>,
-    captured: BTreeMap<(LunId, Fbn), P::Content>,
+    /// The blocks it writes, with their content as of its generation: the
+    /// dirty ones when it began, then those it awaited as they arrive.
+    captured: Vec<((LunId, Fbn), P::Content)>,
     pinned: Vec<(LunId, Fbn)>,
     stripes: BTreeMap<(usize, u64), StripeJob<P>>,
     writes_left: usize,
@@ -129,7 +131,7 @@ impl<P: Payload> Filer<P> {
             image_map: None,
             capturing: true,
             awaiting: BTreeSet::new(),
-            captured: BTreeMap::new(),
+            captured: Vec::new(),
             pinned: Vec::new(),
             stripes: BTreeMap::new(),
             writes_left: 0,
@@ -140,10 +142,13 @@ impl<P: Payload> Filer<P> {
             records_rebuild: false,
             keeps_log,
         };
-        for key in core::mem::take(&mut self.dirty) {
+        let mut dirty: Vec<(LunId, Fbn)> = self.dirty.iter().map(|(key, ())| *key).collect();
+        dirty.sort_unstable();
+        self.dirty = Default::default();
+        for key in dirty {
             let entry = self.cache.get_mut(&key).expect("dirty blocks are cached");
             let content = entry.content().expect("dirty blocks have content");
-            cp.captured.insert(key, content.clone());
+            cp.captured.push((key, content.clone()));
             entry.dirty = false;
             entry.pinned = true;
             cp.pinned.push(key);
@@ -165,7 +170,7 @@ impl<P: Payload> Filer<P> {
     pub(super) fn cp_captured(&mut self, key: (LunId, Fbn), content: P::Content) {
         let cp = self.cp.as_mut().expect("a CP awaits this block");
         cp.awaiting.remove(&key);
-        cp.captured.insert(key, content);
+        cp.captured.push((key, content));
         if cp.awaiting.is_empty() {
             self.allocate_and_write();
         }
@@ -179,7 +184,13 @@ impl<P: Payload> Filer<P> {
             .allocator
             .begin_cp(cp.captured.len() as u64 + 16);
         let mut writes = Vec::new();
-        for ((lun, fbn), data) in core::mem::take(&mut cp.captured) {
+        let mut captured = core::mem::take(&mut cp.captured);
+        captured.sort_unstable_by_key(|&(key, _)| key);
+        assert!(
+            captured.windows(2).all(|pair| pair[0].0 != pair[1].0),
+            "a block captured twice"
+        );
+        for ((lun, fbn), data) in captured {
             let live = self
                 .volumes
                 .get(&lun.volume)

@@ -162,7 +162,9 @@ pub struct Filer<P: Payload = Bytes> {
     volumes: BTreeMap<VolumeId, Volume>,
     reserved_blocks: u64,
     cache: BufferCache<P>,
-    dirty: BTreeSet<(LunId, Fbn)>,
+    /// The LUN blocks changed since the last CP began: a set that every
+    /// write adds to, and that a CP sorts once when it takes it.
+    dirty: FixedMap<(LunId, Fbn), ()>,
     use_clock: u64,
     halves: Halves,
     next_seq: u64,
@@ -251,7 +253,7 @@ impl<P: Payload> Filer<P> {
             volumes: BTreeMap::new(),
             reserved_blocks: 0,
             cache: BufferCache::default(),
-            dirty: BTreeSet::new(),
+            dirty: FixedMap::default(),
             use_clock: 0,
             halves,
             next_seq: 0,
@@ -1018,7 +1020,7 @@ impl<P: Payload> Filer<P> {
             BlockState::Present(content) => {
                 op.apply::<P>(content);
                 entry.dirty = true;
-                self.dirty.insert(key);
+                self.dirty.insert(key, ());
             }
             BlockState::Filling(filling) => filling.queue.push(op),
         }
@@ -1086,7 +1088,7 @@ impl<P: Payload> Filer<P> {
         }
         if !later.is_empty() {
             entry.dirty = true;
-            self.dirty.insert(key);
+            self.dirty.insert(key, ());
         }
         for waiter in waiters {
             if let Some(read) = self.reads.get_mut(&waiter) {

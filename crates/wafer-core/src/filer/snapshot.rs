@@ -173,7 +173,7 @@ impl<P: Payload> Filer<P> {
         let dirty = self
             .dirty
             .iter()
-            .filter(|(lun, _)| lun.volume == id)
+            .filter(|((lun, _), ())| lun.volume == id)
             .count() as u64;
         let summary = volume.summary.union(&image);
         let mut active = volume.activemap.clone();
