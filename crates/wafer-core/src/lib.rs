@@ -6,7 +6,7 @@
 //! a clock, spawns a thread or touches a device, so one engine runs under the
 //! real-time server and under the virtual-time lab and simulator alike.
 //!
-//! Layering inside the crate, bottom up: [`format`] (on-disk encodings),
+//! Layering inside the crate, bottom up: [`format`](mod@format) (on-disk encodings),
 //! [`aggregate`] (RAID groups and the pvbn space), [`bitmap`] and [`space`]
 //! (maps, delayed frees, the write allocator), [`tree`] (block trees), [`nvlog`]
 //! (the operation log), [`payload`] (what a block holds: bytes, or stamps for
