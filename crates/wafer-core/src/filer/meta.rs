@@ -417,10 +417,9 @@ impl Volume {
     pub fn container_bytes(&self, fbn: u64) -> Box<Block> {
         let mut out = Box::new([0u8; BLOCK_SIZE]);
         let first = (fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize;
-        for (n, chunk) in out.chunks_exact_mut(8).enumerate() {
-            if let Some(&pvbn) = self.container.get(first + n) {
-                chunk.copy_from_slice(&pvbn.to_le_bytes());
-            }
+        let entries = self.container.get(first..).unwrap_or_default();
+        for (bytes, pvbn) in out.chunks_exact_mut(8).zip(entries) {
+            bytes.copy_from_slice(&pvbn.to_le_bytes());
         }
         out
     }
