@@ -98,16 +98,15 @@ impl<K: FixedHash, V> FixedMap<K, V> {
         if 2 * (self.len + 1) > self.buckets.len() {
             self.grow();
         }
-        let mut at = self.home(&key);
-        loop {
-            match &mut self.buckets[at] {
-                Some((held, old)) if *held == key => return Some(core::mem::replace(old, value)),
-                Some(_) => at = self.next(at),
-                empty @ None => {
-                    *empty = Some((key, value));
-                    self.len += 1;
-                    return None;
-                }
+        match self.probe(&key) {
+            Ok(at) => {
+                let (_, old) = self.buckets[at].as_mut().expect("found");
+                Some(core::mem::replace(old, value))
+            }
+            Err(empty) => {
+                self.buckets[empty] = Some((key, value));
+                self.len += 1;
+                None
             }
         }
     }
@@ -118,19 +117,15 @@ impl<K: FixedHash, V> FixedMap<K, V> {
         if 2 * (self.len + 1) > self.buckets.len() {
             self.grow();
         }
-        let mut at = self.home(&key);
-        while let Some((held, _)) = &self.buckets[at] {
-            if *held == key {
-                break;
+        let at = match self.probe(&key) {
+            Ok(at) => at,
+            Err(empty) => {
+                self.buckets[empty] = Some((key, make()));
+                self.len += 1;
+                empty
             }
-            at = self.next(at);
-        }
-        let bucket = &mut self.buckets[at];
-        if bucket.is_none() {
-            *bucket = Some((key, make()));
-            self.len += 1;
-        }
-        &mut bucket.as_mut().expect("found or filled").1
+        };
+        &mut self.buckets[at].as_mut().expect("found or filled").1
     }
 
     /// Unmaps `key`; returns its value.
@@ -162,12 +157,18 @@ impl<K: FixedHash, V> FixedMap<K, V> {
     }
 
     fn find(&self, key: &K) -> Option<usize> {
+        self.probe(key).ok()
+    }
+
+    /// Walks `key`'s probe run: the bucket holding it, or else the empty
+    /// bucket that ends the run, where it would go.
+    fn probe(&self, key: &K) -> Result<usize, usize> {
         let mut at = self.home(key);
         loop {
             match &self.buckets[at] {
-                Some((held, _)) if held == key => return Some(at),
+                Some((held, _)) if held == key => return Ok(at),
                 Some(_) => at = self.next(at),
-                None => return None,
+                None => return Err(at),
             }
         }
     }

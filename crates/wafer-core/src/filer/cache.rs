@@ -30,7 +30,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::slot_index::{RUN_BLOCKS, SlotIndex};
+use super::slot_index::{RUN_BLOCKS, SlotIndex, hash_in_run};
 use super::{CachePolicy, QueuedOp, RequestId};
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
 use crate::format::POINTERS_PER_BLOCK;
@@ -72,10 +72,8 @@ fn l1_above((lun, fbn): CacheKey) -> L1Key {
 /// that say which of the run each is, so the index keeps them side by side
 /// and a read of many blocks finds them in a cache line or two.
 fn index_hash((lun, fbn): &CacheKey) -> u64 {
-    let run_bits = RUN_BLOCKS.trailing_zeros();
-    let run = mix_words(lun_word(*lun), fbn.0 >> run_bits);
-    let within = fbn.0 % RUN_BLOCKS;
-    run & !((RUN_BLOCKS - 1) << 32) | within << 32
+    let run = mix_words(lun_word(*lun), fbn.0 / RUN_BLOCKS);
+    hash_in_run(run, fbn.0 % RUN_BLOCKS)
 }
 
 /// Whether a slot of `slab` holds `key`: what the index asks of the slots

@@ -26,6 +26,14 @@ type Bucket = u64;
 /// differ only there fills adjacent buckets.
 pub(super) const RUN_BLOCKS: u64 = 8;
 
+/// The hash of the key `within` a run of [`RUN_BLOCKS`] whose keys share
+/// `run_hash`: the run's hash but for the tag's low bits, which say which key
+/// of the run it is.
+pub(super) fn hash_in_run(run_hash: u64, within: u64) -> u64 {
+    assert!(within < RUN_BLOCKS, "key {within} of a run of {RUN_BLOCKS}");
+    run_hash & !((RUN_BLOCKS - 1) << 32) | within << 32
+}
+
 /// The smallest table: 2^MIN_BITS buckets.
 const MIN_BITS: u32 = 4;
 
@@ -73,19 +81,17 @@ impl SlotIndex {
             self.grow();
         }
         let tag = tag_of(hash);
-        let mut at = self.home(tag);
-        loop {
-            let bucket = self.buckets[at];
-            if bucket == 0 {
+        match self.probe(tag, holds) {
+            Ok(at) => {
+                let replaced = slot_of(self.buckets[at]);
                 self.buckets[at] = bucket_of(tag, slot);
+                Some(replaced)
+            }
+            Err(empty) => {
+                self.buckets[empty] = bucket_of(tag, slot);
                 self.len += 1;
-                return None;
+                None
             }
-            if tag_in(bucket) == tag && holds(slot_of(bucket)) {
-                self.buckets[at] = bucket_of(tag, slot);
-                return Some(slot_of(bucket));
-            }
-            at = self.next(at);
         }
     }
 
@@ -121,15 +127,20 @@ impl SlotIndex {
     }
 
     fn find(&self, hash: u64, holds: impl Fn(u32) -> bool) -> Option<usize> {
-        let tag = tag_of(hash);
+        self.probe(tag_of(hash), holds).ok()
+    }
+
+    /// Walks the probe run of a key with tag `tag`: the bucket whose slot
+    /// `holds` it, or else the empty bucket that ends the run.
+    fn probe(&self, tag: u32, holds: impl Fn(u32) -> bool) -> Result<usize, usize> {
         let mut at = self.home(tag);
         loop {
             let bucket = self.buckets[at];
             if bucket == 0 {
-                return None;
+                return Err(at);
             }
             if tag_in(bucket) == tag && holds(slot_of(bucket)) {
-                return Some(at);
+                return Ok(at);
             }
             at = self.next(at);
         }
@@ -157,11 +168,9 @@ impl SlotIndex {
         self.bits += 1;
         let old = core::mem::replace(&mut self.buckets, vec![0; 1 << self.bits]);
         for bucket in old.into_iter().filter(|&bucket| bucket != 0) {
-            let mut at = self.home(tag_in(bucket));
-            while self.buckets[at] != 0 {
-                at = self.next(at);
-            }
-            self.buckets[at] = bucket;
+            // Every entry is distinct: each goes to the end of its run.
+            let empty = self.probe(tag_in(bucket), |_| false).expect_err("no match");
+            self.buckets[empty] = bucket;
         }
     }
 }
