@@ -197,7 +197,7 @@ impl Payload for Stamps {
     type ReadData = StampRead;
 
     fn read_data(offset: u64, len: usize) -> StampRead {
-        let blocks = blocks_covered(offset, len);
+        let blocks = blocks_covered(offset, len as u64);
         StampRead {
             offset,
             len,
@@ -207,7 +207,7 @@ impl Payload for Stamps {
 
     fn put_block(data: &mut StampRead, offset: u64, fbn: Fbn, content: &Stamp) {
         debug_assert_eq!(data.offset, offset, "a read keeps its offset");
-        let first = blocks_covered(data.offset, data.len).start;
+        let first = blocks_covered(data.offset, data.len as u64).start;
         data.stamps[(fbn.0 - first) as usize] = *content;
     }
 
@@ -241,7 +241,7 @@ pub struct StampRead {
 impl ReadData for StampRead {
     fn into_bytes(self) -> Vec<u8> {
         let mut out = vec![0; self.len];
-        let first = blocks_covered(self.offset, self.len).start;
+        let first = blocks_covered(self.offset, self.len as u64).start;
         for (fbn, stamp) in (first..).map(Fbn).zip(&self.stamps) {
             let (from, to, len) = overlap(self.offset, self.len, fbn);
             Stamps::read(stamp, from, &mut out[to..to + len]);
@@ -250,10 +250,11 @@ impl ReadData for StampRead {
     }
 }
 
-/// The blocks a read of `len` bytes from byte `offset` covers.
-fn blocks_covered(offset: u64, len: usize) -> core::ops::Range<u64> {
+/// The blocks that bytes `offset..offset + length` of a LUN lie in (a
+/// length running past the largest offset is cut there).
+pub(crate) fn blocks_covered(offset: u64, length: u64) -> core::ops::Range<u64> {
     let block = BLOCK_SIZE as u64;
-    offset / block..(offset + len as u64).div_ceil(block)
+    offset / block..offset.saturating_add(length).div_ceil(block)
 }
 
 /// Where block `fbn` and a read of `len` bytes from byte `offset` overlap:
@@ -419,7 +420,7 @@ mod tests {
         {
             let mut read = Stamps::read_data(offset, len);
             for &(fbn, stamp) in stamps.iter().rev() {
-                let covered = blocks_covered(offset, len);
+                let covered = blocks_covered(offset, len as u64);
                 if covered.contains(&fbn) {
                     Stamps::put_block(&mut read, offset, Fbn(fbn), &stamp);
                 }

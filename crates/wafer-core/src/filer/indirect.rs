@@ -39,10 +39,9 @@ use std::collections::BTreeMap;
 use super::blockio::ReadPurpose;
 use super::meta::FileRef;
 use super::{CpReason, Filer, HostRequest, Phase};
-use crate::BLOCK_SIZE;
 use crate::fixed_map::{FixedHash, mix_words};
 use crate::nvlog::{Change, LoggedOp, LunId};
-use crate::payload::Payload;
+use crate::payload::{Payload, blocks_covered};
 use crate::tree::NodeId;
 use crate::units::Fbn;
 
@@ -56,12 +55,6 @@ pub(super) enum Fault {
     Unreadable,
 }
 
-/// Content blocks `offset..offset + length` of a LUN cover.
-fn blocks_of(offset: u64, length: u64) -> Range<u64> {
-    let block = BLOCK_SIZE as u64;
-    offset / block..offset.saturating_add(length).div_ceil(block)
-}
-
 impl<P: Payload> Filer<P> {
     /// The parts of LUN trees a host request (other than a change) walks.
     pub(super) fn request_needs(&self, request: &HostRequest) -> Vec<(LunId, Range<u64>)> {
@@ -70,7 +63,7 @@ impl<P: Payload> Filer<P> {
                 lun,
                 offset,
                 length,
-            } => vec![(*lun, blocks_of(*offset, *length))],
+            } => vec![(*lun, blocks_covered(*offset, *length))],
             HostRequest::ReallocateMeasure { lun } | HostRequest::ReallocateStart { lun } => {
                 vec![(*lun, 0..u64::MAX)]
             }
@@ -87,15 +80,15 @@ impl<P: Payload> Filer<P> {
         };
         match change {
             Change::Write { lun, offset, data } => {
-                vec![(*lun, blocks_of(*offset, data.len() as u64))]
+                vec![(*lun, blocks_covered(*offset, data.len() as u64))]
             }
             Change::Trim {
                 lun,
                 offset,
                 length,
-            } => vec![(*lun, blocks_of(*offset, *length))],
+            } => vec![(*lun, blocks_covered(*offset, *length))],
             Change::ResizeLun { lun, size_bytes } => {
-                vec![(*lun, blocks_of(*size_bytes, u64::MAX))]
+                vec![(*lun, blocks_covered(*size_bytes, u64::MAX))]
             }
             Change::DestroyLun { lun } => vec![(*lun, 0..u64::MAX)],
             Change::CreateSnapshot { volume, .. } | Change::RestoreSnapshot { volume, .. } => self

@@ -50,7 +50,7 @@ use crate::bitmap::Bitmap;
 use crate::fixed_map::FixedMap;
 use crate::format::{BlockPtr, NAME_MAX};
 use crate::nvlog::{Append, Halves, LoggedOp, LunId, NvRecord};
-use crate::payload::{Bytes, Payload};
+use crate::payload::{Bytes, Payload, blocks_covered};
 use crate::space::{Allocator, PendingFrees};
 use crate::units::{CpCount, Fbn, FileId, Instant, Pvbn, VolumeId};
 
@@ -1123,11 +1123,8 @@ impl<P: Payload> Filer<P> {
                 snapshot: false,
             },
         );
-        let block = BLOCK_SIZE as u64;
-        let first = offset / block;
-        let last = (offset + length).div_ceil(block);
         let mut disk_reads = Vec::new();
-        for fbn in (first..last).map(Fbn) {
+        for fbn in blocks_covered(offset, length).map(Fbn) {
             let key = (lun, fbn);
             self.use_clock += 1;
             let stamp = self.use_clock;
