@@ -37,6 +37,7 @@
 //! event of any disk or of the cache, so a disk is never handed a request
 //! while it still has an earlier event pending. Everything is deterministic.
 
+mod block_set;
 mod cache;
 mod layout;
 
@@ -235,7 +236,9 @@ impl InPlaceArray {
             writes: FixedMap::default(),
             updates: FixedMap::default(),
             stripe_queues: FixedMap::default(),
-            cache: spec.cache.map(new_cache),
+            cache: spec
+                .cache
+                .map(|cache| new_cache(cache, spec.lun_bytes.div_ceil(BLOCK_BYTES))),
             destages_running: 0,
             answers: BTreeMap::new(),
             next_id: 0,
@@ -638,9 +641,9 @@ fn new_disk(drive: &Drive, index: u32) -> Disk {
     }
 }
 
-fn new_cache(spec: CacheSpec) -> WriteCache {
+fn new_cache(spec: CacheSpec, lun_blocks: u64) -> WriteCache {
     let blocks = u64::from(spec.capacity_mib) * (1 << 20) / BLOCK_BYTES;
-    WriteCache::new(blocks, spec.latency)
+    WriteCache::new(blocks, lun_blocks, spec.latency)
 }
 
 /// Counts a finished command in its disk's counters.

@@ -14,9 +14,11 @@
 //! share one parity update. The cache keeps no data, only which blocks are dirty: the lab
 //! models time, not contents.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use wafer_core::units::{Duration, Instant};
+
+use super::block_set::BlockSet;
 
 /// A host write waiting for room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,22 +38,22 @@ pub struct WaitingWrite {
 pub struct WriteCache {
     capacity_blocks: u64,
     latency: Duration,
-    dirty: BTreeSet<u64>,
-    destaging: BTreeSet<u64>,
+    dirty: BlockSet,
+    destaging: BlockSet,
     waiting: VecDeque<WaitingWrite>,
     cursor: u64,
 }
 
 impl WriteCache {
-    /// An empty cache of `capacity_blocks` blocks that answers a host in
-    /// `latency`.
-    pub fn new(capacity_blocks: u64, latency: Duration) -> WriteCache {
+    /// An empty cache of `capacity_blocks` blocks of a LUN of `lun_blocks`
+    /// that answers a host in `latency`.
+    pub fn new(capacity_blocks: u64, lun_blocks: u64, latency: Duration) -> WriteCache {
         assert!(capacity_blocks > 0, "a cache holds at least one block");
         WriteCache {
             capacity_blocks,
             latency,
-            dirty: BTreeSet::new(),
-            destaging: BTreeSet::new(),
+            dirty: BlockSet::new(lun_blocks),
+            destaging: BlockSet::new(lun_blocks),
             waiting: VecDeque::new(),
             cursor: 0,
         }
@@ -64,7 +66,7 @@ impl WriteCache {
 
     /// Blocks of room in use.
     pub fn occupancy(&self) -> u64 {
-        (self.dirty.len() + self.destaging.len()) as u64
+        self.dirty.len() + self.destaging.len()
     }
 
     /// True if a write of `first..end` can never fit, even in an empty cache.
@@ -75,16 +77,13 @@ impl WriteCache {
     /// True if every block of `first..end` is in the cache (dirty or on its
     /// way out): a read of them is a hit.
     pub fn holds(&self, first: u64, end: u64) -> bool {
-        (first..end).all(|block| self.dirty.contains(&block) || self.destaging.contains(&block))
+        self.dirty.covers_with(&self.destaging, first..end)
     }
 
     /// Drops `first..end` from the dirty set: a write that bypasses the cache
     /// supersedes them.
     pub fn forget(&mut self, first: u64, end: u64) {
-        let superseded: Vec<u64> = self.dirty.range(first..end).copied().collect();
-        for block in superseded {
-            self.dirty.remove(&block);
-        }
+        self.dirty.remove_range(first..end);
     }
 
     /// Queues a host write behind any already waiting.
@@ -96,13 +95,12 @@ impl WriteCache {
     pub fn admit(&mut self) -> Vec<WaitingWrite> {
         let mut admitted = Vec::new();
         while let Some(&write) = self.waiting.front() {
-            let new_blocks = (write.first..write.end)
-                .filter(|block| !self.dirty.contains(block))
-                .count() as u64;
+            let range = write.first..write.end;
+            let new_blocks = range.end - range.start - self.dirty.count_in(range.clone());
             if self.occupancy() + new_blocks > self.capacity_blocks {
                 break;
             }
-            self.dirty.extend(write.first..write.end);
+            self.dirty.insert_range(range);
             admitted.push(write);
             self.waiting.pop_front();
         }
@@ -123,7 +121,7 @@ impl WriteCache {
         let mut wrapped = false;
         let mut skipped = 0;
         loop {
-            let next = self.dirty.range(self.cursor..).next().copied();
+            let next = self.dirty.first_from(self.cursor);
             let Some(first) = next else {
                 if wrapped || self.dirty.is_empty() {
                     return None;
@@ -142,11 +140,9 @@ impl WriteCache {
                 }
                 continue;
             }
-            let mut end = first;
-            while end < stripe_end && self.dirty.remove(&end) {
-                self.destaging.insert(end);
-                end += 1;
-            }
+            let end = self.dirty.run_end(first, stripe_end);
+            self.dirty.remove_range(first..end);
+            self.destaging.insert_range(first..end);
             self.cursor = end;
             return Some((first, end));
         }
@@ -154,10 +150,12 @@ impl WriteCache {
 
     /// Releases the room of destaged blocks `first..end`.
     pub fn destaged(&mut self, first: u64, end: u64) {
-        for block in first..end {
-            let removed = self.destaging.remove(&block);
-            assert!(removed, "block {block} was not being destaged");
-        }
+        let removed = self.destaging.remove_range(first..end);
+        assert_eq!(
+            removed,
+            end - first,
+            "blocks {first}..{end} were not all being destaged"
+        );
     }
 }
 
@@ -176,7 +174,7 @@ mod tests {
 
     #[test]
     fn overwrites_coalesce_and_full_cache_makes_writes_wait() {
-        let mut cache = WriteCache::new(4, Duration(1));
+        let mut cache = WriteCache::new(4, 100, Duration(1));
         cache.enqueue(write(1, 0, 3));
         cache.enqueue(write(2, 1, 3));
         assert_eq!(cache.admit().len(), 2, "the overwrite needs no room");
@@ -197,7 +195,7 @@ mod tests {
 
     #[test]
     fn the_sweep_takes_runs_skips_busy_stripes_and_wraps() {
-        let mut cache = WriteCache::new(100, Duration(1));
+        let mut cache = WriteCache::new(100, 100, Duration(1));
         cache.enqueue(write(1, 3, 5));
         cache.enqueue(write(2, 6, 10));
         cache.enqueue(write(3, 17, 18));
