@@ -46,7 +46,7 @@ use std::collections::{BTreeMap, VecDeque};
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
 use wafer_sim::device::params::{Catalog, Drive};
-use wafer_sim::device::{BLOCK_BYTES, Completion, Device, DeviceRequest, Op};
+use wafer_sim::device::{BLOCK_BYTES, Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 
 use crate::array::{Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan};
 use crate::controller::{Controller, ControllerSpec};
@@ -174,7 +174,6 @@ struct Pending {
 /// One disk of the group, its counters and its next event.
 struct Disk {
     device: Box<dyn Device>,
-    next_event: Option<Instant>,
     outstanding: u32,
     busy_since: Instant,
     stats: DiskStats,
@@ -186,6 +185,7 @@ pub struct InPlaceArray {
     lun_bytes: u64,
     layout: Layout,
     disks: Vec<Disk>,
+    next_events: NextEvents,
     clock: Instant,
     commands: FixedMap<u64, (Owner, Kind)>,
     reads: FixedMap<u64, Pending>,
@@ -229,6 +229,7 @@ impl InPlaceArray {
             name: spec.name.clone(),
             lun_bytes: spec.lun_bytes,
             layout,
+            next_events: NextEvents::new(disks.len()),
             disks,
             clock: Instant(0),
             commands: FixedMap::default(),
@@ -257,10 +258,9 @@ impl InPlaceArray {
     /// The earliest pending event of any disk, cache answer or command the
     /// controller releases.
     fn earliest_event(&self) -> Option<Instant> {
-        let disks = self.disks.iter().filter_map(|disk| disk.next_event).min();
         let answers = self.answers.keys().next().map(|&(at, _)| at);
         let released = self.controller.as_ref().and_then(Controller::next_release);
-        disks.into_iter().chain(answers).chain(released).min()
+        sooner(sooner(self.next_events.earliest(), answers), released)
     }
 
     /// Sends `piece` to its disk at `now`, through the controller if the
@@ -290,7 +290,7 @@ impl InPlaceArray {
         disk.device
             .submit(now, request)
             .expect("the layout keeps every command on its disk");
-        disk.next_event = disk.device.next_event();
+        self.next_events.set(index, disk.device.next_event());
         if disk.outstanding == 0 {
             disk.busy_since = now;
         }
@@ -514,12 +514,12 @@ impl InPlaceArray {
     fn run_disks_at(&mut self, at: Instant, done: &mut Vec<HostCompletion>) {
         let mut finished = Vec::new();
         for index in 0..self.disks.len() {
-            let disk = &mut self.disks[index];
-            if disk.next_event.is_none_or(|event| event > at) {
+            if !self.next_events.due(index, at) {
                 continue;
             }
+            let disk = &mut self.disks[index];
             disk.device.advance(at, &mut finished);
-            disk.next_event = disk.device.next_event();
+            self.next_events.set(index, disk.device.next_event());
             for completion in finished.drain(..) {
                 self.command_done(index, &completion, done);
             }
@@ -631,7 +631,6 @@ fn check_capacity(
 fn new_disk(drive: &Drive, index: u32) -> Disk {
     Disk {
         device: drive.device(),
-        next_event: None,
         outstanding: 0,
         busy_since: Instant(0),
         stats: DiskStats {

@@ -33,7 +33,7 @@ use wafer_core::units::{DiskId, Duration, Instant};
 use wafer_core::{BLOCK_SIZE, Filer, Stamps};
 use wafer_raid::RaidGroupGeometry;
 use wafer_sim::device::params::{Catalog, Drive};
-use wafer_sim::device::{Completion, Device, DeviceRequest, Op};
+use wafer_sim::device::{Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 
 use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
@@ -104,9 +104,6 @@ enum Pending {
 /// One disk slot: its model, its content and its counters.
 struct Disk {
     device: Box<dyn Device>,
-    /// The model's next event, kept so an instant costs a look at the disks
-    /// that have one due rather than a call into every model.
-    next_event: Option<Instant>,
     name: String,
     outstanding: usize,
     busy_since: Instant,
@@ -120,6 +117,9 @@ pub struct WaferArray {
     name: String,
     filer: Filer<Stamps>,
     disks: Vec<Disk>,
+    /// The disk models' next events, kept so an instant costs a look at the
+    /// disks that have one due rather than a call into every model.
+    next_events: NextEvents,
     content: Content,
     nvram: Box<dyn Device>,
     lun: LunId,
@@ -201,6 +201,7 @@ impl WaferArray {
         let mut array = WaferArray {
             name: spec.name.clone(),
             filer,
+            next_events: NextEvents::new(disks.len()),
             disks,
             content,
             nvram,
@@ -272,13 +273,16 @@ impl WaferArray {
     /// When the next device completion, command release or engine timer
     /// falls, on the array's clock.
     fn next_internal_event(&self) -> Option<Instant> {
-        self.disks
-            .iter()
-            .filter_map(|d| d.next_event)
-            .chain(self.nvram.next_event())
-            .chain(self.controller.as_ref().and_then(Controller::next_release))
-            .chain(self.filer.poll_timeout())
-            .min()
+        let disks = sooner(self.next_events.earliest(), self.nvram.next_event());
+        let released = self.controller.as_ref().and_then(Controller::next_release);
+        sooner(sooner(disks, released), self.filer.poll_timeout())
+    }
+
+    /// Hands disk `index` a request at `at`.
+    fn submit_to_disk(&mut self, index: usize, at: Instant, request: DeviceRequest) {
+        let disk = &mut self.disks[index];
+        disk.submit(at, request);
+        self.next_events.set(index, disk.device.next_event());
     }
 
     /// Runs the next event; false if nothing is pending.
@@ -306,15 +310,15 @@ impl WaferArray {
         self.now = self.now.max(at);
         let now = self.now;
         let mut completions = Vec::new();
-        for disk in &mut self.disks {
-            if disk.next_event.is_some_and(|at| at <= now) {
+        for (index, disk) in self.disks.iter_mut().enumerate() {
+            if self.next_events.due(index, now) {
                 disk.device.advance(now, &mut completions);
-                disk.next_event = disk.device.next_event();
+                self.next_events.set(index, disk.device.next_event());
             }
         }
         self.nvram.advance(now, &mut completions);
         while let Some(held) = self.controller.as_mut().and_then(|c| c.release(now)) {
-            self.disks[held.disk].submit(held.release_at, held.request);
+            self.submit_to_disk(held.disk, held.release_at, held.request);
         }
         completions.sort_by_key(|c| (c.finished_at, c.id));
         for completion in completions {
@@ -407,7 +411,7 @@ impl WaferArray {
         };
         match (disk, self.controller.as_mut()) {
             (Some(disk), Some(controller)) => controller.take(self.now, disk, request),
-            (Some(disk), None) => self.disks[disk].submit(self.now, request),
+            (Some(disk), None) => self.submit_to_disk(disk, self.now, request),
             (None, _) => self
                 .nvram
                 .submit(self.now, request)
@@ -658,7 +662,6 @@ impl Disk {
     fn new(drive: &Drive, name: String) -> Disk {
         Disk {
             device: drive.device(),
-            next_event: None,
             name,
             outstanding: 0,
             busy_since: Instant(0),
@@ -674,7 +677,6 @@ impl Disk {
         self.device
             .submit(now, request)
             .expect("the engine addresses blocks inside its disks");
-        self.next_event = self.device.next_event();
     }
 
     fn started(&mut self, now: Instant) {

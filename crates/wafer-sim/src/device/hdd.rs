@@ -52,12 +52,12 @@ use std::fmt;
 use wafer_core::units::{Duration, Instant};
 
 use self::cache::SegmentCache;
-use self::geometry::{Geometry, GeometryInputs, blocks_per_track};
+use self::geometry::{Geometry, GeometryInputs, Location, blocks_per_track};
 use self::seek::{ArmPosition, Mechanics, sequential_switch_ns};
 use super::params::HddSpec;
 use super::{
     BLOCK_BYTES, Completion, Device, DeviceRequest, Op, RequestError, Service, block_transfer_ns,
-    check_call_order, check_request, ms_to_ns,
+    check_call_order, check_request, ms_to_ns, sooner,
 };
 
 /// How the drive picks its next request.
@@ -222,6 +222,9 @@ struct Queued {
     request: DeviceRequest,
     origin: Origin,
     submitted_ns: u64,
+    /// Where the request's first block is: worked out once, as the
+    /// scheduler weighs the request at every dispatch while it waits.
+    place: Location,
 }
 
 /// The media access under way.
@@ -558,21 +561,21 @@ impl Hdd {
             SchedulingPolicy::Sptf => {
                 let start_ns = now_ns + self.model.command_overhead_ns;
                 (0..window)
-                    .min_by_key(|&i| (self.positioning_ns(start_ns, &self.queue[i].request), i))
+                    .min_by_key(|&i| (self.positioning_ns(start_ns, &self.queue[i]), i))
                     .expect("the window is not empty")
             }
             SchedulingPolicy::Elevator => self.pick_elevator(window),
         }
     }
 
-    /// Seek plus rotational wait to reach the first block of `request` from the
+    /// Seek plus rotational wait to reach the first block of `queued` from the
     /// arm's position, starting at `start_ns`.
-    fn positioning_ns(&self, start_ns: u64, request: &DeviceRequest) -> u64 {
-        let place = self.model.geometry.locate(request.block);
+    fn positioning_ns(&self, start_ns: u64, queued: &Queued) -> u64 {
+        let place = queued.place;
         let seek_ns = self
             .model
             .mechanics
-            .positioning_ns(request.op, self.arm, place.arm);
+            .positioning_ns(queued.request.op, self.arm, place.arm);
         let arrive_ns = start_ns + seek_ns;
         seek_ns
             + self
@@ -589,8 +592,8 @@ impl Hdd {
             let inward = self.sweep_inward;
             let nearest = (0..window)
                 .filter_map(|i| {
-                    let block = self.queue[i].request.block;
-                    let cylinder = self.model.geometry.locate(block).arm.cylinder;
+                    let queued = &self.queue[i];
+                    let (block, cylinder) = (queued.request.block, queued.place.arm.cylinder);
                     let ahead = if inward {
                         cylinder >= here
                     } else {
@@ -688,10 +691,7 @@ impl Hdd {
     fn next_event_ns(&self) -> Option<u64> {
         let answer = self.answers.keys().next().map(|&(at, _)| at);
         let media = self.media.map(|op| op.finished_ns);
-        [answer, media, self.dispatch_ns()]
-            .into_iter()
-            .flatten()
-            .min()
+        sooner(answer, sooner(media, self.dispatch_ns()))
     }
 }
 
@@ -709,6 +709,7 @@ impl Device for Hdd {
             request,
             origin: Origin::Host,
             submitted_ns: now.0,
+            place: self.model.geometry.locate(request.block),
         };
         match request.op {
             Op::Read if self.read_from_buffer(&queued) => {}

@@ -24,6 +24,7 @@
 //! the published figures to hold it against.
 
 pub mod hdd;
+mod next_events;
 pub mod nvram;
 pub mod params;
 pub mod reference;
@@ -31,6 +32,8 @@ pub mod single_disk;
 pub mod ssd;
 
 use wafer_core::units::{Duration, Instant};
+
+pub use self::next_events::{NextEvents, sooner};
 
 /// Bytes in one device block: every request addresses whole 4 KiB blocks.
 pub const BLOCK_BYTES: u64 = 4096;

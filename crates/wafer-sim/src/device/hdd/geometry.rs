@@ -210,7 +210,15 @@ impl Geometry {
 
     /// Time from angle 0 to the start of `slot` on a track of `blocks_per_track`.
     fn slot_start_ns(&self, slot: u64, blocks_per_track: u32) -> u64 {
-        (u128::from(slot) * u128::from(self.revolution_ns) / u128::from(blocks_per_track)) as u64
+        // In 64 bits whenever the product fits, which it does for every real
+        // drive: a 128-bit division costs a call to a slow helper.
+        match slot.checked_mul(self.revolution_ns) {
+            Some(angle) => angle / u64::from(blocks_per_track),
+            None => {
+                (u128::from(slot) * u128::from(self.revolution_ns) / u128::from(blocks_per_track))
+                    as u64
+            }
+        }
     }
 
     /// How long a head arriving on the track at `at_ns` waits for the start

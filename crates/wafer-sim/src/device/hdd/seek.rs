@@ -67,7 +67,11 @@ impl SeekCurve {
             return 0;
         }
         let x = (distance - 1) as f64;
-        (self.sqrt_ns * x.sqrt() + self.linear_ns * x + self.track_ns).round() as u64
+        let time_ns = self.sqrt_ns * x.sqrt() + self.linear_ns * x + self.track_ns;
+        // Rounds half up, as `f64::round` does for the positive times a seek
+        // takes, without the library call `round` needs: adding 0.5 is exact
+        // for any time of half a nanosecond or more below 2^52 ns.
+        (time_ns + 0.5) as u64
     }
 }
 
