@@ -1,20 +1,20 @@
 //! Fixed-size bitmaps, the in-memory form of the active and summary maps.
 //!
 //! A map file stores its bitmap in 4 KiB blocks of 32768 bits each, block `n`
-//! covering bits `n * 32768 ..`; [`Bitmap::block_bytes`] and
+//! covering bits `n * 32768 ..`; [`Bitmap::block_words`] and
 //! [`Bitmap::load_block`] convert one block at a time so that a CP writes only
 //! the map blocks it changed.
 
 use std::sync::Arc;
 
 use crate::BLOCK_SIZE;
+use crate::format::{BlockWords, WORDS_PER_BLOCK};
 
 /// Bits held by one map block.
 pub const BITS_PER_BLOCK: u64 = BLOCK_SIZE as u64 * 8;
-const WORDS_PER_BLOCK: usize = BLOCK_SIZE / 8;
 
 /// One map block's worth of bits.
-type Chunk = [u64; WORDS_PER_BLOCK];
+type Chunk = BlockWords;
 
 /// A bitmap of a fixed number of bits.
 ///
@@ -127,16 +127,9 @@ impl Bitmap {
         n / BITS_PER_BLOCK
     }
 
-    /// The bytes of map block `block`.
-    pub fn block_bytes(&self, block: u64) -> Box<[u8; BLOCK_SIZE]> {
-        let mut out = Box::new([0u8; BLOCK_SIZE]);
-        for (bytes, word) in out
-            .chunks_exact_mut(8)
-            .zip(self.chunks[block as usize].iter())
-        {
-            bytes.copy_from_slice(&word.to_le_bytes());
-        }
-        out
+    /// The words of map block `block`: its bytes are these, little-endian.
+    pub fn block_words(&self, block: u64) -> &BlockWords {
+        &self.chunks[block as usize]
     }
 
     /// The union of two bitmaps of the same length.
@@ -219,6 +212,7 @@ impl Bitmap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::block_from_words;
 
     #[test]
     fn a_copy_keeps_its_bits_while_the_original_changes() {
@@ -272,7 +266,7 @@ mod tests {
         }
         let mut copy = Bitmap::new(40_000);
         for block in 0..map.blocks() {
-            copy.load_block(block, &map.block_bytes(block));
+            copy.load_block(block, &block_from_words(map.block_words(block)));
         }
         assert_eq!(copy, map);
         let mut noisy = [0xffu8; BLOCK_SIZE];

@@ -27,10 +27,18 @@ pub const INODE_SIZE: usize = 256;
 pub const INODES_PER_BLOCK: usize = BLOCK_SIZE / INODE_SIZE;
 /// Bytes of one encoded block pointer.
 pub const POINTER_SIZE: usize = 24;
+/// Words of one encoded block pointer.
+pub const POINTER_WORDS: usize = POINTER_SIZE / 8;
 /// Pointers in one indirect block.
 pub const POINTERS_PER_BLOCK: usize = BLOCK_SIZE / POINTER_SIZE;
 /// Pointers held in an inode itself (the top of its block tree).
 pub const ROOT_POINTERS: usize = 8;
+/// Little-endian 64-bit words in one block.
+pub const WORDS_PER_BLOCK: usize = BLOCK_SIZE / 8;
+/// A metadata block as the words it encodes: map blocks, container-map
+/// blocks and indirect blocks are all little-endian `u64`s, so a stamp filer
+/// can digest them without laying out the bytes.
+pub type BlockWords = [u64; WORDS_PER_BLOCK];
 /// Longest LUN or volume name, in bytes of UTF-8.
 pub const NAME_MAX: usize = 48;
 
@@ -218,12 +226,18 @@ impl BlockPtr {
         self.pvbn.0 == 0
     }
 
-    /// Encodes into [`POINTER_SIZE`] bytes.
+    /// Encodes into [`POINTER_SIZE`] bytes: [`BlockPtr::words`], little-endian.
     pub fn encode(&self, out: &mut [u8]) {
-        put_u64(out, 0, self.pvbn.0);
-        put_u64(out, 8, self.vvbn.0);
-        put_u32(out, 16, self.birth);
-        put_u32(out, 20, self.checksum);
+        for (at, word) in self.words().into_iter().enumerate() {
+            put_u64(out, at * 8, word);
+        }
+    }
+
+    /// The pointer as the little-endian words it encodes to: pvbn, vvbn,
+    /// then birth in the low half and checksum in the high half.
+    pub fn words(&self) -> [u64; POINTER_WORDS] {
+        let tail = u64::from(self.birth) | u64::from(self.checksum) << 32;
+        [self.pvbn.0, self.vvbn.0, tail]
     }
 
     /// Decodes [`POINTER_SIZE`] bytes.
@@ -505,6 +519,15 @@ pub fn put_u32(out: &mut [u8], at: usize, value: u32) {
 /// Writes a little-endian `u64` at `at`.
 pub fn put_u64(out: &mut [u8], at: usize, value: u64) {
     out[at..at + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// The bytes of a block of little-endian words.
+pub fn block_from_words(words: &BlockWords) -> Box<Block> {
+    let mut out = Box::new([0u8; BLOCK_SIZE]);
+    for (bytes, word) in out.chunks_exact_mut(8).zip(words) {
+        bytes.copy_from_slice(&word.to_le_bytes());
+    }
+    out
 }
 
 /// Reads a little-endian `u16` at `at`.

@@ -19,12 +19,15 @@
 //! a stamp filer's read replies with the stamps of the blocks it covers
 //! ([`StampRead`]), which give those bytes on demand: a host that only counts
 //! its reads (the lab's) does not pay for bytes it never looks at.
-//! Metadata is encoded to bytes as always and then stamped with their digest:
-//! the resident trees keep the metadata itself, but a stamp filer cannot read
-//! it back from disk, so only a byte filer can be mounted.
+//! Metadata is stamped with the digest of the bytes it encodes to; maps,
+//! container maps and indirect blocks encode to little-endian words, and are
+//! digested from those words without laying the bytes out. The resident trees
+//! keep the metadata itself, but a stamp filer cannot read it back from disk,
+//! so only a byte filer can be mounted.
 
 use wafer_raid::{Stamp, StripeUnit};
 
+use crate::format::{BlockWords, block_from_words};
 use crate::units::Fbn;
 use crate::{BLOCK_SIZE, Block};
 
@@ -57,6 +60,9 @@ pub trait Payload:
     fn zero() -> Self::Content;
     /// The content of an encoded metadata block.
     fn from_bytes(bytes: Box<Block>) -> Self::Content;
+    /// The content of a metadata block that encodes to `words`,
+    /// little-endian: the same as [`Payload::from_bytes`] of those bytes.
+    fn from_words(words: &BlockWords) -> Self::Content;
     /// Writes `len` bytes at `at` of the block: `bytes`, or zeros for `None`.
     fn write(content: &mut Self::Content, at: usize, bytes: Option<&[u8]>, len: usize);
     /// Reads `out.len()` bytes from `at` of the block.
@@ -110,6 +116,10 @@ impl Payload for Bytes {
 
     fn from_bytes(bytes: Box<Block>) -> Box<Block> {
         bytes
+    }
+
+    fn from_words(words: &BlockWords) -> Box<Block> {
+        block_from_words(words)
     }
 
     fn write(content: &mut Box<Block>, at: usize, bytes: Option<&[u8]>, len: usize) {
@@ -167,6 +177,10 @@ impl Payload for Stamps {
 
     fn from_bytes(bytes: Box<Block>) -> Stamp {
         Stamp(digest(&bytes[..]))
+    }
+
+    fn from_words(words: &BlockWords) -> Stamp {
+        Stamp(digest_words(words))
     }
 
     fn write(content: &mut Stamp, at: usize, bytes: Option<&[u8]>, len: usize) {
@@ -228,7 +242,6 @@ impl Payload for Stamps {
     }
 }
 
-/// A 64-bit digest of `bytes`: 0 exactly when they are all zero.
 /// A stamp filer's read: the stamp of every block it covers, in order,
 /// from which its bytes follow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -279,22 +292,40 @@ fn digest(bytes: &[u8]) -> u64 {
         return 0;
     }
     let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().expect("eight bytes"));
+    let quads = bytes.chunks_exact(32);
+    let words = quads.remainder().chunks_exact(8);
+    let tail = words.remainder();
+    let h = mix_words(
+        quads.map(|quad| [0, 8, 16, 24].map(|at| word(&quad[at..at + 8]))),
+        words.map(word),
+    );
+    nonzero(tail.iter().fold(h, |h, &byte| mix(h, u64::from(byte))))
+}
+
+/// The digest of the bytes that `words` encode to, little-endian, taken
+/// from the words themselves.
+fn digest_words(words: &BlockWords) -> u64 {
+    if words.iter().fold(0, |acc, word| acc | word) == 0 {
+        return 0;
+    }
+    let quads = words.chunks_exact(4);
+    let rest = quads.remainder().iter().copied();
+    nonzero(mix_words(
+        quads.map(|quad| [quad[0], quad[1], quad[2], quad[3]]),
+        rest,
+    ))
+}
+
+/// Mixes words in four chains, the words of each quad one into each chain,
+/// folds the chains together, and mixes in the words left over.
+fn mix_words(quads: impl Iterator<Item = [u64; 4]>, rest: impl Iterator<Item = u64>) -> u64 {
     let mut chains = [0u64; 4];
-    let mut quads = bytes.chunks_exact(32);
-    for quad in &mut quads {
-        for (chain, bytes) in chains.iter_mut().zip(quad.chunks_exact(8)) {
-            *chain = mix(*chain, word(bytes));
+    for quad in quads {
+        for (chain, word) in chains.iter_mut().zip(quad) {
+            *chain = mix(*chain, word);
         }
     }
-    let mut h = chains.into_iter().fold(0, mix);
-    let mut words = quads.remainder().chunks_exact(8);
-    for bytes in &mut words {
-        h = mix(h, word(bytes));
-    }
-    for &byte in words.remainder() {
-        h = mix(h, u64::from(byte));
-    }
-    nonzero(h)
+    rest.fold(chains.into_iter().fold(0, mix), mix)
 }
 
 /// Whether `bytes` are all zero: an OR of words, which vectorises.
@@ -367,6 +398,24 @@ mod tests {
             digest(&block[..4092]),
             "a tail byte"
         );
+    }
+
+    #[test]
+    fn a_block_stamps_the_same_from_its_words_as_from_its_bytes() {
+        let mut words = [0u64; crate::format::WORDS_PER_BLOCK];
+        assert_eq!(Stamps::from_words(&words), Stamp(0), "zero words, stamp 0");
+        for (i, word) in words.iter_mut().enumerate() {
+            *word = (i as u64 + 1).wrapping_mul(0x0123_4567_89ab_cdef);
+        }
+        for last in [0, 1, 2, 3, 509] {
+            let mut some = words;
+            some[last + 1..].fill(0);
+            assert_eq!(
+                Stamps::from_words(&some),
+                Stamps::from_bytes(block_from_words(&some)),
+                "words 0..={last} set"
+            );
+        }
     }
 
     #[test]

@@ -33,12 +33,13 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::Block;
 use crate::fixed_map::FixedMap;
 use crate::format::{
-    BlockPtr, Inode, MAX_TREE_LEVEL, POINTER_SIZE, POINTERS_PER_BLOCK, ROOT_POINTERS,
+    BlockPtr, BlockWords, Inode, MAX_TREE_LEVEL, POINTER_SIZE, POINTER_WORDS, POINTERS_PER_BLOCK,
+    ROOT_POINTERS, WORDS_PER_BLOCK,
 };
 use crate::units::Fbn;
-use crate::{BLOCK_SIZE, Block};
 
 /// An indirect block's pointers, shared copy on write with frozen copies.
 pub type Node = Arc<[BlockPtr; POINTERS_PER_BLOCK]>;
@@ -404,11 +405,11 @@ impl BlockTree {
         self.root_changed
     }
 
-    /// The encoded content of indirect block `node`.
-    pub fn node_bytes(&self, node: NodeId) -> Box<Block> {
+    /// The encoded content of indirect block `node`, as words.
+    pub fn node_words(&self, node: NodeId) -> BlockWords {
         match self.nodes.get(&node) {
             Some(pointers) => encode_node(pointers),
-            None => Box::new([0u8; BLOCK_SIZE]),
+            None => [0; WORDS_PER_BLOCK],
         }
     }
 
@@ -513,10 +514,10 @@ impl BlockTree {
 }
 
 /// An indirect block's pointers as they are written to disk.
-pub fn encode_node(pointers: &Node) -> Box<Block> {
-    let mut out = Box::new([0u8; BLOCK_SIZE]);
-    for (slot, ptr) in pointers.iter().enumerate() {
-        ptr.encode(&mut out[slot * POINTER_SIZE..]);
+pub fn encode_node(pointers: &Node) -> BlockWords {
+    let mut out = [0; WORDS_PER_BLOCK];
+    for (words, ptr) in out.chunks_exact_mut(POINTER_WORDS).zip(pointers.iter()) {
+        words.copy_from_slice(&ptr.words());
     }
     out
 }
@@ -524,6 +525,7 @@ pub fn encode_node(pointers: &Node) -> Box<Block> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::block_from_words;
     use crate::units::{Pvbn, Vvbn};
 
     fn ptr(n: u64) -> BlockPtr {
@@ -591,7 +593,7 @@ mod tests {
         let l1 = (1, 1);
         assert_eq!(tree.set_node_ptr(l1, ptr(99)), BlockPtr::NULL);
         assert_eq!(tree.node_ptr(l1), ptr(99));
-        let bytes = tree.node_bytes(l1);
+        let bytes = block_from_words(&tree.node_words(l1));
         let mut copy = BlockTree::new();
         copy.load_node(l1, &bytes);
         assert_eq!(copy.children(l1), vec![(300, ptr(7))]);
@@ -645,7 +647,7 @@ mod tests {
         assert!(tree.is_complete());
         assert_eq!(tree.content_blocks(), 3 * B);
         let l1 = (1, 9); // fbns 9B..10B
-        let bytes = tree.node_bytes(l1);
+        let bytes = block_from_words(&tree.node_words(l1));
         assert!(tree.is_evictable(l1));
         assert!(
             !tree.is_evictable((2, 0)),
@@ -677,7 +679,7 @@ mod tests {
         for index in [0, 8, 9, 10] {
             tree.evict((1, index));
         }
-        let l2 = tree.node_bytes((2, 0));
+        let l2 = block_from_words(&tree.node_words((2, 0)));
         tree.evict((2, 0));
         assert_eq!(tree.missing(0..u64::MAX), vec![((2, 0), top)]);
         tree.load_node((2, 0), &l2);

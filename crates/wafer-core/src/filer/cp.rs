@@ -28,13 +28,13 @@ use wafer_raid::{
 
 use super::meta::{FileRef, MetaFile, PARITY_FILE, SUPERBLOCK_FILE, Volume, volume_table_bytes};
 use super::{Filer, IoOp, IoPurpose, IoResult, Phase, ReplyData, Sector};
+use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
 use crate::format::{AGGREGATE_VOLUME, BlockPtr, Identity, Superblock, Trailer};
 use crate::nvlog::LunId;
 use crate::payload::Payload;
 use crate::tree::{BlockTree, NodeId};
 use crate::units::{CpCount, DiskId, Fbn, Pvbn, Vvbn};
-use crate::{BLOCK_SIZE, Block};
 
 use super::api::CpReason;
 
@@ -429,11 +429,11 @@ impl<P: Payload> Filer<P> {
                 }
                 Content::Node(file, node) => {
                     self.counters.meta_blocks_written += 1;
-                    P::from_bytes(self.tree_mut(file).node_bytes(node))
+                    P::from_words(&self.tree_mut(file).node_words(node))
                 }
                 Content::Meta(file, fbn) => {
                     self.counters.meta_blocks_written += 1;
-                    P::from_bytes(self.meta_bytes(file, fbn))
+                    self.meta_content(file, fbn)
                 }
             };
             let checksum = P::checksum(&content);
@@ -911,15 +911,15 @@ impl<P: Payload> Filer<P> {
     }
 
     /// The content of metadata block `fbn` of `file`, as of now.
-    fn meta_bytes(&self, file: FileRef, fbn: u64) -> Box<Block> {
+    fn meta_content(&self, file: FileRef, fbn: u64) -> P::Content {
         match file {
-            FileRef::Inofile(v) => self.volumes[&v].inofile_bytes(fbn),
-            FileRef::VolumeMap(v) => self.volumes[&v].activemap.block_bytes(fbn),
-            FileRef::Container(v) => self.volumes[&v].container_bytes(fbn),
-            FileRef::AggregateMap => self.aggregate.activemap.block_bytes(fbn),
-            FileRef::VolumeTable => volume_table_bytes(&self.volumes, fbn),
-            FileRef::SnapInfo(v) => self.volumes[&v].snapinfo_bytes(fbn),
-            FileRef::SummaryMap(v) => self.volumes[&v].summary.block_bytes(fbn),
+            FileRef::Inofile(v) => P::from_bytes(self.volumes[&v].inofile_bytes(fbn)),
+            FileRef::VolumeMap(v) => P::from_words(self.volumes[&v].activemap.block_words(fbn)),
+            FileRef::Container(v) => P::from_words(&self.volumes[&v].container_words(fbn)),
+            FileRef::AggregateMap => P::from_words(self.aggregate.activemap.block_words(fbn)),
+            FileRef::VolumeTable => P::from_bytes(volume_table_bytes(&self.volumes, fbn)),
+            FileRef::SnapInfo(v) => P::from_bytes(self.volumes[&v].snapinfo_bytes(fbn)),
+            FileRef::SummaryMap(v) => P::from_words(self.volumes[&v].summary.block_words(fbn)),
             FileRef::Lun(_) | FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => {
                 unreachable!("LUN content is captured, not generated")
             }

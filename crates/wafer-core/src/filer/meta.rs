@@ -19,8 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bitmap::Bitmap;
 use crate::format::{
-    BlockPtr, FormatError, INODE_SIZE, INODES_PER_BLOCK, Inode, InodeKind, NAME_MAX, get_u32,
-    get_u64, put_u32, put_u64,
+    BlockPtr, BlockWords, FormatError, INODE_SIZE, INODES_PER_BLOCK, Inode, InodeKind, NAME_MAX,
+    WORDS_PER_BLOCK, get_u32, get_u64, put_u32, put_u64,
 };
 use crate::nvlog::LunId;
 use crate::space::PendingFrees;
@@ -413,13 +413,13 @@ impl Volume {
         out
     }
 
-    /// Encodes container-map block `fbn`.
-    pub fn container_bytes(&self, fbn: u64) -> Box<Block> {
-        let mut out = Box::new([0u8; BLOCK_SIZE]);
+    /// Container-map block `fbn` as words: one pvbn per entry.
+    pub fn container_words(&self, fbn: u64) -> BlockWords {
+        let mut out = [0; WORDS_PER_BLOCK];
         let first = (fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize;
         let entries = self.container.get(first..).unwrap_or_default();
-        for (bytes, pvbn) in out.chunks_exact_mut(8).zip(entries) {
-            bytes.copy_from_slice(&pvbn.to_le_bytes());
+        for (word, pvbn) in out.iter_mut().zip(entries) {
+            *word = *pvbn;
         }
         out
     }
