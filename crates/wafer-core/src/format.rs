@@ -42,7 +42,8 @@ pub type BlockWords = [u64; WORDS_PER_BLOCK];
 /// Longest LUN or volume name, in bytes of UTF-8.
 pub const NAME_MAX: usize = 48;
 
-const TRAILER_MAGIC: u32 = 0x5746_5452; // "RTFW"
+/// The first four bytes of every trailer wafer writes (little-endian "RTFW").
+pub const TRAILER_MAGIC: u32 = 0x5746_5452;
 const SUPERBLOCK_MAGIC: u64 = 0x3142_5352_4546_4157; // "WAFERSB1"
 const FORMAT_VERSION: u32 = 1;
 

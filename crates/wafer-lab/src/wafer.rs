@@ -18,6 +18,7 @@
 //! clock less the preparation's length. The prepare step is simulated I/O by
 //! I/O (on the same models), which is exact, at the price of wall time.
 
+mod compact;
 mod content;
 
 use thiserror::Error;

@@ -12,9 +12,10 @@
 //!   stamp costs 8 bytes, superseded or not; E1's 4 h 40 min writes some 160
 //!   million blocks, about 1.3 GB of stamps.
 //! - Trailers go to a [`Spill`] the driver supplies, each at a fixed place
-//!   (64 bytes per block of every disk, disk after disk): memory for small
-//!   arrays; for the `wafer lab` command, memory while its budget lasts and
-//!   then a sparse file on the host's disk
+//!   (32 bytes per block of every disk, disk after disk: the compact form of
+//!   `compact`, exact; the rare trailer that does not fit stays whole in a
+//!   map beside it): memory for small arrays; for the `wafer lab` command,
+//!   memory while its budget lasts and then a sparse file on the host's disk
 //!   (the lab itself does no I/O). A block never written reads as stamp 0 with
 //!   an all-zero trailer, as a real disk's unwritten block reads as zeros.
 
@@ -26,6 +27,8 @@ use wafer_core::Stamps;
 use wafer_core::filer::Sector;
 use wafer_core::format::TRAILER_SIZE;
 use wafer_raid::Stamp;
+
+use super::compact::{COMPACT_SIZE, Compact, compact, expand};
 
 /// Blocks per chunk of stamps: 32 KiB of memory each.
 pub const CHUNK_BLOCKS: u64 = 4096;
@@ -128,6 +131,8 @@ pub(super) struct Content {
     /// Where each disk's first trailer lies in the spill.
     trailer_base: Vec<u64>,
     spill: Box<dyn Spill>,
+    /// The trailers too large for the compact form, by disk and block.
+    whole: BTreeMap<(usize, u64), [u8; TRAILER_SIZE]>,
 }
 
 impl Content {
@@ -138,7 +143,7 @@ impl Content {
             .iter()
             .scan(0, |base, &n| {
                 let at = *base;
-                *base += n * TRAILER_SIZE as u64;
+                *base += n * COMPACT_SIZE as u64;
                 Some(at)
             })
             .collect();
@@ -149,15 +154,22 @@ impl Content {
                 .collect(),
             trailer_base,
             spill,
+            whole: BTreeMap::new(),
         }
     }
 
     /// Keeps `sectors`, written from `dbn` on `disk`.
     pub(super) fn write(&mut self, disk: usize, dbn: u64, sectors: &[Sector<Stamps>]) {
-        let mut trailers = Vec::with_capacity(sectors.len() * TRAILER_SIZE);
-        for (n, sector) in sectors.iter().enumerate() {
-            *self.stamp_mut(disk, dbn + n as u64) = sector.data;
-            trailers.extend_from_slice(&sector.trailer);
+        let mut trailers = Vec::with_capacity(sectors.len() * COMPACT_SIZE);
+        for (n, sector) in (dbn..).zip(sectors) {
+            *self.stamp_mut(disk, n) = sector.data;
+            let kept = compact(&sector.trailer);
+            match expand(&kept) {
+                Compact::Elsewhere => self.whole.insert((disk, n), sector.trailer),
+                _ if self.whole.is_empty() => None,
+                _ => self.whole.remove(&(disk, n)),
+            };
+            trailers.extend_from_slice(&kept);
         }
         let at = self.trailer_at(disk, dbn);
         self.spill
@@ -167,17 +179,22 @@ impl Content {
 
     /// What `count` blocks from `dbn` on `disk` hold.
     pub(super) fn read(&self, disk: usize, dbn: u64, count: u32) -> Vec<Option<Sector<Stamps>>> {
-        let mut trailers = vec![0; count as usize * TRAILER_SIZE];
+        let mut trailers = vec![0; count as usize * COMPACT_SIZE];
         self.spill
             .read_at(self.trailer_at(disk, dbn), &mut trailers)
             .unwrap_or_else(|e| panic!("the lab cannot read back disk {disk}'s trailers: {e}"));
         trailers
-            .chunks_exact(TRAILER_SIZE)
+            .chunks_exact(COMPACT_SIZE)
             .zip(dbn..)
-            .map(|(trailer, n)| {
+            .map(|(kept, n)| {
+                let trailer = match expand(kept.try_into().expect("a compact trailer")) {
+                    Compact::Zeros => [0; TRAILER_SIZE],
+                    Compact::Trailer(trailer) => trailer,
+                    Compact::Elsewhere => self.whole[&(disk, n)],
+                };
                 Some(Sector {
                     data: self.stamp(disk, n),
-                    trailer: trailer.try_into().expect("a trailer's bytes"),
+                    trailer,
                 })
             })
             .collect()
@@ -197,7 +214,7 @@ impl Content {
     }
 
     fn trailer_at(&self, disk: usize, dbn: u64) -> u64 {
-        self.trailer_base[disk] + dbn * TRAILER_SIZE as u64
+        self.trailer_base[disk] + dbn * COMPACT_SIZE as u64
     }
 }
 
@@ -231,6 +248,35 @@ mod tests {
         assert_eq!(across[1].as_ref(), Some(&sector(6, 6)));
         assert_eq!(content.read(0, 10, 1)[0].as_ref(), Some(&sector(0, 0)));
         assert_eq!(content.read(0, 99, 1)[0].as_ref(), Some(&sector(0, 0)));
+    }
+
+    #[test]
+    fn wafer_trailers_are_kept_compact_and_others_whole() {
+        let identity = wafer_core::format::Identity {
+            pvbn: wafer_core::units::Pvbn(12),
+            vvbn: wafer_core::units::Vvbn(34),
+            volume: wafer_core::units::VolumeId(0),
+            file: wafer_core::units::FileId(64),
+            fbn: wafer_core::units::Fbn(56),
+            level: 0,
+            cp: wafer_core::units::CpCount(9),
+        };
+        let wafer = Sector {
+            data: Stamp(3),
+            trailer: wafer_core::format::Trailer::new(7, identity).encode(),
+        };
+        let mut content = Content::new(&[100], Box::new(MemorySpill::default()));
+        content.write(0, 5, &[sector(1, 1), wafer.clone()]);
+        assert_eq!(content.whole.len(), 1, "only the foreign trailer is whole");
+        content.write(0, 5, std::slice::from_ref(&wafer));
+        assert!(
+            content.whole.is_empty(),
+            "an overwrite drops the whole copy"
+        );
+        assert_eq!(
+            content.read(0, 5, 2),
+            vec![Some(wafer.clone()), Some(wafer)]
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Where a lab wafer array keeps its disks' trailers: memory while a budget
 //! lasts, then a temporary file.
 //!
-//! The lab keeps each block's 64-byte trailer at a fixed place (see the lab's
-//! `wafer::content`): at E1's scale some seven gigabytes, written in pages as
+//! The lab keeps each block's trailer, in a compact 32-byte form, at a fixed
+//! place (see the lab's `wafer::content`): at E1's scale some three and a half
+//! gigabytes, written in pages as
 //! the write allocator reaches new areas. Reading one back is a lookup in
 //! memory but a system call from a file, and the engine reads a trailer with
 //! every block it reads. So each page stays in memory if the run's
