@@ -60,6 +60,11 @@ pub fn compact(trailer: &[u8; TRAILER_SIZE]) -> [u8; COMPACT_SIZE] {
     out
 }
 
+/// True if `compact` marks a trailer kept in full elsewhere.
+pub fn kept_elsewhere(compact: &[u8; COMPACT_SIZE]) -> bool {
+    compact[0] == TAG_ELSEWHERE
+}
+
 /// What compact bytes stand for.
 pub fn expand(compact: &[u8; COMPACT_SIZE]) -> Compact {
     match compact[0] {

@@ -28,7 +28,7 @@ use wafer_core::filer::Sector;
 use wafer_core::format::TRAILER_SIZE;
 use wafer_raid::Stamp;
 
-use super::compact::{COMPACT_SIZE, Compact, compact, expand};
+use super::compact::{COMPACT_SIZE, Compact, compact, expand, kept_elsewhere};
 
 /// Blocks per chunk of stamps: 32 KiB of memory each.
 pub const CHUNK_BLOCKS: u64 = 4096;
@@ -164,11 +164,11 @@ impl Content {
         for (n, sector) in (dbn..).zip(sectors) {
             *self.stamp_mut(disk, n) = sector.data;
             let kept = compact(&sector.trailer);
-            match expand(&kept) {
-                Compact::Elsewhere => self.whole.insert((disk, n), sector.trailer),
-                _ if self.whole.is_empty() => None,
-                _ => self.whole.remove(&(disk, n)),
-            };
+            if kept_elsewhere(&kept) {
+                self.whole.insert((disk, n), sector.trailer);
+            } else if !self.whole.is_empty() {
+                self.whole.remove(&(disk, n));
+            }
             trailers.extend_from_slice(&kept);
         }
         let at = self.trailer_at(disk, dbn);

@@ -3,10 +3,9 @@
 //!
 //! The lab keeps each block's trailer, in a compact 32-byte form, at a fixed
 //! place (see the lab's `wafer::content`): at E1's scale some three and a half
-//! gigabytes, written in pages as
-//! the write allocator reaches new areas. Reading one back is a lookup in
-//! memory but a system call from a file, and the engine reads a trailer with
-//! every block it reads. So each page stays in memory if the run's
+//! gigabytes, written in pages as the write allocator reaches new areas.
+//! Reading one back is a lookup in memory but a system call from a file, and
+//! the engine reads a trailer with every block it reads. So each page stays in memory if the run's
 //! [`MemoryBudget`] (shared by every array of the run) still has room for it
 //! when the page is first written, and otherwise lives in an unlinked, sparse
 //! temporary file for good, gone when the run ends however it ends. Where a
