@@ -119,7 +119,7 @@ pub(super) struct Filling {
     /// reuses keys; a read for the old one must not fill the new.
     pub(super) fill: u64,
     /// Changes made meanwhile, applied in order when the content arrives.
-    pub(super) queue: Vec<QueuedOp>,
+    pub(super) queue: Vec<QueuedOp<'static>>,
     /// Reads waiting for the content.
     pub(super) waiters: Vec<RequestId>,
 }
@@ -129,7 +129,7 @@ impl<P: Payload> CacheEntry<P> {
     /// behind it, used at tick `last_use`.
     pub(super) fn filling(
         fill: u64,
-        queue: Vec<QueuedOp>,
+        queue: Vec<QueuedOp<'static>>,
         waiters: Vec<RequestId>,
         last_use: u64,
     ) -> CacheEntry<P> {

@@ -28,6 +28,7 @@ mod snapshot;
 mod space;
 mod written;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use wafer_raid::DiskSet;
@@ -64,24 +65,36 @@ struct Aggregate {
     allocator: Allocator,
 }
 
-/// A change queued on a cached block while its old content is being read.
+/// A change to one cached block. It borrows the write's bytes while it is
+/// applied at once, and owns a copy only when it must wait in a block's
+/// queue while the old content is read ([`QueuedOp::into_owned`]).
 #[derive(Clone, Debug)]
-struct QueuedOp {
+struct QueuedOp<'a> {
     generation: CpCount,
     at: usize,
-    bytes: Option<Vec<u8>>,
+    bytes: Option<Cow<'a, [u8]>>,
     len: usize,
 }
 
-impl QueuedOp {
+impl QueuedOp<'_> {
     /// A change of nothing: the block becomes dirty as it is, so the next CP
     /// writes it somewhere new (reallocation).
-    fn touch(generation: CpCount) -> QueuedOp {
+    fn touch(generation: CpCount) -> QueuedOp<'static> {
         QueuedOp {
             generation,
             at: 0,
-            bytes: Some(Vec::new()),
+            bytes: Some(Cow::Borrowed(&[])),
             len: 0,
+        }
+    }
+
+    /// The change with its own copy of the bytes, to keep in a queue.
+    fn into_owned(self) -> QueuedOp<'static> {
+        QueuedOp {
+            generation: self.generation,
+            at: self.at,
+            bytes: self.bytes.map(|bytes| Cow::Owned(bytes.into_owned())),
+            len: self.len,
         }
     }
 
@@ -970,7 +983,7 @@ impl<P: Payload> Filer<P> {
             let op = QueuedOp {
                 generation,
                 at,
-                bytes: data.map(|d| d[done as usize..done as usize + len].to_vec()),
+                bytes: data.map(|d| Cow::Borrowed(&d[done as usize..done as usize + len])),
                 len,
             };
             self.apply_block(lun, fbn, op);
@@ -978,7 +991,7 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    fn apply_block(&mut self, lun: LunId, fbn: Fbn, op: QueuedOp) {
+    fn apply_block(&mut self, lun: LunId, fbn: Fbn, op: QueuedOp<'_>) {
         let key = (lun, fbn);
         let whole = op.len == BLOCK_SIZE;
         if whole && op.bytes.is_none() {
@@ -1022,7 +1035,7 @@ impl<P: Payload> Filer<P> {
                 entry.dirty = true;
                 self.dirty.insert(key, ());
             }
-            BlockState::Filling(filling) => filling.queue.push(op),
+            BlockState::Filling(filling) => filling.queue.push(op.into_owned()),
         }
         self.evict();
     }
@@ -1076,7 +1089,7 @@ impl<P: Payload> Filer<P> {
             .as_ref()
             .filter(|cp| cp.awaits(key))
             .map(|cp| cp.number);
-        let (now, later): (Vec<QueuedOp>, Vec<QueuedOp>) = match awaited {
+        let (now, later): (Vec<QueuedOp<'static>>, Vec<_>) = match awaited {
             Some(cp) => queue.into_iter().partition(|op| op.generation <= cp),
             None => (Vec::new(), queue),
         };
