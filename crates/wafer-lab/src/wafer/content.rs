@@ -4,20 +4,23 @@
 //! one 64-bit stamp and its 64-byte trailer. The engine reads back what it
 //! wrote: it verifies every file block it reads against its trailer, and it
 //! folds the old stamps of blocks into parity, checking them against what it
-//! last wrote there. So the lab keeps every block exactly, compactly:
+//! last wrote there. So the lab keeps every block exactly, compactly: one
+//! 40-byte record per block of every disk, at a fixed place (disk after
+//! disk), in a [`Spill`] the driver supplies.
 //!
-//! - Stamps stay in memory, in dense chunks of [`CHUNK_BLOCKS`] per disk,
-//!   allocated when a block of the chunk is first written: the write
-//!   allocator fills areas in order, so the chunks it touches are full. A
-//!   stamp costs 8 bytes, superseded or not; E1's 4 h 40 min writes some 160
-//!   million blocks, about 1.3 GB of stamps.
-//! - Trailers go to a [`Spill`] the driver supplies, each at a fixed place
-//!   (32 bytes per block of every disk, disk after disk: the compact form of
-//!   `compact`, exact; the rare trailer that does not fit stays whole in a
-//!   map beside it): memory for small arrays; for the `wafer lab` command,
+//! - A record is the block's stamp, then its trailer in the compact form of
+//!   `compact`, which is exact; the rare trailer that does not fit stays
+//!   whole in a map beside the records.
+//! - A block's stamp and trailer sit side by side, so reading a block back
+//!   costs one place in memory, not two: under a random load every read
+//!   finds its record cold, and a cold line is what a read costs.
+//! - The spill is memory for small arrays; for the `wafer lab` command,
 //!   memory while its budget lasts and then a sparse file on the host's disk
-//!   (the lab itself does no I/O). A block never written reads as stamp 0 with
-//!   an all-zero trailer, as a real disk's unwritten block reads as zeros.
+//!   (the lab itself does no I/O). Its pages are allocated as they are first
+//!   written, and the write allocator fills areas in order, so the pages it
+//!   touches are full.
+//! - A block never written reads as stamp 0 with an all-zero trailer, as a
+//!   real disk's unwritten block reads as zeros.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -30,8 +33,10 @@ use wafer_raid::Stamp;
 
 use super::compact::{COMPACT_SIZE, Compact, compact, expand, kept_elsewhere};
 
-/// Blocks per chunk of stamps: 32 KiB of memory each.
-pub const CHUNK_BLOCKS: u64 = 4096;
+/// Bytes of a stamp in a record.
+const STAMP_SIZE: usize = 8;
+/// Bytes of one block's record: its stamp, then its compact trailer.
+pub const RECORD_SIZE: usize = STAMP_SIZE + COMPACT_SIZE;
 /// Bytes of one spill page: the unit a spill keeps in memory.
 pub const PAGE_BYTES: u64 = 1 << 16;
 
@@ -122,37 +127,29 @@ impl Spill for MemorySpill {
     }
 }
 
-/// The stamps of one disk, by chunk.
-type DiskStamps = Vec<Option<Box<[Stamp]>>>;
-
 /// The content of every disk of one array.
 pub(super) struct Content {
-    stamps: Vec<DiskStamps>,
-    /// Where each disk's first trailer lies in the spill.
-    trailer_base: Vec<u64>,
+    /// Where each disk's first record lies in the spill.
+    record_base: Vec<u64>,
     spill: Box<dyn Spill>,
     /// The trailers too large for the compact form, by disk and block.
     whole: BTreeMap<(usize, u64), [u8; TRAILER_SIZE]>,
 }
 
 impl Content {
-    /// Disks of `blocks[i]` blocks each, never written, their trailers to go
+    /// Disks of `blocks[i]` blocks each, never written, their records to go
     /// to `spill`.
     pub(super) fn new(blocks: &[u64], spill: Box<dyn Spill>) -> Content {
-        let trailer_base = blocks
+        let record_base = blocks
             .iter()
             .scan(0, |base, &n| {
                 let at = *base;
-                *base += n * COMPACT_SIZE as u64;
+                *base += n * RECORD_SIZE as u64;
                 Some(at)
             })
             .collect();
         Content {
-            stamps: blocks
-                .iter()
-                .map(|&n| vec![None; n.div_ceil(CHUNK_BLOCKS) as usize])
-                .collect(),
-            trailer_base,
+            record_base,
             spill,
             whole: BTreeMap::new(),
         }
@@ -160,61 +157,49 @@ impl Content {
 
     /// Keeps `sectors`, written from `dbn` on `disk`.
     pub(super) fn write(&mut self, disk: usize, dbn: u64, sectors: &[Sector<Stamps>]) {
-        let mut trailers = Vec::with_capacity(sectors.len() * COMPACT_SIZE);
+        let mut records = Vec::with_capacity(sectors.len() * RECORD_SIZE);
         for (n, sector) in (dbn..).zip(sectors) {
-            *self.stamp_mut(disk, n) = sector.data;
             let kept = compact(&sector.trailer);
             if kept_elsewhere(&kept) {
                 self.whole.insert((disk, n), sector.trailer);
             } else if !self.whole.is_empty() {
                 self.whole.remove(&(disk, n));
             }
-            trailers.extend_from_slice(&kept);
+            records.extend_from_slice(&sector.data.0.to_le_bytes());
+            records.extend_from_slice(&kept);
         }
-        let at = self.trailer_at(disk, dbn);
+        let at = self.record_at(disk, dbn);
         self.spill
-            .write_at(at, &trailers)
-            .unwrap_or_else(|e| panic!("the lab cannot keep disk {disk}'s trailers: {e}"));
+            .write_at(at, &records)
+            .unwrap_or_else(|e| panic!("the lab cannot keep disk {disk}'s blocks: {e}"));
     }
 
     /// What `count` blocks from `dbn` on `disk` hold.
     pub(super) fn read(&self, disk: usize, dbn: u64, count: u32) -> Vec<Option<Sector<Stamps>>> {
-        let mut trailers = vec![0; count as usize * COMPACT_SIZE];
+        let mut records = vec![0; count as usize * RECORD_SIZE];
         self.spill
-            .read_at(self.trailer_at(disk, dbn), &mut trailers)
-            .unwrap_or_else(|e| panic!("the lab cannot read back disk {disk}'s trailers: {e}"));
-        trailers
-            .chunks_exact(COMPACT_SIZE)
+            .read_at(self.record_at(disk, dbn), &mut records)
+            .unwrap_or_else(|e| panic!("the lab cannot read back disk {disk}'s blocks: {e}"));
+        records
+            .chunks_exact(RECORD_SIZE)
             .zip(dbn..)
-            .map(|(kept, n)| {
+            .map(|(record, n)| {
+                let (stamp, kept) = record.split_at(STAMP_SIZE);
                 let trailer = match expand(kept.try_into().expect("a compact trailer")) {
                     Compact::Zeros => [0; TRAILER_SIZE],
                     Compact::Trailer(trailer) => trailer,
                     Compact::Elsewhere => self.whole[&(disk, n)],
                 };
                 Some(Sector {
-                    data: self.stamp(disk, n),
+                    data: Stamp(u64::from_le_bytes(stamp.try_into().expect("a stamp"))),
                     trailer,
                 })
             })
             .collect()
     }
 
-    fn stamp(&self, disk: usize, dbn: u64) -> Stamp {
-        let chunk = &self.stamps[disk][(dbn / CHUNK_BLOCKS) as usize];
-        chunk
-            .as_ref()
-            .map_or(Stamp(0), |c| c[(dbn % CHUNK_BLOCKS) as usize])
-    }
-
-    fn stamp_mut(&mut self, disk: usize, dbn: u64) -> &mut Stamp {
-        let chunk = self.stamps[disk][(dbn / CHUNK_BLOCKS) as usize]
-            .get_or_insert_with(|| vec![Stamp(0); CHUNK_BLOCKS as usize].into_boxed_slice());
-        &mut chunk[(dbn % CHUNK_BLOCKS) as usize]
-    }
-
-    fn trailer_at(&self, disk: usize, dbn: u64) -> u64 {
-        self.trailer_base[disk] + dbn * COMPACT_SIZE as u64
+    fn record_at(&self, disk: usize, dbn: u64) -> u64 {
+        self.record_base[disk] + dbn * RECORD_SIZE as u64
     }
 }
 
@@ -237,15 +222,20 @@ mod tests {
         let mut content = Content::new(&[100, 20_000], Box::new(MemorySpill::default()));
         content.write(1, 10, &[sector(0, 1), sector(7, 2), sector(0, 3)]);
         content.write(1, 11, &[sector(9, 4)]);
-        content.write(1, CHUNK_BLOCKS - 1, &[sector(5, 5), sector(6, 6)]);
+        // A record that spans the spill's first page boundary.
+        let straddling = (PAGE_BYTES - content.record_at(1, 0)) / RECORD_SIZE as u64;
+        let at = content.record_at(1, straddling);
+        assert!(at < PAGE_BYTES && PAGE_BYTES < at + RECORD_SIZE as u64);
+        let (wide, widest) = (0x0123_4567_89ab_cdef, u64::MAX);
+        content.write(1, straddling, &[sector(wide, 5), sector(widest, 6)]);
         let read = content.read(1, 9, 4);
         let expected = [sector(0, 0), sector(0, 1), sector(9, 4), sector(0, 3)];
         for (got, want) in read.iter().zip(&expected) {
             assert_eq!(got.as_ref(), Some(want));
         }
-        let across = content.read(1, CHUNK_BLOCKS - 1, 2);
-        assert_eq!(across[0].as_ref(), Some(&sector(5, 5)));
-        assert_eq!(across[1].as_ref(), Some(&sector(6, 6)));
+        let across = content.read(1, straddling, 2);
+        assert_eq!(across[0].as_ref(), Some(&sector(wide, 5)));
+        assert_eq!(across[1].as_ref(), Some(&sector(widest, 6)));
         assert_eq!(content.read(0, 10, 1)[0].as_ref(), Some(&sector(0, 0)));
         assert_eq!(content.read(0, 99, 1)[0].as_ref(), Some(&sector(0, 0)));
     }

@@ -69,9 +69,10 @@ pub struct RunArgs {
     /// CPUs). The reports do not depend on it.
     #[arg(long, value_name = "N")]
     jobs: Option<NonZeroUsize>,
-    /// Memory for the wafer arrays' block trailers, all arrays together, in
-    /// GiB (default: half the memory available at start); past it, trailers
-    /// go to a temporary file, which is slower. The reports do not depend on it.
+    /// Memory for the wafer arrays' block records (each block's stamp and
+    /// trailer), all arrays together, in GiB (default: half the memory
+    /// available at start); past it, records go to a temporary file, which is
+    /// slower. The reports do not depend on it.
     #[arg(long, value_name = "GIB")]
     trailer_memory_gib: Option<f64>,
 }

@@ -1,15 +1,16 @@
-//! Where a lab wafer array keeps its disks' trailers: memory while a budget
+//! Where a lab wafer array keeps its disks' blocks: memory while a budget
 //! lasts, then a temporary file.
 //!
-//! The lab keeps each block's trailer, in a compact 32-byte form, at a fixed
-//! place (see the lab's `wafer::content`): at E1's scale some three and a half
+//! The lab keeps each block's stamp and trailer, a 40-byte record, at a fixed
+//! place (see the lab's `wafer::content`): at E1's scale some four and a half
 //! gigabytes, written in pages as the write allocator reaches new areas.
 //! Reading one back is a lookup in memory but a system call from a file, and
-//! the engine reads a trailer with every block it reads. So each page stays in memory if the run's
-//! [`MemoryBudget`] (shared by every array of the run) still has room for it
-//! when the page is first written, and otherwise lives in an unlinked, sparse
-//! temporary file for good, gone when the run ends however it ends. Where a
-//! page lives changes nothing but speed: the bytes read back are the same.
+//! the engine reads a record with every block it reads. So each page stays
+//! in memory if the run's [`MemoryBudget`] (shared by every array of the run)
+//! still has room for it when the page is first written, and otherwise lives
+//! in an unlinked, sparse temporary file for good, gone when the run ends
+//! however it ends. Where a page lives changes nothing but speed: the bytes
+//! read back are the same.
 
 use std::fs::File;
 use std::io;
@@ -35,7 +36,7 @@ impl MemoryBudget {
     }
 
     /// Half the memory the system says is available now (`MemAvailable` in
-    /// `/proc/meminfo`): room for trailers that leaves the rest of the
+    /// `/proc/meminfo`): room for records that leaves the rest of the
     /// machine alone. Nothing where the figure cannot be read.
     pub fn half_of_available() -> Arc<MemoryBudget> {
         let available_kib = std::fs::read_to_string("/proc/meminfo")
