@@ -73,9 +73,9 @@ enum Command {
 }
 
 /// mimalloc rather than the system's malloc: the lab frees and allocates
-/// small buffers for every host I/O beside gigabytes of long-lived block records,
-/// and on a 100 GiB E1 test file that ran 1.2-1.4x faster in the lab's run
-/// phase and 1.27x in its preparation, with the same reports.
+/// small buffers for every host I/O beside gigabytes of long-lived block
+/// records, and on a 100 GiB E1 test file that ran 1.2-1.4x faster in the
+/// lab's run phase and 1.27x in its preparation, with the same reports.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
