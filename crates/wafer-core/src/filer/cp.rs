@@ -767,23 +767,25 @@ impl<P: Payload> Filer<P> {
         geometry.encode_stripe(stripe);
     }
 
-    /// Issues writes, merging runs of adjacent blocks on a disk into one I/O.
-    fn issue_writes(&mut self, mut writes: Vec<(DiskId, Dbn, Sector<P>)>) {
-        writes.sort_by_key(|(disk, dbn, _)| (*disk, *dbn));
-        let mut runs: Vec<(DiskId, Dbn, Vec<Sector<P>>)> = Vec::new();
+    /// Issues writes disk by disk in block order, merging runs of adjacent
+    /// blocks on a disk into one I/O.
+    ///
+    /// The writes come stripe after stripe in block order, so each disk's
+    /// share is already in order: dealing them out to their disks is one pass,
+    /// where sorting the whole batch moved every sector many times.
+    fn issue_writes(&mut self, writes: Vec<(DiskId, Dbn, Sector<P>)>) {
+        let mut by_disk: BTreeMap<DiskId, Vec<(Dbn, Sector<P>)>> = BTreeMap::new();
         for (disk, dbn, sector) in writes {
-            match runs.last_mut() {
-                Some((d, start, sectors))
-                    if *d == disk && start.0 + sectors.len() as u64 == dbn.0 =>
-                {
-                    sectors.push(sector)
-                }
-                _ => runs.push((disk, dbn, vec![sector])),
-            }
+            by_disk.entry(disk).or_default().push((dbn, sector));
         }
-        for (disk, dbn, sectors) in runs {
-            self.cp.as_mut().expect("a CP").writes_left += 1;
-            self.issue(IoOp::Write { disk, dbn, sectors }, IoPurpose::CpWrite);
+        for (disk, mut blocks) in by_disk {
+            if !blocks.is_sorted_by_key(|(dbn, _)| *dbn) {
+                blocks.sort_by_key(|(dbn, _)| *dbn);
+            }
+            for (dbn, sectors) in adjacent_runs(blocks) {
+                self.cp.as_mut().expect("a CP").writes_left += 1;
+                self.issue(IoOp::Write { disk, dbn, sectors }, IoPurpose::CpWrite);
+            }
         }
     }
 
@@ -925,6 +927,21 @@ impl<P: Payload> Filer<P> {
             }
         }
     }
+}
+
+/// Blocks of one disk, in block order, as runs of adjacent blocks: each run's
+/// first block and its sectors.
+fn adjacent_runs<P: Payload>(blocks: Vec<(Dbn, Sector<P>)>) -> Vec<(Dbn, Vec<Sector<P>>)> {
+    let mut runs: Vec<(Dbn, Vec<Sector<P>>)> = Vec::new();
+    for (dbn, sector) in blocks {
+        match runs.last_mut() {
+            Some((start, sectors)) if start.0 + sectors.len() as u64 == dbn.0 => {
+                sectors.push(sector)
+            }
+            _ => runs.push((dbn, vec![sector])),
+        }
+    }
+    runs
 }
 
 /// Files whose blocks hold other files' roots are encoded after them: LUNs,
