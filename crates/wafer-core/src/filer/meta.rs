@@ -15,6 +15,7 @@
 //! container map and the aggregate's map) while its map, folded into the
 //! summary map, marks them, whatever the active file system does.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bitmap::Bitmap;
@@ -413,15 +414,20 @@ impl Volume {
         out
     }
 
-    /// Container-map block `fbn` as words: one pvbn per entry.
-    pub fn container_words(&self, fbn: u64) -> BlockWords {
-        let mut out = [0; WORDS_PER_BLOCK];
+    /// Container-map block `fbn` as words: one pvbn per entry. A block the
+    /// map fills is the map's own words; only the short last block is copied
+    /// out, padded with zeros.
+    pub fn container_words(&self, fbn: u64) -> Cow<'_, BlockWords> {
         let first = (fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize;
         let entries = self.container.get(first..).unwrap_or_default();
-        for (word, pvbn) in out.iter_mut().zip(entries) {
-            *word = *pvbn;
+        match entries.first_chunk::<WORDS_PER_BLOCK>() {
+            Some(words) => Cow::Borrowed(words),
+            None => {
+                let mut out = [0; WORDS_PER_BLOCK];
+                out[..entries.len()].copy_from_slice(entries);
+                Cow::Owned(out)
+            }
         }
-        out
     }
 
     /// Loads container-map block `fbn`.
@@ -628,4 +634,29 @@ pub fn decode_volume_table(
 /// Whether a pointer is non-null, for filtering.
 pub fn present(ptr: &BlockPtr) -> bool {
     !ptr.is_null()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_blocks_encode_their_own_entries_and_the_short_last_one_pads_with_zeros() {
+        let entries = WORDS_PER_BLOCK as u64 + 3;
+        let mut volume = Volume::new("v".into(), 0, entries);
+        for (vvbn, pvbn) in volume.container.iter_mut().enumerate() {
+            *pvbn = 1000 + vvbn as u64;
+        }
+        let full = volume.container_words(0);
+        assert!(full.iter().enumerate().all(|(n, &w)| w == 1000 + n as u64));
+        let last = volume.container_words(1);
+        let w = WORDS_PER_BLOCK as u64;
+        assert_eq!(last[..3], [1000 + w, 1001 + w, 1002 + w]);
+        assert!(
+            last[3..].iter().all(|&w| w == 0),
+            "padding past the map's end"
+        );
+        assert!(volume.container_words(2).iter().all(|&w| w == 0));
+        assert_eq!(volume.container_blocks(), 2);
+    }
 }
