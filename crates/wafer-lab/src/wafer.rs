@@ -21,6 +21,8 @@
 mod compact;
 mod content;
 
+use std::collections::BTreeMap;
+
 use thiserror::Error;
 use wafer_core::aggregate::{Layout, Slot};
 use wafer_core::filer::{
@@ -137,10 +139,38 @@ pub struct WaferArray {
     now: Instant,
     /// Where the lab's time zero falls on the array's clock.
     epoch: Duration,
-    /// Zeroed buffers of [`FILL_WRITE_BYTES`] that logged fill writes have
-    /// given back, for the next fill writes: every lab write is zeros, and
-    /// zeroing a fresh mebibyte per write cost a tenth of the fill.
-    fill_buffers: Vec<Vec<u8>>,
+    /// The buffers of logged writes, given back for the next writes.
+    zero_buffers: ZeroBuffers,
+}
+
+/// Zeroed write buffers that logged writes have given back, by length, for
+/// the next writes of that length: every lab write is zeros, and zeroing a
+/// fresh buffer per write cost a tenth of the fill and a few hundredths of a
+/// random-write run.
+#[derive(Debug, Default)]
+struct ZeroBuffers(BTreeMap<usize, Vec<Vec<u8>>>);
+
+impl ZeroBuffers {
+    /// Bytes kept per length, at most: sixteen fill writes, or hundreds of
+    /// small writes.
+    const BYTES_PER_LENGTH: usize = 16 << 20;
+
+    /// A zeroed buffer of `len` bytes.
+    fn take(&mut self, len: usize) -> Vec<u8> {
+        self.0
+            .get_mut(&len)
+            .and_then(Vec::pop)
+            .unwrap_or_else(|| vec![0; len])
+    }
+
+    /// Keeps `data`, which must be zeros, unless its length has enough kept.
+    fn give_back(&mut self, data: Vec<u8>) {
+        debug_assert!(data.iter().all(|&byte| byte == 0), "lab writes are zeros");
+        let kept = self.0.entry(data.len()).or_default();
+        if (kept.len() + 1) * data.len() <= Self::BYTES_PER_LENGTH {
+            kept.push(data);
+        }
+    }
 }
 
 impl WaferArray {
@@ -226,7 +256,7 @@ impl WaferArray {
             replies: FixedMap::default(),
             now: Instant(0),
             epoch: Duration(0),
-            fill_buffers: Vec::new(),
+            zero_buffers: ZeroBuffers::default(),
         };
         array.drain();
         array.run_while(|a| !a.filer.is_online());
@@ -399,7 +429,7 @@ impl WaferArray {
                 let blocks = (record.encoded_len() as u64)
                     .div_ceil(BLOCK_SIZE as u64)
                     .max(1);
-                self.keep_fill_buffer(record.op);
+                self.keep_write_buffer(record.op);
                 (Op::Write, 0, blocks as u32, Pending::Nvram { io }, None)
             }
             IoOp::NvlogReset { .. } => (Op::Write, 0, 1, Pending::Nvram { io }, None),
@@ -450,14 +480,10 @@ impl WaferArray {
         Instant(at.0 - self.epoch.0)
     }
 
-    /// Keeps the bytes of a logged fill-sized write for a later fill write
-    /// (they are zeros: the lab writes nothing else).
-    fn keep_fill_buffer(&mut self, op: LoggedOp) {
+    /// Keeps the bytes of a logged write for a later write of its length.
+    fn keep_write_buffer(&mut self, op: LoggedOp) {
         if let LoggedOp::Change(Change::Write { data, .. }) = op {
-            if data.len() as u64 == FILL_WRITE_BYTES && self.fill_buffers.len() < FILL_DEPTH {
-                debug_assert!(data.iter().all(|&byte| byte == 0), "lab writes are zeros");
-                self.fill_buffers.push(data);
-            }
+            self.zero_buffers.give_back(data);
         }
     }
 
@@ -470,14 +496,10 @@ impl WaferArray {
         while next < end || !in_flight.is_empty() {
             while next < end && in_flight.len() < FILL_DEPTH {
                 let bytes = FILL_WRITE_BYTES.min(end - next);
-                let data = match bytes == FILL_WRITE_BYTES {
-                    true => self.fill_buffers.pop(),
-                    false => None,
-                };
                 let request = HostRequest::Change(Change::Write {
                     lun: self.lun,
                     offset: next,
-                    data: data.unwrap_or_else(|| vec![0; bytes as usize]),
+                    data: self.zero_buffers.take(bytes as usize),
                 });
                 let id = self.filer.submit(self.now, request).expect("online");
                 in_flight.push(id);
@@ -557,7 +579,7 @@ impl Array for WaferArray {
             });
             filled += extent.length;
         }
-        self.fill_buffers = Vec::new();
+        self.zero_buffers = ZeroBuffers::default();
         if plan.reallocate {
             let lun = self.lun;
             self.call(HostRequest::ReallocateStart { lun })
@@ -600,7 +622,7 @@ impl Array for WaferArray {
             HostOp::Write => HostRequest::Change(Change::Write {
                 lun,
                 offset: io.offset,
-                data: vec![0; io.length as usize],
+                data: self.zero_buffers.take(io.length as usize),
             }),
         };
         let id = self.filer.submit(self.now, request).expect("online");
@@ -716,5 +738,34 @@ impl Disk {
         if self.outstanding == 0 {
             self.busy_ns += (completion.finished_at - self.busy_since).0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ZeroBuffers;
+
+    #[test]
+    fn a_given_back_buffer_serves_the_next_write_of_its_length() {
+        let mut buffers = ZeroBuffers::default();
+        let buffer = buffers.take(4096);
+        assert_eq!(buffer, vec![0; 4096]);
+        let at = buffer.as_ptr();
+        buffers.give_back(buffer);
+        let other = buffers.take(512);
+        assert_ne!(other.as_ptr(), at, "another length gets its own");
+        let again = buffers.take(4096);
+        assert_eq!(again.as_ptr(), at, "the same length reuses it");
+    }
+
+    #[test]
+    fn buffers_are_kept_up_to_a_bound_per_length() {
+        let mut buffers = ZeroBuffers::default();
+        let len = 1 << 20;
+        let limit = ZeroBuffers::BYTES_PER_LENGTH / len;
+        for _ in 0..limit + 5 {
+            buffers.give_back(vec![0; len]);
+        }
+        assert_eq!(buffers.0[&len].len(), limit);
     }
 }
