@@ -163,9 +163,13 @@ impl ZeroBuffers {
             .unwrap_or_else(|| vec![0; len])
     }
 
-    /// Keeps `data`, which must be zeros, unless its length has enough kept.
+    /// Keeps `data`, which must be zeros, unless its length has enough kept
+    /// (an empty buffer costs nothing to make, so none is kept).
     fn give_back(&mut self, data: Vec<u8>) {
         debug_assert!(data.iter().all(|&byte| byte == 0), "lab writes are zeros");
+        if data.is_empty() {
+            return;
+        }
         let kept = self.0.entry(data.len()).or_default();
         if (kept.len() + 1) * data.len() <= Self::BYTES_PER_LENGTH {
             kept.push(data);
@@ -767,5 +771,9 @@ mod tests {
             buffers.give_back(vec![0; len]);
         }
         assert_eq!(buffers.0[&len].len(), limit);
+        for _ in 0..5 {
+            buffers.give_back(Vec::new());
+        }
+        assert!(!buffers.0.contains_key(&0), "empty buffers are not kept");
     }
 }
