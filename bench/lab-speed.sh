@@ -21,23 +21,7 @@ fi
 base_ref=$1
 scenario=$(realpath "${2:-bench/lab-speed.toml}")
 rounds=${ROUNDS:-3}
-root=$PWD
-work=${CARGO_TARGET_DIR:-$root/target}/bench-lab
-base_commit=$(git rev-parse --verify "$base_ref^{commit}")
-
-cargo build --quiet --release -p wafer
-mkdir -p "$work"
-cp "${CARGO_TARGET_DIR:-$root/target}/release/wafer" "$work/wafer-this"
-
-# The baseline, built in a worktree of its own with its own target directory.
-if [[ ! -x $work/wafer-$base_commit ]]; then
-  rm -rf "$work/base-tree"
-  git worktree prune
-  git worktree add --detach "$work/base-tree" "$base_commit" >/dev/null
-  (cd "$work/base-tree" && CARGO_TARGET_DIR=$work/base-target cargo build --quiet --release -p wafer)
-  cp "$work/base-target/release/wafer" "$work/wafer-$base_commit"
-  git worktree remove --force "$work/base-tree"
-fi
+source bench/two-builds.sh
 
 run() { # build round
   local out=$work/out-$1-$2
