@@ -771,17 +771,16 @@ impl<P: Payload> Filer<P> {
     /// blocks on a disk into one I/O.
     ///
     /// The writes come stripe after stripe in block order, so each disk's
-    /// share is already in order: dealing them out to their disks is one pass,
-    /// where sorting the whole batch moved every sector many times.
+    /// share is already in order: dealing them out to their disks is one pass
+    /// (and the stable sort of a sorted share one more, moving nothing), where
+    /// sorting the whole batch moved every sector many times.
     fn issue_writes(&mut self, writes: Vec<(DiskId, Dbn, Sector<P>)>) {
         let mut by_disk: BTreeMap<DiskId, Vec<(Dbn, Sector<P>)>> = BTreeMap::new();
         for (disk, dbn, sector) in writes {
             by_disk.entry(disk).or_default().push((dbn, sector));
         }
         for (disk, mut blocks) in by_disk {
-            if !blocks.is_sorted_by_key(|(dbn, _)| *dbn) {
-                blocks.sort_by_key(|(dbn, _)| *dbn);
-            }
+            blocks.sort_by_key(|(dbn, _)| *dbn);
             for (dbn, sectors) in adjacent_runs(blocks) {
                 self.cp.as_mut().expect("a CP").writes_left += 1;
                 self.issue(IoOp::Write { disk, dbn, sectors }, IoPurpose::CpWrite);
