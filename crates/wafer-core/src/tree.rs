@@ -62,6 +62,10 @@ pub struct BlockTree {
     content_blocks: u64,
 }
 
+/// Nodes a level over which a lookup probes one by one instead of searching
+/// the ordered ids: a host I/O's path crosses a node or two a level.
+const PROBED_NODES: u64 = 8;
+
 /// Content blocks a tree of `level` can address.
 pub fn capacity(level: u8) -> u64 {
     ROOT_POINTERS as u64 * (POINTERS_PER_BLOCK as u64).pow(u32::from(level))
@@ -196,9 +200,8 @@ impl BlockTree {
     /// resident and whose pointer is set, with that pointer. Nodes under an
     /// absent node are not listed; they are found once it is loaded.
     pub fn missing(&self, fbns: core::ops::Range<u64>) -> Vec<(NodeId, BlockPtr)> {
-        const PROBED_NODES: u64 = 8;
         let end = fbns.end.min(capacity(self.level));
-        if self.level == 0 || fbns.start >= end {
+        if self.level == 0 || fbns.start >= end || self.paths_resident(fbns.start..end) {
             return Vec::new();
         }
         let span = |level: u8| (POINTERS_PER_BLOCK as u64).pow(u32::from(level));
@@ -224,8 +227,6 @@ impl BlockTree {
                     consider((level - 1, base + slot as u64), *ptr, &mut out);
                 }
             };
-            // A host I/O's path crosses a node or two a level: a probe for
-            // each beats a search of the ordered ids.
             match last - first < PROBED_NODES {
                 true => (first..=last)
                     .filter_map(|index| Some((index, self.nodes.get(&(level, index))?)))
@@ -236,6 +237,19 @@ impl BlockTree {
             }
         }
         out
+    }
+
+    /// Whether the level-1 nodes over content blocks `fbns` (a few at most)
+    /// are all resident. Then so is every node above them, since resident
+    /// nodes form a prefix of the tree, and nothing on those paths needs
+    /// reading: a host I/O's usual case, answered in a probe or two.
+    fn paths_resident(&self, fbns: core::ops::Range<u64>) -> bool {
+        let (first, last) = (
+            fbns.start / POINTERS_PER_BLOCK as u64,
+            (fbns.end - 1) / POINTERS_PER_BLOCK as u64,
+        );
+        last - first < PROBED_NODES
+            && (first..=last).all(|index| self.nodes.contains_key(&(1, index)))
     }
 
     /// Whether `node` may be evicted: resident, clean and with no resident
