@@ -296,9 +296,10 @@ impl<P: Payload> Filer<P> {
     /// Evicts the oldest evictable indirect blocks while data and indirect
     /// blocks together are over the cache's budget.
     fn evict_indirect(&mut self) {
-        self.evict(); // data first
+        let resident = self.resident_indirect();
+        self.evict_data(resident); // data first
         let limit = self.options.cache_blocks + self.dirty.len();
-        let total = self.cache.len() + self.resident_indirect();
+        let total = self.cache.len() + resident;
         let batch = self.options.cache_blocks / 16;
         if !super::eviction_due(self.indirect_floor, self.committed, total, limit, batch) {
             return;

@@ -1198,8 +1198,13 @@ impl<P: Payload> Filer<P> {
     /// `reuse` volumes' blocks first, then by age, `keep` volumes' last. It
     /// evicts down to 15/16 of the size, so the scan is paid once per batch.
     fn evict(&mut self) {
+        self.evict_data(self.resident_indirect());
+    }
+
+    /// [`evict`](Self::evict), told how many indirect blocks are resident.
+    fn evict_data(&mut self, resident_indirect: usize) {
         let limit = self.options.cache_blocks + self.dirty.len();
-        let total = self.cache.len() + self.resident_indirect();
+        let total = self.cache.len() + resident_indirect;
         let batch = self.options.cache_blocks / 16;
         if !eviction_due(self.data_floor, self.committed, total, limit, batch) {
             return;
