@@ -262,8 +262,8 @@ impl<P: Payload> Filer<P> {
     ) -> bool {
         let mut progress = false;
         let dirty_content = match self.meta_file_mut(file) {
-            Some(meta) => core::mem::take(&mut meta.dirty),
-            None => BTreeSet::new(),
+            Some(meta) => meta.dirty.take(),
+            None => Vec::new(),
         };
         for fbn in dirty_content {
             if !cleaned.insert((file, 0, fbn)) {

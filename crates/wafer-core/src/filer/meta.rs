@@ -16,7 +16,7 @@
 //! summary map, marks them, whatever the active file system does.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::bitmap::Bitmap;
 use crate::format::{
@@ -137,7 +137,52 @@ pub struct MetaFile {
     /// The block tree.
     pub tree: BlockTree,
     /// Content blocks to write at the next CP.
-    pub dirty: BTreeSet<u64>,
+    pub dirty: DirtyBlocks,
+}
+
+/// A metadata file's content blocks to write at the next CP, as a bitmap of
+/// block numbers. Every block the write allocator hands out, and every block
+/// it frees, marks a bitmap block and a container block dirty, so marking
+/// costs a bit, not a search; a CP takes the marked blocks in order at the
+/// cost of one pass over the bitmap, whose size is that of the file.
+#[derive(Clone, Debug, Default)]
+pub struct DirtyBlocks {
+    words: Vec<u64>,
+    marked: usize,
+}
+
+impl DirtyBlocks {
+    /// Marks content block `block` dirty.
+    pub fn insert(&mut self, block: u64) {
+        let (word, bit) = ((block / 64) as usize, block % 64);
+        if word >= self.words.len() {
+            self.words.resize(word + 1, 0);
+        }
+        let mask = 1 << bit;
+        self.marked += usize::from(self.words[word] & mask == 0);
+        self.words[word] |= mask;
+    }
+
+    /// The dirty blocks, in order, leaving none.
+    pub fn take(&mut self) -> Vec<u64> {
+        let mut blocks = Vec::with_capacity(self.marked);
+        for (index, word) in (0u64..).zip(&mut self.words) {
+            let mut bits = core::mem::take(word);
+            while bits != 0 {
+                blocks.push(index * 64 + u64::from(bits.trailing_zeros()));
+                bits &= bits - 1;
+            }
+        }
+        debug_assert_eq!(blocks.len(), self.marked, "the count of marked blocks");
+        self.marked = 0;
+        blocks
+    }
+}
+
+impl Extend<u64> for DirtyBlocks {
+    fn extend<I: IntoIterator<Item = u64>>(&mut self, blocks: I) {
+        blocks.into_iter().for_each(|block| self.insert(block));
+    }
 }
 
 impl MetaFile {
@@ -145,7 +190,7 @@ impl MetaFile {
     pub fn from_inode(inode: &Inode) -> MetaFile {
         MetaFile {
             tree: BlockTree::from_inode(inode),
-            dirty: BTreeSet::new(),
+            dirty: DirtyBlocks::default(),
         }
     }
 
@@ -639,6 +684,16 @@ pub fn present(ptr: &BlockPtr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dirty_blocks_are_taken_once_each_in_order_and_can_be_marked_again() {
+        let mut dirty = DirtyBlocks::default();
+        dirty.extend([700, 7, 64, 63, 7, 0, 700]);
+        assert_eq!(dirty.take(), [0, 7, 63, 64, 700]);
+        assert!(dirty.take().is_empty(), "a take leaves nothing dirty");
+        dirty.insert(64);
+        assert_eq!(dirty.take(), [64], "blocks taken can be marked again");
+    }
 
     #[test]
     fn container_blocks_encode_their_own_entries_and_the_short_last_one_pads_with_zeros() {
