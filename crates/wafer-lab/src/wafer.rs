@@ -141,6 +141,9 @@ pub struct WaferArray {
     epoch: Duration,
     /// The buffers of logged writes, given back for the next writes.
     zero_buffers: ZeroBuffers,
+    /// The device completions of an instant, kept between instants so that
+    /// each does not allocate its own list.
+    completions: Vec<Completion>,
 }
 
 /// Zeroed write buffers that logged writes have given back, by length, for
@@ -261,6 +264,7 @@ impl WaferArray {
             now: Instant(0),
             epoch: Duration(0),
             zero_buffers: ZeroBuffers::default(),
+            completions: Vec::new(),
         };
         array.drain();
         array.run_while(|a| !a.filer.is_online());
@@ -349,7 +353,7 @@ impl WaferArray {
     fn run_at(&mut self, at: Instant) {
         self.now = self.now.max(at);
         let now = self.now;
-        let mut completions = Vec::new();
+        let mut completions = core::mem::take(&mut self.completions);
         for (index, disk) in self.disks.iter_mut().enumerate() {
             if self.next_events.due(index, now) {
                 disk.device.advance(now, &mut completions);
@@ -361,9 +365,10 @@ impl WaferArray {
             self.submit_to_disk(held.disk, held.release_at, held.request);
         }
         completions.sort_by_key(|c| (c.finished_at, c.id));
-        for completion in completions {
+        for completion in completions.drain(..) {
             self.complete(&completion);
         }
+        self.completions = completions;
         self.filer.handle_timeout(now);
         self.drain();
     }
