@@ -931,16 +931,19 @@ impl<P: Payload> Filer<P> {
 /// Blocks of one disk, in block order, as runs of adjacent blocks: each run's
 /// first block and its sectors.
 fn adjacent_runs<P: Payload>(blocks: Vec<(Dbn, Sector<P>)>) -> Vec<(Dbn, Vec<Sector<P>>)> {
-    let mut runs: Vec<(Dbn, Vec<Sector<P>>)> = Vec::new();
-    for (dbn, sector) in blocks {
-        match runs.last_mut() {
-            Some((start, sectors)) if start.0 + sectors.len() as u64 == dbn.0 => {
-                sectors.push(sector)
-            }
-            _ => runs.push((dbn, vec![sector])),
+    let mut lengths: Vec<(Dbn, usize)> = Vec::new();
+    for (dbn, _) in &blocks {
+        match lengths.last_mut() {
+            Some((start, length)) if start.0 + *length as u64 == dbn.0 => *length += 1,
+            _ => lengths.push((*dbn, 1)),
         }
     }
-    runs
+    // Each run's sectors move once, into a list of exactly its length.
+    let mut sectors = blocks.into_iter().map(|(_, sector)| sector);
+    lengths
+        .into_iter()
+        .map(|(start, length)| (start, sectors.by_ref().take(length).collect()))
+        .collect()
 }
 
 /// Files whose blocks hold other files' roots are encoded after them: LUNs,
@@ -1069,6 +1072,27 @@ mod tests {
             trailer: Trailer::new(Bytes::checksum(&data), identity).encode(),
             data,
         }
+    }
+
+    #[test]
+    fn a_disks_blocks_go_out_as_runs_of_adjacent_blocks_each_with_its_own_sectors() {
+        let sector = |stamp| Sector::<crate::Stamps> {
+            data: wafer_raid::Stamp(stamp),
+            trailer: [0; crate::format::TRAILER_SIZE],
+        };
+        let blocks = [3, 4, 5, 9, 10, 12].map(|dbn| (Dbn(dbn), sector(100 + dbn)));
+        let runs: Vec<(u64, Vec<u64>)> = adjacent_runs(blocks.to_vec())
+            .into_iter()
+            .map(|(start, sectors)| (start.0, sectors.iter().map(|s| s.data.0).collect()))
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (3, vec![103, 104, 105]),
+                (9, vec![109, 110]),
+                (12, vec![112])
+            ]
+        );
     }
 
     #[test]
