@@ -87,25 +87,32 @@ impl<P: Payload> Filer<P> {
     /// Issues block reads, merged into chains of adjacent blocks per disk.
     pub(super) fn read_blocks(&mut self, mut reads: Vec<BlockRead>) {
         reads.sort_by_key(|r| (r.at.group, r.at.disk, r.at.dbn));
-        let mut chain: Vec<BlockRead> = Vec::new();
-        for read in reads {
+        // The chain being built, as the reads at `chain`: one disk's reads
+        // lie side by side, so a chain is a range, and it goes out copied
+        // into a list of its own length.
+        let mut chain = 0..0;
+        for (index, read) in reads.iter().enumerate() {
             if self.failed[read.at.group].contains(read.at.disk) {
                 self.counters.degraded_reads += 1;
-                self.start_repair(read);
+                self.start_repair(read.clone());
                 continue;
             }
-            let extends = chain.last().is_some_and(|last| {
+            let extends = !chain.is_empty() && {
+                let last = &reads[chain.end - 1];
                 last.at.group == read.at.group
                     && last.at.disk == read.at.disk
                     && last.at.dbn.0 + 1 == read.at.dbn.0
-            });
-            if !extends && !chain.is_empty() {
-                self.issue_chain(core::mem::take(&mut chain));
+            };
+            if !extends {
+                if !chain.is_empty() {
+                    self.issue_chain(reads[chain].to_vec());
+                }
+                chain = index..index;
             }
-            chain.push(read);
+            chain.end = index + 1;
         }
         if !chain.is_empty() {
-            self.issue_chain(chain);
+            self.issue_chain(reads[chain].to_vec());
         }
     }
 

@@ -1136,8 +1136,9 @@ impl<P: Payload> Filer<P> {
                 snapshot: false,
             },
         );
-        let mut disk_reads = Vec::new();
-        for fbn in blocks_covered(offset, length).map(Fbn) {
+        let blocks = blocks_covered(offset, length);
+        let mut disk_reads = Vec::with_capacity((blocks.end - blocks.start) as usize);
+        for fbn in blocks.map(Fbn) {
             let key = (lun, fbn);
             self.use_clock += 1;
             let stamp = self.use_clock;
