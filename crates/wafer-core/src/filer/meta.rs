@@ -148,7 +148,6 @@ pub struct MetaFile {
 #[derive(Clone, Debug, Default)]
 pub struct DirtyBlocks {
     words: Vec<u64>,
-    marked: usize,
 }
 
 impl DirtyBlocks {
@@ -158,14 +157,17 @@ impl DirtyBlocks {
         if word >= self.words.len() {
             self.words.resize(word + 1, 0);
         }
-        let mask = 1 << bit;
-        self.marked += usize::from(self.words[word] & mask == 0);
-        self.words[word] |= mask;
+        self.words[word] |= 1 << bit;
     }
 
     /// The dirty blocks, in order, leaving none.
     pub fn take(&mut self) -> Vec<u64> {
-        let mut blocks = Vec::with_capacity(self.marked);
+        let marked = self
+            .words
+            .iter()
+            .map(|word| word.count_ones() as usize)
+            .sum();
+        let mut blocks = Vec::with_capacity(marked);
         for (index, word) in (0u64..).zip(&mut self.words) {
             let mut bits = core::mem::take(word);
             while bits != 0 {
@@ -173,8 +175,6 @@ impl DirtyBlocks {
                 bits &= bits - 1;
             }
         }
-        debug_assert_eq!(blocks.len(), self.marked, "the count of marked blocks");
-        self.marked = 0;
         blocks
     }
 }
