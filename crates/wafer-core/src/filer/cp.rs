@@ -185,7 +185,10 @@ impl<P: Payload> Filer<P> {
             .begin_cp(cp.captured.len() as u64 + 16);
         let mut writes = Vec::new();
         let mut captured = core::mem::take(&mut cp.captured);
-        captured.sort_unstable_by_key(|&(key, _)| key);
+        // In key order already but for blocks that were being read when the
+        // CP began, appended at the end: a stable sort finds that one run
+        // and merges the tail in, where an unstable one starts over.
+        captured.sort_by_key(|&(key, _)| key);
         assert!(
             captured.windows(2).all(|pair| pair[0].0 != pair[1].0),
             "a block captured twice"
