@@ -178,7 +178,7 @@ impl<P: Payload> Filer<P> {
                         self.lun_tree_mut(lun).restore_node(node, pointers);
                     }
                 }
-                self.indirect_use.insert((lun, node), self.use_clock);
+                self.indirect_use.set(lun, node, self.use_clock);
             }
             Some(_) => {}
             None => {
@@ -318,7 +318,7 @@ impl<P: Payload> Filer<P> {
                         || self.loading_under(lun, node)
                         || waited_for(&waiting, lun, node);
                     if l.tree.is_evictable(node) && !busy {
-                        let age = self.indirect_use.get(&(lun, node)).copied().unwrap_or(0);
+                        let age = self.indirect_use.age(lun, node);
                         victims.push((v.cache_policy, age, lun, node));
                     }
                 }
@@ -331,7 +331,7 @@ impl<P: Payload> Filer<P> {
         for (_, _, lun, node) in victims.into_iter().take(excess) {
             self.indirect_whole = false;
             let pointers = self.lun_tree_mut(lun).evict(node);
-            self.indirect_use.remove(&(lun, node));
+            self.indirect_use.forget(lun, node);
             self.counters.indirect_evictions += 1;
             if !P::READS_METADATA {
                 self.evicted_nodes.insert((lun, node), pointers);
@@ -383,12 +383,15 @@ impl<P: Payload> Filer<P> {
             .is_some()
     }
 
-    /// A data block leaves the cache: the indirect block over it is as
-    /// recently used as the block was.
-    pub(super) fn note_data_evicted(&mut self, lun: LunId, fbn: Fbn, last_use: u64) {
-        let node = (1, fbn.0 / crate::format::POINTERS_PER_BLOCK as u64);
-        let age = self.indirect_use.get_or_insert_with((lun, node), || 0);
-        *age = (*age).max(last_use);
+    /// Data blocks leave the cache, each as ((LUN, fbn), last use): the
+    /// indirect block over each is as recently used as the block was.
+    pub(super) fn note_data_evicted(&mut self, evicted: Vec<((LunId, Fbn), u64)>) {
+        let per_node = crate::format::POINTERS_PER_BLOCK as u64;
+        self.indirect_use.raise_level1(
+            evicted
+                .into_iter()
+                .map(|((lun, fbn), last_use)| (lun, fbn.0 / per_node, last_use)),
+        );
     }
 }
 

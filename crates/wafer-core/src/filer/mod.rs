@@ -20,6 +20,7 @@ mod cp;
 mod indirect;
 pub mod meta;
 mod mount;
+mod node_ages;
 mod realloc;
 mod rebuild;
 mod resync;
@@ -200,7 +201,7 @@ pub struct Filer<P: Payload = Bytes> {
     /// for them have been failed.
     unreadable: BTreeSet<(LunId, crate::tree::NodeId)>,
     /// When each resident indirect block of a LUN was last used.
-    indirect_use: FixedMap<(LunId, crate::tree::NodeId), u64>,
+    indirect_use: node_ages::NodeAges,
     /// A stamp filer's evicted indirect blocks (its disks hold digests).
     evicted_nodes: FixedMap<(LunId, crate::tree::NodeId), crate::tree::Node>,
     /// The driver keeps every indirect block resident.
@@ -290,7 +291,7 @@ impl<P: Payload> Filer<P> {
             node_loads: BTreeMap::new(),
             faulting: Vec::new(),
             unreadable: BTreeSet::new(),
-            indirect_use: FixedMap::default(),
+            indirect_use: node_ages::NodeAges::default(),
             evicted_nodes: FixedMap::default(),
             pin_indirect: false,
             indirect_whole: true,
@@ -1218,9 +1219,7 @@ impl<P: Payload> Filer<P> {
                 .map_or_else(Default::default, |v| v.cache_policy)
         });
         self.data_floor = (self.committed, total - victims.len());
-        for ((lun, fbn), last_use) in victims {
-            self.note_data_evicted(lun, fbn, last_use);
-        }
+        self.note_data_evicted(victims);
     }
 
     /// The active file system lets go of a block. It is freed (reusable once
