@@ -143,7 +143,12 @@ impl<P: Payload> Filer<P> {
             keeps_log,
         };
         let mut dirty: Vec<(LunId, Fbn)> = self.dirty.iter().map(|(key, ())| *key).collect();
-        dirty.sort_unstable();
+        // In (LUN, fbn) order, compared as one number (a LUN's word is its
+        // volume above its file, so it orders LUNs as `LunId` does): cheaper
+        // than comparing the tuple field by field, over thousands a CP.
+        dirty.sort_unstable_by_key(|&(lun, fbn)| {
+            u128::from(super::cache::lun_word(lun)) << 64 | u128::from(fbn.0)
+        });
         self.dirty = Default::default();
         for key in dirty {
             let entry = self.cache.get_mut(&key).expect("dirty blocks are cached");
