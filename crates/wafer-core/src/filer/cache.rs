@@ -45,7 +45,8 @@ pub(super) type CacheKey = (LunId, Fbn);
 /// blocks.
 type L1Key = (LunId, u64);
 
-/// A LUN as one word, for hashing keys that name it.
+/// A LUN as one word, for hashing keys that name it and for sorting them:
+/// the volume above the file, so words order LUNs as `LunId` does.
 pub(super) fn lun_word(lun: LunId) -> u64 {
     u64::from(lun.volume.0) << 32 | u64::from(lun.file.0)
 }
@@ -539,6 +540,29 @@ mod tests {
     use super::*;
     use crate::payload::Bytes;
     use crate::units::FileId;
+
+    #[test]
+    fn a_luns_word_orders_luns_as_their_ids_do() {
+        let ids = [0, 1, 7, u32::MAX];
+        let luns: Vec<LunId> = ids
+            .iter()
+            .flat_map(|&volume| {
+                ids.iter().map(move |&file| LunId {
+                    volume: VolumeId(volume),
+                    file: FileId(file),
+                })
+            })
+            .collect();
+        for a in &luns {
+            for b in &luns {
+                assert_eq!(
+                    lun_word(*a).cmp(&lun_word(*b)),
+                    a.cmp(b),
+                    "{a:?} against {b:?}"
+                );
+            }
+        }
+    }
 
     fn key(volume: u32, fbn: u64) -> CacheKey {
         let lun = LunId {
