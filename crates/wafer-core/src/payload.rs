@@ -21,13 +21,15 @@
 //! its reads (the lab's) does not pay for bytes it never looks at.
 //! Metadata is stamped with the digest of the bytes it encodes to; maps,
 //! container maps and indirect blocks encode to little-endian words, and are
-//! digested from those words without laying the bytes out. The resident trees
+//! digested from those words without laying the bytes out (an indirect block
+//! from its pointers, without laying out even the words). The resident trees
 //! keep the metadata itself, but a stamp filer cannot read it back from disk,
 //! so only a byte filer can be mounted.
 
 use wafer_raid::{Stamp, StripeUnit};
 
-use crate::format::{BlockWords, block_from_words};
+use crate::format::{BlockPtr, BlockWords, POINTER_WORDS, POINTERS_PER_BLOCK, block_from_words};
+use crate::tree::encode_node;
 use crate::units::Fbn;
 use crate::{BLOCK_SIZE, Block};
 
@@ -63,6 +65,9 @@ pub trait Payload:
     /// The content of a metadata block that encodes to `words`,
     /// little-endian: the same as [`Payload::from_bytes`] of those bytes.
     fn from_words(words: &BlockWords) -> Self::Content;
+    /// The content of an indirect block holding `pointers`: the same as
+    /// [`Payload::from_words`] of [`encode_node`]'s words.
+    fn from_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> Self::Content;
     /// Writes `len` bytes at `at` of the block: `bytes`, or zeros for `None`.
     fn write(content: &mut Self::Content, at: usize, bytes: Option<&[u8]>, len: usize);
     /// Reads `out.len()` bytes from `at` of the block.
@@ -120,6 +125,10 @@ impl Payload for Bytes {
 
     fn from_words(words: &BlockWords) -> Box<Block> {
         block_from_words(words)
+    }
+
+    fn from_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> Box<Block> {
+        block_from_words(&encode_node(pointers))
     }
 
     fn write(content: &mut Box<Block>, at: usize, bytes: Option<&[u8]>, len: usize) {
@@ -181,6 +190,10 @@ impl Payload for Stamps {
 
     fn from_words(words: &BlockWords) -> Stamp {
         Stamp(digest_words(words))
+    }
+
+    fn from_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> Stamp {
+        Stamp(digest_node(pointers))
     }
 
     fn write(content: &mut Stamp, at: usize, bytes: Option<&[u8]>, len: usize) {
@@ -316,6 +329,42 @@ fn digest_words(words: &BlockWords) -> u64 {
     ))
 }
 
+/// The digest of an indirect block's words (what [`encode_node`] gives),
+/// taken from its pointers without laying the words out: every four
+/// pointers are twelve words, three quads, and the pointers left over are
+/// padded with the block's zero tail.
+fn digest_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> u64 {
+    const TAIL_WORDS: usize = crate::format::WORDS_PER_BLOCK - POINTERS_PER_BLOCK * POINTER_WORDS;
+    const _: () = assert!(POINTER_WORDS == 3 && TAIL_WORDS < 4);
+    let mut chains = [0u64; 4];
+    let mut any = 0;
+    let mut feed = |quad: [u64; 4]| {
+        any |= quad[0] | quad[1] | quad[2] | quad[3];
+        for (chain, word) in chains.iter_mut().zip(quad) {
+            *chain = mix(*chain, word);
+        }
+    };
+    let groups = pointers.chunks_exact(4);
+    let mut left = [0u64; 4 * POINTER_WORDS];
+    for (words, ptr) in left.chunks_exact_mut(POINTER_WORDS).zip(groups.remainder()) {
+        words.copy_from_slice(&ptr.words());
+    }
+    let left_quads = (groups.remainder().len() * POINTER_WORDS + TAIL_WORDS) / 4;
+    for group in groups {
+        let [a, b, c, d] = [0, 1, 2, 3].map(|i| group[i].words());
+        feed([a[0], a[1], a[2], b[0]]);
+        feed([b[1], b[2], c[0], c[1]]);
+        feed([c[2], d[0], d[1], d[2]]);
+    }
+    for quad in left.chunks_exact(4).take(left_quads) {
+        feed([quad[0], quad[1], quad[2], quad[3]]);
+    }
+    if any == 0 {
+        return 0;
+    }
+    nonzero(chains.into_iter().fold(0, mix))
+}
+
 /// Mixes words in four chains, the words of each quad one into each chain,
 /// folds the chains together, and mixes in the words left over.
 fn mix_words(quads: impl Iterator<Item = [u64; 4]>, rest: impl Iterator<Item = u64>) -> u64 {
@@ -416,6 +465,50 @@ mod tests {
                 "words 0..={last} set"
             );
         }
+    }
+
+    #[test]
+    fn an_indirect_block_stamps_the_same_from_its_pointers_as_from_its_words() {
+        use crate::units::{Pvbn, Vvbn};
+        let none = [BlockPtr::NULL; POINTERS_PER_BLOCK];
+        assert_eq!(Stamps::from_node(&none), Stamp(0), "no pointers, stamp 0");
+        let ptr = |n: u64| BlockPtr {
+            pvbn: Pvbn(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            vvbn: Vvbn(n ^ 0x5555),
+            birth: n as u32,
+            checksum: (n >> 7) as u32 ^ 0xdead_beef,
+        };
+        let full: [BlockPtr; POINTERS_PER_BLOCK] = core::array::from_fn(|i| ptr(i as u64 + 1));
+        for set in [
+            vec![0],
+            vec![1],
+            vec![2],
+            vec![3],
+            vec![168],
+            vec![169],
+            vec![0, 169],
+        ] {
+            let mut some = none;
+            for slot in set.iter().copied() {
+                some[slot] = full[slot];
+            }
+            assert_eq!(
+                Stamps::from_node(&some),
+                Stamps::from_words(&encode_node(&some)),
+                "pointers {set:?} set"
+            );
+        }
+        assert_eq!(
+            Stamps::from_node(&full),
+            Stamps::from_words(&encode_node(&full))
+        );
+        let mut moved = full;
+        moved.swap(0, 1);
+        assert_ne!(
+            Stamps::from_node(&moved),
+            Stamps::from_node(&full),
+            "pointer order"
+        );
     }
 
     #[test]

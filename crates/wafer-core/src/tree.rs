@@ -419,12 +419,9 @@ impl BlockTree {
         self.root_changed
     }
 
-    /// The encoded content of indirect block `node`, as words.
-    pub fn node_words(&self, node: NodeId) -> BlockWords {
-        match self.nodes.get(&node) {
-            Some(pointers) => encode_node(pointers),
-            None => [0; WORDS_PER_BLOCK],
-        }
+    /// The pointers of indirect block `node`, if it is resident.
+    pub fn node(&self, node: NodeId) -> Option<&[BlockPtr; POINTERS_PER_BLOCK]> {
+        self.nodes.get(&node).map(|pointers| &**pointers)
     }
 
     /// Installs an indirect block read from disk.
@@ -528,7 +525,7 @@ impl BlockTree {
 }
 
 /// An indirect block's pointers as they are written to disk.
-pub fn encode_node(pointers: &Node) -> BlockWords {
+pub fn encode_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> BlockWords {
     let mut out = [0; WORDS_PER_BLOCK];
     for (words, ptr) in out.chunks_exact_mut(POINTER_WORDS).zip(pointers.iter()) {
         words.copy_from_slice(&ptr.words());
@@ -607,7 +604,7 @@ mod tests {
         let l1 = (1, 1);
         assert_eq!(tree.set_node_ptr(l1, ptr(99)), BlockPtr::NULL);
         assert_eq!(tree.node_ptr(l1), ptr(99));
-        let bytes = block_from_words(&tree.node_words(l1));
+        let bytes = block_from_words(&encode_node(tree.node(l1).expect("resident")));
         let mut copy = BlockTree::new();
         copy.load_node(l1, &bytes);
         assert_eq!(copy.children(l1), vec![(300, ptr(7))]);
@@ -661,7 +658,7 @@ mod tests {
         assert!(tree.is_complete());
         assert_eq!(tree.content_blocks(), 3 * B);
         let l1 = (1, 9); // fbns 9B..10B
-        let bytes = block_from_words(&tree.node_words(l1));
+        let bytes = block_from_words(&encode_node(tree.node(l1).expect("resident")));
         assert!(tree.is_evictable(l1));
         assert!(
             !tree.is_evictable((2, 0)),
@@ -693,7 +690,7 @@ mod tests {
         for index in [0, 8, 9, 10] {
             tree.evict((1, index));
         }
-        let l2 = block_from_words(&tree.node_words((2, 0)));
+        let l2 = block_from_words(&encode_node(tree.node((2, 0)).expect("resident")));
         tree.evict((2, 0));
         assert_eq!(tree.missing(0..u64::MAX), vec![((2, 0), top)]);
         tree.load_node((2, 0), &l2);

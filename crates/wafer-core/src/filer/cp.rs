@@ -437,7 +437,9 @@ impl<P: Payload> Filer<P> {
                 }
                 Content::Node(file, node) => {
                     self.counters.meta_blocks_written += 1;
-                    P::from_words(&self.tree_mut(file).node_words(node))
+                    self.tree_mut(file)
+                        .node(node)
+                        .map_or_else(P::zero, P::from_node)
                 }
                 Content::Meta(file, fbn) => {
                     self.counters.meta_blocks_written += 1;

@@ -171,7 +171,7 @@ impl<P: Payload> Filer<P> {
                             .remove(&(lun, node))
                             .expect("a stamp filer keeps what it evicts");
                         assert_eq!(
-                            P::checksum(&P::from_words(&crate::tree::encode_node(&pointers))),
+                            P::checksum(&P::from_node(&pointers)),
                             ptr.checksum,
                             "the indirect block kept aside is the one on disk"
                         );
