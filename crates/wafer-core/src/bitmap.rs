@@ -3,18 +3,33 @@
 //! A map file stores its bitmap in 4 KiB blocks of 32768 bits each, block `n`
 //! covering bits `n * 32768 ..`; [`Bitmap::block_words`] and
 //! [`Bitmap::load_block`] convert one block at a time so that a CP writes only
-//! the map blocks it changed.
+//! the map blocks it changed. Each block keeps the running [`WordSum`] of
+//! its words, updated as bits change, for a stamp filer's CP to stamp it by.
 
 use std::sync::Arc;
 
 use crate::BLOCK_SIZE;
 use crate::format::{BlockWords, WORDS_PER_BLOCK};
+use crate::word_sum::WordSum;
 
 /// Bits held by one map block.
 pub const BITS_PER_BLOCK: u64 = BLOCK_SIZE as u64 * 8;
 
-/// One map block's worth of bits.
-type Chunk = BlockWords;
+/// One map block's worth of bits, with the running sum of its words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Chunk {
+    words: BlockWords,
+    sum: WordSum,
+}
+
+impl Chunk {
+    fn new(words: BlockWords) -> Chunk {
+        Chunk {
+            sum: WordSum::of(&words),
+            words,
+        }
+    }
+}
 
 /// A bitmap of a fixed number of bits.
 ///
@@ -34,7 +49,7 @@ impl Bitmap {
     pub fn new(len: u64) -> Bitmap {
         let blocks = len.div_ceil(BITS_PER_BLOCK) as usize;
         // Every chunk starts as the same all-clear one, copied when written.
-        let clear = Arc::new([0; WORDS_PER_BLOCK]);
+        let clear = Arc::new(Chunk::new([0; WORDS_PER_BLOCK]));
         Bitmap {
             chunks: (0..blocks).map(|_| Arc::clone(&clear)).collect(),
             len,
@@ -58,16 +73,23 @@ impl Bitmap {
     }
 
     fn word(&self, index: usize) -> u64 {
-        self.chunks[index / WORDS_PER_BLOCK][index % WORDS_PER_BLOCK]
+        self.chunks[index / WORDS_PER_BLOCK].words[index % WORDS_PER_BLOCK]
     }
 
-    /// The word, its chunk copied first if it is shared.
-    fn word_mut(&mut self, index: usize) -> &mut u64 {
-        &mut Arc::make_mut(&mut self.chunks[index / WORDS_PER_BLOCK])[index % WORDS_PER_BLOCK]
+    /// Replaces word `index` with `change` of it, copying its chunk first if
+    /// it is shared, and keeps the chunk's sum.
+    fn change_word(&mut self, index: usize, change: impl FnOnce(u64) -> u64) {
+        let chunk = Arc::make_mut(&mut self.chunks[index / WORDS_PER_BLOCK]);
+        let at = index % WORDS_PER_BLOCK;
+        let old = chunk.words[at];
+        chunk.words[at] = change(old);
+        chunk.sum.change(at, old, chunk.words[at]);
     }
 
     fn words(&self) -> impl Iterator<Item = u64> + '_ {
-        self.chunks.iter().flat_map(|chunk| chunk.iter().copied())
+        self.chunks
+            .iter()
+            .flat_map(|chunk| chunk.words.iter().copied())
     }
 
     /// Bits set in `range`, counted a word at a time.
@@ -101,7 +123,7 @@ impl Bitmap {
     pub fn set(&mut self, n: u64) -> bool {
         let was_clear = !self.get(n);
         if was_clear {
-            *self.word_mut((n / 64) as usize) |= 1 << (n % 64);
+            self.change_word((n / 64) as usize, |word| word | 1 << (n % 64));
             self.ones += 1;
         }
         was_clear
@@ -111,7 +133,7 @@ impl Bitmap {
     pub fn clear(&mut self, n: u64) -> bool {
         let was_set = self.get(n);
         if was_set {
-            *self.word_mut((n / 64) as usize) &= !(1 << (n % 64));
+            self.change_word((n / 64) as usize, |word| word & !(1 << (n % 64)));
             self.ones -= 1;
         }
         was_set
@@ -129,7 +151,12 @@ impl Bitmap {
 
     /// The words of map block `block`: its bytes are these, little-endian.
     pub fn block_words(&self, block: u64) -> &BlockWords {
-        &self.chunks[block as usize]
+        &self.chunks[block as usize].words
+    }
+
+    /// The running sum of map block `block`'s words.
+    pub fn block_sum(&self, block: u64) -> WordSum {
+        self.chunks[block as usize].sum
     }
 
     /// The union of two bitmaps of the same length.
@@ -141,12 +168,14 @@ impl Bitmap {
             .zip(&other.chunks)
             .map(|(a, b)| match Arc::ptr_eq(a, b) {
                 true => Arc::clone(a),
-                false => Arc::new(core::array::from_fn(|i| a[i] | b[i])),
+                false => Arc::new(Chunk::new(core::array::from_fn(|i| {
+                    a.words[i] | b.words[i]
+                }))),
             })
             .collect();
         let ones = chunks
             .iter()
-            .flat_map(|chunk| chunk.iter())
+            .flat_map(|chunk| chunk.words.iter())
             .map(|w| u64::from(w.count_ones()))
             .sum();
         Bitmap {
@@ -185,7 +214,7 @@ impl Bitmap {
             .iter()
             .zip(&other.chunks)
             .enumerate()
-            .filter(|(_, (a, b))| !Arc::ptr_eq(a, b) && a != b)
+            .filter(|(_, (a, b))| !Arc::ptr_eq(a, b) && a.words != b.words)
             .map(|(block, _)| block as u64)
             .collect()
     }
@@ -193,8 +222,8 @@ impl Bitmap {
     /// Loads map block `block` from its bytes, ignoring bits past the end.
     pub fn load_block(&mut self, block: u64, bytes: &[u8; BLOCK_SIZE]) {
         let first = block as usize * WORDS_PER_BLOCK;
-        let mut chunk: Chunk = [0; WORDS_PER_BLOCK];
-        for (n, (word, le)) in chunk.iter_mut().zip(bytes.chunks_exact(8)).enumerate() {
+        let mut words: BlockWords = [0; WORDS_PER_BLOCK];
+        for (n, (word, le)) in words.iter_mut().zip(bytes.chunks_exact(8)).enumerate() {
             let base = (first + n) as u64 * 64;
             *word = u64::from_le_bytes(le.try_into().expect("eight bytes"));
             if base >= self.len {
@@ -203,9 +232,9 @@ impl Bitmap {
                 *word &= (1u64 << (self.len - base)) - 1;
             }
         }
-        let ones = |c: &Chunk| c.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
-        self.ones = self.ones - ones(&self.chunks[block as usize]) + ones(&chunk);
-        self.chunks[block as usize] = Arc::new(chunk);
+        let ones = |w: &BlockWords| w.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
+        self.ones = self.ones - ones(&self.chunks[block as usize].words) + ones(&words);
+        self.chunks[block as usize] = Arc::new(Chunk::new(words));
     }
 }
 
@@ -226,6 +255,47 @@ mod tests {
         assert!(!map.get(5) && map.get(2 * BITS_PER_BLOCK) && map.count_ones() == 2);
         assert_eq!(copy.differing_blocks(&map), [0, 2]);
         assert_eq!(copy.union(&map).count_ones(), 3);
+    }
+
+    /// Asserts that every map block's running sum is the sum of its words.
+    fn assert_sums_hold(map: &Bitmap) {
+        for block in 0..map.blocks() {
+            let words = map.block_words(block);
+            assert_eq!(map.block_sum(block), WordSum::of(words), "block {block}");
+        }
+    }
+
+    #[test]
+    fn every_block_sums_its_words_through_sets_clears_copies_and_loads() {
+        let mut map = Bitmap::new(3 * BITS_PER_BLOCK);
+        for n in [0, 1, 63, 64, BITS_PER_BLOCK, 2 * BITS_PER_BLOCK + 77] {
+            map.set(n);
+        }
+        assert_sums_hold(&map);
+        let copy = map.clone();
+        map.clear(1);
+        map.clear(BITS_PER_BLOCK);
+        map.set(5);
+        assert_sums_hold(&map);
+        assert_sums_hold(&copy);
+        assert_eq!(
+            map.block_sum(1),
+            WordSum::default(),
+            "a block cleared again sums to 0"
+        );
+        assert_ne!(
+            map.block_sum(0),
+            copy.block_sum(0),
+            "a changed block's sum moves"
+        );
+        let union = map.union(&copy);
+        assert_sums_hold(&union);
+        let mut loaded = Bitmap::new(3 * BITS_PER_BLOCK);
+        for block in 0..union.blocks() {
+            loaded.load_block(block, &block_from_words(union.block_words(block)));
+        }
+        assert_eq!(loaded, union);
+        assert_sums_hold(&loaded);
     }
 
     #[test]

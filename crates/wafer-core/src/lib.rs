@@ -7,6 +7,7 @@
 //! real-time server and under the virtual-time lab and simulator alike.
 //!
 //! Layering inside the crate, bottom up: [`format`](mod@format) (on-disk encodings),
+//! [`word_sum`] (metadata digests kept up to date as blocks change),
 //! [`aggregate`] (RAID groups and the pvbn space), [`bitmap`] and [`space`]
 //! (maps, delayed frees, the write allocator), [`tree`] (block trees), [`nvlog`]
 //! (the operation log), [`payload`] (what a block holds: bytes, or stamps for
@@ -22,6 +23,7 @@ pub mod payload;
 pub mod space;
 pub mod tree;
 pub mod units;
+pub mod word_sum;
 
 pub use filer::Filer;
 pub use payload::{Bytes, Payload, Stamps};

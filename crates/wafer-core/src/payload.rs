@@ -19,18 +19,19 @@
 //! a stamp filer's read replies with the stamps of the blocks it covers
 //! ([`StampRead`]), which give those bytes on demand: a host that only counts
 //! its reads (the lab's) does not pay for bytes it never looks at.
-//! Metadata is stamped with the digest of the bytes it encodes to; maps,
-//! container maps and indirect blocks encode to little-endian words, and are
-//! digested from those words without laying the bytes out (an indirect block
-//! from its pointers, without laying out even the words). The resident trees
+//! A whole block's stamp, and every metadata block's, is the [`WordSum`]
+//! digest of its little-endian words. Maps, container maps and indirect
+//! blocks keep that sum up to date as they change, so a CP stamps them
+//! without reading them again (a byte filer lays the bytes out). The resident trees
 //! keep the metadata itself, but a stamp filer cannot read it back from disk,
 //! so only a byte filer can be mounted.
 
 use wafer_raid::{Stamp, StripeUnit};
 
-use crate::format::{BlockPtr, BlockWords, POINTER_WORDS, POINTERS_PER_BLOCK, block_from_words};
-use crate::tree::encode_node;
+use crate::format::{BlockWords, block_from_words};
+use crate::tree::{NodeBlock, encode_node};
 use crate::units::Fbn;
+use crate::word_sum::WordSum;
 use crate::{BLOCK_SIZE, Block};
 
 /// What a read of a LUN replies with, put together block by block as the
@@ -63,11 +64,12 @@ pub trait Payload:
     /// The content of an encoded metadata block.
     fn from_bytes(bytes: Box<Block>) -> Self::Content;
     /// The content of a metadata block that encodes to `words`,
-    /// little-endian: the same as [`Payload::from_bytes`] of those bytes.
-    fn from_words(words: &BlockWords) -> Self::Content;
-    /// The content of an indirect block holding `pointers`: the same as
+    /// little-endian, whose running sum is `sum`: the same as
+    /// [`Payload::from_bytes`] of those bytes.
+    fn from_words(words: &BlockWords, sum: WordSum) -> Self::Content;
+    /// The content of indirect block `node`: the same as
     /// [`Payload::from_words`] of [`encode_node`]'s words.
-    fn from_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> Self::Content;
+    fn from_node(node: &NodeBlock) -> Self::Content;
     /// Writes `len` bytes at `at` of the block: `bytes`, or zeros for `None`.
     fn write(content: &mut Self::Content, at: usize, bytes: Option<&[u8]>, len: usize);
     /// Reads `out.len()` bytes from `at` of the block.
@@ -123,12 +125,15 @@ impl Payload for Bytes {
         bytes
     }
 
-    fn from_words(words: &BlockWords) -> Box<Block> {
+    fn from_words(words: &BlockWords, sum: WordSum) -> Box<Block> {
+        check_sum(words, sum);
         block_from_words(words)
     }
 
-    fn from_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> Box<Block> {
-        block_from_words(&encode_node(pointers))
+    fn from_node(node: &NodeBlock) -> Box<Block> {
+        let words = encode_node(node);
+        check_sum(&words, node.sum());
+        block_from_words(&words)
     }
 
     fn write(content: &mut Box<Block>, at: usize, bytes: Option<&[u8]>, len: usize) {
@@ -185,24 +190,30 @@ impl Payload for Stamps {
     }
 
     fn from_bytes(bytes: Box<Block>) -> Stamp {
-        Stamp(digest(&bytes[..]))
+        Stamp(block_digest(&bytes))
     }
 
-    fn from_words(words: &BlockWords) -> Stamp {
-        Stamp(digest_words(words))
+    fn from_words(words: &BlockWords, sum: WordSum) -> Stamp {
+        check_sum(words, sum);
+        Stamp(sum.digest())
     }
 
-    fn from_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> Stamp {
-        Stamp(digest_node(pointers))
+    fn from_node(node: &NodeBlock) -> Stamp {
+        if cfg!(debug_assertions) {
+            check_sum(&encode_node(node), node.sum());
+        }
+        Stamp(node.sum().digest())
     }
 
     fn write(content: &mut Stamp, at: usize, bytes: Option<&[u8]>, len: usize) {
-        let part = bytes.map_or(0, digest);
-        content.0 = match (at, len) {
-            (_, 0) => content.0,
-            (0, BLOCK_SIZE) => part,
-            _ if content.0 == 0 && part == 0 => 0,
-            _ => nonzero(mix(mix(mix(content.0, at as u64), len as u64), part)),
+        content.0 = match (at, len, bytes) {
+            (_, 0, _) => content.0,
+            (0, BLOCK_SIZE, None) => 0,
+            (0, BLOCK_SIZE, Some(bytes)) => block_digest(bytes.try_into().expect("a whole block")),
+            (_, _, bytes) => match bytes.map_or(0, digest) {
+                0 if content.0 == 0 => 0,
+                part => nonzero(mix(mix(mix(content.0, at as u64), len as u64), part)),
+            },
         };
     }
 
@@ -315,54 +326,27 @@ fn digest(bytes: &[u8]) -> u64 {
     nonzero(tail.iter().fold(h, |h, &byte| mix(h, u64::from(byte))))
 }
 
-/// The digest of the bytes that `words` encode to, little-endian, taken
-/// from the words themselves.
-fn digest_words(words: &BlockWords) -> u64 {
-    if words.iter().fold(0, |acc, word| acc | word) == 0 {
+/// The digest of a whole block: the [`WordSum`] of its little-endian words.
+fn block_digest(bytes: &Block) -> u64 {
+    if is_zero(bytes) {
         return 0;
     }
-    let quads = words.chunks_exact(4);
-    let rest = quads.remainder().iter().copied();
-    nonzero(mix_words(
-        quads.map(|quad| [quad[0], quad[1], quad[2], quad[3]]),
-        rest,
-    ))
+    let mut words = [0u64; crate::format::WORDS_PER_BLOCK];
+    for (word, le) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+        *word = u64::from_le_bytes(le.try_into().expect("eight bytes"));
+    }
+    WordSum::of(&words).digest()
 }
 
-/// The digest of an indirect block's words (what [`encode_node`] gives),
-/// taken from its pointers without laying the words out: every four
-/// pointers are twelve words, three quads, and the pointers left over are
-/// padded with the block's zero tail.
-fn digest_node(pointers: &[BlockPtr; POINTERS_PER_BLOCK]) -> u64 {
-    const TAIL_WORDS: usize = crate::format::WORDS_PER_BLOCK - POINTERS_PER_BLOCK * POINTER_WORDS;
-    const _: () = assert!(POINTER_WORDS == 3 && TAIL_WORDS < 4);
-    let mut chains = [0u64; 4];
-    let mut any = 0;
-    let mut feed = |quad: [u64; 4]| {
-        any |= quad[0] | quad[1] | quad[2] | quad[3];
-        for (chain, word) in chains.iter_mut().zip(quad) {
-            *chain = mix(*chain, word);
-        }
-    };
-    let groups = pointers.chunks_exact(4);
-    let mut left = [0u64; 4 * POINTER_WORDS];
-    for (words, ptr) in left.chunks_exact_mut(POINTER_WORDS).zip(groups.remainder()) {
-        words.copy_from_slice(&ptr.words());
-    }
-    let left_quads = (groups.remainder().len() * POINTER_WORDS + TAIL_WORDS) / 4;
-    for group in groups {
-        let [a, b, c, d] = [0, 1, 2, 3].map(|i| group[i].words());
-        feed([a[0], a[1], a[2], b[0]]);
-        feed([b[1], b[2], c[0], c[1]]);
-        feed([c[2], d[0], d[1], d[2]]);
-    }
-    for quad in left.chunks_exact(4).take(left_quads) {
-        feed([quad[0], quad[1], quad[2], quad[3]]);
-    }
-    if any == 0 {
-        return 0;
-    }
-    nonzero(chains.into_iter().fold(0, mix))
+/// Asserts, where debug assertions are on (the test suites), that a running
+/// sum is the sum of the words as they stand: a structure that changed a
+/// word without telling its sum is caught at the next CP.
+fn check_sum(words: &BlockWords, sum: WordSum) {
+    debug_assert_eq!(
+        sum,
+        WordSum::of(words),
+        "a metadata block's running sum has drifted from its words"
+    );
 }
 
 /// Mixes words in four chains, the words of each quad one into each chain,
@@ -452,63 +436,35 @@ mod tests {
     #[test]
     fn a_block_stamps_the_same_from_its_words_as_from_its_bytes() {
         let mut words = [0u64; crate::format::WORDS_PER_BLOCK];
-        assert_eq!(Stamps::from_words(&words), Stamp(0), "zero words, stamp 0");
+        let from_words = |words: &BlockWords| Stamps::from_words(words, WordSum::of(words));
+        assert_eq!(from_words(&words), Stamp(0), "zero words, stamp 0");
         for (i, word) in words.iter_mut().enumerate() {
             *word = (i as u64 + 1).wrapping_mul(0x0123_4567_89ab_cdef);
         }
-        for last in [0, 1, 2, 3, 509] {
+        for last in [0, 1, 2, 3, 509, 511] {
             let mut some = words;
             some[last + 1..].fill(0);
+            let bytes = block_from_words(&some);
             assert_eq!(
-                Stamps::from_words(&some),
-                Stamps::from_bytes(block_from_words(&some)),
+                from_words(&some),
+                Stamps::from_bytes(bytes.clone()),
                 "words 0..={last} set"
             );
+            let mut written = Stamp(7);
+            Stamps::write(&mut written, 0, Some(&bytes[..]), BLOCK_SIZE);
+            assert_eq!(written, from_words(&some), "a whole-block write");
         }
     }
 
     #[test]
-    fn an_indirect_block_stamps_the_same_from_its_pointers_as_from_its_words() {
-        use crate::units::{Pvbn, Vvbn};
-        let none = [BlockPtr::NULL; POINTERS_PER_BLOCK];
-        assert_eq!(Stamps::from_node(&none), Stamp(0), "no pointers, stamp 0");
-        let ptr = |n: u64| BlockPtr {
-            pvbn: Pvbn(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            vvbn: Vvbn(n ^ 0x5555),
-            birth: n as u32,
-            checksum: (n >> 7) as u32 ^ 0xdead_beef,
-        };
-        let full: [BlockPtr; POINTERS_PER_BLOCK] = core::array::from_fn(|i| ptr(i as u64 + 1));
-        for set in [
-            vec![0],
-            vec![1],
-            vec![2],
-            vec![3],
-            vec![168],
-            vec![169],
-            vec![0, 169],
-        ] {
-            let mut some = none;
-            for slot in set.iter().copied() {
-                some[slot] = full[slot];
-            }
-            assert_eq!(
-                Stamps::from_node(&some),
-                Stamps::from_words(&encode_node(&some)),
-                "pointers {set:?} set"
-            );
-        }
-        assert_eq!(
-            Stamps::from_node(&full),
-            Stamps::from_words(&encode_node(&full))
-        );
-        let mut moved = full;
-        moved.swap(0, 1);
-        assert_ne!(
-            Stamps::from_node(&moved),
-            Stamps::from_node(&full),
-            "pointer order"
-        );
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "running sum has drifted")]
+    fn a_running_sum_that_missed_a_change_is_caught() {
+        let mut words = [0u64; crate::format::WORDS_PER_BLOCK];
+        words[9] = 42;
+        let stale = WordSum::of(&words);
+        words[10] = 43;
+        Stamps::from_words(&words, stale);
     }
 
     #[test]

@@ -40,9 +40,62 @@ use crate::format::{
     ROOT_POINTERS, WORDS_PER_BLOCK,
 };
 use crate::units::Fbn;
+use crate::word_sum::WordSum;
 
-/// An indirect block's pointers, shared copy on write with frozen copies.
-pub type Node = Arc<[BlockPtr; POINTERS_PER_BLOCK]>;
+/// An indirect block, shared copy on write with frozen copies.
+pub type Node = Arc<NodeBlock>;
+
+/// An indirect block's pointers, with the running sum of the words they
+/// encode to (which a stamp filer's CP stamps the block with).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeBlock {
+    pointers: [BlockPtr; POINTERS_PER_BLOCK],
+    sum: WordSum,
+}
+
+impl NodeBlock {
+    /// A block holding `pointers`.
+    pub fn new(pointers: [BlockPtr; POINTERS_PER_BLOCK]) -> NodeBlock {
+        NodeBlock {
+            sum: WordSum::of(&encode_node(&pointers)),
+            pointers,
+        }
+    }
+
+    /// The running sum of the block's words.
+    pub fn sum(&self) -> WordSum {
+        self.sum
+    }
+
+    /// Puts `ptr` in `slot` and returns the pointer it replaces.
+    fn set(&mut self, slot: usize, ptr: BlockPtr) -> BlockPtr {
+        let old = core::mem::replace(&mut self.pointers[slot], ptr);
+        let (before, after) = (old.words(), ptr.words());
+        for word in 0..POINTER_WORDS {
+            self.sum
+                .change(slot * POINTER_WORDS + word, before[word], after[word]);
+        }
+        old
+    }
+}
+
+impl Default for NodeBlock {
+    /// A block of null pointers.
+    fn default() -> NodeBlock {
+        NodeBlock {
+            pointers: [BlockPtr::NULL; POINTERS_PER_BLOCK],
+            sum: WordSum::default(),
+        }
+    }
+}
+
+impl core::ops::Deref for NodeBlock {
+    type Target = [BlockPtr; POINTERS_PER_BLOCK];
+
+    fn deref(&self) -> &Self::Target {
+        &self.pointers
+    }
+}
 
 /// Identifies an indirect block of a tree: `(level, index)`.
 pub type NodeId = (u8, u64);
@@ -376,18 +429,21 @@ impl BlockTree {
     /// `(0, fbn)` or an indirect block) in the pointer to it, without marking
     /// anything dirty: the CP fills checksums in once content is final.
     pub fn set_checksum(&mut self, (level, index): NodeId, checksum: u32) {
-        let slot = if level == self.level {
-            &mut self.root[index as usize]
-        } else {
-            let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);
-            let node = self
-                .nodes
-                .get_mut(&parent)
-                .expect("a written block's parent is resident");
-            &mut Arc::make_mut(node)[(index % POINTERS_PER_BLOCK as u64) as usize]
-        };
-        assert!(!slot.is_null(), "checksum for a block that is not there");
-        slot.checksum = checksum;
+        if level == self.level {
+            let slot = &mut self.root[index as usize];
+            assert!(!slot.is_null(), "checksum for a block that is not there");
+            slot.checksum = checksum;
+            return;
+        }
+        let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);
+        let node = self
+            .nodes
+            .get_mut(&parent)
+            .expect("a written block's parent is resident");
+        let slot = (index % POINTERS_PER_BLOCK as u64) as usize;
+        let ptr = node[slot];
+        assert!(!ptr.is_null(), "checksum for a block that is not there");
+        Arc::make_mut(node).set(slot, BlockPtr { checksum, ..ptr });
     }
 
     /// Dirty indirect blocks of `level`, in index order.
@@ -419,9 +475,9 @@ impl BlockTree {
         self.root_changed
     }
 
-    /// The pointers of indirect block `node`, if it is resident.
-    pub fn node(&self, node: NodeId) -> Option<&[BlockPtr; POINTERS_PER_BLOCK]> {
-        self.nodes.get(&node).map(|pointers| &**pointers)
+    /// Indirect block `node`, if it is resident.
+    pub fn node(&self, node: NodeId) -> Option<&NodeBlock> {
+        self.nodes.get(&node).map(|node| &**node)
     }
 
     /// Installs an indirect block read from disk.
@@ -430,7 +486,7 @@ impl BlockTree {
         for (slot, ptr) in pointers.iter_mut().enumerate() {
             *ptr = BlockPtr::decode(&bytes[slot * POINTER_SIZE..]);
         }
-        self.install(node, Arc::new(pointers));
+        self.install(node, Arc::new(NodeBlock::new(pointers)));
     }
 
     /// The non-null children of `node`, as (child node or content fbn, pointer).
@@ -486,7 +542,7 @@ impl BlockTree {
         self.level += 1;
         let mut node = [BlockPtr::NULL; POINTERS_PER_BLOCK];
         node[..ROOT_POINTERS].copy_from_slice(&self.root);
-        self.install((self.level, 0), Arc::new(node));
+        self.install((self.level, 0), Arc::new(NodeBlock::new(node)));
         self.dirty.insert((self.level, 0));
         self.root_changed = true;
         // Root slot 0 stays null until the CP gives the new node an address;
@@ -503,7 +559,7 @@ impl BlockTree {
         self.ensure_node(parent);
         self.dirty.insert(parent);
         let node = Arc::make_mut(self.nodes.get_mut(&parent).expect("ensured"));
-        core::mem::replace(&mut node[(index % POINTERS_PER_BLOCK as u64) as usize], ptr)
+        node.set((index % POINTERS_PER_BLOCK as u64) as usize, ptr)
     }
 
     fn ensure_node(&mut self, (level, index): NodeId) {
@@ -511,10 +567,7 @@ impl BlockTree {
             return;
         }
         self.assert_hole((level, index));
-        self.install(
-            (level, index),
-            Arc::new([BlockPtr::NULL; POINTERS_PER_BLOCK]),
-        );
+        self.install((level, index), Arc::default());
         self.dirty.insert((level, index));
         if level < self.level {
             self.ensure_node((level + 1, index / POINTERS_PER_BLOCK as u64));
@@ -649,6 +702,45 @@ mod tests {
         }
         tree.mark_clean((tree.level(), 0));
         tree
+    }
+
+    /// Asserts that every resident node's running sum is the sum of the
+    /// words its pointers encode to.
+    fn assert_sums_hold(tree: &BlockTree) {
+        for id in tree.resident() {
+            let node = tree.node(id).expect("resident");
+            assert_eq!(node.sum(), WordSum::of(&encode_node(node)), "node {id:?}");
+        }
+    }
+
+    #[test]
+    fn every_node_sums_the_words_its_pointers_encode_to() {
+        let mut tree = written_tree();
+        assert_sums_hold(&tree);
+        let frozen = tree.frozen_copy();
+        for fbn in [8 * B, 8 * B + 1, 9 * B + 5, 20 * B, 200 * B] {
+            tree.set(Fbn(fbn), ptr(fbn + 7));
+            assert_sums_hold(&tree);
+        }
+        tree.set(Fbn(8 * B + 1), BlockPtr::NULL);
+        tree.set_checksum((0, 9 * B + 5), 0xDEAD_BEEF);
+        tree.set_checksum((1, 8 * B / B), 0x1234_5678);
+        assert_sums_hold(&tree);
+        assert_sums_hold(&frozen);
+        let (l1, before) = ((1, 9), frozen.node((1, 9)).expect("resident").sum());
+        assert_ne!(
+            tree.node(l1).expect("resident").sum(),
+            before,
+            "a changed node's sum moves"
+        );
+        let mut loaded = BlockTree::new();
+        let bytes = block_from_words(&encode_node(tree.node(l1).expect("resident")));
+        loaded.load_node(l1, &bytes);
+        assert_eq!(
+            loaded.node(l1),
+            tree.node(l1),
+            "a loaded node brings its sum"
+        );
     }
 
     #[test]

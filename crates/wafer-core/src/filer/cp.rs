@@ -401,7 +401,7 @@ impl<P: Payload> Filer<P> {
             Some(v) => {
                 let volume = self.volumes.get_mut(&v).expect("volume of a volume file");
                 let vvbn = volume.allocate_vvbn();
-                volume.container[vvbn as usize] = pvbn.0;
+                volume.container.set(vvbn, pvbn.0);
                 volume
                     .container_file
                     .dirty
@@ -925,17 +925,25 @@ impl<P: Payload> Filer<P> {
     fn meta_content(&self, file: FileRef, fbn: u64) -> P::Content {
         match file {
             FileRef::Inofile(v) => P::from_bytes(self.volumes[&v].inofile_bytes(fbn)),
-            FileRef::VolumeMap(v) => P::from_words(self.volumes[&v].activemap.block_words(fbn)),
-            FileRef::Container(v) => P::from_words(&self.volumes[&v].container_words(fbn)),
-            FileRef::AggregateMap => P::from_words(self.aggregate.activemap.block_words(fbn)),
+            FileRef::VolumeMap(v) => map_content::<P>(&self.volumes[&v].activemap, fbn),
+            FileRef::Container(v) => {
+                let container = &self.volumes[&v].container;
+                P::from_words(&container.block_words(fbn), container.block_sum(fbn))
+            }
+            FileRef::AggregateMap => map_content::<P>(&self.aggregate.activemap, fbn),
             FileRef::VolumeTable => P::from_bytes(volume_table_bytes(&self.volumes, fbn)),
             FileRef::SnapInfo(v) => P::from_bytes(self.volumes[&v].snapinfo_bytes(fbn)),
-            FileRef::SummaryMap(v) => P::from_words(self.volumes[&v].summary.block_words(fbn)),
+            FileRef::SummaryMap(v) => map_content::<P>(&self.volumes[&v].summary, fbn),
             FileRef::Lun(_) | FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => {
                 unreachable!("LUN content is captured, not generated")
             }
         }
     }
+}
+
+/// The content of block `fbn` of a map file.
+fn map_content<P: Payload>(map: &Bitmap, fbn: u64) -> P::Content {
+    P::from_words(map.block_words(fbn), map.block_sum(fbn))
 }
 
 /// Blocks of one disk, in block order, as runs of adjacent blocks: each run's

@@ -52,7 +52,7 @@ impl<P: Payload> Filer<P> {
                 Some(v) => {
                     let volume = &self.volumes[&v];
                     if !volume.activemap.get(ptr.vvbn.0)
-                        || volume.container[ptr.vvbn.0 as usize] != ptr.pvbn.0
+                        || volume.container.get(ptr.vvbn.0) != ptr.pvbn.0
                     {
                         return Err(format!(
                             "vvbn {} of {file:?} is not mapped to pvbn {}",
@@ -71,7 +71,7 @@ impl<P: Payload> Filer<P> {
         }
         for (file, ptr) in self.snapshot_pointers() {
             let volume = &self.volumes[&file.volume().expect("snapshots are of volumes")];
-            if volume.container[ptr.vvbn.0 as usize] != ptr.pvbn.0 {
+            if volume.container.get(ptr.vvbn.0) != ptr.pvbn.0 {
                 return Err(format!(
                     "vvbn {} of {file:?} is not mapped to pvbn {}",
                     ptr.vvbn, ptr.pvbn
@@ -158,7 +158,7 @@ impl<P: Payload> Filer<P> {
                         volume.name
                     ));
                 }
-                let mapped = volume.container[vvbn as usize] != 0;
+                let mapped = volume.container.get(vvbn) != 0;
                 let held = expected || volume.summary.get(vvbn);
                 if mapped != (vvbn != 0 && held) {
                     return Err(format!(

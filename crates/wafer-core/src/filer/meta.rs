@@ -15,13 +15,13 @@
 //! container map and the aggregate's map) while its map, folded into the
 //! summary map, marks them, whatever the active file system does.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use super::container::ContainerMap;
 use crate::bitmap::Bitmap;
 use crate::format::{
-    BlockPtr, BlockWords, FormatError, INODE_SIZE, INODES_PER_BLOCK, Inode, InodeKind, NAME_MAX,
-    WORDS_PER_BLOCK, get_u32, get_u64, put_u32, put_u64,
+    BlockPtr, FormatError, INODE_SIZE, INODES_PER_BLOCK, Inode, InodeKind, NAME_MAX, get_u32,
+    get_u64, put_u32, put_u64,
 };
 use crate::nvlog::LunId;
 use crate::space::PendingFrees;
@@ -317,7 +317,7 @@ pub struct Volume {
     /// vvbns freed but still held by an on-disk image.
     pub pending: PendingFrees,
     /// vvbn to pvbn (0 where unused).
-    pub container: Vec<u64>,
+    pub container: ContainerMap,
     /// The container map file (an aggregate file).
     pub container_file: MetaFile,
     /// Where the next vvbn search starts.
@@ -354,7 +354,7 @@ impl Volume {
             activemap,
             activemap_file: MetaFile::default(),
             pending: PendingFrees::new(vvbn_blocks),
-            container: vec![0; vvbn_blocks as usize],
+            container: ContainerMap::new(vvbn_blocks),
             container_file: MetaFile::default(),
             cursor: 1,
             cache_policy: super::api::CachePolicy::Default,
@@ -457,37 +457,6 @@ impl Volume {
             inode.encode(&mut out[slot * INODE_SIZE..]);
         }
         out
-    }
-
-    /// Container-map block `fbn` as words: one pvbn per entry. A block the
-    /// map fills is the map's own words; only the short last block is copied
-    /// out, padded with zeros.
-    pub fn container_words(&self, fbn: u64) -> Cow<'_, BlockWords> {
-        let first = (fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize;
-        let entries = self.container.get(first..).unwrap_or_default();
-        match entries.first_chunk::<WORDS_PER_BLOCK>() {
-            Some(words) => Cow::Borrowed(words),
-            None => {
-                let mut out = [0; WORDS_PER_BLOCK];
-                out[..entries.len()].copy_from_slice(entries);
-                Cow::Owned(out)
-            }
-        }
-    }
-
-    /// Loads container-map block `fbn`.
-    pub fn load_container_block(&mut self, fbn: u64, bytes: &Block) {
-        let first = (fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize;
-        for (n, chunk) in bytes.chunks_exact(8).enumerate() {
-            if let Some(entry) = self.container.get_mut(first + n) {
-                *entry = get_u64(chunk, 0);
-            }
-        }
-    }
-
-    /// Blocks of the container map.
-    pub fn container_blocks(&self) -> u64 {
-        self.vvbn_blocks.div_ceil(CONTAINER_ENTRIES_PER_BLOCK)
     }
 }
 
@@ -617,7 +586,7 @@ pub fn volume_table_bytes(volumes: &BTreeMap<VolumeId, Volume>, fbn: u64) -> Box
             .encode(&mut record[ACTIVEMAP_AT..ACTIVEMAP_AT + INODE_SIZE]);
         volume
             .container_file
-            .inode(volume.container_blocks())
+            .inode(volume.container.blocks())
             .encode(&mut record[CONTAINER_AT..CONTAINER_AT + INODE_SIZE]);
         volume
             .snapinfo
@@ -693,25 +662,5 @@ mod tests {
         assert!(dirty.take().is_empty(), "a take leaves nothing dirty");
         dirty.insert(64);
         assert_eq!(dirty.take(), [64], "blocks taken can be marked again");
-    }
-
-    #[test]
-    fn container_blocks_encode_their_own_entries_and_the_short_last_one_pads_with_zeros() {
-        let entries = WORDS_PER_BLOCK as u64 + 3;
-        let mut volume = Volume::new("v".into(), 0, entries);
-        for (vvbn, pvbn) in volume.container.iter_mut().enumerate() {
-            *pvbn = 1000 + vvbn as u64;
-        }
-        let full = volume.container_words(0);
-        assert!(full.iter().enumerate().all(|(n, &w)| w == 1000 + n as u64));
-        let last = volume.container_words(1);
-        let w = WORDS_PER_BLOCK as u64;
-        assert_eq!(last[..3], [1000 + w, 1001 + w, 1002 + w]);
-        assert!(
-            last[3..].iter().all(|&w| w == 0),
-            "padding past the map's end"
-        );
-        assert!(volume.container_words(2).iter().all(|&w| w == 0));
-        assert_eq!(volume.container_blocks(), 2);
     }
 }

@@ -16,6 +16,7 @@
 pub mod api;
 mod blockio;
 mod cache;
+mod container;
 mod cp;
 mod indirect;
 pub mod meta;
@@ -1247,7 +1248,7 @@ impl<P: Payload> Filer<P> {
     /// Frees a vvbn no image uses any more, and the pvbn it maps to.
     fn release_vvbn(&mut self, volume_id: VolumeId, vvbn: u64, release_after: CpCount) {
         let volume = self.volumes.get_mut(&volume_id).expect("a volume");
-        let pvbn = core::mem::take(&mut volume.container[vvbn as usize]);
+        let pvbn = volume.container.set(vvbn, 0);
         volume.pending.hold(vvbn, release_after);
         volume
             .container_file

@@ -269,7 +269,7 @@ impl<P: Payload> Filer<P> {
         match file {
             FileRef::AggregateMap => self.aggregate.activemap.load_block(fbn, block),
             FileRef::VolumeMap(v) => self.volume_mut(v)?.activemap.load_block(fbn, block),
-            FileRef::Container(v) => self.volume_mut(v)?.load_container_block(fbn, block),
+            FileRef::Container(v) => self.volume_mut(v)?.container.load_block(fbn, block),
             FileRef::Inofile(v) => {
                 let luns = decode_inofile_block(fbn, block)
                     .map_err(|e| format!("inode file of volume {}: {e}", v.0))?;
