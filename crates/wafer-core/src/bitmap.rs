@@ -3,8 +3,10 @@
 //! A map file stores its bitmap in 4 KiB blocks of 32768 bits each, block `n`
 //! covering bits `n * 32768 ..`; [`Bitmap::block_words`] and
 //! [`Bitmap::load_block`] convert one block at a time so that a CP writes only
-//! the map blocks it changed. Each block keeps the running [`WordSum`] of
-//! its words, updated as bits change, for a stamp filer's CP to stamp it by.
+//! the map blocks it changed. A bitmap stored as a map file
+//! ([`Bitmap::map_file`]) keeps the running [`WordSum`] of each block's
+//! words, updated as bits change, for a stamp filer's CP to stamp it by;
+//! bitmaps that stay in memory do not pay for sums.
 
 use std::sync::Arc;
 
@@ -37,16 +39,31 @@ impl Chunk {
 /// keeps the image's copy of the aggregate's active map (hundreds of MiB at
 /// full disk sizes) at the cost of a pointer per map block, and a chunk is
 /// copied only when a bit in it changes while the copy lives.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Two bitmaps are equal when they hold the same bits, whether or not they
+/// keep sums.
+#[derive(Clone, Debug)]
 pub struct Bitmap {
     chunks: Vec<Arc<Chunk>>,
     len: u64,
     ones: u64,
+    /// Whether each chunk's sum is kept up to date.
+    sums: bool,
 }
 
 impl Bitmap {
     /// `len` bits, all clear.
     pub fn new(len: u64) -> Bitmap {
+        Bitmap::all_clear(len, false)
+    }
+
+    /// `len` bits, all clear, of a bitmap stored as a map file: it keeps
+    /// each map block's running sum.
+    pub fn map_file(len: u64) -> Bitmap {
+        Bitmap::all_clear(len, true)
+    }
+
+    fn all_clear(len: u64, sums: bool) -> Bitmap {
         let blocks = len.div_ceil(BITS_PER_BLOCK) as usize;
         // Every chunk starts as the same all-clear one, copied when written.
         let clear = Arc::new(Chunk::new([0; WORDS_PER_BLOCK]));
@@ -54,6 +71,7 @@ impl Bitmap {
             chunks: (0..blocks).map(|_| Arc::clone(&clear)).collect(),
             len,
             ones: 0,
+            sums,
         }
     }
 
@@ -83,7 +101,9 @@ impl Bitmap {
         let at = index % WORDS_PER_BLOCK;
         let old = chunk.words[at];
         chunk.words[at] = change(old);
-        chunk.sum.change(at, old, chunk.words[at]);
+        if self.sums {
+            chunk.sum.change(at, old, chunk.words[at]);
+        }
     }
 
     fn words(&self) -> impl Iterator<Item = u64> + '_ {
@@ -154,12 +174,26 @@ impl Bitmap {
         &self.chunks[block as usize].words
     }
 
-    /// The running sum of map block `block`'s words.
+    /// The running sum of map block `block`'s words, which only a map file's
+    /// bitmap keeps.
     pub fn block_sum(&self, block: u64) -> WordSum {
+        assert!(self.sums, "the sum of a block of a bitmap that keeps none");
         self.chunks[block as usize].sum
     }
 
-    /// The union of two bitmaps of the same length.
+    /// A chunk of `words`, summed if this bitmap keeps sums.
+    fn chunk(&self, words: BlockWords) -> Chunk {
+        match self.sums {
+            true => Chunk::new(words),
+            false => Chunk {
+                words,
+                sum: WordSum::default(),
+            },
+        }
+    }
+
+    /// The union of two bitmaps of the same length; it keeps sums if this
+    /// one does.
     pub fn union(&self, other: &Bitmap) -> Bitmap {
         assert_eq!(self.len, other.len, "union of bitmaps of different lengths");
         let chunks: Vec<Arc<Chunk>> = self
@@ -168,9 +202,7 @@ impl Bitmap {
             .zip(&other.chunks)
             .map(|(a, b)| match Arc::ptr_eq(a, b) {
                 true => Arc::clone(a),
-                false => Arc::new(Chunk::new(core::array::from_fn(|i| {
-                    a.words[i] | b.words[i]
-                }))),
+                false => Arc::new(self.chunk(core::array::from_fn(|i| a.words[i] | b.words[i]))),
             })
             .collect();
         let ones = chunks
@@ -182,6 +214,7 @@ impl Bitmap {
             chunks,
             len: self.len,
             ones,
+            sums: self.sums,
         }
     }
 
@@ -234,9 +267,23 @@ impl Bitmap {
         }
         let ones = |w: &BlockWords| w.iter().map(|w| u64::from(w.count_ones())).sum::<u64>();
         self.ones = self.ones - ones(&self.chunks[block as usize].words) + ones(&words);
-        self.chunks[block as usize] = Arc::new(Chunk::new(words));
+        self.chunks[block as usize] = Arc::new(self.chunk(words));
     }
 }
+
+impl PartialEq for Bitmap {
+    fn eq(&self, other: &Bitmap) -> bool {
+        self.len == other.len
+            && self.ones == other.ones
+            && self
+                .chunks
+                .iter()
+                .zip(&other.chunks)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a.words == b.words)
+    }
+}
+
+impl Eq for Bitmap {}
 
 #[cfg(test)]
 mod tests {
@@ -267,7 +314,7 @@ mod tests {
 
     #[test]
     fn every_block_sums_its_words_through_sets_clears_copies_and_loads() {
-        let mut map = Bitmap::new(3 * BITS_PER_BLOCK);
+        let mut map = Bitmap::map_file(3 * BITS_PER_BLOCK);
         for n in [0, 1, 63, 64, BITS_PER_BLOCK, 2 * BITS_PER_BLOCK + 77] {
             map.set(n);
         }
@@ -290,12 +337,23 @@ mod tests {
         );
         let union = map.union(&copy);
         assert_sums_hold(&union);
-        let mut loaded = Bitmap::new(3 * BITS_PER_BLOCK);
+        let mut loaded = Bitmap::map_file(3 * BITS_PER_BLOCK);
         for block in 0..union.blocks() {
             loaded.load_block(block, &block_from_words(union.block_words(block)));
         }
         assert_eq!(loaded, union);
         assert_sums_hold(&loaded);
+        let unsummed = Bitmap::new(3 * BITS_PER_BLOCK).union(&loaded);
+        assert_eq!(unsummed, loaded, "equal bits, equal bitmaps, sums or not");
+        assert_sums_hold(&loaded.union(&unsummed));
+    }
+
+    #[test]
+    #[should_panic(expected = "keeps none")]
+    fn a_bitmap_kept_in_memory_has_no_sums_to_give() {
+        let mut map = Bitmap::new(BITS_PER_BLOCK);
+        map.set(3);
+        map.block_sum(0);
     }
 
     #[test]

@@ -343,7 +343,7 @@ pub struct Volume {
 impl Volume {
     /// An empty volume.
     pub fn new(name: String, size_bytes: u64, vvbn_blocks: u64) -> Volume {
-        let mut activemap = Bitmap::new(vvbn_blocks);
+        let mut activemap = Bitmap::map_file(vvbn_blocks);
         activemap.set(0); // vvbn 0 is "no block" in pointers
         Volume {
             name,
@@ -361,7 +361,7 @@ impl Volume {
             read_realloc: false,
             snapshots: BTreeMap::new(),
             pending_snapshot: None,
-            summary: Bitmap::new(vvbn_blocks),
+            summary: Bitmap::map_file(vvbn_blocks),
             summary_file: MetaFile::default(),
             snapinfo: MetaFile::default(),
             snap_reserve_percent: 0,

@@ -239,7 +239,7 @@ pub struct Filer<P: Payload = Bytes> {
 impl<P: Payload> Filer<P> {
     fn empty(layout: Layout, options: Options, now: Instant) -> Filer<P> {
         let total = layout.total_blocks();
-        let mut activemap = Bitmap::new(total);
+        let mut activemap = Bitmap::map_file(total);
         for pvbn in layout.reserved_pvbns() {
             activemap.set(pvbn.0);
         }

@@ -321,7 +321,9 @@ impl<P: Payload> Filer<P> {
         let remaining = volume
             .snapshots
             .values()
-            .fold(Bitmap::new(volume.vvbn_blocks), |all, s| all.union(&s.map));
+            .fold(Bitmap::map_file(volume.vvbn_blocks), |all, s| {
+                all.union(&s.map)
+            });
         let released = volume
             .summary
             .ones_outside(&[&remaining, &volume.activemap]);
