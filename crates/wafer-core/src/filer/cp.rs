@@ -188,7 +188,8 @@ impl<P: Payload> Filer<P> {
         self.aggregate
             .allocator
             .begin_cp(cp.captured.len() as u64 + 16);
-        let mut writes = Vec::new();
+        // The captured blocks, and room for about as many metadata blocks.
+        let mut writes = Vec::with_capacity(2 * cp.captured.len());
         let mut captured = core::mem::take(&mut cp.captured);
         // In key order already but for blocks that were being read when the
         // CP began, appended at the end: a stable sort finds that one run
@@ -516,7 +517,9 @@ impl<P: Payload> Filer<P> {
     /// The CP's stripes are logged: plan each, and write or read what it needs.
     pub(super) fn issue_stripes(&mut self) {
         let staged = core::mem::take(&mut self.cp.as_mut().expect("a CP").staged);
-        let mut ready = Vec::new();
+        // Room for every block of every stripe, so the list never moves.
+        let stripe_blocks = self.layout.groups().iter().map(|g| g.group_size()).max();
+        let mut ready = Vec::with_capacity(staged.len() * stripe_blocks.unwrap_or(0));
         for ((group, dbn), new) in staged {
             self.note_write_without_spare(group, dbn);
             let geometry = self.layout.groups()[group];
@@ -785,9 +788,17 @@ impl<P: Payload> Filer<P> {
     /// (and the stable sort of a sorted share one more, moving nothing), where
     /// sorting the whole batch moved every sector many times.
     fn issue_writes(&mut self, writes: Vec<(DiskId, Dbn, Sector<P>)>) {
+        // Counted first, so that each disk's list is allocated once.
         let mut by_disk: BTreeMap<DiskId, Vec<(Dbn, Sector<P>)>> = BTreeMap::new();
+        let mut counts: BTreeMap<DiskId, usize> = BTreeMap::new();
+        for (disk, _, _) in &writes {
+            *counts.entry(*disk).or_default() += 1;
+        }
         for (disk, dbn, sector) in writes {
-            by_disk.entry(disk).or_default().push((dbn, sector));
+            by_disk
+                .entry(disk)
+                .or_insert_with(|| Vec::with_capacity(counts[&disk]))
+                .push((dbn, sector));
         }
         for (disk, mut blocks) in by_disk {
             blocks.sort_by_key(|(dbn, _)| *dbn);
