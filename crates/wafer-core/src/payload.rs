@@ -29,7 +29,7 @@
 use wafer_raid::{Stamp, StripeUnit};
 
 use crate::format::{BlockWords, block_from_words};
-use crate::tree::{NodeBlock, encode_node};
+use crate::tree::{Node, encode_node};
 use crate::units::Fbn;
 use crate::word_sum::WordSum;
 use crate::{BLOCK_SIZE, Block};
@@ -69,7 +69,7 @@ pub trait Payload:
     fn from_words(words: &BlockWords, sum: WordSum) -> Self::Content;
     /// The content of indirect block `node`: the same as
     /// [`Payload::from_words`] of [`encode_node`]'s words.
-    fn from_node(node: &NodeBlock) -> Self::Content;
+    fn from_node(node: &Node) -> Self::Content;
     /// Writes `len` bytes at `at` of the block: `bytes`, or zeros for `None`.
     fn write(content: &mut Self::Content, at: usize, bytes: Option<&[u8]>, len: usize);
     /// Reads `out.len()` bytes from `at` of the block.
@@ -130,7 +130,7 @@ impl Payload for Bytes {
         block_from_words(words)
     }
 
-    fn from_node(node: &NodeBlock) -> Box<Block> {
+    fn from_node(node: &Node) -> Box<Block> {
         let words = encode_node(node);
         check_sum(&words, node.sum());
         block_from_words(&words)
@@ -198,7 +198,7 @@ impl Payload for Stamps {
         Stamp(sum.digest())
     }
 
-    fn from_node(node: &NodeBlock) -> Stamp {
+    fn from_node(node: &Node) -> Stamp {
         if cfg!(debug_assertions) {
             check_sum(&encode_node(node), node.sum());
         }

@@ -42,23 +42,24 @@ use crate::format::{
 use crate::units::Fbn;
 use crate::word_sum::WordSum;
 
-/// An indirect block, shared copy on write with frozen copies.
-pub type Node = Arc<NodeBlock>;
-
-/// An indirect block's pointers, with the running sum of the words they
-/// encode to (which a stamp filer's CP stamps the block with).
+/// An indirect block: its pointers, shared copy on write with frozen
+/// copies, and the running sum of the words they encode to (which a stamp
+/// filer's CP stamps the block with). The sum sits beside the shared
+/// pointers rather than in their allocation, which stays exactly 4 KiB
+/// (4,080 bytes of pointers and the count of owners): at 100 GiB a LUN has
+/// some 155,000 level-1 nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeBlock {
-    pointers: [BlockPtr; POINTERS_PER_BLOCK],
+pub struct Node {
+    pointers: Arc<[BlockPtr; POINTERS_PER_BLOCK]>,
     sum: WordSum,
 }
 
-impl NodeBlock {
+impl Node {
     /// A block holding `pointers`.
-    pub fn new(pointers: [BlockPtr; POINTERS_PER_BLOCK]) -> NodeBlock {
-        NodeBlock {
+    pub fn new(pointers: [BlockPtr; POINTERS_PER_BLOCK]) -> Node {
+        Node {
             sum: WordSum::of(&encode_node(&pointers)),
-            pointers,
+            pointers: Arc::new(pointers),
         }
     }
 
@@ -69,7 +70,7 @@ impl NodeBlock {
 
     /// Puts `ptr` in `slot` and returns the pointer it replaces.
     fn set(&mut self, slot: usize, ptr: BlockPtr) -> BlockPtr {
-        let old = core::mem::replace(&mut self.pointers[slot], ptr);
+        let old = core::mem::replace(&mut Arc::make_mut(&mut self.pointers)[slot], ptr);
         let (before, after) = (old.words(), ptr.words());
         for word in 0..POINTER_WORDS {
             self.sum
@@ -79,17 +80,17 @@ impl NodeBlock {
     }
 }
 
-impl Default for NodeBlock {
+impl Default for Node {
     /// A block of null pointers.
-    fn default() -> NodeBlock {
-        NodeBlock {
-            pointers: [BlockPtr::NULL; POINTERS_PER_BLOCK],
+    fn default() -> Node {
+        Node {
+            pointers: Arc::new([BlockPtr::NULL; POINTERS_PER_BLOCK]),
             sum: WordSum::default(),
         }
     }
 }
 
-impl core::ops::Deref for NodeBlock {
+impl core::ops::Deref for Node {
     type Target = [BlockPtr; POINTERS_PER_BLOCK];
 
     fn deref(&self) -> &Self::Target {
@@ -443,7 +444,7 @@ impl BlockTree {
         let slot = (index % POINTERS_PER_BLOCK as u64) as usize;
         let ptr = node[slot];
         assert!(!ptr.is_null(), "checksum for a block that is not there");
-        Arc::make_mut(node).set(slot, BlockPtr { checksum, ..ptr });
+        node.set(slot, BlockPtr { checksum, ..ptr });
     }
 
     /// Dirty indirect blocks of `level`, in index order.
@@ -476,8 +477,8 @@ impl BlockTree {
     }
 
     /// Indirect block `node`, if it is resident.
-    pub fn node(&self, node: NodeId) -> Option<&NodeBlock> {
-        self.nodes.get(&node).map(|node| &**node)
+    pub fn node(&self, node: NodeId) -> Option<&Node> {
+        self.nodes.get(&node)
     }
 
     /// Installs an indirect block read from disk.
@@ -486,7 +487,7 @@ impl BlockTree {
         for (slot, ptr) in pointers.iter_mut().enumerate() {
             *ptr = BlockPtr::decode(&bytes[slot * POINTER_SIZE..]);
         }
-        self.install(node, Arc::new(NodeBlock::new(pointers)));
+        self.install(node, Node::new(pointers));
     }
 
     /// The non-null children of `node`, as (child node or content fbn, pointer).
@@ -542,7 +543,7 @@ impl BlockTree {
         self.level += 1;
         let mut node = [BlockPtr::NULL; POINTERS_PER_BLOCK];
         node[..ROOT_POINTERS].copy_from_slice(&self.root);
-        self.install((self.level, 0), Arc::new(NodeBlock::new(node)));
+        self.install((self.level, 0), Node::new(node));
         self.dirty.insert((self.level, 0));
         self.root_changed = true;
         // Root slot 0 stays null until the CP gives the new node an address;
@@ -558,7 +559,7 @@ impl BlockTree {
         let parent = (level + 1, index / POINTERS_PER_BLOCK as u64);
         self.ensure_node(parent);
         self.dirty.insert(parent);
-        let node = Arc::make_mut(self.nodes.get_mut(&parent).expect("ensured"));
+        let node = self.nodes.get_mut(&parent).expect("ensured");
         node.set((index % POINTERS_PER_BLOCK as u64) as usize, ptr)
     }
 
@@ -567,7 +568,7 @@ impl BlockTree {
             return;
         }
         self.assert_hole((level, index));
-        self.install((level, index), Arc::default());
+        self.install((level, index), Node::default());
         self.dirty.insert((level, index));
         if level < self.level {
             self.ensure_node((level + 1, index / POINTERS_PER_BLOCK as u64));
