@@ -75,9 +75,8 @@ impl ContainerMap {
 
     /// Loads map block `fbn` from its bytes, ignoring entries past the end.
     pub fn load_block(&mut self, fbn: u64, bytes: &Block) {
-        let first = (fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize;
-        let entries = self.entries.get_mut(first..).unwrap_or_default();
-        for (entry, le) in entries.iter_mut().zip(bytes.chunks_exact(8)) {
+        let range = self.block_range(fbn);
+        for (entry, le) in self.entries[range].iter_mut().zip(bytes.chunks_exact(8)) {
             *entry = u64::from_le_bytes(le.try_into().expect("eight bytes"));
         }
         let sum = WordSum::of(self.block_entries(fbn));
@@ -89,9 +88,13 @@ impl ContainerMap {
     /// The entries of map block `fbn` (fewer than a block's worth for the
     /// last one, none past the end).
     fn block_entries(&self, fbn: u64) -> &[u64] {
-        let first = (fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize;
-        let entries = self.entries.get(first..).unwrap_or_default();
-        &entries[..entries.len().min(WORDS_PER_BLOCK)]
+        &self.entries[self.block_range(fbn)]
+    }
+
+    /// Where map block `fbn`'s entries lie in the map (empty past the end).
+    fn block_range(&self, fbn: u64) -> core::ops::Range<usize> {
+        let first = ((fbn * CONTAINER_ENTRIES_PER_BLOCK) as usize).min(self.entries.len());
+        first..(first + WORDS_PER_BLOCK).min(self.entries.len())
     }
 }
 

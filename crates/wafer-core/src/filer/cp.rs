@@ -788,18 +788,21 @@ impl<P: Payload> Filer<P> {
     /// (and the stable sort of a sorted share one more, moving nothing), where
     /// sorting the whole batch moved every sector many times.
     fn issue_writes(&mut self, writes: Vec<(DiskId, Dbn, Sector<P>)>) {
-        // Counted first, so that each disk's list is allocated once.
-        let mut by_disk: BTreeMap<DiskId, Vec<(Dbn, Sector<P>)>> = BTreeMap::new();
-        let mut counts: BTreeMap<DiskId, usize> = BTreeMap::new();
+        // Disk ids are dense: one list per disk slot, counted first so that
+        // each is allocated once.
+        let mut counts = vec![0usize; self.layout.disk_count() as usize];
         for (disk, _, _) in &writes {
-            *counts.entry(*disk).or_default() += 1;
+            counts[disk.0 as usize] += 1;
         }
+        let mut by_disk: Vec<Vec<(Dbn, Sector<P>)>> =
+            counts.into_iter().map(Vec::with_capacity).collect();
         for (disk, dbn, sector) in writes {
-            by_disk
-                .entry(disk)
-                .or_insert_with(|| Vec::with_capacity(counts[&disk]))
-                .push((dbn, sector));
+            by_disk[disk.0 as usize].push((dbn, sector));
         }
+        let by_disk = (0..)
+            .map(DiskId)
+            .zip(by_disk)
+            .filter(|(_, b)| !b.is_empty());
         for (disk, mut blocks) in by_disk {
             blocks.sort_by_key(|(dbn, _)| *dbn);
             for (dbn, sectors) in adjacent_runs(blocks) {
