@@ -54,18 +54,20 @@ impl PendingFrees {
         self.held.get(block)
     }
 
-    /// Releases every block held until `committed` or earlier; returns them.
+    /// Releases every block held until `committed` or earlier; returns them,
+    /// in the order they were held. The queue keeps its room for the next
+    /// CP's frees, which are about as many.
     pub fn release(&mut self, committed: CpCount) -> Vec<u64> {
-        let (released, kept): (Vec<_>, Vec<_>) =
-            self.queue.drain(..).partition(|(cp, _)| *cp <= committed);
-        self.queue = kept;
-        released
-            .into_iter()
-            .map(|(_, block)| {
+        let mut released = Vec::with_capacity(self.queue.len());
+        self.queue.retain(|&(cp, block)| {
+            let due = cp <= committed;
+            if due {
                 self.held.clear(block);
-                block
-            })
-            .collect()
+                released.push(block);
+            }
+            !due
+        });
+        released
     }
 
     /// Number of blocks held.

@@ -131,8 +131,8 @@ impl<P: Payload> Filer<P> {
             image_map: None,
             capturing: true,
             awaiting: BTreeSet::new(),
-            captured: Vec::new(),
-            pinned: Vec::new(),
+            captured: Vec::with_capacity(self.dirty.len()),
+            pinned: Vec::with_capacity(self.dirty.len()),
             stripes: BTreeMap::new(),
             writes_left: 0,
             superblock: false,
@@ -747,7 +747,7 @@ impl<P: Payload> Filer<P> {
                 P::checksum(&sector.data),
             );
         }
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(job.plan.writes.len());
         let parity = self.layout.groups()[group].parity_set();
         for disk in job
             .plan
