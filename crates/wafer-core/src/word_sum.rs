@@ -2,8 +2,9 @@
 //!
 //! A stamp filer stamps each metadata block it writes with a digest of the
 //! words the block encodes to. A CP writes every dirty map block, container
-//! block and indirect block; computing their digests from scratch read 4 KiB
-//! of cold memory per block, as many as a CP writes data blocks. So the
+//! block and indirect block (under E1's random writes, about one for every
+//! two data blocks); computing their digests from scratch read 4 KiB of cold
+//! memory per block. So the
 //! digest is a sum: word `w` at position `i` contributes a term
 //! `t(i, w) = f(w ^ k(i)) - f(k(i))` (wrapping), where `f` is a bijective
 //! 64-bit mixer and `k(i)` a key per position. A structure that changes word
