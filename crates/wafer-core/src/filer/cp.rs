@@ -30,6 +30,7 @@ use super::meta::{FileRef, MetaFile, PARITY_FILE, SUPERBLOCK_FILE, Volume, volum
 use super::{Filer, IoOp, IoPurpose, IoResult, Phase, ReplyData, Sector};
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
+use crate::fixed_map::{FixedHash, FixedMap, mix_words};
 use crate::format::{AGGREGATE_VOLUME, BlockPtr, Identity, Superblock, Trailer};
 use crate::nvlog::LunId;
 use crate::payload::Payload;
@@ -37,6 +38,25 @@ use crate::tree::{BlockTree, NodeId};
 use crate::units::{CpCount, DiskId, Fbn, Pvbn, Vvbn};
 
 use super::api::CpReason;
+
+/// A block of a file at a tree level, by index: (file, level, index).
+type LevelBlock = (FileRef, u8, u64);
+
+/// The blocks a CP has given new addresses so far: a block dirtied again by
+/// the cleaning of another (a map block that records its own move) keeps the
+/// address it got. Only asked "seen before?", a few hundred times a CP.
+type Cleaned = FixedMap<LevelBlock, ()>;
+
+impl FixedHash for LevelBlock {
+    fn fixed_hash(&self) -> u64 {
+        let (volume, file) = self.0.ids();
+        let level_and_index = u64::from(self.1) << 56 ^ self.2;
+        mix_words(
+            u64::from(volume.0) << 32 | u64::from(file.0),
+            level_and_index,
+        )
+    }
+}
 
 /// Where a block's content comes from when the CP encodes it.
 #[derive(Debug)]
@@ -220,7 +240,7 @@ impl<P: Payload> Filer<P> {
                 content: Content::Data(data),
             });
         }
-        let mut cleaned = BTreeSet::new();
+        let mut cleaned = Cleaned::default();
         loop {
             let mut progress = false;
             for file in self.files_to_clean() {
@@ -266,7 +286,7 @@ impl<P: Payload> Filer<P> {
         &mut self,
         file: FileRef,
         number: CpCount,
-        cleaned: &mut BTreeSet<(FileRef, u8, u64)>,
+        cleaned: &mut Cleaned,
         writes: &mut Vec<PlannedWrite<P>>,
     ) -> bool {
         let mut progress = false;
@@ -275,7 +295,7 @@ impl<P: Payload> Filer<P> {
             None => Vec::new(),
         };
         for fbn in dirty_content {
-            if !cleaned.insert((file, 0, fbn)) {
+            if cleaned.insert((file, 0, fbn), ()).is_some() {
                 continue;
             }
             let ptr = self.allocate_block(file, number);
@@ -293,7 +313,7 @@ impl<P: Payload> Filer<P> {
         for level in 1..=self.tree_mut(file).level() {
             for node in self.tree_mut(file).dirty_nodes(level) {
                 self.tree_mut(file).mark_clean(node);
-                if !cleaned.insert((file, node.0, node.1)) {
+                if cleaned.insert((file, node.0, node.1), ()).is_some() {
                     continue;
                 }
                 let ptr = self.allocate_block(file, number);
