@@ -4,12 +4,11 @@
 //! words the block encodes to. A CP writes every dirty map block, container
 //! block and indirect block (under E1's random writes, about one for every
 //! two data blocks); computing their digests from scratch read 4 KiB of cold
-//! memory per block. So the
-//! digest is a sum: word `w` at position `i` contributes a term
-//! `t(i, w) = f(w ^ k(i)) - f(k(i))` (wrapping), where `f` is a bijective
-//! 64-bit mixer and `k(i)` a key per position. A structure that changes word
-//! `i` from `a` to `b` adds `t(i, b) - t(i, a)` to its block's [`WordSum`] and
-//! the CP reads the digest off the sum.
+//! memory per block. So the digest is a sum: word `w` at position `i`
+//! contributes a term `t(i, w) = f(w ^ k(i)) - f(k(i))` (wrapping), where
+//! `f` is a bijective 64-bit mixer and `k(i)` a key per position. A
+//! structure that changes word `i` from `a` to `b` adds `t(i, b) - t(i, a)`
+//! to its block's [`WordSum`] and the CP reads the digest off the sum.
 //!
 //! Properties that follow: a zero word contributes nothing, so an all-zero
 //! block sums to 0 and a block is summed by its nonzero words alone; for a

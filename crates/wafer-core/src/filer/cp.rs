@@ -44,7 +44,8 @@ type LevelBlock = (FileRef, u8, u64);
 
 /// The blocks a CP has given new addresses so far: a block dirtied again by
 /// the cleaning of another (a map block that records its own move) keeps the
-/// address it got. Only asked "seen before?", a few hundred times a CP.
+/// address it got. Only asked "seen before?", for every metadata block a CP
+/// writes: some thousands a CP under E1.
 type Cleaned = FixedMap<LevelBlock, ()>;
 
 impl FixedHash for LevelBlock {
