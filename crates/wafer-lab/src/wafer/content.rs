@@ -37,6 +37,11 @@ use super::compact::{COMPACT_SIZE, Compact, compact, expand, kept_elsewhere};
 const STAMP_SIZE: usize = 8;
 /// Bytes of one block's record: its stamp, then its compact trailer.
 pub const RECORD_SIZE: usize = STAMP_SIZE + COMPACT_SIZE;
+/// Records moved to or from the spill at a time, through a buffer on the
+/// stack: a read or write of a block chain costs no allocation of its own.
+const CHUNK_RECORDS: usize = 32;
+/// Bytes of [`CHUNK_RECORDS`] records.
+const CHUNK_BYTES: usize = CHUNK_RECORDS * RECORD_SIZE;
 /// Bytes of one spill page: the unit a spill keeps in memory.
 pub const PAGE_BYTES: u64 = 1 << 16;
 
@@ -157,45 +162,66 @@ impl Content {
 
     /// Keeps `sectors`, written from `dbn` on `disk`.
     pub(super) fn write(&mut self, disk: usize, dbn: u64, sectors: &[Sector<Stamps>]) {
-        let mut records = Vec::with_capacity(sectors.len() * RECORD_SIZE);
-        for (n, sector) in (dbn..).zip(sectors) {
-            let kept = compact(&sector.trailer);
-            if kept_elsewhere(&kept) {
-                self.whole.insert((disk, n), sector.trailer);
-            } else if !self.whole.is_empty() {
-                self.whole.remove(&(disk, n));
+        let mut records = [0; CHUNK_BYTES];
+        for (first, chunk) in (dbn..)
+            .step_by(CHUNK_RECORDS)
+            .zip(sectors.chunks(CHUNK_RECORDS))
+        {
+            let records = &mut records[..chunk.len() * RECORD_SIZE];
+            for ((n, sector), record) in (first..)
+                .zip(chunk)
+                .zip(records.chunks_exact_mut(RECORD_SIZE))
+            {
+                let kept = compact(&sector.trailer);
+                if kept_elsewhere(&kept) {
+                    self.whole.insert((disk, n), sector.trailer);
+                } else if !self.whole.is_empty() {
+                    self.whole.remove(&(disk, n));
+                }
+                let (stamp, compact) = record.split_at_mut(STAMP_SIZE);
+                stamp.copy_from_slice(&sector.data.0.to_le_bytes());
+                compact.copy_from_slice(&kept);
             }
-            records.extend_from_slice(&sector.data.0.to_le_bytes());
-            records.extend_from_slice(&kept);
+            let at = self.record_at(disk, first);
+            self.spill
+                .write_at(at, records)
+                .unwrap_or_else(|e| panic!("the lab cannot keep disk {disk}'s blocks: {e}"));
         }
-        let at = self.record_at(disk, dbn);
-        self.spill
-            .write_at(at, &records)
-            .unwrap_or_else(|e| panic!("the lab cannot keep disk {disk}'s blocks: {e}"));
     }
 
     /// What `count` blocks from `dbn` on `disk` hold.
     pub(super) fn read(&self, disk: usize, dbn: u64, count: u32) -> Vec<Option<Sector<Stamps>>> {
-        let mut records = vec![0; count as usize * RECORD_SIZE];
-        self.spill
-            .read_at(self.record_at(disk, dbn), &mut records)
-            .unwrap_or_else(|e| panic!("the lab cannot read back disk {disk}'s blocks: {e}"));
-        records
-            .chunks_exact(RECORD_SIZE)
-            .zip(dbn..)
-            .map(|(record, n)| {
-                let (stamp, kept) = record.split_at(STAMP_SIZE);
-                let trailer = match expand(kept.try_into().expect("a compact trailer")) {
-                    Compact::Zeros => [0; TRAILER_SIZE],
-                    Compact::Trailer(trailer) => trailer,
-                    Compact::Elsewhere => self.whole[&(disk, n)],
-                };
-                Some(Sector {
-                    data: Stamp(u64::from_le_bytes(stamp.try_into().expect("a stamp"))),
-                    trailer,
-                })
-            })
-            .collect()
+        let mut out = Vec::with_capacity(count as usize);
+        let mut records = [0; CHUNK_BYTES];
+        let end = dbn + u64::from(count);
+        for first in (dbn..end).step_by(CHUNK_RECORDS) {
+            let blocks = (end - first).min(CHUNK_RECORDS as u64) as usize;
+            let records = &mut records[..blocks * RECORD_SIZE];
+            self.spill
+                .read_at(self.record_at(disk, first), records)
+                .unwrap_or_else(|e| panic!("the lab cannot read back disk {disk}'s blocks: {e}"));
+            out.extend(
+                records
+                    .chunks_exact(RECORD_SIZE)
+                    .zip(first..)
+                    .map(|(record, n)| Some(self.sector(disk, n, record))),
+            );
+        }
+        out
+    }
+
+    /// The sector block `n` of `disk` holds, from its record.
+    fn sector(&self, disk: usize, n: u64, record: &[u8]) -> Sector<Stamps> {
+        let (stamp, kept) = record.split_at(STAMP_SIZE);
+        let trailer = match expand(kept.try_into().expect("a compact trailer")) {
+            Compact::Zeros => [0; TRAILER_SIZE],
+            Compact::Trailer(trailer) => trailer,
+            Compact::Elsewhere => self.whole[&(disk, n)],
+        };
+        Sector {
+            data: Stamp(u64::from_le_bytes(stamp.try_into().expect("a stamp"))),
+            trailer,
+        }
     }
 
     fn record_at(&self, disk: usize, dbn: u64) -> u64 {
@@ -266,6 +292,30 @@ mod tests {
         assert_eq!(
             content.read(0, 5, 2),
             vec![Some(wafer.clone()), Some(wafer)]
+        );
+    }
+
+    #[test]
+    fn chains_longer_than_a_chunk_read_back_whole() {
+        let mut content = Content::new(&[500, 500], Box::new(MemorySpill::default()));
+        let long = CHUNK_RECORDS as u64 * 2 + 5;
+        let chain: Vec<_> = (0..long).map(|n| sector(n + 1, n as u8)).collect();
+        content.write(1, 7, &chain);
+        let read = content.read(1, 6, long as u32 + 2);
+        assert_eq!(read.len(), chain.len() + 2);
+        assert_eq!(read[0].as_ref(), Some(&sector(0, 0)), "before the chain");
+        for (got, want) in read[1..].iter().zip(&chain) {
+            assert_eq!(got.as_ref(), Some(want));
+        }
+        assert_eq!(
+            read[long as usize + 1].as_ref(),
+            Some(&sector(0, 0)),
+            "after it"
+        );
+        assert_eq!(
+            content.read(0, 7, 1)[0].as_ref(),
+            Some(&sector(0, 0)),
+            "disk 0 untouched"
         );
     }
 
