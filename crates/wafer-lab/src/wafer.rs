@@ -361,6 +361,11 @@ impl WaferArray {
                 if self.next_events.due(index, now) {
                     disk.device.advance(now, &mut completions);
                     self.next_events.set(index, disk.device.next_event());
+                    // A read the disk has just started finishes milliseconds
+                    // later: its records can be on their way until then.
+                    if let Some(read) = disk.device.in_service().filter(|r| r.op == Op::Read) {
+                        self.content.prefetch(index, read.block, read.blocks);
+                    }
                 }
             }
         }

@@ -19,6 +19,9 @@
 //!   (the lab itself does no I/O). Its pages are allocated as they are first
 //!   written, and the write allocator fills areas in order, so the pages it
 //!   touches are full.
+//! - A read's records are hinted at when its disk starts it
+//!   ([`Spill::prefetch`]), so that, cold as they are, they have arrived
+//!   when the read completes.
 //! - A block never written reads as stamp 0 with an all-zero trailer, as a
 //!   real disk's unwritten block reads as zeros.
 
@@ -51,6 +54,8 @@ pub trait Spill: Send {
     fn write_at(&mut self, at: u64, bytes: &[u8]) -> io::Result<()>;
     /// Fills `out` with the bytes kept from `at` on: zeros where none were.
     fn read_at(&self, at: u64, out: &mut [u8]) -> io::Result<()>;
+    /// Hints that the `len` bytes from `at` on will be read soon.
+    fn prefetch(&self, _at: u64, _len: usize) {}
 }
 
 /// A spill in memory, in pages allocated as they are written: for arrays
@@ -208,6 +213,12 @@ impl Content {
             );
         }
         out
+    }
+
+    /// Hints that `count` blocks from `dbn` on `disk` will be read soon.
+    pub(super) fn prefetch(&self, disk: usize, dbn: u64, count: u32) {
+        self.spill
+            .prefetch(self.record_at(disk, dbn), count as usize * RECORD_SIZE);
     }
 
     /// The sector block `n` of `disk` holds, from its record.

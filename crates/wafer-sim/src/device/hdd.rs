@@ -736,6 +736,10 @@ impl Device for Hdd {
             }
         }
     }
+
+    fn in_service(&self) -> Option<&DeviceRequest> {
+        self.media.as_ref().map(|op| &op.queued.request)
+    }
 }
 
 #[cfg(test)]

@@ -177,6 +177,12 @@ pub trait Device {
     /// # Panics
     /// If `now` is earlier than a previous call's.
     fn advance(&mut self, now: Instant, completions: &mut Vec<Completion>);
+
+    /// The request whose media access is under way, for a device that has
+    /// one at a time and says: a driver may get ready for its completion.
+    fn in_service(&self) -> Option<&DeviceRequest> {
+        None
+    }
 }
 
 /// Checks a request against a device of `capacity_blocks` blocks.

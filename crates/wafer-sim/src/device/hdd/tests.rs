@@ -366,6 +366,37 @@ fn a_write_invalidates_the_buffered_copy() {
 }
 
 #[test]
+fn the_request_in_service_is_the_one_on_the_media() {
+    let mut disk = drive("fc15k-144g", SchedulingPolicy::Fcfs);
+    let request = |id, block| DeviceRequest {
+        id,
+        op: Op::Read,
+        block,
+        blocks: 2,
+    };
+    assert_eq!(disk.in_service(), None, "idle");
+    disk.submit(Instant(0), request(1, 5_000_000)).unwrap();
+    disk.submit(Instant(0), request(2, 100)).unwrap();
+    assert_eq!(disk.in_service(), None, "queued, not yet picked");
+    let mut done = Vec::new();
+    let mut served = Vec::new();
+    while let Some(at) = disk.next_event() {
+        disk.advance(at, &mut done);
+        if let Some(request) = disk.in_service() {
+            served.push(request.id);
+        }
+        assert!(
+            done.iter()
+                .all(|c| Some(c.id) != disk.in_service().map(|r| r.id)),
+            "a finished request is no longer in service"
+        );
+    }
+    served.dedup();
+    assert_eq!(served, [1, 2], "each in turn, in FCFS order");
+    assert_eq!(disk.in_service(), None, "idle again");
+}
+
+#[test]
 fn refused_requests_leave_the_drive_untouched() {
     let mut disk = drive("fc15k-144g", SchedulingPolicy::Sptf);
     let capacity = disk.capacity_blocks();
