@@ -160,6 +160,11 @@ impl<K: FixedHash, V> FixedMap<K, V> {
         self.probe(key).ok()
     }
 
+    /// Hints that `key` will be looked up soon: starts loading its home bucket.
+    pub fn prefetch(&self, key: &K) {
+        prefetch_index::prefetch_index(&self.buckets, self.home(key));
+    }
+
     /// Walks `key`'s probe run: the bucket holding it, or else the empty
     /// bucket that ends the run, where it would go.
     fn probe(&self, key: &K) -> Result<usize, usize> {

@@ -184,6 +184,21 @@ impl BlockTree {
         }
     }
 
+    /// Hints that content block `fbn`'s level-1 node will be looked up soon.
+    pub fn prefetch_node(&self, fbn: Fbn) {
+        self.nodes.prefetch(&(1, fbn.0 / POINTERS_PER_BLOCK as u64));
+    }
+
+    /// Hints that content block `fbn`'s pointer will be changed soon: starts
+    /// loading the line that holds it and its node's owner count.
+    pub fn prefetch_pointer(&self, fbn: Fbn) {
+        if let Some(node) = self.nodes.get(&(1, fbn.0 / POINTERS_PER_BLOCK as u64)) {
+            prefetch_index::prefetch_index(&node.pointers[..], 0);
+            let slot = (fbn.0 % POINTERS_PER_BLOCK as u64) as usize;
+            prefetch_index::prefetch_index(&node.pointers[..], slot);
+        }
+    }
+
     /// The first content block at or after `fbn` with a pointer, if any,
     /// found without visiting holes one by one. The tree from `fbn` on must
     /// be resident (content under an evicted node would be passed over, so

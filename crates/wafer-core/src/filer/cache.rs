@@ -31,7 +31,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::slot_index::{RUN_BLOCKS, SlotIndex, hash_in_run};
-use super::{CachePolicy, QueuedOp, RequestId};
+use super::{CachePolicy, PREFETCH_AHEAD, QueuedOp, RequestId};
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
 use crate::format::POINTERS_PER_BLOCK;
 use crate::nvlog::LunId;
@@ -249,6 +249,11 @@ impl<P: Payload> BufferCache<P> {
         Some(self.entry_mut(slot))
     }
 
+    /// Hints that `key` will be looked up soon.
+    pub(super) fn prefetch(&self, key: &CacheKey) {
+        self.index.prefetch(index_hash(key));
+    }
+
     /// The slot that holds `key`.
     fn slot_of(&self, key: &CacheKey) -> Option<u32> {
         self.index.get(index_hash(key), holds(&self.slab, key))
@@ -428,7 +433,10 @@ impl<P: Payload> BufferCache<P> {
             }
             victims.extend(self.oldest_of(volumes, wanted));
         }
-        for (_, key) in &victims {
+        for (at, (_, key)) in victims.iter().enumerate() {
+            if let Some((_, ahead)) = victims.get(at + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
+            }
             self.remove(key).expect("a live record");
         }
         for volume in classes.into_values().flatten() {
@@ -443,7 +451,11 @@ impl<P: Payload> BufferCache<P> {
     fn oldest_of(&self, volumes: &[VolumeId], wanted: usize) -> Vec<(u64, CacheKey)> {
         let mut candidates: Vec<(u64, CacheKey)> = Vec::with_capacity(wanted.min(self.len()));
         for volume in volumes {
-            let evictable = self.ages[volume].iter().filter_map(|&record| {
+            let log = &self.ages[volume];
+            let evictable = log.iter().enumerate().filter_map(|(at, &record)| {
+                if let Some(&(_, ahead)) = log.get(at + PREFETCH_AHEAD) {
+                    prefetch_index::prefetch_index(&self.slab, ahead as usize);
+                }
                 self.live(record)
                     .filter(|(_, entry)| entry.is_evictable())
                     .map(|(key, _)| (record.0, *key))

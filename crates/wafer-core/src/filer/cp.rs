@@ -27,7 +27,7 @@ use wafer_raid::{
 };
 
 use super::meta::{FileRef, MetaFile, PARITY_FILE, SUPERBLOCK_FILE, Volume, volume_table_bytes};
-use super::{Filer, IoOp, IoPurpose, IoResult, Phase, ReplyData, Sector};
+use super::{Filer, IoOp, IoPurpose, IoResult, PREFETCH_AHEAD, Phase, ReplyData, Sector};
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
@@ -220,7 +220,17 @@ impl<P: Payload> Filer<P> {
             captured.windows(2).all(|pair| pair[0].0 != pair[1].0),
             "a block captured twice"
         );
-        for ((lun, fbn), data) in captured {
+        // Each block's new pointer goes into a level-1 node that is, at
+        // scale, cold: the node is hinted at two strides ahead, then (found
+        // by then) its pointer one stride ahead.
+        let keys: Vec<(LunId, Fbn)> = captured.iter().map(|&(key, _)| key).collect();
+        for (at, ((lun, fbn), data)) in captured.into_iter().enumerate() {
+            if let Some(&(lun, fbn)) = keys.get(at + 2 * PREFETCH_AHEAD) {
+                self.lun_tree(lun).prefetch_node(fbn);
+            }
+            if let Some(&(lun, fbn)) = keys.get(at + PREFETCH_AHEAD) {
+                self.lun_tree(lun).prefetch_pointer(fbn);
+            }
             let live = self
                 .volumes
                 .get(&lun.volume)

@@ -126,6 +126,11 @@ impl SlotIndex {
             .map(|&bucket| slot_of(bucket))
     }
 
+    /// Hints that a key with hash `hash` will be looked up soon.
+    pub(super) fn prefetch(&self, hash: u64) {
+        prefetch_index::prefetch_index(&self.buckets, self.home(tag_of(hash)));
+    }
+
     fn find(&self, hash: u64, holds: impl Fn(u32) -> bool) -> Option<usize> {
         self.probe(tag_of(hash), holds).ok()
     }
