@@ -225,11 +225,16 @@ impl<P: Payload> Filer<P> {
         // by then) its pointer one stride ahead.
         let keys: Vec<(LunId, Fbn)> = captured.iter().map(|&(key, _)| key).collect();
         for (at, ((lun, fbn), data)) in captured.into_iter().enumerate() {
-            if let Some(&(lun, fbn)) = keys.get(at + 2 * PREFETCH_AHEAD) {
-                self.lun_tree(lun).prefetch_node(fbn);
+            // A captured block's LUN may be gone by now (see `live` below).
+            if let Some(&(lun, fbn)) = keys.get(at + 2 * PREFETCH_AHEAD)
+                && let Ok((_, l)) = self.lun(lun)
+            {
+                l.tree.prefetch_node(fbn);
             }
-            if let Some(&(lun, fbn)) = keys.get(at + PREFETCH_AHEAD) {
-                self.lun_tree(lun).prefetch_pointer(fbn);
+            if let Some(&(lun, fbn)) = keys.get(at + PREFETCH_AHEAD)
+                && let Ok((_, l)) = self.lun(lun)
+            {
+                l.tree.prefetch_pointer(fbn);
             }
             let live = self
                 .volumes

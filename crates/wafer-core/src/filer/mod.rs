@@ -967,10 +967,6 @@ impl<P: Payload> Filer<P> {
         volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
     }
 
-    fn lun_tree(&self, lun: LunId) -> &crate::tree::BlockTree {
-        &self.volumes[&lun.volume].luns[&lun.file].tree
-    }
-
     fn lun_tree_mut(&mut self, lun: LunId) -> &mut crate::tree::BlockTree {
         &mut self
             .volumes
