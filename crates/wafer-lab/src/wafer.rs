@@ -32,9 +32,9 @@ use wafer_core::filer::{
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::nvlog::{LoggedOp, LunId};
 use wafer_core::payload::StampRead;
-use wafer_core::units::{DiskId, Duration, Instant};
+use wafer_core::units::{DiskId, Duration, Instant, Pvbn};
 use wafer_core::{BLOCK_SIZE, Filer, Stamps};
-use wafer_raid::RaidGroupGeometry;
+use wafer_raid::{Dbn, RaidGroupGeometry};
 use wafer_sim::device::params::{Catalog, Drive};
 use wafer_sim::device::{Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 
@@ -43,7 +43,7 @@ use crate::array::{
 };
 use crate::controller::Controller;
 use crate::scenario::WaferSpec;
-use content::Content;
+use content::{Content, ContentDisk};
 pub use content::{MemorySpill, PAGE_BYTES, PagePiece, Spill, page_pieces};
 
 /// The NVRAM card every wafer array logs to.
@@ -231,7 +231,13 @@ impl WaferArray {
         let disks: Vec<Disk> = (0..layout.disk_count())
             .map(|id| Disk::new(drive, disk_name(&layout, DiskId(id))))
             .collect();
-        let content = Content::new(&vec![blocks; disks.len()], spill);
+        let content_disks: Vec<ContentDisk> = (0..layout.disk_count())
+            .map(|id| ContentDisk {
+                blocks,
+                first_pvbn: first_pvbn(&layout, DiskId(id)),
+            })
+            .collect();
+        let content = Content::new(&content_disks, spill);
         let defaults = Options::default();
         let options = Options {
             cache_blocks: spec.cache_mib.map_or(defaults.cache_blocks, |mib| {
@@ -556,6 +562,14 @@ fn layout(spec: &WaferSpec, blocks_per_disk: u64) -> Result<Layout, WaferArrayEr
         })
         .collect::<Result<Vec<_>, _>>()?;
     Layout::new(groups, 0).map_err(|e| invalid(e.to_string()))
+}
+
+/// The pvbn of disk `id`'s block 0, if it is a data disk.
+fn first_pvbn(layout: &Layout, id: DiskId) -> Option<Pvbn> {
+    match layout.slot(id) {
+        Some(Slot::Member { group, disk }) => layout.pvbn(group, disk, Dbn(0)),
+        _ => None,
+    }
 }
 
 /// `rgG.dP`: the disk at position P of RAID group G.

@@ -5,15 +5,17 @@
 //! wrote: it verifies every file block it reads against its trailer, and it
 //! folds the old stamps of blocks into parity, checking them against what it
 //! last wrote there. So the lab keeps every block exactly, compactly: one
-//! 40-byte record per block of every disk, at a fixed place (disk after
+//! 32-byte record per block of every disk, at a fixed place (disk after
 //! disk), in a [`Spill`] the driver supplies.
 //!
 //! - A record is the block's stamp, then its trailer in the compact form of
 //!   `compact`, which is exact; the rare trailer that does not fit stays
-//!   whole in a map beside the records.
-//! - A block's stamp and trailer sit side by side, so reading a block back
-//!   costs one place in memory, not two: under a random load every read
-//!   finds its record cold, and a cold line is what a read costs.
+//!   whole in a map beside the records. The compact form leaves out the
+//!   pvbn, which follows from where the record lies: each disk's
+//!   [`ContentDisk::first_pvbn`].
+//! - A block's stamp and trailer sit side by side in 32 bytes, so reading a
+//!   block back costs one cache line, never two: under a random load every
+//!   read finds its record cold, and a cold line is what a read costs.
 //! - The spill is memory for small arrays; for the `wafer lab` command,
 //!   memory while its budget lasts and then a sparse file on the host's disk
 //!   (the lab itself does no I/O). Its pages are allocated as they are first
@@ -32,6 +34,7 @@ use std::ops::Range;
 use wafer_core::Stamps;
 use wafer_core::filer::Sector;
 use wafer_core::format::TRAILER_SIZE;
+use wafer_core::units::Pvbn;
 use wafer_raid::Stamp;
 
 use super::compact::{COMPACT_SIZE, Compact, compact, expand, kept_elsewhere};
@@ -137,29 +140,43 @@ impl Spill for MemorySpill {
     }
 }
 
+/// One disk, as its content sees it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ContentDisk {
+    /// Its size in blocks.
+    pub blocks: u64,
+    /// The pvbn of its block 0, for a data disk; the pvbns of its other
+    /// blocks follow in order. A parity or spare disk's blocks are taken to
+    /// say pvbn 0, as parity blocks do; a trailer that says otherwise is
+    /// kept whole.
+    pub first_pvbn: Option<Pvbn>,
+}
+
 /// The content of every disk of one array.
 pub(super) struct Content {
     /// Where each disk's first record lies in the spill.
     record_base: Vec<u64>,
+    /// Each disk's pvbn of block 0, if it has one.
+    first_pvbn: Vec<Option<Pvbn>>,
     spill: Box<dyn Spill>,
     /// The trailers too large for the compact form, by disk and block.
     whole: BTreeMap<(usize, u64), [u8; TRAILER_SIZE]>,
 }
 
 impl Content {
-    /// Disks of `blocks[i]` blocks each, never written, their records to go
-    /// to `spill`.
-    pub(super) fn new(blocks: &[u64], spill: Box<dyn Spill>) -> Content {
-        let record_base = blocks
+    /// `disks`, never written, their records to go to `spill`.
+    pub(super) fn new(disks: &[ContentDisk], spill: Box<dyn Spill>) -> Content {
+        let record_base = disks
             .iter()
-            .scan(0, |base, &n| {
+            .scan(0, |base, disk| {
                 let at = *base;
-                *base += n * RECORD_SIZE as u64;
+                *base += disk.blocks * RECORD_SIZE as u64;
                 Some(at)
             })
             .collect();
         Content {
             record_base,
+            first_pvbn: disks.iter().map(|disk| disk.first_pvbn).collect(),
             spill,
             whole: BTreeMap::new(),
         }
@@ -177,7 +194,7 @@ impl Content {
                 .zip(chunk)
                 .zip(records.chunks_exact_mut(RECORD_SIZE))
             {
-                let kept = compact(&sector.trailer);
+                let kept = compact(&sector.trailer, self.pvbn(disk, n));
                 if kept_elsewhere(&kept) {
                     self.whole.insert((disk, n), sector.trailer);
                 } else if !self.whole.is_empty() {
@@ -224,7 +241,8 @@ impl Content {
     /// The sector block `n` of `disk` holds, from its record.
     fn sector(&self, disk: usize, n: u64, record: &[u8]) -> Sector<Stamps> {
         let (stamp, kept) = record.split_at(STAMP_SIZE);
-        let trailer = match expand(kept.try_into().expect("a compact trailer")) {
+        let kept = kept.try_into().expect("a compact trailer");
+        let trailer = match expand(kept, self.pvbn(disk, n)) {
             Compact::Zeros => [0; TRAILER_SIZE],
             Compact::Trailer(trailer) => trailer,
             Compact::Elsewhere => self.whole[&(disk, n)],
@@ -235,6 +253,12 @@ impl Content {
         }
     }
 
+    /// The pvbn block `n` of `disk` is written with: its own for a data
+    /// disk, 0 for the rest.
+    fn pvbn(&self, disk: usize, n: u64) -> Pvbn {
+        self.first_pvbn[disk].map_or(Pvbn(0), |first| Pvbn(first.0 + n))
+    }
+
     fn record_at(&self, disk: usize, dbn: u64) -> u64 {
         self.record_base[disk] + dbn * RECORD_SIZE as u64
     }
@@ -243,6 +267,17 @@ impl Content {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Disks of `blocks[i]` blocks each, with no pvbns of their own.
+    fn disks(blocks: &[u64]) -> Vec<ContentDisk> {
+        blocks
+            .iter()
+            .map(|&blocks| ContentDisk {
+                blocks,
+                first_pvbn: None,
+            })
+            .collect()
+    }
 
     fn sector(stamp: u64, tag: u8) -> Sector<Stamps> {
         let mut trailer = [0; TRAILER_SIZE];
@@ -256,13 +291,13 @@ mod tests {
 
     #[test]
     fn blocks_read_back_as_written_and_unwritten_ones_as_zeros() {
-        let mut content = Content::new(&[100, 20_000], Box::new(MemorySpill::default()));
+        let mut content = Content::new(&disks(&[100, 20_000]), Box::new(MemorySpill::default()));
         content.write(1, 10, &[sector(0, 1), sector(7, 2), sector(0, 3)]);
         content.write(1, 11, &[sector(9, 4)]);
-        // A record that spans the spill's first page boundary.
-        let straddling = (PAGE_BYTES - content.record_at(1, 0)) / RECORD_SIZE as u64;
+        // Two records either side of the spill's first page boundary.
+        let straddling = (PAGE_BYTES - content.record_at(1, 0)).div_ceil(RECORD_SIZE as u64) - 1;
         let at = content.record_at(1, straddling);
-        assert!(at < PAGE_BYTES && PAGE_BYTES < at + RECORD_SIZE as u64);
+        assert!(at < PAGE_BYTES && PAGE_BYTES < at + 2 * RECORD_SIZE as u64);
         let (wide, widest) = (0x0123_4567_89ab_cdef, u64::MAX);
         content.write(1, straddling, &[sector(wide, 5), sector(widest, 6)]);
         let read = content.read(1, 9, 4);
@@ -292,23 +327,34 @@ mod tests {
             data: Stamp(3),
             trailer: wafer_core::format::Trailer::new(7, identity).encode(),
         };
-        let mut content = Content::new(&[100], Box::new(MemorySpill::default()));
-        content.write(0, 5, &[sector(1, 1), wafer.clone()]);
+        // Block 5 of disk 0 is pvbn 12; disk 1 has no pvbns.
+        let data_disk = ContentDisk {
+            blocks: 100,
+            first_pvbn: Some(wafer_core::units::Pvbn(7)),
+        };
+        let mut content = Content::new(
+            &[data_disk, disks(&[100])[0]],
+            Box::new(MemorySpill::default()),
+        );
+        content.write(0, 5, &[wafer.clone(), sector(1, 1)]);
         assert_eq!(content.whole.len(), 1, "only the foreign trailer is whole");
-        content.write(0, 5, std::slice::from_ref(&wafer));
+        content.write(0, 6, &[sector(0, 0)]);
         assert!(
             content.whole.is_empty(),
             "an overwrite drops the whole copy"
         );
+        content.write(1, 5, std::slice::from_ref(&wafer));
+        assert_eq!(content.whole.len(), 1, "a pvbn not where it lies is whole");
         assert_eq!(
             content.read(0, 5, 2),
-            vec![Some(wafer.clone()), Some(wafer)]
+            vec![Some(wafer.clone()), Some(sector(0, 0))]
         );
+        assert_eq!(content.read(1, 5, 1), vec![Some(wafer)]);
     }
 
     #[test]
     fn chains_longer_than_a_chunk_read_back_whole() {
-        let mut content = Content::new(&[500, 500], Box::new(MemorySpill::default()));
+        let mut content = Content::new(&disks(&[500, 500]), Box::new(MemorySpill::default()));
         let long = CHUNK_RECORDS as u64 * 2 + 5;
         let chain: Vec<_> = (0..long).map(|n| sector(n + 1, n as u8)).collect();
         content.write(1, 7, &chain);
@@ -332,7 +378,7 @@ mod tests {
 
     #[test]
     fn disks_keep_their_trailers_apart() {
-        let mut content = Content::new(&[3, 3], Box::new(MemorySpill::default()));
+        let mut content = Content::new(&disks(&[3, 3]), Box::new(MemorySpill::default()));
         content.write(0, 2, &[sector(1, 1)]);
         content.write(1, 0, &[sector(2, 2)]);
         assert_eq!(content.read(0, 2, 1)[0].as_ref(), Some(&sector(1, 1)));

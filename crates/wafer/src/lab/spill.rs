@@ -1,9 +1,9 @@
 //! Where a lab wafer array keeps its disks' blocks: memory while a budget
 //! lasts, then a temporary file.
 //!
-//! The lab keeps each block's stamp and trailer, a 40-byte record, at a fixed
-//! place (see the lab's `wafer::content`): at E1's scale some four and a half
-//! gigabytes, written in pages as the write allocator reaches new areas.
+//! The lab keeps each block's stamp and trailer, a 32-byte record, at a fixed
+//! place (see the lab's `wafer::content`): at E1's scale some three and a
+//! half gigabytes, written in pages as the write allocator reaches new areas.
 //! Reading one back is a lookup in memory but a system call from a file, and
 //! the engine reads a record with every block it reads. So each page stays
 //! in memory if the run's [`MemoryBudget`] (shared by every array of the run)
