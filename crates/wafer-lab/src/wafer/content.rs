@@ -14,8 +14,10 @@
 //!   pvbn, which follows from where the record lies: each disk's
 //!   [`ContentDisk::first_pvbn`].
 //! - A block's stamp and trailer sit side by side in 32 bytes, so reading a
-//!   block back costs one cache line, never two: under a random load every
-//!   read finds its record cold, and a cold line is what a read costs.
+//!   block back costs one cache line, never two, where a page's memory
+//!   starts on a line (mimalloc, the `wafer` binary's allocator, places
+//!   blocks this large on 4 KiB boundaries): under a random load every read
+//!   finds its record cold, and a cold line is what a read costs.
 //! - The spill is memory for small arrays; for the `wafer lab` command,
 //!   memory while its budget lasts and then a sparse file on the host's disk
 //!   (the lab itself does no I/O). Its pages are allocated as they are first
