@@ -9,7 +9,7 @@
 //!
 //! Content is kept so that the engine reads back what it wrote (it verifies
 //! every block and computes parity from what it reads), compactly: see
-//! [`content`]. The I/O pattern does not depend on the bytes: the engine is
+//! `content`. The I/O pattern does not depend on the bytes: the engine is
 //! the same code on bytes or stamps.
 //!
 //! Time: the array builds its aggregate, volume and LUN, and runs the

@@ -20,8 +20,9 @@
 //! (flash dies and channels working in parallel, in steady state) and [`nvram`]
 //! (a fixed latency plus bandwidth). [`params`] reads the named drives of
 //! `drives.toml`, where every number carries its source; [`single_disk`] runs
-//! the closed-loop calibration check against one drive, and [`reference`] holds
-//! the published figures to hold it against.
+//! the closed-loop calibration check against one drive, and
+//! [`reference`](mod@reference) holds the published figures to hold it
+//! against.
 
 pub mod hdd;
 mod next_events;

@@ -9,7 +9,7 @@
 //!   for a 10K VelociRaptor, 133; and the research's common values, ≈ 220 for
 //!   15K, 120-140 for 10K, 50-80 for 7.2K SATA).
 //! - **A simulation by queue depth** from the research (its own, marked
-//!   [INF] there): Lee seek curve, exact rotation, 0.1 ms overhead, SATF at
+//!   \[INF\] there): Lee seek curve, exact rotation, 0.1 ms overhead, SATF at
 //!   constant queue depth. It is an upper envelope: ideal reordering, no
 //!   zoning.
 //!

@@ -17,7 +17,7 @@
 //! the linear term the coast of long ones (Ruemmler & Wilkes 1994). The curve
 //! passes through `track` at one cylinder and `full` at `N`, and its mean over
 //! the distances between two uniformly random cylinders (a triangular
-//! distribution: E[x] = N/3, E[√x] = 8/15·√N) is exactly `average`: the way
+//! distribution: E\[x\] = N/3, E\[√x\] = 8/15·√N) is exactly `average`: the way
 //! manufacturers define average seek (device-models.md §1.2). At `N/3` the
 //! curve is somewhat above the average, since √ is concave.
 //!
