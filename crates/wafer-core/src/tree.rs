@@ -101,6 +101,13 @@ impl core::ops::Deref for Node {
 /// Identifies an indirect block of a tree: `(level, index)`.
 pub type NodeId = (u8, u64);
 
+/// The level-1 node that points to content block `fbn`, and the pointer's
+/// slot in it.
+fn level1_pointer(fbn: Fbn) -> (NodeId, usize) {
+    let per_node = POINTERS_PER_BLOCK as u64;
+    ((1, fbn.0 / per_node), (fbn.0 % per_node) as usize)
+}
+
 /// The block tree of one file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlockTree {
@@ -174,9 +181,9 @@ impl BlockTree {
         if self.level == 0 {
             return self.root[fbn.0 as usize];
         }
-        let l1 = (1, fbn.0 / POINTERS_PER_BLOCK as u64);
+        let (l1, slot) = level1_pointer(fbn);
         match self.nodes.get(&l1) {
-            Some(node) => node[(fbn.0 % POINTERS_PER_BLOCK as u64) as usize],
+            Some(node) => node[slot],
             None => {
                 self.assert_hole(l1);
                 BlockPtr::NULL
@@ -186,15 +193,15 @@ impl BlockTree {
 
     /// Hints that content block `fbn`'s level-1 node will be looked up soon.
     pub fn prefetch_node(&self, fbn: Fbn) {
-        self.nodes.prefetch(&(1, fbn.0 / POINTERS_PER_BLOCK as u64));
+        self.nodes.prefetch(&level1_pointer(fbn).0);
     }
 
     /// Hints that content block `fbn`'s pointer will be changed soon: starts
     /// loading the line that holds it and its node's owner count.
     pub fn prefetch_pointer(&self, fbn: Fbn) {
-        if let Some(node) = self.nodes.get(&(1, fbn.0 / POINTERS_PER_BLOCK as u64)) {
+        let (l1, slot) = level1_pointer(fbn);
+        if let Some(node) = self.nodes.get(&l1) {
             prefetch_index::prefetch_index(&node.pointers[..], 0);
-            let slot = (fbn.0 % POINTERS_PER_BLOCK as u64) as usize;
             prefetch_index::prefetch_index(&node.pointers[..], slot);
         }
     }
