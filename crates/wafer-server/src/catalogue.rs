@@ -13,15 +13,26 @@
 //! told). A snapshot export shows the LUN as the snapshot holds it: its size
 //! then, and LUNs destroyed since are still there to read.
 //!
+//! What a connection resolved can end under it: its LUN destroyed, or
+//! restored from a snapshot, or its snapshot deleted. A new LUN may then take
+//! the same inode number, and a new snapshot the same name; the old
+//! connection must reach neither. So each target carries its *incarnation*,
+//! which the engine ends when it submits the change that ends it, and the
+//! engine refuses every later request that names an ended one (no such LUN
+//! or snapshot, as for a destroyed LUN); the client reconnects to see what is
+//! there now.
+//!
 //! Writable LUN exports advertise multi-conn: every connection goes through
 //! the one engine and its one buffer cache, and a write is durable in the
 //! NVLog before it is acknowledged, so a flush on any connection covers every
 //! write acknowledged on all of them.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use wafer_core::Filer;
 use wafer_core::nvlog::LunId;
+use wafer_core::units::VolumeId;
 use wafer_nbd::{ExportInfo, Exports};
 
 /// What an export reaches.
@@ -31,6 +42,67 @@ pub(crate) struct Target {
     pub(crate) lun: LunId,
     /// The snapshot whose image is read, for a read-only snapshot export.
     pub(crate) snapshot: Option<String>,
+    /// Which life of the LUN (or snapshot) under this name it reaches.
+    pub(crate) incarnation: u64,
+}
+
+impl Target {
+    /// What the target reaches, whatever its incarnation.
+    pub(crate) fn reach(&self) -> Reach {
+        match &self.snapshot {
+            None => Reach::Lun(self.lun),
+            Some(name) => Reach::Snapshot(self.lun.volume, name.clone()),
+        }
+    }
+}
+
+/// What a target reaches: a LUN by its inode, or a volume's snapshot by name
+/// (all of its LUNs end together).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Reach {
+    Lun(LunId),
+    Snapshot(VolumeId, String),
+}
+
+/// How many lives of each [`Reach`] have ended (none, for most).
+#[derive(Debug, Default)]
+pub(crate) struct Incarnations {
+    ended: BTreeMap<Reach, u64>,
+}
+
+/// An incarnation ended by a change not yet applied, to revive if the change
+/// is refused.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    reach: Reach,
+    new: u64,
+}
+
+impl Incarnations {
+    /// The live incarnation of `reach`.
+    pub(crate) fn current(&self, reach: &Reach) -> u64 {
+        self.ended.get(reach).copied().unwrap_or(0)
+    }
+
+    /// Whether `target` still reaches the life it resolved.
+    pub(crate) fn is_live(&self, target: &Target) -> bool {
+        self.current(&target.reach()) == target.incarnation
+    }
+
+    /// Ends the live incarnation of `reach`.
+    pub(crate) fn end(&mut self, reach: Reach) -> Ended {
+        let count = self.ended.entry(reach.clone()).or_default();
+        *count += 1;
+        Ended { reach, new: *count }
+    }
+
+    /// Brings back the incarnation `ended` ended, unless another change has
+    /// ended the one after it too.
+    pub(crate) fn revive(&mut self, ended: Ended) {
+        if self.current(&ended.reach) == ended.new {
+            self.ended.insert(ended.reach, ended.new - 1);
+        }
+    }
 }
 
 /// One export.
@@ -47,8 +119,9 @@ pub(crate) struct Catalogue {
 }
 
 impl Catalogue {
-    /// The exports of everything `filer` holds now.
-    pub(crate) fn of(filer: &Filer) -> Catalogue {
+    /// The exports of everything `filer` holds now, in their live
+    /// incarnations.
+    pub(crate) fn of(filer: &Filer, incarnations: &Incarnations) -> Catalogue {
         let mut luns = Vec::new();
         let mut snapshots = Vec::new();
         for (volume, volume_name) in filer.volumes() {
@@ -70,6 +143,9 @@ impl Catalogue {
             }
         }
         luns.append(&mut snapshots);
+        for export in &mut luns {
+            export.target.incarnation = incarnations.current(&export.target.reach());
+        }
         Catalogue { exports: luns }
     }
 
@@ -111,7 +187,11 @@ fn export(
             // is as fast as zeroing gets, so a fast-zero request never fails.
             fast_zero: writable,
         },
-        target: Target { lun, snapshot },
+        target: Target {
+            lun,
+            snapshot,
+            incarnation: 0,
+        },
     }
 }
 

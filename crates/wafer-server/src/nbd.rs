@@ -465,9 +465,12 @@ impl Dispatcher {
                 budget_bytes,
             });
         });
-        if let Err(mpsc::SendError(Event::Host { done, .. })) =
-            self.engine.send(Event::Host { request, done })
-        {
+        let target = self.target.clone();
+        if let Err(mpsc::SendError(Event::Host { done, .. })) = self.engine.send(Event::Host {
+            target,
+            request,
+            done,
+        }) {
             done(HostOutcome::Refused);
         }
     }

@@ -80,6 +80,97 @@ fn luns_are_created_resized_and_destroyed_as_exports() {
     server.stop();
 }
 
+/// EINVAL, as NBD carries "no such LUN" (and "no such snapshot").
+const GONE: u32 = 22;
+
+/// A 4 KiB read as the one byte it repeats (None if mixed), or its error.
+fn block(client: &mut NbdClient, offset: u64) -> Result<Option<u8>, u32> {
+    let data = client.read(offset, 4096)?;
+    Ok(data.iter().all(|&b| b == data[0]).then_some(data[0]))
+}
+
+fn snap(volume: &str, name: &str) -> (String, String) {
+    (volume.to_string(), name.to_string())
+}
+
+#[test]
+fn a_connection_outlived_by_its_lun_never_reaches_the_lun_in_its_place() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    server.admin_ok(lun_create("/vol/vol0/alice", 16 << 20));
+    let mut alice = NbdClient::connect(server.socket(), "vol0/alice");
+    assert_eq!(alice.write(0, &[0xa1; 4096]), 0);
+    let path = "/vol/vol0/alice".to_string();
+    server.admin_ok(AdminRequest::LunDestroy { path });
+    assert_eq!(alice.write(0, &[0xa2; 4096]), GONE);
+
+    // bob takes alice's inode number, the lowest free one.
+    server.admin_ok(lun_create("/vol/vol0/bob", 16 << 20));
+    let mut bob = NbdClient::connect(server.socket(), "vol0/bob");
+    assert_eq!(bob.write(4096, &[0xb0; 4096]), 0);
+    assert_eq!(
+        block(&mut alice, 4096),
+        Err(GONE),
+        "alice's connection read bob's data"
+    );
+    assert_eq!(alice.write(0, &[0xa3; 4096]), GONE);
+    assert_eq!(
+        block(&mut bob, 0),
+        Ok(Some(0)),
+        "alice's connection wrote into bob"
+    );
+    assert_eq!(block(&mut bob, 4096), Ok(Some(0xb0)));
+    server.stop();
+}
+
+#[test]
+fn a_restore_or_a_deleted_snapshot_ends_the_connections_it_changes_and_no_others() {
+    let scratch = Scratch::new();
+    let server = with_second_volume(&scratch);
+    let mut lun0 = NbdClient::connect(server.socket(), "vol0/lun0");
+    let mut db = NbdClient::connect(server.socket(), "vol1/db");
+    assert_eq!(lun0.write(0, &[1; 4096]), 0);
+    let (volume, name) = snap("vol0", "s1");
+    server.admin_ok(AdminRequest::SnapCreate { volume, name });
+    let mut then = NbdClient::connect(server.socket(), "vol0/lun0@s1");
+    assert_eq!(lun0.write(0, &[2; 4096]), 0);
+
+    // A restore the filer refuses (no such snapshot) ends nothing.
+    let (volume, name) = snap("vol0", "nope");
+    let request = AdminRequest::SnapRestore {
+        volume,
+        name,
+        lun: None,
+    };
+    assert_eq!(refused(&server, request), AdminErrorKind::NotFound);
+    assert_eq!(block(&mut lun0, 0), Ok(Some(2)));
+
+    // A snapshot deleted and taken again under its name: the old connection
+    // does not read the new one.
+    let (volume, name) = snap("vol0", "s1");
+    server.admin_ok(AdminRequest::SnapDelete { volume, name });
+    let (volume, name) = snap("vol0", "s1");
+    server.admin_ok(AdminRequest::SnapCreate { volume, name });
+    assert_eq!(block(&mut then, 0), Err(GONE));
+    let mut now = NbdClient::connect(server.socket(), "vol0/lun0@s1");
+    assert_eq!(block(&mut now, 0), Ok(Some(2)));
+
+    // A whole-volume restore rewrites lun0 under its connection, which ends;
+    // vol1's LUN is not touched and its connection goes on.
+    assert_eq!(lun0.write(0, &[3; 4096]), 0);
+    let (volume, name) = snap("vol0", "s1");
+    server.admin_ok(AdminRequest::SnapRestore {
+        volume,
+        name,
+        lun: None,
+    });
+    assert_eq!(block(&mut lun0, 0), Err(GONE));
+    assert_eq!(db.write(0, &[4; 4096]), 0);
+    let mut lun0 = NbdClient::connect(server.socket(), "vol0/lun0");
+    assert_eq!(block(&mut lun0, 0), Ok(Some(2)));
+    server.stop();
+}
+
 #[test]
 fn space_is_reported_and_refusals_are_typed() {
     let scratch = Scratch::new();

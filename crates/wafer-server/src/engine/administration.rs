@@ -22,6 +22,7 @@ use crate::admin::{
     AggregateStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus, RebuildProgress,
     SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
+use crate::catalogue::{Ended, Reach};
 use crate::config::{DiskState, SlotDisk};
 
 /// How a request is answered.
@@ -48,12 +49,22 @@ impl Engine {
                 let _ = reply.send(AdminResponse::Error(refusal));
             }
             Ok(Answer::Change(change, message)) => {
+                // Ended before the filer sees the change, so that no request
+                // submitted after it can reach what it ends, or what a later
+                // change puts in its place.
+                let ended = self.end_incarnations(&change);
                 let request = HostRequest::Change(change);
                 match self.filer.submit(self.clock.now(), request) {
                     Ok(id) => {
-                        self.waiters.insert(id, Waiter::Admin { reply, message });
+                        let waiter = Waiter::Admin {
+                            reply,
+                            message,
+                            ended,
+                        };
+                        self.waiters.insert(id, waiter);
                     }
                     Err(busy) => {
+                        self.revive(ended);
                         let refusal = error(AdminErrorKind::ShuttingDown, &busy.to_string());
                         let _ = reply.send(AdminResponse::Error(refusal));
                     }
@@ -67,6 +78,7 @@ impl Engine {
         &mut self,
         reply: &Sender<AdminResponse>,
         message: String,
+        ended: Vec<Ended>,
         result: Result<ReplyData, HostError>,
     ) {
         let response = match result {
@@ -75,9 +87,69 @@ impl Engine {
                 crate::log!("admin: {message}");
                 AdminResponse::Ok(AdminReply::Done { message })
             }
-            Err(refusal) => AdminResponse::Error(host_error(&refusal)),
+            Err(refusal) => {
+                self.revive(ended);
+                AdminResponse::Error(host_error(&refusal))
+            }
         };
         let _ = reply.send(response);
+    }
+
+    /// Ends the incarnations of what `change` destroys or replaces: a LUN
+    /// destroyed, the LUNs a restore rewrites (every one of the volume's, now
+    /// or in the snapshot, for a whole-volume restore), a snapshot deleted.
+    fn end_incarnations(&mut self, change: &Change) -> Vec<Ended> {
+        let reaches = match change {
+            Change::DestroyLun { lun } => vec![Reach::Lun(*lun)],
+            Change::RestoreSnapshot {
+                volume,
+                lun: Some(file),
+                ..
+            } => vec![Reach::Lun(LunId {
+                volume: *volume,
+                file: *file,
+            })],
+            Change::RestoreSnapshot {
+                volume,
+                name,
+                lun: None,
+            } => self.luns_restored(*volume, name),
+            Change::DeleteSnapshot { volume, name } => {
+                vec![Reach::Snapshot(*volume, name.clone())]
+            }
+            _ => Vec::new(),
+        };
+        let ended = reaches
+            .into_iter()
+            .map(|reach| self.incarnations.end(reach))
+            .collect();
+        self.publish_catalogue();
+        ended
+    }
+
+    /// Every LUN a whole-volume restore from snapshot `name` rewrites.
+    fn luns_restored(&self, volume: VolumeId, name: &str) -> Vec<Reach> {
+        let now = self.filer.luns(volume).into_iter().map(|(lun, ..)| lun);
+        let then = self
+            .filer
+            .snapshots(volume)
+            .into_iter()
+            .filter(|snapshot| snapshot.name == name)
+            .flat_map(|snapshot| snapshot.luns)
+            .map(|(lun, ..)| lun);
+        let luns: std::collections::BTreeSet<LunId> = now.chain(then).collect();
+        luns.into_iter().map(Reach::Lun).collect()
+    }
+
+    /// Brings back what a refused change had ended.
+    fn revive(&mut self, ended: Vec<Ended>) {
+        let any = !ended.is_empty();
+        for one in ended {
+            self.incarnations.revive(one);
+        }
+        if any {
+            self.publish_catalogue();
+        }
     }
 
     fn answer(&mut self, request: AdminRequest) -> Result<Answer, AdminError> {

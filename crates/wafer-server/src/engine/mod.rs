@@ -32,7 +32,7 @@ use wafer_core::filer::{
 use wafer_core::units::DiskId;
 
 use crate::admin::{AdminRequest, AdminResponse};
-use crate::catalogue::{Catalogue, SharedCatalogue, Target};
+use crate::catalogue::{Catalogue, Ended, Incarnations, SharedCatalogue, Target};
 use crate::clock::Clock;
 use crate::config::{DataConfig, DiskState};
 use crate::disk::{DiskCommand, DiskHandle};
@@ -57,8 +57,9 @@ pub(crate) type ExtentsCallback = Box<dyn FnOnce(Result<Vec<Extent>, HostError>)
 
 /// Everything the engine thread is told.
 pub(crate) enum Event {
-    /// A host request, and whom to tell.
+    /// A host request from a connection to `target`, and whom to tell.
     Host {
+        target: Target,
         request: HostRequest,
         done: HostCallback,
     },
@@ -115,10 +116,12 @@ impl Devices {
 enum Waiter {
     /// An NBD request.
     Host(HostCallback),
-    /// An admin change; the message says what was done.
+    /// An admin change; the message says what was done, and `ended` what
+    /// it ends (revived if the filer refuses it).
     Admin {
         reply: Sender<AdminResponse>,
         message: String,
+        ended: Vec<Ended>,
     },
     /// The server's own request during startup ([`Engine::execute`]).
     Local,
@@ -181,6 +184,7 @@ pub(crate) struct Engine {
     local_results: BTreeMap<RequestId, Result<ReplyData, HostError>>,
     io_in_flight: u64,
     stopping: Stopping,
+    incarnations: Incarnations,
 }
 
 impl Engine {
@@ -211,6 +215,7 @@ impl Engine {
             local_results: BTreeMap::new(),
             io_in_flight: 0,
             stopping: Stopping::No,
+            incarnations: Incarnations::default(),
         };
         engine.drain();
         engine
@@ -320,7 +325,11 @@ impl Engine {
 
     fn handle(&mut self, event: Event) -> Result<(), ServeError> {
         match event {
-            Event::Host { request, done } => self.host(request, done),
+            Event::Host {
+                target,
+                request,
+                done,
+            } => self.host(&target, request, done),
             Event::Extents {
                 target,
                 offset,
@@ -328,7 +337,10 @@ impl Engine {
                 done,
             } => {
                 let snapshot = target.snapshot.as_deref();
-                done(self.filer.extents(target.lun, snapshot, offset, length));
+                match self.incarnations.is_live(&target) {
+                    true => done(self.filer.extents(target.lun, snapshot, offset, length)),
+                    false => done(Err(ended(&target))),
+                }
             }
             Event::IoDone { id, result } => {
                 self.io_in_flight -= 1;
@@ -342,9 +354,12 @@ impl Engine {
         Ok(())
     }
 
-    fn host(&mut self, request: HostRequest, done: HostCallback) {
+    fn host(&mut self, target: &Target, request: HostRequest, done: HostCallback) {
         if self.stopping != Stopping::No {
             return done(HostOutcome::Refused);
+        }
+        if !self.incarnations.is_live(target) {
+            return done(HostOutcome::Reply(Err(ended(target))));
         }
         match self.filer.submit(self.clock.now(), request) {
             Ok(id) => {
@@ -372,8 +387,12 @@ impl Engine {
         while let Some(reply) = self.filer.poll_reply() {
             match self.waiters.remove(&reply.id) {
                 Some(Waiter::Host(done)) => done(HostOutcome::Reply(reply.result)),
-                Some(Waiter::Admin { reply: to, message }) => {
-                    self.admin_done(&to, message, reply.result);
+                Some(Waiter::Admin {
+                    reply: to,
+                    message,
+                    ended,
+                }) => {
+                    self.admin_done(&to, message, ended, reply.result);
                 }
                 Some(Waiter::Local) => {
                     self.local_results.insert(reply.id, reply.result);
@@ -489,6 +508,16 @@ impl Engine {
     }
 
     fn publish_catalogue(&self) {
-        self.shared.catalogue.publish(Catalogue::of(&self.filer));
+        let catalogue = Catalogue::of(&self.filer, &self.incarnations);
+        self.shared.catalogue.publish(catalogue);
     }
+}
+
+/// The refusal of a request whose target has ended: what a connection to a
+/// destroyed LUN is told.
+fn ended(target: &Target) -> HostError {
+    HostError::NotFound(match target.snapshot {
+        None => "LUN",
+        Some(_) => "snapshot",
+    })
 }
