@@ -411,16 +411,54 @@ pub fn policy_from_code(code: u8) -> Option<crate::filer::api::CachePolicy> {
     }
 }
 
-/// Decodes a half's bytes into records, stopping at the first torn or corrupt
-/// one (everything after it was never acknowledged).
+/// Decodes a half's chain of records from its start, stopping at the first
+/// torn or corrupt one.
 pub fn decode_half(bytes: &[u8]) -> Vec<NvRecord> {
+    decode_chain(bytes, 0).0
+}
+
+/// A half read back: its chain, and the intact records found past damage.
+#[derive(Clone, Debug, Default)]
+pub struct HalfScan {
+    /// The records from the half's start up to the first invalid one.
+    pub chain: Vec<NvRecord>,
+    /// Intact records past an invalid one, each with the byte offset of the
+    /// invalid record before it.
+    pub past_damage: Vec<(usize, NvRecord)>,
+}
+
+/// Reads a half as [`decode_half`] does, then looks past each invalid record
+/// whose length field still fits the half: its successor starts there if the
+/// record was damaged in place. A torn append at the tail has nothing of the
+/// current chain behind it, only zeros or records of a reset half (whose CP
+/// committed, so replay skips them); a record damaged where it lay has the
+/// rest of the chain behind it, which replay must not lose with it.
+pub fn scan_half(bytes: &[u8]) -> HalfScan {
+    let (chain, mut at) = decode_chain(bytes, 0);
+    let mut past_damage = Vec::new();
+    while let Some(length) = claimed_length(&bytes[at..]) {
+        let (records, end) = decode_chain(bytes, at + length);
+        past_damage.extend(records.into_iter().map(|record| (at, record)));
+        at = end;
+    }
+    HalfScan { chain, past_damage }
+}
+
+/// The records from `start` up to the first invalid one, and where it lies.
+fn decode_chain(bytes: &[u8], start: usize) -> (Vec<NvRecord>, usize) {
     let mut records = Vec::new();
-    let mut at = 0;
+    let mut at = start;
     while let Ok((record, length)) = NvRecord::decode(&bytes[at..]) {
         records.push(record);
         at += length;
     }
-    records
+    (records, at)
+}
+
+/// The length an invalid record's header claims, if a record could have it.
+fn claimed_length(bytes: &[u8]) -> Option<usize> {
+    let length = get_u32(bytes.get(..HEADER)?, 0) as usize;
+    (length > HEADER && length <= bytes.len()).then_some(length)
 }
 
 /// Which half an append went to, or why it must wait.
@@ -607,6 +645,37 @@ mod tests {
         half[second + 30] ^= 1;
         assert_eq!(decode_half(&half), records()[..1]);
         assert!(decode_half(&[0xff; 64]).is_empty());
+    }
+
+    #[test]
+    fn a_scan_reads_past_a_record_damaged_in_place_but_finds_nothing_behind_a_torn_tail() {
+        let mut half: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
+        let second = records()[0].encode().len();
+        half[second + 30] ^= 1;
+        let scan = scan_half(&half);
+        assert_eq!(scan.chain, records()[..1]);
+        let behind: Vec<(usize, NvRecord)> = records()[2..]
+            .iter()
+            .map(|record| (second, record.clone()))
+            .collect();
+        assert_eq!(scan.past_damage, behind);
+
+        // A torn last append, then its terminator's zeros: nothing behind.
+        let mut torn: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
+        let last = torn.len() - records().last().expect("records").encode().len();
+        torn.truncate(torn.len() - 3);
+        torn.extend([0; 64]);
+        let scan = scan_half(&torn);
+        assert_eq!(scan.chain, records()[..records().len() - 1]);
+        assert!(
+            scan.past_damage.is_empty(),
+            "{:?} behind byte {last}",
+            scan.past_damage
+        );
+        // A length field past the half's end claims nothing.
+        let mut header = [0u8; HEADER];
+        header[..4].copy_from_slice(&(HEADER as u32 + 1).to_le_bytes());
+        assert!(scan_half(&header).past_damage.is_empty());
     }
 
     #[test]

@@ -408,6 +408,9 @@ fn mount(dir: &Path, mut config: DataConfig, parts: EngineParts) -> Result<Engin
     }
     let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
     engine.wait_online()?;
+    for warning in engine.filer().mount_warnings() {
+        crate::log!("{warning}");
+    }
     crate::log!(
         "mounted aggregate {} at CP {}",
         engine.config().aggregate,

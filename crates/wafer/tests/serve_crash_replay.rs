@@ -92,3 +92,67 @@ fn acknowledged_writes_survive_sigkill() {
     assert_eq!(newest, 800);
     server.stop();
 }
+
+/// The offsets of the write records (tag 1) of the NVLog half at `bytes`,
+/// walking the chain by its length fields (docs/FORMAT.md, "NVLog record").
+fn write_records(bytes: &[u8]) -> Vec<usize> {
+    let mut writes = Vec::new();
+    let mut at = 0;
+    while at + 25 <= bytes.len() {
+        let length = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        if length <= 24 || at + length > bytes.len() {
+            break;
+        }
+        if bytes[at + 24] == 1 {
+            writes.push(at);
+        }
+        at += length;
+    }
+    writes
+}
+
+#[test]
+fn a_record_damaged_in_the_nvlog_loses_itself_and_nothing_behind_it() {
+    const WRITES: u64 = 8;
+    let scratch = Scratch::new();
+    let server = serve(&scratch);
+    let mut client = NbdClient::connect(server.socket(), "vol0/lun0");
+    for block in 0..WRITES {
+        let data = pattern(1, block, 4096);
+        assert_eq!(client.write(block * 4096, &data), 0);
+    }
+    server.kill();
+    drop(client);
+
+    // One bit of the third write's data flipped where it lies in the log.
+    let path = scratch.data().join("nvlog");
+    let mut log = std::fs::read(&path).expect("the NVLog");
+    let region = log.len() / 2;
+    let (half, writes) = (0..2)
+        .map(|h| (h, write_records(&log[h * region..(h + 1) * region])))
+        .find(|(_, writes)| writes.len() as u64 == WRITES)
+        .expect("one half holds the eight writes");
+    log[half * region + writes[2] + 100] ^= 1;
+    std::fs::write(&path, &log).expect("rewritten");
+
+    let server = serve(&scratch);
+    assert!(
+        server
+            .log()
+            .contains("is damaged and lost; the 5 intact records behind it"),
+        "{}",
+        server.log()
+    );
+    let mut client = NbdClient::connect(server.socket(), "vol0/lun0");
+    for block in 0..WRITES {
+        let data = client.read(block * 4096, 4096).expect("readable");
+        match block {
+            2 => assert!(data == vec![0; 4096], "the damaged write was replayed"),
+            _ => assert!(
+                data == pattern(1, block, 4096),
+                "block {block} lost its write"
+            ),
+        }
+    }
+    server.stop();
+}

@@ -190,6 +190,8 @@ pub struct Filer<P: Payload = Bytes> {
     use_clock: u64,
     halves: Halves,
     next_seq: u64,
+    /// What mounting worked around, for the driver to report.
+    mount_warnings: Vec<String>,
     stalled: VecDeque<(RequestId, LoggedOp)>,
     reads: FixedMap<RequestId, PendingRead<P::ReadData>>,
     flush_waiting: Vec<RequestId>,
@@ -279,6 +281,7 @@ impl<P: Payload> Filer<P> {
             use_clock: 0,
             halves,
             next_seq: 0,
+            mount_warnings: Vec::new(),
             stalled: VecDeque::new(),
             reads: FixedMap::default(),
             flush_waiting: Vec::new(),

@@ -14,7 +14,7 @@
 //!    log is taken where it stands: replay stops there for a CP of its own
 //!    (which leaves the log alone, since it still holds what follows).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 use wafer_raid::StripeUnit;
 
@@ -26,7 +26,7 @@ use super::{Filer, IoOp, IoPurpose, IoResult, Options, Phase};
 use crate::Block;
 use crate::aggregate::{Layout, SUPERBLOCK_COPIES};
 use crate::format::{Superblock, Trailer};
-use crate::nvlog::{Change, LoggedOp, NvRecord, decode_half};
+use crate::nvlog::{Change, LoggedOp, NvRecord, scan_half};
 use crate::payload::{Bytes, Payload};
 use crate::space::Allocator;
 use crate::tree::NodeId;
@@ -41,6 +41,8 @@ pub(super) struct Mount<U: StripeUnit> {
     superblock_copies: Vec<Vec<Option<U>>>,
     reads_left: usize,
     records: Vec<NvRecord>,
+    /// Where damage in the NVLog was read past.
+    damage: Vec<DamageReadPast>,
     replaying: bool,
     /// Records still to replay after the snapshot CP running now.
     to_replay: VecDeque<NvRecord>,
@@ -58,8 +60,7 @@ impl Filer<Bytes> {
     /// metadata, not the metadata (see [`crate::payload`]).
     pub fn mount(layout: Layout, options: Options, now: Instant, nvlog: [&[u8]; 2]) -> Filer {
         let mut filer = Filer::empty(layout, options, now);
-        let mut records: Vec<NvRecord> = nvlog.iter().flat_map(|half| decode_half(half)).collect();
-        records.sort_by_key(|r| r.seq);
+        let (records, damage) = read_halves(nvlog);
         let group0 = filer.layout.groups()[0];
         let disks: Vec<DiskId> = group0
             .all_disks()
@@ -70,6 +71,7 @@ impl Filer<Bytes> {
             superblock_copies: vec![vec![None; group0.group_size()]; SUPERBLOCK_COPIES as usize],
             reads_left: disks.len(),
             records,
+            damage,
             replaying: false,
             to_replay: VecDeque::new(),
             final_cp: false,
@@ -90,6 +92,12 @@ impl Filer<Bytes> {
 }
 
 impl<P: Payload> Filer<P> {
+    /// What the mount found wrong but could work around (damaged NVLog
+    /// records read past), for the driver to report.
+    pub fn mount_warnings(&self) -> &[String] {
+        &self.mount_warnings
+    }
+
     /// Why the filer could not mount, if it could not.
     pub fn mount_error(&self) -> Option<&str> {
         match &self.phase {
@@ -434,8 +442,30 @@ impl<P: Payload> Filer<P> {
             .into_iter()
             .filter(|r| r.generation > committed && !skip)
             .collect();
+        self.warn_of_damage(&newer);
         self.mount_state().to_replay = newer;
         self.replay_some();
+    }
+
+    /// Says where replay read past a damaged record to records it replays:
+    /// the damaged one is lost, and unless the crash tore a group commit
+    /// (then nothing behind it was acknowledged either) it may have been
+    /// acknowledged. Damage with nothing to replay behind it, a torn append
+    /// at the tail, is not news.
+    fn warn_of_damage(&mut self, newer: &VecDeque<NvRecord>) {
+        let replayed: BTreeSet<u64> = newer.iter().map(|r| r.seq).collect();
+        for damage in core::mem::take(&mut self.mount_state().damage) {
+            let DamageReadPast { half, offset, seqs } = damage;
+            let behind: Vec<u64> = seqs.into_iter().filter(|s| replayed.contains(s)).collect();
+            if let (Some(first), Some(last)) = (behind.first(), behind.last()) {
+                self.mount_warnings.push(format!(
+                    "NVLog half {half}: the record at byte {offset} is damaged and lost; \
+                     the {} intact records behind it (operations {first} to {last}) \
+                     are replayed",
+                    behind.len()
+                ));
+            }
+        }
     }
 
     /// Replays up to the next snapshot, and starts the CP that takes it; or,
@@ -471,6 +501,42 @@ impl<P: Payload> Filer<P> {
         let active = self.halves.active_half();
         self.issue(IoOp::NvlogReset { half: active }, IoPurpose::Reset);
     }
+}
+
+/// A damaged NVLog record that replay read past.
+#[derive(Clone, Debug)]
+struct DamageReadPast {
+    half: usize,
+    /// Where the damaged record starts in its half.
+    offset: usize,
+    /// The sequence numbers of the intact records found behind it.
+    seqs: Vec<u64>,
+}
+
+/// Every intact record of the two halves, in sequence order, and where
+/// damage was read past.
+fn read_halves(nvlog: [&[u8]; 2]) -> (Vec<NvRecord>, Vec<DamageReadPast>) {
+    let mut records = Vec::new();
+    let mut damage: Vec<DamageReadPast> = Vec::new();
+    for (half, bytes) in nvlog.iter().enumerate() {
+        let scan = scan_half(bytes);
+        records.extend(scan.chain);
+        for (offset, record) in scan.past_damage {
+            match damage.last_mut() {
+                Some(last) if (last.half, last.offset) == (half, offset) => {
+                    last.seqs.push(record.seq);
+                }
+                _ => damage.push(DamageReadPast {
+                    half,
+                    offset,
+                    seqs: vec![record.seq],
+                }),
+            }
+            records.push(record);
+        }
+    }
+    records.sort_by_key(|r| r.seq);
+    (records, damage)
 }
 
 /// The sets of disks a superblock stripe can be rebuilt without: the missing
