@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use wafer_core::filer::{Change, Extent as FilerExtent, HostError, HostRequest, ReplyData};
 use wafer_nbd::reply::{
@@ -174,13 +174,14 @@ fn negotiate(
     stream: &mut Stream,
     context: &Context,
 ) -> Result<Option<(Negotiated, Export, Vec<u8>)>, ConnectionError> {
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
     let catalogue = context.catalogue.current();
     let mut handshake = Handshake::new();
     let mut output = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
-    send_handshake_output(&mut handshake, stream, &mut output)?;
+    send_handshake_output(&mut handshake, stream, &mut output, deadline)?;
     loop {
+        limit_to(stream, deadline)?;
         let received = stream.read(&mut buffer)?;
         if received == 0 {
             return Err(handshake.handle_eof().into());
@@ -188,7 +189,7 @@ fn negotiate(
         let mut input = &buffer[..received];
         while !input.is_empty() {
             let event = handshake.handle_input(&mut input, &*catalogue)?;
-            send_handshake_output(&mut handshake, stream, &mut output)?;
+            send_handshake_output(&mut handshake, stream, &mut output, deadline)?;
             match event {
                 None => {}
                 Some(HandshakeEvent::Aborted) => return Ok(None),
@@ -208,12 +209,28 @@ fn send_handshake_output(
     handshake: &mut Handshake,
     stream: &mut Stream,
     output: &mut Vec<u8>,
+    deadline: Instant,
 ) -> io::Result<()> {
     output.clear();
     if handshake.poll_transmit(output) > 0 {
+        limit_to(stream, deadline)?;
         stream.write_all(output)?;
     }
     Ok(())
+}
+
+/// Limits the stream's next reads and writes to what is left until
+/// `deadline`: the handshake's time is a whole, not a limit per read, so a
+/// client trickling bytes (or options, or never reading the answers) cannot
+/// hold one of the connections for longer.
+fn limit_to(stream: &Stream, deadline: Instant) -> io::Result<()> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        let message = format!("the handshake took over {HANDSHAKE_TIMEOUT:?}");
+        return Err(io::Error::new(io::ErrorKind::TimedOut, message));
+    }
+    stream.set_read_timeout(Some(left))?;
+    stream.set_write_timeout(Some(left))
 }
 
 /// The transmission phase: this thread reads, a writer thread replies.
@@ -225,6 +242,7 @@ fn transmit(
     context: &Context,
 ) -> Result<(), ConnectionError> {
     stream.set_read_timeout(None)?;
+    stream.set_write_timeout(None)?;
     let budget = Arc::new(Budget::default());
     let (replies, outgoing) = mpsc::channel();
     let writer = {

@@ -61,6 +61,14 @@ impl Stream {
             Stream::Unix(s) => s.set_read_timeout(limit),
         }
     }
+
+    /// Limits how long a write may block (`None`: forever).
+    pub(crate) fn set_write_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(limit),
+            Stream::Unix(s) => s.set_write_timeout(limit),
+        }
+    }
 }
 
 impl Read for Stream {

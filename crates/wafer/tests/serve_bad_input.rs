@@ -179,3 +179,50 @@ fn hostile_clients_are_refused_and_good_ones_never_notice() {
     assert!(stats.nbd.protocol_errors >= 9, "{:?}", stats.nbd);
     server.stop();
 }
+
+/// A client that sends its handshake a byte every few seconds, each read
+/// arriving well within any per-read limit, still has 30 seconds in all: it
+/// must not hold one of the 64 connections for as long as it likes.
+#[test]
+fn a_handshake_trickled_a_byte_at_a_time_is_cut_off_after_thirty_seconds() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch);
+    let start = std::time::Instant::now();
+    let mut stream = greeted(server.socket());
+    stream.write_all(&3u32.to_be_bytes()).expect("client flags");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .expect("a timeout");
+    let option_header = wire::IHAVEOPT.to_be_bytes();
+    let mut sent = 0;
+    let mut byte = [0u8; 1];
+    let cut_off = loop {
+        match stream.read(&mut byte) {
+            Ok(0) => break start.elapsed(),
+            Ok(_) => panic!("the server answered half an option header"),
+            Err(error) if error.kind() == std::io::ErrorKind::ConnectionReset => {
+                break start.elapsed();
+            }
+            Err(_) => {} // three quiet seconds: trickle on
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(45),
+            "still open after 45 s"
+        );
+        if stream
+            .write_all(&option_header[sent % 8..sent % 8 + 1])
+            .is_err()
+        {
+            break start.elapsed();
+        }
+        sent += 1;
+    };
+    assert!(
+        cut_off >= Duration::from_secs(29),
+        "cut off after {cut_off:?}"
+    );
+    // And the server goes on serving.
+    let mut client = NbdClient::connect(server.socket(), "vol0/lun0");
+    assert_eq!(client.write(0, &pattern(1, 0, 4096)), 0);
+    server.stop();
+}
