@@ -382,6 +382,11 @@ fn mount(dir: &Path, mut config: DataConfig, parts: EngineParts) -> Result<Engin
     config.check_survivable(&lost_names)?;
     let nvlog_path = dir.join(&config.nvlog_file);
     let (nvlog_file, halves) = crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+    // The failures are saved before the mount writes anything, so that a disk
+    // missing now is never taken back stale; and put back if the mount fails
+    // (the count above does not know what a rebuild under way has yet to
+    // write), so that restoring the files and starting again works.
+    let before = (!lost.is_empty()).then(|| config.clone());
     if !lost.is_empty() {
         for (name, reason) in &lost {
             crate::log!("disk {name} failed: {reason}");
@@ -407,7 +412,16 @@ fn mount(dir: &Path, mut config: DataConfig, parts: EngineParts) -> Result<Engin
         filer.mark_failed(disk);
     }
     let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
-    engine.wait_online()?;
+    if let Err(error) = engine.wait_online() {
+        if let Some(before) = before {
+            let restored = before.save(dir);
+            match restored {
+                Ok(()) => crate::log!("the mount failed: the disks' states are as they were"),
+                Err(e) => crate::log!("the mount failed, and its disk failures stay saved: {e}"),
+            }
+        }
+        return Err(error);
+    }
     for warning in engine.filer().mount_warnings() {
         crate::log!("{warning}");
     }

@@ -2,13 +2,14 @@
 //! deleted while the server is stopped (it starts degraded, says so, and
 //! records the failures), and two disks failed through the admin socket while
 //! it runs (a third is refused; the failures survive a restart). The spare
-//! takes a failed disk's slot and is rebuilt in the background meanwhile.
+//! takes a failed disk's slot and is rebuilt in the background meanwhile; a
+//! start refused in mid-rebuild for too many missing files changes nothing.
 
 mod serve_harness;
 
 use std::time::{Duration, Instant};
 
-use serve_harness::{NbdClient, Scratch, Served, pattern, serve};
+use serve_harness::{NbdClient, Scratch, Served, TEST_SIZES, pattern, serve, serve_expecting_exit};
 use wafer_server::admin::{AdminErrorKind, AdminReply, AdminRequest, AdminResponse};
 
 const CHUNK: usize = 64 * 1024;
@@ -20,6 +21,15 @@ fn write_all(server: &Served) {
     for n in 0..CHUNKS {
         assert_eq!(client.write(n * CHUNK as u64, &pattern(7, n, CHUNK)), 0);
     }
+}
+
+/// A server that has written every chunk and started afresh, so that reads
+/// come from disk, not from the cache.
+fn written_and_restarted(scratch: &Scratch) -> Served {
+    let server = serve(scratch);
+    write_all(&server);
+    server.stop();
+    serve(scratch)
 }
 
 fn check_all(server: &Served) {
@@ -78,11 +88,7 @@ fn two_missing_disk_files_are_served_degraded() {
 #[test]
 fn two_disks_failed_by_the_administrator_lose_nothing() {
     let scratch = Scratch::new();
-    let server = serve(&scratch);
-    write_all(&server);
-    server.stop();
-    // A fresh start, so that reads come from disk, not from the cache.
-    let server = serve(&scratch);
+    let server = written_and_restarted(&scratch);
     assert!(matches!(fail(&server, "disk3"), AdminResponse::Ok(_)));
     assert!(matches!(fail(&server, "disk6"), AdminResponse::Ok(_)));
     match fail(&server, "disk4") {
@@ -130,6 +136,60 @@ fn two_disks_failed_by_the_administrator_lose_nothing() {
         "{}",
         server.startup
     );
+    check_all(&server);
+    server.stop();
+}
+
+/// The start after a crash in mid-rebuild, with two more disk files missing:
+/// with the slot under rebuild that is three gone from one RAID group. The
+/// server must refuse cleanly and change nothing, so that putting the files
+/// back and starting again serves every byte.
+#[test]
+fn a_refused_start_in_mid_rebuild_fails_no_disk_for_good() {
+    let scratch = Scratch::new();
+    let server = written_and_restarted(&scratch);
+    assert!(matches!(fail(&server, "disk3"), AdminResponse::Ok(_)));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let rebuild = aggregate(&server).rebuild;
+        if let Some(r) = &rebuild
+            && r.spare_assigned
+            && r.stripes_done > 0
+        {
+            break;
+        }
+        assert_eq!(
+            server.sysstat().rebuilds_completed,
+            0,
+            "rebuilt before the crash"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "no rebuild progress: {rebuild:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.kill();
+
+    let config_path = scratch.data().join(wafer_server::CONFIG_FILE);
+    let config = std::fs::read(&config_path).expect("config");
+    let aside = |n: usize| scratch.file(&format!("disk{n}.aside"));
+    for n in [2, 4] {
+        std::fs::rename(scratch.disk(n), aside(n)).expect("moved aside");
+    }
+    let refused = serve_expecting_exit(&scratch, &TEST_SIZES);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("unreadable"), "{stderr}");
+    assert!(
+        std::fs::read(&config_path).expect("config") == config,
+        "the refused start changed the configuration"
+    );
+
+    for n in [2, 4] {
+        std::fs::rename(aside(n), scratch.disk(n)).expect("put back");
+    }
+    let server = serve(&scratch);
     check_all(&server);
     server.stop();
 }

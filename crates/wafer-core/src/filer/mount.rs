@@ -206,6 +206,12 @@ impl<P: Payload> Filer<P> {
         self.phase = Phase::Failed(reason);
     }
 
+    /// Whether the mount has failed: a read may fail at once, while the
+    /// reads that issued it are still on the stack.
+    fn mount_failed(&self) -> bool {
+        matches!(self.phase, Phase::Failed(_))
+    }
+
     /// Reads the blocks a file's root pointers name.
     fn read_roots(&mut self, file: FileRef) {
         let tree = self.tree_mut(file);
@@ -231,7 +237,7 @@ impl<P: Payload> Filer<P> {
         if level == 0 && matches!(file, FileRef::Lun(_) | FileRef::SnapshotLun(..)) {
             return; // LUN content is read on demand
         }
-        if matches!(self.phase, Phase::Failed(_)) {
+        if self.mount_failed() {
             return; // an earlier block was unreadable: the mount is over
         }
         self.mount_state().reads_left += 1;
@@ -247,7 +253,7 @@ impl<P: Payload> Filer<P> {
 
     /// A metadata or indirect block has been read for the mount.
     pub(super) fn mount_block(&mut self, file: FileRef, node: NodeId, block: Option<P::Content>) {
-        if matches!(self.phase, Phase::Failed(_)) {
+        if self.mount_failed() {
             return;
         }
         let Some(block) = block.as_ref().and_then(P::bytes) else {
@@ -267,6 +273,9 @@ impl<P: Payload> Filer<P> {
                     self.read_for_mount(file, (level - 1, child), ptr);
                 }
             }
+        }
+        if self.mount_failed() {
+            return; // a child could not be read even at once (too many disks gone)
         }
         self.mount_state().reads_left -= 1;
         self.maybe_finish_metadata();
@@ -356,6 +365,9 @@ impl<P: Payload> Filer<P> {
 
     /// When every metadata block is in: rebuild the allocator and replay.
     fn maybe_finish_metadata(&mut self) {
+        if self.mount_failed() {
+            return;
+        }
         let mount = self.mount_state();
         if mount.reads_left > 0 || mount.replaying {
             return;
