@@ -47,6 +47,17 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// `lun` (or its image in `snapshot`) in its live incarnation.
+    fn live(lun: LunId, snapshot: Option<String>, incarnations: &Incarnations) -> Target {
+        let mut target = Target {
+            lun,
+            snapshot,
+            incarnation: 0,
+        };
+        target.incarnation = incarnations.current(&target.reach());
+        target
+    }
+
     /// What the target reaches, whatever its incarnation.
     pub(crate) fn reach(&self) -> Reach {
         match &self.snapshot {
@@ -128,7 +139,8 @@ impl Catalogue {
             for (lun, lun_name, size_bytes) in filer.luns(volume) {
                 let name = format!("{volume_name}/{lun_name}");
                 let path = format!("/vol/{name}");
-                luns.push(export(&name, &path, size_bytes, lun, None));
+                let target = Target::live(lun, None, incarnations);
+                luns.push(export(&name, &path, size_bytes, target));
             }
             for snapshot in filer.snapshots(volume) {
                 for (lun, lun_name, size_bytes) in &snapshot.luns {
@@ -137,15 +149,13 @@ impl Catalogue {
                         snapshot.name
                     );
                     let name = format!("{volume_name}/{lun_name}@{}", snapshot.name);
-                    let target = Some(snapshot.name.clone());
-                    snapshots.push(export(&name, &description, *size_bytes, *lun, target));
+                    let name_then = Some(snapshot.name.clone());
+                    let target = Target::live(*lun, name_then, incarnations);
+                    snapshots.push(export(&name, &description, *size_bytes, target));
                 }
             }
         }
         luns.append(&mut snapshots);
-        for export in &mut luns {
-            export.target.incarnation = incarnations.current(&export.target.reach());
-        }
         Catalogue { exports: luns }
     }
 
@@ -168,14 +178,8 @@ impl Exports for Catalogue {
     }
 }
 
-fn export(
-    name: &str,
-    description: &str,
-    size_bytes: u64,
-    lun: LunId,
-    snapshot: Option<String>,
-) -> Export {
-    let writable = snapshot.is_none();
+fn export(name: &str, description: &str, size_bytes: u64, target: Target) -> Export {
+    let writable = target.snapshot.is_none();
     Export {
         info: ExportInfo {
             name: name.to_string(),
@@ -187,11 +191,7 @@ fn export(
             // is as fast as zeroing gets, so a fast-zero request never fails.
             fast_zero: writable,
         },
-        target: Target {
-            lun,
-            snapshot,
-            incarnation: 0,
-        },
+        target,
     }
 }
 

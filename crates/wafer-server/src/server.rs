@@ -414,8 +414,7 @@ fn mount(dir: &Path, mut config: DataConfig, parts: EngineParts) -> Result<Engin
     let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
     if let Err(error) = engine.wait_online() {
         if let Some(before) = before {
-            let restored = before.save(dir);
-            match restored {
+            match before.save(dir) {
                 Ok(()) => crate::log!("the mount failed: the disks' states are as they were"),
                 Err(e) => crate::log!("the mount failed, and its disk failures stay saved: {e}"),
             }

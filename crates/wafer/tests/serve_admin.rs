@@ -89,8 +89,24 @@ fn block(client: &mut NbdClient, offset: u64) -> Result<Option<u8>, u32> {
     Ok(data.iter().all(|&b| b == data[0]).then_some(data[0]))
 }
 
-fn snap(volume: &str, name: &str) -> (String, String) {
-    (volume.to_string(), name.to_string())
+fn snap_create(volume: &str, name: &str) -> AdminRequest {
+    let (volume, name) = (volume.into(), name.into());
+    AdminRequest::SnapCreate { volume, name }
+}
+
+fn snap_delete(volume: &str, name: &str) -> AdminRequest {
+    let (volume, name) = (volume.into(), name.into());
+    AdminRequest::SnapDelete { volume, name }
+}
+
+/// A whole-volume restore.
+fn snap_restore(volume: &str, name: &str) -> AdminRequest {
+    let (volume, name) = (volume.into(), name.into());
+    AdminRequest::SnapRestore {
+        volume,
+        name,
+        lun: None,
+    }
 }
 
 #[test]
@@ -130,27 +146,19 @@ fn a_restore_or_a_deleted_snapshot_ends_the_connections_it_changes_and_no_others
     let mut lun0 = NbdClient::connect(server.socket(), "vol0/lun0");
     let mut db = NbdClient::connect(server.socket(), "vol1/db");
     assert_eq!(lun0.write(0, &[1; 4096]), 0);
-    let (volume, name) = snap("vol0", "s1");
-    server.admin_ok(AdminRequest::SnapCreate { volume, name });
+    server.admin_ok(snap_create("vol0", "s1"));
     let mut then = NbdClient::connect(server.socket(), "vol0/lun0@s1");
     assert_eq!(lun0.write(0, &[2; 4096]), 0);
 
     // A restore the filer refuses (no such snapshot) ends nothing.
-    let (volume, name) = snap("vol0", "nope");
-    let request = AdminRequest::SnapRestore {
-        volume,
-        name,
-        lun: None,
-    };
+    let request = snap_restore("vol0", "nope");
     assert_eq!(refused(&server, request), AdminErrorKind::NotFound);
     assert_eq!(block(&mut lun0, 0), Ok(Some(2)));
 
     // A snapshot deleted and taken again under its name: the old connection
     // does not read the new one.
-    let (volume, name) = snap("vol0", "s1");
-    server.admin_ok(AdminRequest::SnapDelete { volume, name });
-    let (volume, name) = snap("vol0", "s1");
-    server.admin_ok(AdminRequest::SnapCreate { volume, name });
+    server.admin_ok(snap_delete("vol0", "s1"));
+    server.admin_ok(snap_create("vol0", "s1"));
     assert_eq!(block(&mut then, 0), Err(GONE));
     let mut now = NbdClient::connect(server.socket(), "vol0/lun0@s1");
     assert_eq!(block(&mut now, 0), Ok(Some(2)));
@@ -158,12 +166,7 @@ fn a_restore_or_a_deleted_snapshot_ends_the_connections_it_changes_and_no_others
     // A whole-volume restore rewrites lun0 under its connection, which ends;
     // vol1's LUN is not touched and its connection goes on.
     assert_eq!(lun0.write(0, &[3; 4096]), 0);
-    let (volume, name) = snap("vol0", "s1");
-    server.admin_ok(AdminRequest::SnapRestore {
-        volume,
-        name,
-        lun: None,
-    });
+    server.admin_ok(snap_restore("vol0", "s1"));
     assert_eq!(block(&mut lun0, 0), Err(GONE));
     assert_eq!(db.write(0, &[4; 4096]), 0);
     let mut lun0 = NbdClient::connect(server.socket(), "vol0/lun0");

@@ -529,23 +529,18 @@ struct DamageReadPast {
 /// damage was read past.
 fn read_halves(nvlog: [&[u8]; 2]) -> (Vec<NvRecord>, Vec<DamageReadPast>) {
     let mut records = Vec::new();
-    let mut damage: Vec<DamageReadPast> = Vec::new();
+    let mut damage = Vec::new();
     for (half, bytes) in nvlog.iter().enumerate() {
         let scan = scan_half(bytes);
         records.extend(scan.chain);
-        for (offset, record) in scan.past_damage {
-            match damage.last_mut() {
-                Some(last) if (last.half, last.offset) == (half, offset) => {
-                    last.seqs.push(record.seq);
-                }
-                _ => damage.push(DamageReadPast {
-                    half,
-                    offset,
-                    seqs: vec![record.seq],
-                }),
-            }
-            records.push(record);
+        for behind in scan.past_damage.chunk_by(|a, b| a.0 == b.0) {
+            damage.push(DamageReadPast {
+                half,
+                offset: behind[0].0,
+                seqs: behind.iter().map(|(_, record)| record.seq).collect(),
+            });
         }
+        records.extend(scan.past_damage.into_iter().map(|(_, record)| record));
     }
     records.sort_by_key(|r| r.seq);
     (records, damage)

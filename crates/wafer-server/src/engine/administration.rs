@@ -119,11 +119,13 @@ impl Engine {
             }
             _ => Vec::new(),
         };
-        let ended = reaches
+        let ended: Vec<Ended> = reaches
             .into_iter()
             .map(|reach| self.incarnations.end(reach))
             .collect();
-        self.publish_catalogue();
+        if !ended.is_empty() {
+            self.publish_catalogue();
+        }
         ended
     }
 
