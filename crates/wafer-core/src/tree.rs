@@ -534,25 +534,36 @@ impl BlockTree {
     /// Every non-null pointer in the tree: indirect blocks as `(level, index)`,
     /// content blocks as `(0, fbn)`. The tree must be complete.
     pub fn all_pointers(&self) -> Vec<(NodeId, BlockPtr)> {
+        let mut out = Vec::new();
+        self.for_each_pointer(|node, ptr| out.push((node, ptr)));
+        out
+    }
+
+    /// Visits every non-null pointer in the tree, named as by
+    /// [`all_pointers`](Self::all_pointers), without gathering them: a walk
+    /// of a large LUN's tree that keeps a few of its pointers costs no memory
+    /// for the rest. The tree must be complete.
+    pub fn for_each_pointer(&self, mut visit: impl FnMut(NodeId, BlockPtr)) {
         assert!(
             self.is_complete(),
             "walking a tree whose indirect blocks are not all resident"
         );
-        let mut out: Vec<(NodeId, BlockPtr)> = self
-            .root
-            .iter()
-            .enumerate()
-            .filter(|(_, ptr)| !ptr.is_null())
-            .map(|(slot, ptr)| ((self.level, slot as u64), *ptr))
-            .collect();
-        for &(level, index) in &self.resident {
-            out.extend(
-                self.children((level, index))
-                    .into_iter()
-                    .map(|(child, ptr)| ((level - 1, child), ptr)),
-            );
+        for (slot, ptr) in self.root.iter().enumerate() {
+            if !ptr.is_null() {
+                visit((self.level, slot as u64), *ptr);
+            }
         }
-        out
+        for &(level, index) in &self.resident {
+            let Some(node) = self.nodes.get(&(level, index)) else {
+                continue;
+            };
+            let first = index * POINTERS_PER_BLOCK as u64;
+            for (slot, ptr) in node.iter().enumerate() {
+                if !ptr.is_null() {
+                    visit((level - 1, first + slot as u64), *ptr);
+                }
+            }
+        }
     }
 
     /// Adds a level on top: the old root becomes the first indirect block of the

@@ -359,6 +359,8 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         nvlog_half_bytes: 64 * 1024 + rng.below(512 * 1024),
         cp_interval: Duration::from_millis(200 + rng.below(2000)),
         dirty_high_water: 32 + rng.below(256) as usize,
+        // Small windows, so that every rebuild walks its trees many times.
+        rebuild_identities_per_walk: 16,
         sabotage: config.sabotage,
     };
     let mut world = World::<P>::format(layout, options, rng.next_u64());

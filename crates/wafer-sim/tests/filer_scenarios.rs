@@ -9,13 +9,18 @@ use wafer_raid::{RaidGroupGeometry, RaidType};
 use wafer_sim::world::World;
 
 fn world() -> World {
+    world_with(Options::default())
+}
+
+/// The scenarios' world, on `options` but for the CP triggers.
+fn world_with(options: Options) -> World {
     let geometry = RaidGroupGeometry::new(RaidType::RaidDp, 6, 4096).expect("valid");
     let layout = Layout::new(vec![geometry], 1).expect("valid");
     let options = Options {
         cp_interval: Duration::from_secs(3600), // no timer CPs unless a test wants one
         dirty_high_water: 512,
         nvlog_half_bytes: 8 << 20,
-        ..Options::default()
+        ..options
     };
     let mut world = World::format(layout, options, 7);
     world.wait_online().expect("online");
@@ -967,7 +972,31 @@ fn a_dead_disk_is_rebuilt_onto_the_spare_in_the_background() {
     assert!(status.stripes_done < status.stripes_total);
     while world.step() {}
     assert!(world.filer.counters().rebuilt_blocks > 0);
+    assert_eq!(
+        world.filer.counters().rebuild_walks,
+        1,
+        "one walk of the trees named every block of the small disk, for all 16 batches"
+    );
     rebuilt_disk_carries_the_group(&mut world, lun, &expected);
+}
+
+#[test]
+fn a_rebuild_whose_blocks_outnumber_a_walk_walks_again_and_misses_none() {
+    let mut world = world_with(Options {
+        rebuild_identities_per_walk: 8,
+        ..Options::default()
+    });
+    let lun = lun(&mut world, 2 << 20);
+    let data = lose_a_disk_under_data(&mut world, lun);
+    while world.step() {}
+    // 2 MiB over 4 data disks puts some 128 data blocks on the dead disk,
+    // besides metadata: a walk keeps 8 of them.
+    let walks = world.filer.counters().rebuild_walks;
+    assert!(
+        (16..=64).contains(&walks),
+        "each walk covered the next 8 used blocks: {walks} walks"
+    );
+    rebuilt_disk_carries_the_group(&mut world, lun, &data);
 }
 
 #[test]

@@ -279,6 +279,12 @@ pub struct Options {
     /// Dirty data blocks that start a CP (type H). Default 8192 (32 MiB),
     /// one NVLog half of 4 KiB writes.
     pub dirty_high_water: usize,
+    /// Identities of rebuilt-disk blocks one walk of every tree keeps for a
+    /// reconstruction's batches to use (see `rebuild`): the walk costs a
+    /// pass over every pointer, the identities about 64 bytes each. Default
+    /// 1 Mi (some 64 MiB), 4 GiB of a full disk per walk: 34 walks rebuild a
+    /// full 144 GB disk, where a walk per batch of 256 stripes took 137,000.
+    pub rebuild_identities_per_walk: usize,
     /// A deliberate bug, for the simulator's negative controls only: proves
     /// that the checks catch the fault they exist for. Always `None` in use.
     pub sabotage: Option<Sabotage>,
@@ -307,6 +313,7 @@ impl Default for Options {
             nvlog_half_bytes: 32 << 20,
             cp_interval: Duration::from_secs(10),
             dirty_high_water: 8192,
+            rebuild_identities_per_walk: 1 << 20,
             sabotage: None,
         }
     }
@@ -459,6 +466,8 @@ pub struct Counters {
     pub rebuilt_blocks: u64,
     /// Reconstructions onto a spare completed.
     pub rebuilds_completed: u64,
+    /// Walks of every tree for the identities of blocks to rebuild.
+    pub rebuild_walks: u64,
     /// Per-disk counters, indexed by disk id.
     pub disks: Vec<DiskCounters>,
 }

@@ -19,8 +19,21 @@
 //!
 //! The throttle is the per-CP batch: host CPs carry a batch each, and when the
 //! filer is otherwise idle rebuild CPs (type Z) follow one another.
+//!
+//! A rebuilt block's trailer needs the identity its pointer implies, and
+//! nothing maps a disk block back to its pointer but a walk of every tree.
+//! One walk serves many batches: it keeps the identities of the blocks on the
+//! rebuilt disk from the cursor on, up to [`Options::rebuild_identities_per_walk`]
+//! of them, and the batches use them until they pass the last stripe it
+//! covers. They stay right meanwhile because a block's identity is fixed from
+//! its write until it is freed: a block freed since the walk is free (its
+//! stale identity names a block no pointer reaches), and one allocated since
+//! lies in a stripe a CP wrote, which the rebuild no longer visits.
+//!
+//! [`Options::rebuild_identities_per_walk`]: super::Options::rebuild_identities_per_walk
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 use wafer_raid::{DiskIndex, DiskSet};
 
@@ -49,6 +62,17 @@ pub(super) struct Rebuild {
     assignment: Assignment,
     /// Stripes whose block on the new disk is valid (written since it came).
     fresh: Bitmap,
+    /// What the last walk of the trees found on the disk, once batches begin.
+    window: Option<IdentityWindow>,
+}
+
+/// The identities of the used blocks on the disk being rebuilt in a run of
+/// its stripes, as one walk of every tree found them.
+#[derive(Clone, Debug)]
+struct IdentityWindow {
+    /// Every used block in these stripes is in `blocks`.
+    stripes: Range<u64>,
+    blocks: BTreeMap<u64, Identity>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +104,18 @@ pub(super) struct RebuildBatch {
     pub(super) stripes: BTreeSet<u64>,
     pub(super) cursor_after: u64,
     identities: BTreeMap<u64, Identity>,
+}
+
+impl RebuildBatch {
+    /// The batch of a rebuild whose cursor is past the last stripe: nothing.
+    fn past_the_end(group: usize, cursor: u64) -> RebuildBatch {
+        RebuildBatch {
+            group,
+            stripes: BTreeSet::new(),
+            cursor_after: cursor,
+            identities: BTreeMap::new(),
+        }
+    }
 }
 
 impl<P: Payload> Filer<P> {
@@ -130,6 +166,7 @@ impl<P: Payload> Filer<P> {
             recorded: true,
             assignment: Assignment::Pending,
             fresh,
+            window: None,
         });
         Ok(())
     }
@@ -163,6 +200,7 @@ impl<P: Payload> Filer<P> {
                 recorded: false,
                 assignment: Assignment::Pending,
                 fresh: Bitmap::new(self.layout.groups()[group].blocks_per_disk()),
+                window: None,
             });
         }
     }
@@ -314,10 +352,11 @@ impl<P: Payload> Filer<P> {
     }
 
     /// The stripes the CP now encoding rebuilds: up to the batch size of those
-    /// past the cursor that nothing has written since the spare came. The
-    /// superblock stripes are left to the superblock writes, which include the
-    /// new disk.
-    pub(super) fn rebuild_batch(&self) -> Option<RebuildBatch> {
+    /// past the cursor that nothing has written since the spare came, within
+    /// the stripes the current identity window covers (walking the trees
+    /// again once the cursor has passed them). The superblock stripes are left
+    /// to the superblock writes, which include the new disk.
+    pub(super) fn rebuild_batch(&mut self) -> Option<RebuildBatch> {
         let r = self
             .rebuild
             .as_ref()
@@ -325,20 +364,37 @@ impl<P: Payload> Filer<P> {
         if !self.indirect_complete() {
             return None; // faulted in meanwhile; a CP follows once they are whole
         }
-        let blocks = self.layout.groups()[r.group].blocks_per_disk();
         let first = match r.group {
             0 => r.cursor.max(SUPERBLOCK_COPIES),
             _ => r.cursor,
         };
+        let blocks = self.layout.groups()[r.group].blocks_per_disk();
+        let covered = r
+            .window
+            .as_ref()
+            .is_some_and(|w| w.stripes.contains(&first));
+        if !covered && first < blocks {
+            let window = self.walk_identities(r.group, r.disk, first);
+            self.counters.rebuild_walks += 1;
+            self.rebuild.as_mut().expect("a rebuild").window = Some(window);
+        }
+        let r = self.rebuild.as_ref().expect("a rebuild");
+        let (end, known) = match &r.window {
+            Some(window) if first < blocks => (window.stripes.end, &window.blocks),
+            _ => return Some(RebuildBatch::past_the_end(r.group, first)),
+        };
         let mut stripes = BTreeSet::new();
         let mut next = first;
-        while next < blocks && (stripes.len() as u64) < REBUILD_STRIPES_PER_CP {
+        while next < end && (stripes.len() as u64) < REBUILD_STRIPES_PER_CP {
             if !r.fresh.get(next) {
                 stripes.insert(next);
             }
             next += 1;
         }
-        let identities = self.identities_on(r.group, r.disk, &stripes);
+        let identities = known
+            .range(first..next)
+            .map(|(&dbn, &identity)| (dbn, identity))
+            .collect();
         Some(RebuildBatch {
             group: r.group,
             stripes,
@@ -347,26 +403,36 @@ impl<P: Payload> Filer<P> {
         })
     }
 
-    /// What the pointers say each block on (`group`, `disk`) in `stripes` is.
-    fn identities_on(
-        &self,
-        group: usize,
-        disk: DiskIndex,
-        stripes: &BTreeSet<u64>,
-    ) -> BTreeMap<u64, Identity> {
-        let mut out = BTreeMap::new();
+    /// Walks every tree for the blocks on (`group`, `disk`) from stripe
+    /// `from` on, keeping the identities their pointers imply for the lowest
+    /// [`Options::rebuild_identities_per_walk`](super::Options) stripes that
+    /// hold any; the window ends where the blocks kept end, or at the end of
+    /// the disk if they are all there.
+    fn walk_identities(&self, group: usize, disk: DiskIndex, from: u64) -> IdentityWindow {
+        let limit = self.options.rebuild_identities_per_walk.max(1);
+        let mut blocks = BTreeMap::new();
+        let mut end = self.layout.groups()[group].blocks_per_disk();
         let trees = self.active_trees().into_iter().chain(self.snapshot_trees());
         for (file, tree) in trees {
             let (volume, file_id) = file.ids();
-            for ((level, index), ptr) in tree.all_pointers() {
+            tree.for_each_pointer(|(level, index), ptr| {
                 let at = self.layout.locate(ptr.pvbn).expect("inside the aggregate");
-                if at.group == group && at.disk == disk && stripes.contains(&at.dbn.0) {
-                    let identity = ptr.expected_identity(volume, file_id, level, Fbn(index));
-                    out.insert(at.dbn.0, identity);
+                let wanted = at.group == group && at.disk == disk;
+                if !wanted || !(from..end).contains(&at.dbn.0) {
+                    return;
                 }
-            }
+                let identity = ptr.expected_identity(volume, file_id, level, Fbn(index));
+                blocks.insert(at.dbn.0, identity);
+                if blocks.len() > limit {
+                    let (last, _) = blocks.pop_last().expect("over the limit");
+                    end = last;
+                }
+            });
         }
-        out
+        IdentityWindow {
+            stripes: from..end,
+            blocks,
+        }
     }
 
     /// The sector a rebuilt data block is written as: with the identity its
