@@ -254,11 +254,11 @@ impl BlockTree {
     /// Counts the content blocks again from the nodes: for a tree whose nodes
     /// were all loaded one by one (at mount).
     pub fn recount(&mut self) {
-        self.content_blocks = self
-            .all_pointers()
-            .iter()
-            .filter(|((level, _), _)| *level == 0)
-            .count() as u64;
+        let mut content_blocks = 0;
+        self.for_each_pointer(|(level, _), _| {
+            content_blocks += u64::from(level == 0);
+        });
+        self.content_blocks = content_blocks;
     }
 
     /// Whether `node` is in memory.

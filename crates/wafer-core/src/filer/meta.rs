@@ -254,8 +254,10 @@ pub struct Snapshot {
 pub fn image_map(inofile: &BlockTree, luns: &BTreeMap<FileId, Lun>, vvbn_blocks: u64) -> Bitmap {
     let mut map = Bitmap::new(vvbn_blocks);
     let trees = core::iter::once(inofile).chain(luns.values().map(|l| &l.tree));
-    for (_, ptr) in trees.flat_map(|t| t.all_pointers()) {
-        map.set(ptr.vvbn.0);
+    for tree in trees {
+        tree.for_each_pointer(|_, ptr| {
+            map.set(ptr.vvbn.0);
+        });
     }
     map
 }

@@ -209,14 +209,14 @@ impl<P: Payload> Filer<P> {
         };
         let mut active = volume.activemap.clone();
         for old in &replaced {
-            for (_, ptr) in old.tree.all_pointers() {
+            old.tree.for_each_pointer(|_, ptr| {
                 active.clear(ptr.vvbn.0);
-            }
+            });
         }
         for (_, new) in &restored {
-            for (_, ptr) in new.tree.all_pointers() {
+            new.tree.for_each_pointer(|_, ptr| {
                 active.set(ptr.vvbn.0);
-            }
+            });
         }
         let reserved = volume.reserved_bytes() - replaced.iter().map(|l| l.size_bytes).sum::<u64>()
             + restored.iter().map(|(_, l)| l.size_bytes).sum::<u64>();
@@ -388,12 +388,14 @@ impl<P: Payload> Filer<P> {
         let volume = self.volumes.get_mut(&lun.volume).expect("validated");
         let old = volume.luns.remove(&lun.file);
         volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
-        for (_, ptr) in old.iter().flat_map(|l| l.tree.all_pointers()) {
-            self.free_block(FileRef::Lun(lun), ptr, release_after);
+        if let Some(old) = &old {
+            old.tree.for_each_pointer(|_, ptr| {
+                self.free_block(FileRef::Lun(lun), ptr, release_after);
+            });
         }
         if let Some(new) = new {
             let volume = self.volumes.get_mut(&lun.volume).expect("validated");
-            for (_, ptr) in new.tree.all_pointers() {
+            new.tree.for_each_pointer(|_, ptr| {
                 assert!(
                     volume.summary.get(ptr.vvbn.0),
                     "a restored block is one a snapshot holds"
@@ -403,7 +405,7 @@ impl<P: Payload> Filer<P> {
                     .activemap_file
                     .dirty
                     .insert(Bitmap::block_of(ptr.vvbn.0));
-            }
+            });
             volume.luns.insert(lun.file, new);
         }
         for (fbn, waiters) in waiting {
