@@ -368,30 +368,30 @@ impl<P: Payload> Filer<P> {
             0 => r.cursor.max(SUPERBLOCK_COPIES),
             _ => r.cursor,
         };
-        let blocks = self.layout.groups()[r.group].blocks_per_disk();
+        if first >= self.layout.groups()[r.group].blocks_per_disk() {
+            return Some(RebuildBatch::past_the_end(r.group, first));
+        }
         let covered = r
             .window
             .as_ref()
             .is_some_and(|w| w.stripes.contains(&first));
-        if !covered && first < blocks {
+        if !covered {
             let window = self.walk_identities(r.group, r.disk, first);
             self.counters.rebuild_walks += 1;
             self.rebuild.as_mut().expect("a rebuild").window = Some(window);
         }
         let r = self.rebuild.as_ref().expect("a rebuild");
-        let (end, known) = match &r.window {
-            Some(window) if first < blocks => (window.stripes.end, &window.blocks),
-            _ => return Some(RebuildBatch::past_the_end(r.group, first)),
-        };
+        let window = r.window.as_ref().expect("a window covering the cursor");
         let mut stripes = BTreeSet::new();
         let mut next = first;
-        while next < end && (stripes.len() as u64) < REBUILD_STRIPES_PER_CP {
+        while next < window.stripes.end && (stripes.len() as u64) < REBUILD_STRIPES_PER_CP {
             if !r.fresh.get(next) {
                 stripes.insert(next);
             }
             next += 1;
         }
-        let identities = known
+        let identities = window
+            .blocks
             .range(first..next)
             .map(|(&dbn, &identity)| (dbn, identity))
             .collect();
