@@ -999,6 +999,81 @@ fn a_rebuild_whose_blocks_outnumber_a_walk_walks_again_and_misses_none() {
     rebuilt_disk_carries_the_group(&mut world, lun, &data);
 }
 
+/// Host CPs write stripes the rebuild has not reached yet: the new disk's
+/// block in each must get the identity its pointer implies (or be left to the
+/// rebuild), never a free block's, or it is lost once two more disks die.
+#[test]
+fn host_writes_ahead_of_a_rebuild_leave_no_rebuilt_block_misnamed() {
+    // A window for the whole disk, and windows of 16 blocks that the
+    // scattered writes keep running past.
+    for per_walk in [Options::default().rebuild_identities_per_walk, 16] {
+        let mut world = world_with(Options {
+            rebuild_identities_per_walk: per_walk,
+            ..Options::default()
+        });
+        let volume = match request(
+            &mut world,
+            HostRequest::Change(Change::CreateVolume {
+                name: "vol0".into(),
+                size_bytes: 48 << 20,
+            }),
+        ) {
+            Ok(ReplyData::Volume(v)) => v,
+            other => panic!("{other:?}"),
+        };
+        let mut luns = Vec::new();
+        for (seed, (name, mib)) in [("big", 30), ("small", 14)].into_iter().enumerate() {
+            let lun = match request(
+                &mut world,
+                HostRequest::Change(Change::CreateLun {
+                    volume,
+                    name: name.into(),
+                    size_bytes: mib << 20,
+                }),
+            ) {
+                Ok(ReplyData::Lun(lun)) => lun,
+                other => panic!("{other:?}"),
+            };
+            let data = pattern(seed as u8 + 1, (mib << 20) as usize);
+            for (n, chunk) in data.chunks(1 << 20).enumerate() {
+                write(&mut world, lun, (n as u64) << 20, chunk.to_vec());
+            }
+            luns.push((lun, data));
+        }
+        request(&mut world, HostRequest::Flush).expect("flush");
+        assert!(world.kill_disk(DiskId(2)), "a data disk dies");
+        world.crash_and_remount();
+        world.wait_online().expect("remounted degraded");
+        let mut rng = wafer_rng::Rng::seeded(per_walk as u64);
+        let mut round = 0u8;
+        while world.filer.rebuild_status().is_some() {
+            round = round.checked_add(1).expect("the rebuild ends");
+            for _ in 0..8 {
+                let (lun, data) = &mut luns[rng.below(2) as usize];
+                let block = rng.below((data.len() / 4096) as u64) as usize;
+                let new = pattern(round, 4096);
+                write(&mut world, *lun, (block * 4096) as u64, new.clone());
+                data[block * 4096..][..4096].copy_from_slice(&new);
+            }
+            request(&mut world, HostRequest::Flush).expect("flush");
+        }
+        while world.step() {}
+        assert!(world.kill_disk(DiskId(0)) && world.kill_disk(DiskId(4)));
+        world.crash_and_remount();
+        world
+            .wait_online()
+            .expect("remounted with two other disks dead");
+        for (lun, data) in &luns {
+            for (n, chunk) in data.chunks(1 << 20).enumerate() {
+                assert!(
+                    read(&mut world, *lun, (n as u64) << 20, 1 << 20) == chunk,
+                    "{per_walk} identities per walk: MiB {n} of {lun:?} reads back"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_rebuild_interrupted_by_a_crash_resumes_where_it_was() {
     let mut world = world();

@@ -30,6 +30,11 @@
 //! stale identity names a block no pointer reaches), and one allocated since
 //! lies in a stripe a CP wrote, which the rebuild no longer visits.
 //!
+//! A host CP that writes a stripe ahead of the cursor rebuilds the new disk's
+//! block there too, named from the window, so the stripe is whole at once. Past
+//! the window nothing names that block yet: the CP writes the stripe as if the
+//! new disk were still failed, and the rebuild reaches it later.
+//!
 //! [`Options::rebuild_identities_per_walk`]: super::Options::rebuild_identities_per_walk
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,7 +75,8 @@ pub(super) struct Rebuild {
 /// its stripes, as one walk of every tree found them.
 #[derive(Clone, Debug)]
 struct IdentityWindow {
-    /// Every used block in these stripes is in `blocks`.
+    /// Every block in these stripes that a pointer reached at the walk is in
+    /// `blocks`.
     stripes: Range<u64>,
     blocks: BTreeMap<u64, Identity>,
 }
@@ -97,13 +103,12 @@ pub struct RebuildStatus {
     pub spare_assigned: bool,
 }
 
-/// The stripes a CP rebuilds, and the identities of the blocks on them.
+/// The stripes a CP rebuilds.
 #[derive(Clone, Debug, Default)]
 pub(super) struct RebuildBatch {
     pub(super) group: usize,
     pub(super) stripes: BTreeSet<u64>,
     pub(super) cursor_after: u64,
-    identities: BTreeMap<u64, Identity>,
 }
 
 impl RebuildBatch {
@@ -113,7 +118,6 @@ impl RebuildBatch {
             group,
             stripes: BTreeSet::new(),
             cursor_after: cursor,
-            identities: BTreeMap::new(),
         }
     }
 }
@@ -288,10 +292,15 @@ impl<P: Payload> Filer<P> {
         going || self.rebuild_done_unrecorded
     }
 
-    /// The disk of `group` whose block in stripe `dbn` a CP must rebuild.
+    /// The disk of `group` whose block in stripe `dbn` a CP must rebuild:
+    /// the new disk, where its block there is not valid yet and the identity
+    /// window says what that block is. A CP writing a stripe past the window
+    /// leaves the new disk's block there to the rebuild, as it would for a
+    /// failed disk.
     pub(super) fn rebuild_target(&self, group: usize, dbn: u64) -> Option<DiskIndex> {
         self.assigned_rebuild(group)
             .filter(|r| !r.fresh.get(dbn))
+            .filter(|r| r.window.as_ref().is_some_and(|w| w.stripes.contains(&dbn)))
             .map(|r| r.disk)
     }
 
@@ -390,16 +399,10 @@ impl<P: Payload> Filer<P> {
             }
             next += 1;
         }
-        let identities = window
-            .blocks
-            .range(first..next)
-            .map(|(&dbn, &identity)| (dbn, identity))
-            .collect();
         Some(RebuildBatch {
             group: r.group,
             stripes,
             cursor_after: next,
-            identities,
         })
     }
 
@@ -445,11 +448,15 @@ impl<P: Payload> Filer<P> {
         content: &P::Unit,
     ) -> Sector<P> {
         self.counters.rebuilt_blocks += 1;
-        let known = self
-            .cp
-            .as_ref()
-            .and_then(|cp| cp.rebuild.as_ref())
-            .and_then(|batch| batch.identities.get(&dbn).copied());
+        // Without a rebuild, the new disk died in the middle of this CP and
+        // the write goes nowhere.
+        let window = self.rebuild.as_ref().map(|r| {
+            r.window
+                .as_ref()
+                .filter(|w| w.stripes.contains(&dbn))
+                .expect("a block is rebuilt only inside the identity window")
+        });
+        let known = window.and_then(|w| w.blocks.get(&dbn).copied());
         let identity = known.unwrap_or_else(|| Identity {
             pvbn: self
                 .layout
