@@ -1064,6 +1064,7 @@ impl<P: SimPayload> Harness<P> {
         self.world.pin_indirect()?;
         self.world.filer.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;
+        self.world.check_trailers()?;
         self.report.volumes = self.volumes.len();
         self.report.luns = self.luns.len();
         Ok(())

@@ -37,6 +37,7 @@ use wafer_core::aggregate::{Layout, Slot};
 use wafer_core::filer::{
     HostError, HostRequest, Io, IoId, IoOp, IoResult, Options, Reply, ReplyData, Sector,
 };
+use wafer_core::format::Trailer;
 use wafer_core::payload::{Bytes, Payload, Stamps};
 use wafer_core::units::{DiskId, Duration, Instant};
 use wafer_core::{BLOCK_SIZE, Block, Filer};
@@ -682,6 +683,37 @@ impl<P: SimPayload> World<P> {
             checked += 1;
         }
         Ok(checked)
+    }
+
+    /// Checks that every block a pointer reaches carries, on its disk, the
+    /// content sum and identity the pointer expects, wherever that disk is in
+    /// service and the world has not damaged the block behind the filer's
+    /// back. Reads cannot see a wrong trailer: they heal it from parity.
+    pub fn check_trailers(&self) -> Result<(), String> {
+        for (ptr, identity) in self.filer.reachable_blocks() {
+            let at = self
+                .layout
+                .locate(ptr.pvbn)
+                .ok_or_else(|| format!("pvbn {} is outside the aggregate", ptr.pvbn))?;
+            let disk = self.layout.disk_id(at.group, at.disk);
+            let sim = &self.disks[disk.0 as usize];
+            if sim.out_of_service() || self.damaged.contains(&(disk, at.dbn.0)) {
+                continue;
+            }
+            let sound = sim.sectors.get(&at.dbn.0).is_some_and(|sector| {
+                let sum = P::checksum(&sector.data);
+                ptr.matches(sum)
+                    && Trailer::decode(&sector.trailer)
+                        .is_ok_and(|trailer| trailer.verify(sum, &identity).is_ok())
+            });
+            if !sound {
+                return Err(format!(
+                    "{disk:?} block {}: not the block its pointer expects ({identity:?})",
+                    at.dbn.0
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Block `dbn` of each of `members`, as the parity arithmetic sees it.

@@ -19,10 +19,10 @@ use std::collections::BTreeSet;
 
 use super::Filer;
 use super::meta::FileRef;
-use crate::format::BlockPtr;
+use crate::format::{BlockPtr, Identity};
 use crate::nvlog::LunId;
 use crate::payload::Payload;
-use crate::units::Pvbn;
+use crate::units::{Fbn, Pvbn};
 
 impl<P: Payload> Filer<P> {
     /// Checks every invariant; call only when no I/O is in flight.
@@ -238,6 +238,23 @@ impl<P: Payload> Filer<P> {
     /// Every non-null pointer of every active file, with the file it belongs to.
     pub(super) fn every_pointer(&self) -> Vec<(FileRef, BlockPtr)> {
         pointers_of(self.active_trees())
+    }
+
+    /// Every block a pointer reaches, in the active file systems or a
+    /// snapshot, with the identity it must carry on disk: what a checker of
+    /// the disks' trailers compares them with. The trees must be whole.
+    pub fn reachable_blocks(&self) -> Vec<(BlockPtr, Identity)> {
+        let mut out = Vec::new();
+        for (file, tree) in self.active_trees().into_iter().chain(self.snapshot_trees()) {
+            let (volume, file_id) = file.ids();
+            tree.for_each_pointer(|(level, index), ptr| {
+                out.push((
+                    ptr,
+                    ptr.expected_identity(volume, file_id, level, Fbn(index)),
+                ));
+            });
+        }
+        out
     }
 
     /// Every non-null pointer of every snapshot.
