@@ -245,16 +245,22 @@ impl<P: Payload> Filer<P> {
     /// the disks' trailers compares them with. The trees must be whole.
     pub fn reachable_blocks(&self) -> Vec<(BlockPtr, Identity)> {
         let mut out = Vec::new();
+        self.for_each_reachable_block(|ptr, identity| out.push((ptr, identity)));
+        out
+    }
+
+    /// Visits what [`reachable_blocks`](Self::reachable_blocks) lists,
+    /// without gathering it. The trees must be whole.
+    pub(super) fn for_each_reachable_block(&self, mut visit: impl FnMut(BlockPtr, Identity)) {
         for (file, tree) in self.active_trees().into_iter().chain(self.snapshot_trees()) {
             let (volume, file_id) = file.ids();
             tree.for_each_pointer(|(level, index), ptr| {
-                out.push((
+                visit(
                     ptr,
                     ptr.expected_identity(volume, file_id, level, Fbn(index)),
-                ));
+                );
             });
         }
-        out
     }
 
     /// Every non-null pointer of every snapshot.

@@ -415,23 +415,18 @@ impl<P: Payload> Filer<P> {
         let limit = self.options.rebuild_identities_per_walk.max(1);
         let mut blocks = BTreeMap::new();
         let mut end = self.layout.groups()[group].blocks_per_disk();
-        let trees = self.active_trees().into_iter().chain(self.snapshot_trees());
-        for (file, tree) in trees {
-            let (volume, file_id) = file.ids();
-            tree.for_each_pointer(|(level, index), ptr| {
-                let at = self.layout.locate(ptr.pvbn).expect("inside the aggregate");
-                let wanted = at.group == group && at.disk == disk;
-                if !wanted || !(from..end).contains(&at.dbn.0) {
-                    return;
-                }
-                let identity = ptr.expected_identity(volume, file_id, level, Fbn(index));
-                blocks.insert(at.dbn.0, identity);
-                if blocks.len() > limit {
-                    let (last, _) = blocks.pop_last().expect("over the limit");
-                    end = last;
-                }
-            });
-        }
+        self.for_each_reachable_block(|ptr, identity| {
+            let at = self.layout.locate(ptr.pvbn).expect("inside the aggregate");
+            let wanted = at.group == group && at.disk == disk;
+            if !wanted || !(from..end).contains(&at.dbn.0) {
+                return;
+            }
+            blocks.insert(at.dbn.0, identity);
+            if blocks.len() > limit {
+                let (last, _) = blocks.pop_last().expect("over the limit");
+                end = last;
+            }
+        });
         IdentityWindow {
             stripes: from..end,
             blocks,
