@@ -26,11 +26,11 @@
 //! when it was taken; reads of it are checked against that copy, and restoring
 //! one copies it back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use wafer_core::BLOCK_SIZE;
-use wafer_core::aggregate::Layout;
+use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
 use wafer_core::filer::{Change, HostRequest, Options, ReplyData, RequestId, Sabotage};
 use wafer_core::nvlog::LunId;
 use wafer_core::payload::{Bytes, Stamps};
@@ -97,6 +97,10 @@ pub struct CheckReport {
     pub indirect_reads: u64,
     /// Stripes whose parity was verified at the end.
     pub stripes_verified: usize,
+    /// Scrubs run to the end with every disk in service (one or none).
+    pub scrubs: u64,
+    /// Blocks those scrubs rewrote: data reconstructed and parity recomputed.
+    pub scrub_rewrites: u64,
     /// Volumes at the end.
     pub volumes: usize,
     /// LUNs at the end.
@@ -1065,9 +1069,63 @@ impl<P: SimPayload> Harness<P> {
         self.world.filer.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;
         self.world.check_trailers()?;
+        self.scrub_to_the_end()?;
         self.report.volumes = self.volumes.len();
         self.report.luns = self.luns.len();
         Ok(())
+    }
+}
+
+impl<P: SimPayload> Harness<P> {
+    /// With every disk in service, a scrub must leave no damage behind: each
+    /// block a pointer reaches that the world damaged behind the filer's back
+    /// is rewritten (but in the superblock stripes, which scrubs leave to
+    /// their copies). A damaged free block may stay as it is, but its stripe's
+    /// parity must now agree with it: parity is checked over every stripe, and
+    /// every reachable block must carry its own trailer. (Faults stopped with
+    /// the safety phase.)
+    fn scrub_to_the_end(&mut self) -> Result<(), String> {
+        if !self.world.all_disks_in_service() {
+            return Ok(());
+        }
+        self.world
+            .filer
+            .start_scrub()
+            .map_err(|e| format!("the final scrub: {e}"))?;
+        self.world.drain();
+        while self.world.step() {}
+        let status = self.world.filer.scrub_status().ok_or("no scrub status")?;
+        if status.running {
+            return Err(format!("the final scrub did not finish: {status:?}"));
+        }
+        let layout = self.world.layout().clone();
+        let reachable: BTreeSet<(DiskId, u64)> = self
+            .world
+            .filer
+            .reachable_blocks()
+            .into_iter()
+            .filter_map(|(ptr, _)| layout.locate(ptr.pvbn))
+            .map(|at| (layout.disk_id(at.group, at.disk), at.dbn.0))
+            .collect();
+        let superblock_stripe = |disk: DiskId, dbn: u64| match layout.slot(disk) {
+            Some(Slot::Member { group, .. }) => group == 0 && dbn < SUPERBLOCK_COPIES,
+            _ => true,
+        };
+        let damaged: Vec<(DiskId, u64)> = self.world.damaged_blocks().iter().copied().collect();
+        let (left, free): (Vec<_>, Vec<_>) = damaged
+            .into_iter()
+            .filter(|&(disk, dbn)| !superblock_stripe(disk, dbn))
+            .partition(|block| reachable.contains(block));
+        if !left.is_empty() {
+            return Err(format!("damage left after a scrub ({status:?}): {left:?}"));
+        }
+        for (disk, dbn) in free {
+            self.world.forget_damage(disk, dbn);
+        }
+        self.report.scrubs += 1;
+        self.report.scrub_rewrites += status.tally.blocks_repaired + status.tally.parity_rewritten;
+        self.report.stripes_verified = self.world.check_parity()?;
+        self.world.check_trailers()
     }
 }
 

@@ -630,6 +630,63 @@ impl<P: SimPayload> World<P> {
         true
     }
 
+    /// Flips a bit of written block `dbn` of `disk`, behind the filer's back,
+    /// whatever the stripe survives. Returns whether the block was written.
+    pub fn rot_block(&mut self, disk: DiskId, dbn: u64) -> bool {
+        let d = &mut self.disks[disk.0 as usize];
+        let Some(sector) = d.sectors.get_mut(&dbn) else {
+            return false;
+        };
+        P::rot(&mut sector.data, &mut self.rng);
+        self.damaged.insert((disk, dbn));
+        true
+    }
+
+    /// Makes block `dbn` of `disk` unreadable (a latent sector error).
+    pub fn lose_block(&mut self, disk: DiskId, dbn: u64) {
+        self.disks[disk.0 as usize].unreadable.insert(dbn);
+        self.damaged.insert((disk, dbn));
+    }
+
+    /// Lays a copy of block `from` of `disk` over its block `onto`, as a
+    /// misdirected write would. Returns whether `from` was written.
+    pub fn misdirect_block(&mut self, disk: DiskId, from: u64, onto: u64) -> bool {
+        let d = &mut self.disks[disk.0 as usize];
+        let Some(sector) = d.sectors.get(&from).cloned() else {
+            return false;
+        };
+        d.sectors.insert(onto, sector);
+        self.damaged.insert((disk, onto));
+        true
+    }
+
+    /// Blocks damaged behind the filer's back that no write has replaced
+    /// since, by (disk, dbn).
+    pub fn damaged_blocks(&self) -> &BTreeSet<(DiskId, u64)> {
+        &self.damaged
+    }
+
+    /// Forgets the damage of block `dbn` of `disk`: a free block whose
+    /// stripe a scrub has made consistent with it is harmless.
+    pub fn forget_damage(&mut self, disk: DiskId, dbn: u64) {
+        self.damaged.remove(&(disk, dbn));
+    }
+
+    /// Whether every member disk is in service: none dead, none being rebuilt.
+    pub fn all_disks_in_service(&self) -> bool {
+        (0..self.layout.disk_count()).all(|id| match self.layout.slot(DiskId(id)) {
+            Some(Slot::Member { .. }) => !self.disks[id as usize].out_of_service(),
+            _ => true,
+        })
+    }
+
+    /// Kills a disk whatever its group survives (a negative control's fault).
+    pub fn kill_disk_regardless(&mut self, disk: DiskId) {
+        self.disks[disk.0 as usize].dead = true;
+        self.damaged.retain(|(d, _)| *d != disk);
+        self.count("dead disk");
+    }
+
     /// Checks that every stripe's parity matches its blocks, except stripes
     /// holding damaged blocks and groups with no redundancy left; with one
     /// RAID-DP disk dead, its blocks are rebuilt by one parity and checked
@@ -781,7 +838,7 @@ impl World<Bytes> {
             // hole, which the mount's resync closes); it is injected only into
             // stripes that hold no other fault.
             for (n, sector) in sectors.into_iter().enumerate() {
-                self.store(disk, dbn.0 + n as u64, sector);
+                self.land_whole(disk, dbn.0 + n as u64, sector);
             }
             return;
         }
@@ -789,7 +846,7 @@ impl World<Bytes> {
             let at = dbn.0 + n as u64;
             match self.rng.below(3) {
                 0 => {}
-                1 => self.store(disk, at, sector),
+                1 => self.land_whole(disk, at, sector),
                 _ if self.may_damage(disk, at) => {
                     self.count("torn write");
                     let mut torn = sector;
@@ -798,9 +855,16 @@ impl World<Bytes> {
                     self.store(disk, at, torn);
                     self.damaged.insert((disk, at));
                 }
-                _ => self.store(disk, at, sector),
+                _ => self.land_whole(disk, at, sector),
             }
         }
+    }
+
+    /// A write in flight at the crash lands whole: whatever damage the block
+    /// held is gone.
+    fn land_whole(&mut self, disk: DiskId, dbn: u64, sector: Sector) {
+        self.store(disk, dbn, sector);
+        self.damaged.remove(&(disk, dbn));
     }
 }
 

@@ -1174,3 +1174,126 @@ fn extents_tell_data_from_holes_in_the_lun_and_its_snapshots() {
         Err(HostError::NotFound("LUN"))
     );
 }
+
+/// Where the LUN's data blocks lie: (disk in the group, stripe).
+fn data_blocks_of(world: &World, lun: LunId) -> Vec<(wafer_raid::DiskIndex, u64)> {
+    let mut blocks: Vec<_> = world
+        .filer
+        .reachable_blocks()
+        .into_iter()
+        .filter(|(_, id)| id.level == 0 && id.volume == lun.volume && id.file == lun.file)
+        .map(|(ptr, _)| {
+            let at = world.layout().locate(ptr.pvbn).expect("inside");
+            (at.disk, at.dbn.0)
+        })
+        .collect();
+    blocks.sort();
+    blocks
+}
+
+/// Damages four cold blocks of a freshly written LUN, each in a stripe of its
+/// own: rot in a data block (disk 2), rot in a row-parity block, an
+/// unreadable data block (disk 3) and a misdirected write over a data block
+/// (disk 4). Returns the data written.
+fn damage_cold_blocks(world: &mut World, lun: LunId) -> Vec<u8> {
+    use wafer_raid::DiskIndex;
+    let data = pattern(21, 2 << 20);
+    write(world, lun, 0, data.clone());
+    request(world, HostRequest::Flush).expect("flush");
+    let blocks = data_blocks_of(world, lun);
+    let on = |disk: u16| {
+        blocks
+            .iter()
+            .filter(move |(d, _)| *d == DiskIndex(disk))
+            .map(|(_, dbn)| *dbn)
+    };
+    let stripes: Vec<u64> = on(5).collect();
+    let rotten = on(2).nth(10).expect("data on disk 2");
+    let bad_parity = stripes[30];
+    let unreadable = on(3).nth(50).expect("data on disk 3");
+    let misdirected = on(4).nth(70).expect("data on disk 4");
+    let id = |disk: u16| world.layout().disk_id(0, DiskIndex(disk));
+    let (d1, d2, d3, d4) = (id(1), id(2), id(3), id(4));
+    assert!(world.rot_block(d2, rotten));
+    assert!(world.rot_block(d1, bad_parity));
+    world.lose_block(d3, unreadable);
+    assert!(world.misdirect_block(d4, misdirected + 1, misdirected));
+    let distinct: std::collections::BTreeSet<u64> =
+        [rotten, bad_parity, unreadable, misdirected].into();
+    assert_eq!(distinct.len(), 4, "four stripes, one damaged block each");
+    data
+}
+
+#[test]
+fn a_scrub_repairs_damage_nobody_reads_so_two_dead_disks_lose_nothing() {
+    let mut world = world();
+    let lun = lun(&mut world, 2 << 20);
+    let data = damage_cold_blocks(&mut world, lun);
+    world.filer.start_scrub().expect("a scrub starts");
+    assert_eq!(
+        world.filer.start_scrub(),
+        Err(wafer_core::filer::ScrubError::Running)
+    );
+    world.drain();
+    while world.step() {}
+    let status = world.filer.scrub_status().expect("a scrub ran");
+    assert!(!status.running);
+    assert_eq!(status.stripes_done, status.stripes_total);
+    assert_eq!(status.tally.parity_rewritten, 1, "{status:?}");
+    assert_eq!(status.tally.blocks_repaired, 3, "{status:?}");
+    assert_eq!(status.tally.stripes_left_alone, 0, "{status:?}");
+    let walks = world.filer.counters().scrub_walks;
+    assert!(
+        (1..=2).contains(&walks),
+        "the unreadable and the misdirected block were named by a walk: {walks}"
+    );
+    assert!(
+        world.damaged_blocks().is_empty(),
+        "every damaged block rewritten"
+    );
+    world.check_parity().expect("parity consistent everywhere");
+    world
+        .check_trailers()
+        .expect("every block carries its own trailer");
+    world.filer.check_invariants().expect("invariants hold");
+    let (d3, d4) = (
+        world.layout().disk_id(0, wafer_raid::DiskIndex(3)),
+        world.layout().disk_id(0, wafer_raid::DiskIndex(4)),
+    );
+    assert!(world.kill_disk(d3) && world.kill_disk(d4));
+    world.crash_and_remount();
+    world.wait_online().expect("remounts with two dead disks");
+    assert!(
+        read(&mut world, lun, 0, 2 << 20) == data,
+        "every byte reads back"
+    );
+}
+
+#[test]
+fn without_a_scrub_the_same_damage_and_two_dead_disks_lose_data() {
+    let mut world = world();
+    let lun = lun(&mut world, 2 << 20);
+    let data = damage_cold_blocks(&mut world, lun);
+    let id = |world: &World, disk| world.layout().disk_id(0, wafer_raid::DiskIndex(disk));
+    assert!(world.kill_disk(id(&world, 3)));
+    let d4 = id(&world, 4);
+    assert!(
+        !world.kill_disk(d4),
+        "the world's own guard sees the damage"
+    );
+    world.kill_disk_regardless(d4);
+    world.crash_and_remount();
+    let survived = world.wait_online().is_ok()
+        && request(
+            &mut world,
+            HostRequest::Read {
+                lun,
+                offset: 0,
+                length: 2 << 20,
+            },
+        ) == Ok(ReplyData::Data(data));
+    assert!(
+        !survived,
+        "the damage a scrub repairs loses data without one"
+    );
+}

@@ -117,3 +117,13 @@ fn the_same_runs_pass_without_sabotage() {
         }
     }
 }
+
+#[test]
+fn a_scrub_that_writes_no_repair_leaves_damage_behind() {
+    assert_caught(Sabotage::SkipScrubRepair);
+}
+
+#[test]
+fn a_scrub_that_writes_no_repair_is_seen_on_stamps() {
+    assert_caught_on(Sabotage::SkipScrubRepair, PayloadKind::Stamps);
+}

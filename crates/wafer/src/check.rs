@@ -153,7 +153,8 @@ fn print_seed(args: &CheckArgs, seed: u64, report: &CheckReport) {
 fn print_summary(args: &CheckArgs, totals: &Totals) {
     println!(
         "check passed: {} seeds from {}{}, {} ops, {} reads checked ({} of snapshots), \
-         {}, {} snapshots left at the ends, {} indirect blocks read on cache misses",
+         {}, {} snapshots left at the ends, {} indirect blocks read on cache misses, \
+         {} final scrubs rewrote {} blocks",
         args.seeds,
         args.seed,
         args.payload.label(),
@@ -162,7 +163,9 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
         totals.snapshot_reads,
         args.payload.crashes(totals.crashes, " survived"),
         totals.snapshots,
-        totals.indirect_reads
+        totals.indirect_reads,
+        totals.scrubs,
+        totals.scrub_rewrites
     );
     if !totals.faults.is_empty() {
         let list: Vec<String> = totals
@@ -183,6 +186,8 @@ struct Totals {
     snapshots: u64,
     crashes: u64,
     indirect_reads: u64,
+    scrubs: u64,
+    scrub_rewrites: u64,
     faults: BTreeMap<&'static str, u64>,
 }
 
@@ -194,6 +199,8 @@ impl Totals {
         self.snapshots += report.snapshots as u64;
         self.indirect_reads += report.indirect_reads;
         self.crashes += report.crashes;
+        self.scrubs += report.scrubs;
+        self.scrub_rewrites += report.scrub_rewrites;
         for (kind, count) in &report.faults {
             *self.faults.entry(kind).or_default() += count;
         }

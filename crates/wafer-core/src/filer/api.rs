@@ -304,6 +304,8 @@ pub enum Sabotage {
     /// Blocks the active file system lets go of are freed even when a
     /// snapshot still holds them.
     IgnoreSnapshots,
+    /// A scrub counts the damage it finds but writes no repair.
+    SkipScrubRepair,
 }
 
 impl Default for Options {
@@ -468,6 +470,10 @@ pub struct Counters {
     pub rebuilds_completed: u64,
     /// Walks of every tree for the identities of blocks to rebuild.
     pub rebuild_walks: u64,
+    /// Disk reads of stripes a scrub verified.
+    pub scrub_reads: u64,
+    /// Walks of every tree for the identities of blocks a scrub repairs.
+    pub scrub_walks: u64,
     /// Per-disk counters, indexed by disk id.
     pub disks: Vec<DiskCounters>,
 }

@@ -86,6 +86,8 @@ struct StripeJob<P: Payload> {
     target: Option<DiskIndex>,
     old: BTreeMap<DiskIndex, Option<Sector<P>>>,
     reads_left: usize,
+    /// A stripe read whole by the scrub, which this CP does not write.
+    scrub: bool,
 }
 
 /// A consistency point in progress.
@@ -110,6 +112,8 @@ pub(super) struct Cp<P: Payload> {
     snapshot_waiters: Vec<super::RequestId>,
     /// The stripes this CP rebuilds onto a spare.
     pub(super) rebuild: Option<super::rebuild::RebuildBatch>,
+    /// The stripes this CP scrubs.
+    pub(super) scrub: Option<super::scrub::ScrubBatch>,
     /// Whether this CP's superblock records the rebuild in progress.
     records_rebuild: bool,
     /// A CP in the middle of replay: the NVLog halves still hold records to
@@ -160,6 +164,7 @@ impl<P: Payload> Filer<P> {
             flushes: core::mem::take(&mut self.flush_waiting),
             snapshot_waiters: Vec::new(),
             rebuild: None,
+            scrub: None,
             records_rebuild: false,
             keeps_log,
         };
@@ -518,7 +523,9 @@ impl<P: Payload> Filer<P> {
             }
             self.cp.as_mut().expect("a CP").rebuild = Some(batch);
         }
+        self.cp.as_mut().expect("a CP").scrub = self.scrub_batch(&by_stripe);
         if by_stripe.is_empty() {
+            self.issue_scrub_stripes();
             return self.maybe_write_superblock();
         }
         // The stripes go in the NVLog first, so that a crash in mid-write can be
@@ -579,6 +586,7 @@ impl<P: Payload> Filer<P> {
                 target,
                 old: BTreeMap::new(),
                 reads_left: plan.reads.len(),
+                scrub: false,
             };
             if plan.reads.is_empty() {
                 ready.extend(self.finish_stripe(group, dbn, &job));
@@ -592,8 +600,39 @@ impl<P: Payload> Filer<P> {
                     .insert((group, dbn), job);
             }
         }
+        self.issue_scrub_stripes();
         self.issue_writes(ready);
         self.maybe_write_superblock();
+    }
+
+    /// Reads every block of each stripe the CP scrubs.
+    fn issue_scrub_stripes(&mut self) {
+        let stripes = self
+            .cp
+            .as_ref()
+            .and_then(|cp| cp.scrub.as_ref())
+            .map(|batch| batch.stripes.clone())
+            .unwrap_or_default();
+        for (group, dbn) in stripes {
+            let reads = self.layout.groups()[group].all_disks();
+            let job = StripeJob {
+                new: BTreeMap::new(),
+                plan: ParityUpdatePlan {
+                    method: ParityUpdateMethod::ReconstructFirst,
+                    reads,
+                    writes: DiskSet::EMPTY,
+                },
+                failed: DiskSet::EMPTY,
+                target: None,
+                old: BTreeMap::new(),
+                reads_left: reads.len(),
+                scrub: true,
+            };
+            self.counters.scrub_reads += reads.len() as u64;
+            self.issue_stripe_reads(group, dbn, reads);
+            let cp = self.cp.as_mut().expect("a CP");
+            cp.stripes.insert((group, dbn), job);
+        }
     }
 
     /// Subtraction trusts old parity and old content it cannot verify unless
@@ -682,6 +721,12 @@ impl<P: Payload> Filer<P> {
             return;
         }
         let (group, dbn) = stripe;
+        if job.scrub {
+            let job = cp.stripes.remove(&stripe).expect("a stripe job");
+            let writes = self.scrub_stripe_read(group, dbn, &job.old);
+            self.issue_writes(writes);
+            return self.maybe_write_superblock();
+        }
         let geometry = self.layout.groups()[group];
         let suspects: DiskSet = job
             .old
@@ -956,6 +1001,7 @@ impl<P: Payload> Filer<P> {
             self.replay_cp_committed();
         }
         self.rebuild_after_commit(cp.records_rebuild, cp.rebuild.map(|b| b.cursor_after));
+        self.scrub_after_commit(cp.scrub);
         self.advance_realloc();
         self.evict();
         if self.cp.is_none() {
@@ -964,7 +1010,7 @@ impl<P: Payload> Filer<P> {
                 self.start_cp(reason);
             } else if self.dirty.len() >= self.options.dirty_high_water {
                 self.start_cp(CpReason::HighWater);
-            } else if online && self.rebuild_wants_cp() {
+            } else if online && (self.rebuild_wants_cp() || self.scrub_wants_cp()) {
                 self.start_cp(CpReason::Sync);
             }
         }
@@ -1040,7 +1086,7 @@ const SNAPSHOT_ORDER: u8 = 2;
 /// Whether a sector read back for a parity computation can be trusted: it is
 /// what the filer last wrote there (when that is known), and otherwise it was
 /// never written (zeros) or matches its own trailer's checksum.
-fn sector_is_sound<P: Payload>(
+pub(super) fn sector_is_sound<P: Payload>(
     sector: Option<&Sector<P>>,
     matches_last_write: Option<bool>,
     home: Option<Pvbn>,

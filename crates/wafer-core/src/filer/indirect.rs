@@ -214,18 +214,24 @@ impl<P: Payload> Filer<P> {
         self.resume_stalled();
     }
 
-    /// A rebuild waits for whole trees; once they are, its CP can start.
+    /// A rebuild, and a scrub naming damaged blocks, wait for whole trees;
+    /// once they are, their CP can start.
     fn rebuild_when_whole(&mut self) {
         let idle = self.cp.is_none() && matches!(self.phase, Phase::Online);
-        if idle && self.node_loads.is_empty() && self.rebuild_wants_cp() {
+        let wanted = self.rebuild_wants_cp() || self.scrub_wants_cp();
+        if idle && self.node_loads.is_empty() && wanted {
             self.start_cp(CpReason::Sync);
         }
     }
 
-    /// Whether every tree must stay whole: a rebuild, a reallocation or a
-    /// snapshot in progress, or the driver asked.
+    /// Whether every tree must stay whole: a rebuild, a reallocation, a
+    /// snapshot or a scrub naming damaged blocks in progress, or the driver
+    /// asked.
     fn indirect_pinned(&self) -> bool {
-        self.pin_indirect || self.rebuild.is_some() || self.realloc.is_some()
+        self.pin_indirect
+            || self.rebuild.is_some()
+            || self.realloc.is_some()
+            || self.scrub_needs_names()
     }
 
     /// Every active LUN's tree, with the LUN.

@@ -32,6 +32,7 @@ mod node_ages;
 mod realloc;
 mod rebuild;
 mod resync;
+mod scrub;
 mod slot_index;
 mod snapshot;
 mod space;
@@ -50,6 +51,7 @@ use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOC
 use mount::Mount;
 pub use realloc::{REALLOC_BLOCKS_PER_CP, ReallocMeasure};
 pub use rebuild::{REBUILD_STRIPES_PER_CP, RebuildStatus};
+pub use scrub::{SCRUB_STRIPES_PER_CP, ScrubError, ScrubStatus, ScrubTally};
 pub use snapshot::SnapshotInfo;
 pub use space::{AggregateSpace, MAX_SNAP_RESERVE_PERCENT, VolumeSpace};
 use written::WrittenSums;
@@ -232,6 +234,7 @@ pub struct Filer<P: Payload = Bytes> {
     committed_map: Bitmap,
     realloc: Option<realloc::ReallocJob>,
     rebuild: Option<rebuild::Rebuild>,
+    scrub: Option<scrub::Scrub>,
     /// The driver said it has no spare left.
     spares_exhausted: bool,
     /// A rebuild finished and no committed superblock says so yet.
@@ -294,6 +297,7 @@ impl<P: Payload> Filer<P> {
             committed_map: Bitmap::new(total),
             realloc: None,
             rebuild: None,
+            scrub: None,
             spares_exhausted: no_spares,
             rebuild_done_unrecorded: false,
             repairs: BTreeMap::new(),

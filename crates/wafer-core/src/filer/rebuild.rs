@@ -47,7 +47,7 @@ use crate::aggregate::SUPERBLOCK_COPIES;
 use crate::bitmap::Bitmap;
 use crate::format::{AGGREGATE_VOLUME, Identity, RebuildRecord, Trailer};
 use crate::payload::Payload;
-use crate::units::{CpCount, DiskId, Fbn, Vvbn};
+use crate::units::{CpCount, DiskId, Fbn, Pvbn, Vvbn};
 
 /// Stripes one CP rebuilds at most: with 4 KiB blocks, 1 MiB per disk.
 pub const REBUILD_STRIPES_PER_CP: u64 = 256;
@@ -452,22 +452,29 @@ impl<P: Payload> Filer<P> {
                 .expect("a block is rebuilt only inside the identity window")
         });
         let known = window.and_then(|w| w.blocks.get(&dbn).copied());
-        let identity = known.unwrap_or_else(|| Identity {
-            pvbn: self
-                .layout
-                .pvbn(group, disk, wafer_raid::Dbn(dbn))
-                .expect("a data disk"),
-            vvbn: Vvbn(0),
-            volume: AGGREGATE_VOLUME,
-            file: FREE_FILE,
-            fbn: Fbn(dbn),
-            level: 0,
-            cp: CpCount(0),
+        let identity = known.unwrap_or_else(|| {
+            let home = self.layout.pvbn(group, disk, wafer_raid::Dbn(dbn));
+            free_identity(home.expect("a data disk"), dbn)
         });
         Sector {
             data: P::from_unit(content.clone()),
             trailer: Trailer::new(P::unit_checksum(content), identity).encode(),
         }
+    }
+}
+
+/// The identity written in the trailer of free block `pvbn` (stripe `dbn`)
+/// when it is rebuilt or repaired, so that parity stays consistent over every
+/// block.
+pub(super) fn free_identity(pvbn: Pvbn, dbn: u64) -> Identity {
+    Identity {
+        pvbn,
+        vvbn: Vvbn(0),
+        volume: AGGREGATE_VOLUME,
+        file: FREE_FILE,
+        fbn: Fbn(dbn),
+        level: 0,
+        cp: CpCount(0),
     }
 }
 
