@@ -112,6 +112,10 @@ pub enum AdminRequest {
         /// The failed disk's name or slot number.
         disk: String,
     },
+    /// `aggr scrub start`: verify and repair every stripe in the background.
+    AggrScrubStart,
+    /// `aggr scrub stop`.
+    AggrScrubStop,
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
 }
@@ -294,6 +298,31 @@ pub struct AggregateStatus {
     pub spares: Vec<DiskStatus>,
     /// The reconstruction onto a spare in progress, if any.
     pub rebuild: Option<RebuildProgress>,
+    /// The scrub running, or the last one since the server started.
+    pub scrub: Option<ScrubProgress>,
+}
+
+/// A scrub (`aggr scrub status`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubProgress {
+    /// Whether it is still going.
+    pub running: bool,
+    /// Whether it waits for a failed disk to be rebuilt.
+    pub suspended: bool,
+    /// The RAID group it is in.
+    pub group: usize,
+    /// Stripes visited, over every group.
+    pub stripes_done: u64,
+    /// Stripes in every group.
+    pub stripes_total: u64,
+    /// Stripes verified (and repaired where needed).
+    pub stripes_verified: u64,
+    /// Parity blocks rewritten because they disagreed with their stripe.
+    pub parity_rewritten: u64,
+    /// Data blocks reconstructed and written back.
+    pub blocks_repaired: u64,
+    /// Stripes left as found: damage beyond what RAID locates and repairs.
+    pub stripes_left_alone: u64,
 }
 
 /// A reconstruction onto a spare (`aggr status -r`'s "reconstruction N% done").

@@ -45,6 +45,30 @@ pub enum AggrCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Scrubbing: every stripe read, verified against its checksums and
+    /// parity, and repaired, in the background.
+    #[command(subcommand)]
+    Scrub(ScrubCommand),
+}
+
+/// `wafer aggr scrub`.
+#[derive(Debug, Subcommand)]
+pub enum ScrubCommand {
+    /// Starts a scrub of every RAID group.
+    Start {
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Stops the scrub running.
+    Stop {
+        #[command(flatten)]
+        output: Output,
+    },
+    /// How the scrub running, or the last one, is doing, and what it found.
+    Status {
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 /// `wafer vol`.
@@ -247,6 +271,16 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             });
             (output.json, aggregate.map(|a| (a, text)))
         }
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { output })) => {
+            (output.json, done(ask(AdminRequest::AggrScrubStart)?))
+        }
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Stop { output })) => {
+            (output.json, done(ask(AdminRequest::AggrScrubStop)?))
+        }
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Status { output })) => (
+            output.json,
+            formatted(ask(AdminRequest::AggrStatus)?, ontap::aggr_scrub_status),
+        ),
         AdminCommand::Vol(VolCommand::Status { output }) => (
             output.json,
             formatted(ask(AdminRequest::VolStatus)?, ontap::vol_status),

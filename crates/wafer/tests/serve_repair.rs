@@ -102,3 +102,107 @@ fn a_rotten_block_is_repaired_from_parity_and_never_reaches_the_client() {
     client_ok("qemu-io", &["-f", "raw", "-c", "read -P 0x5a 8k 4k", &uri]);
     server.stop();
 }
+
+fn read_block(path: &std::path::Path, sector: u64) -> Vec<u8> {
+    let mut block = vec![0u8; BLOCK];
+    std::fs::File::open(path)
+        .expect("a disk file")
+        .read_exact_at(&mut block, sector * SECTOR)
+        .expect("readable");
+    block
+}
+
+/// Inverts eight bytes in the middle of a block of a disk file.
+fn rot_block(path: &std::path::Path, sector: u64) {
+    let original = read_block(path, sector);
+    let rot: Vec<u8> = original[512..520].iter().map(|b| !b).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("writable")
+        .write_all_at(&rot, sector * SECTOR + 512)
+        .expect("rotted");
+}
+
+fn scrub_progress(server: &serve_harness::Served) -> wafer_server::admin::ScrubProgress {
+    match server.admin_ok(wafer_server::admin::AdminRequest::AggrStatus) {
+        wafer_server::admin::AdminReply::Aggregate(aggr) => aggr.scrub.expect("a scrub ran"),
+        other => panic!("aggr status answered {other:?}"),
+    }
+}
+
+/// Runs the `wafer` CLI against the server's data directory; returns stdout.
+fn wafer_cli(server: &serve_harness::Served, args: &[&str]) -> String {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wafer"))
+        .arg("--data")
+        .arg(&server.data)
+        .args(args)
+        .output()
+        .expect("wafer runs");
+    let out = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "wafer {args:?}: {out}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    out
+}
+
+/// Rot in a parity block and in a data block that no client reads: `aggr
+/// scrub` finds both and rewrites them byte for byte while the server runs.
+/// The control: until the scrub runs, the rot stays on disk.
+#[test]
+fn a_scrub_repairs_rot_in_blocks_nobody_reads() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch);
+    let uri = server.uri("vol0/lun0");
+    let written = fio(&scratch, &fio_args(&uri, "write"), &["--do_verify=0"]);
+    assert!(written.status.success());
+    server.stop();
+    let data_disk = scratch.disk(3);
+    let (data_sector, data_original) = find_fio_block(&data_disk).expect("fio's blocks");
+    let parity_disk = scratch.disk(1); // row parity
+    let parity_sector = data_sector + 1; // the next stripe also holds fio's data
+    let parity_original = read_block(&parity_disk, parity_sector);
+    rot_block(&data_disk, data_sector);
+    rot_block(&parity_disk, parity_sector);
+
+    let server = serve(&scratch);
+    let scrub = wafer_cli(&server, &["aggr", "scrub", "status"]);
+    assert!(scrub.contains("No scrub has run"), "{scrub}");
+    assert!(read_block(&data_disk, data_sector) != data_original);
+    assert!(read_block(&parity_disk, parity_sector) != parity_original);
+    let started = wafer_cli(&server, &["aggr", "scrub", "start"]);
+    assert!(
+        started.contains("scrub of aggregate aggr0 started"),
+        "{started}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while scrub_progress(&server).running {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scrub never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let progress = scrub_progress(&server);
+    assert_eq!(progress.stripes_done, progress.stripes_total);
+    assert_eq!(
+        (progress.parity_rewritten, progress.blocks_repaired),
+        (1, 1)
+    );
+    assert_eq!(progress.stripes_left_alone, 0);
+    let status = wafer_cli(&server, &["aggr", "scrub", "status"]);
+    for line in [
+        "raid group /aggr0/plex0/rg0: is not being scrubbed.",
+        "Last full scrub completed",
+        "Scrub found 1 parity inconsistencies in /aggr0/plex0",
+        "Scrub found 1 media errors in /aggr0/plex0",
+    ] {
+        assert!(status.contains(line), "{line:?} missing:\n{status}");
+    }
+    assert_eq!(server.sysstat().blocks_repaired, 0, "no read repaired them");
+    server.stop();
+    assert!(read_block(&data_disk, data_sector) == data_original);
+    assert!(read_block(&parity_disk, parity_sector) == parity_original);
+}

@@ -20,7 +20,7 @@ use super::{Engine, Stopping, Waiter};
 use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
     AggregateStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus, RebuildProgress,
-    SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
+    ScrubProgress, SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
 use crate::catalogue::{Ended, Reach};
 use crate::config::{DiskState, SlotDisk};
@@ -207,6 +207,8 @@ impl Engine {
             AdminRequest::AggrStatus => Answer::Now(AdminReply::Aggregate(self.aggregate_status())),
             AdminRequest::DiskFail { disk } => Answer::Now(self.fail_disk(&disk)?),
             AdminRequest::DiskReplace { disk } => Answer::Now(self.replace_disk(&disk)?),
+            AdminRequest::AggrScrubStart => Answer::Now(self.start_scrub()?),
+            AdminRequest::AggrScrubStop => Answer::Now(self.stop_scrub()?),
             AdminRequest::Sysstat => Answer::Now(AdminReply::Sysstat(Box::new(self.sysstat()))),
         })
     }
@@ -394,6 +396,17 @@ impl Engine {
                 spare_assigned: r.spare_assigned,
             }
         });
+        let scrub = self.filer.scrub_status().map(|s| ScrubProgress {
+            running: s.running,
+            suspended: s.suspended,
+            group: s.group,
+            stripes_done: s.stripes_done,
+            stripes_total: s.stripes_total,
+            stripes_verified: s.tally.stripes_verified,
+            parity_rewritten: s.tally.parity_rewritten,
+            blocks_repaired: s.tally.blocks_repaired,
+            stripes_left_alone: s.tally.stripes_left_alone,
+        });
         let degraded = raid_groups.iter().any(|g| g.state != "normal");
         AggregateStatus {
             name: self.config.aggregate.clone(),
@@ -402,6 +415,25 @@ impl Engine {
             raid_groups,
             spares,
             rebuild,
+            scrub,
+        }
+    }
+
+    fn start_scrub(&mut self) -> Result<AdminReply, AdminError> {
+        self.filer
+            .start_scrub()
+            .map_err(|e| invalid(&format!("scrub not started: {e}")))?;
+        Ok(AdminReply::Done {
+            message: format!("scrub of aggregate {} started", self.config.aggregate),
+        })
+    }
+
+    fn stop_scrub(&mut self) -> Result<AdminReply, AdminError> {
+        match self.filer.stop_scrub() {
+            true => Ok(AdminReply::Done {
+                message: format!("scrub of aggregate {} stopped", self.config.aggregate),
+            }),
+            false => Err(invalid("no scrub is running")),
         }
     }
 

@@ -129,6 +129,62 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
     out
 }
 
+/// `aggr scrub status -v`: each RAID group's scrub state, then what the scrub
+/// found, as ONTAP's scrub summary messages word it.
+pub fn aggr_scrub_status(reply: &AdminReply) -> String {
+    let AdminReply::Aggregate(aggr) = reply else {
+        return unexpected(reply);
+    };
+    let mut out = String::new();
+    for group in &aggr.raid_groups {
+        let state = match &aggr.scrub {
+            Some(s) if s.running && s.group == group.group && s.suspended => {
+                format!(
+                    "scrub suspended (degraded), {}% done",
+                    percent(s.stripes_done, s.stripes_total)
+                )
+            }
+            Some(s) if s.running && s.group == group.group => {
+                format!(
+                    "is being scrubbed, {}% done",
+                    percent(s.stripes_done, s.stripes_total)
+                )
+            }
+            _ => "is not being scrubbed".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "\taggr {}, raid group /{}/plex0/rg{}: {state}.",
+            aggr.name, aggr.name, group.group
+        );
+    }
+    match &aggr.scrub {
+        None => out.push_str("\tNo scrub has run since the server started.\n"),
+        Some(s) => {
+            let what = match s.running {
+                true => "Scrub in progress",
+                false if s.stripes_done >= s.stripes_total => "Last full scrub completed",
+                false => "Last scrub stopped",
+            };
+            let _ = writeln!(
+                out,
+                "\t{what}: {} of {} stripes verified.\n\
+                 \tScrub found {} parity inconsistencies in /{}/plex0 (rewritten).\n\
+                 \tScrub found {} media errors in /{}/plex0 (blocks repaired).\n\
+                 \tScrub left {} stripes as found (damage beyond what RAID repairs).",
+                s.stripes_verified,
+                s.stripes_total,
+                s.parity_rewritten,
+                aggr.name,
+                s.blocks_repaired,
+                aggr.name,
+                s.stripes_left_alone
+            );
+        }
+    }
+    out
+}
+
 /// A group's state as `aggr status -r` words it.
 fn group_state(aggr: &AggregateStatus, group: &RaidGroupStatus) -> String {
     match &aggr.rebuild {
