@@ -477,7 +477,10 @@ impl<P: SimPayload> World<P> {
     fn land_write(&mut self, disk: DiskId, dbn: u64, sector: Sector<P>) {
         if self.roll(self.faults.lost_write) && self.may_damage(disk, dbn) {
             self.count("lost write");
-            self.damaged.insert((disk, dbn));
+            // Losing a write of what the block already holds damages nothing.
+            if self.disks[disk.0 as usize].sectors.get(&dbn) != Some(&sector) {
+                self.damaged.insert((disk, dbn));
+            }
             return;
         }
         if self.roll(self.faults.misdirected_write) {

@@ -16,7 +16,8 @@
 //! - With none damaged, parity is recomputed. A parity block that disagrees is
 //!   rewritten. RAID-DP also locates a data block that passes its trailer but
 //!   that both parities contradict (a write that never landed), and treats it
-//!   as damaged. RAID-4 cannot tell a bad parity block from such a data block,
+//!   as damaged, unless the filer's last write there or its pointer vouches
+//!   for it (then both parities are stale, and are rewritten). RAID-4 cannot tell a bad parity block from such a data block,
 //!   so it rewrites parity only once every data block is vouched for, by the
 //!   filer's last write there or by a pointer.
 //!
@@ -38,7 +39,8 @@
 //! Scrub writes are not logged for resync: each makes its block agree with the
 //! rest of the stripe, so a crash that tears them leaves nothing worse than the
 //! scrub found. Nor is a scrub recorded on disk: a crash ends it, and it is
-//! started again by hand. It waits while a disk is failed or being rebuilt.
+//! started again by hand. It waits while a disk is failed or being rebuilt;
+//! stripes of a batch under which a disk died are visited again afterwards.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -65,8 +67,10 @@ pub(super) struct Scrub {
     group: usize,
     /// The next stripe of `group` to visit.
     cursor: u64,
-    /// Stripes with damaged data blocks that only a pointer can name.
-    unnamed: BTreeSet<(usize, u64)>,
+    /// Stripes to scrub again once every tree is whole and no disk is failed:
+    /// damaged data blocks that only a pointer can name, or a disk that died
+    /// under the batch.
+    revisit: BTreeSet<(usize, u64)>,
     tally: ScrubTally,
     finished: bool,
 }
@@ -98,8 +102,8 @@ pub struct ScrubStatus {
     pub stripes_done: u64,
     /// Stripes in every group.
     pub stripes_total: u64,
-    /// Stripes waiting for a walk of the trees to name their damaged blocks.
-    pub stripes_awaiting_names: usize,
+    /// Stripes to scrub again once every tree is whole and no disk is failed.
+    pub stripes_to_revisit: usize,
     /// What it has found and done.
     pub tally: ScrubTally,
 }
@@ -135,7 +139,7 @@ enum Verdict<P: Payload> {
         parity: u64,
         blocks: u64,
     },
-    AwaitsNames,
+    Revisit,
     LeftAlone,
 }
 
@@ -153,7 +157,7 @@ impl<P: Payload> Filer<P> {
             run,
             group: 0,
             cursor: 0,
-            unnamed: BTreeSet::new(),
+            revisit: BTreeSet::new(),
             tally: ScrubTally::default(),
             finished: false,
         });
@@ -188,7 +192,7 @@ impl<P: Payload> Filer<P> {
             group: s.group.min(groups.len().saturating_sub(1)),
             stripes_done: before + s.cursor,
             stripes_total: groups.iter().map(|g| g.blocks_per_disk()).sum(),
-            stripes_awaiting_names: s.unnamed.len(),
+            stripes_to_revisit: s.revisit.len(),
             tally: s.tally,
         })
     }
@@ -205,7 +209,7 @@ impl<P: Payload> Filer<P> {
         };
         let online = matches!(self.phase, Phase::Online);
         let stripes_left = s.group < self.layout.groups().len();
-        let nameable = !s.unnamed.is_empty() && self.indirect_complete();
+        let nameable = !s.revisit.is_empty() && self.indirect_complete();
         online && !self.scrub_suspended() && (stripes_left || nameable)
     }
 
@@ -213,7 +217,7 @@ impl<P: Payload> Filer<P> {
     pub(super) fn scrub_needs_names(&self) -> bool {
         self.scrub
             .as_ref()
-            .is_some_and(|s| !s.finished && !s.unnamed.is_empty())
+            .is_some_and(|s| !s.finished && !s.revisit.is_empty())
     }
 
     /// The stripes the CP now encoding scrubs, none of those it writes: the
@@ -228,9 +232,9 @@ impl<P: Payload> Filer<P> {
             return None;
         }
         let mut stripes = BTreeSet::new();
-        let naming = !s.unnamed.is_empty() && self.indirect_complete();
+        let naming = !s.revisit.is_empty() && self.indirect_complete();
         if naming {
-            stripes.extend(s.unnamed.iter().filter(|k| !staged.contains_key(k)));
+            stripes.extend(s.revisit.iter().filter(|k| !staged.contains_key(k)));
         }
         let (mut group, mut dbn) = (s.group, s.cursor);
         let mut visited = 0;
@@ -287,7 +291,7 @@ impl<P: Payload> Filer<P> {
             return;
         };
         (s.group, s.cursor) = batch.next;
-        if s.group >= groups && s.unnamed.is_empty() {
+        if s.group >= groups && s.revisit.is_empty() {
             s.finished = true;
         }
     }
@@ -305,19 +309,19 @@ impl<P: Payload> Filer<P> {
         let names = batch.and_then(|b| b.names.as_ref());
         let verdict = match self.failed[group].is_empty() {
             true => self.judge_stripe(group, dbn, old, names),
-            false => Verdict::LeftAlone, // a disk died meanwhile: the rebuild comes first
+            false => Verdict::Revisit, // a disk died meanwhile: the rebuild comes first
         };
         let named = names.is_some();
         let Some(s) = self.scrub.as_mut().filter(|s| Some(s.run) == run) else {
             return Vec::new();
         };
         if named {
-            s.unnamed.remove(&(group, dbn));
+            s.revisit.remove(&(group, dbn));
         }
         match verdict {
             Verdict::Sound => s.tally.stripes_verified += 1,
-            Verdict::AwaitsNames => {
-                s.unnamed.insert((group, dbn));
+            Verdict::Revisit => {
+                s.revisit.insert((group, dbn));
             }
             Verdict::LeftAlone => s.tally.stripes_left_alone += 1,
             Verdict::Repaired {
@@ -360,14 +364,20 @@ impl<P: Payload> Filer<P> {
         if report.is_consistent() {
             return Verdict::Sound;
         }
-        if let Some(disk) = report.suspect_data_disk {
+        // Both parities point at one data block: it is stale, unless it is
+        // what the filer last wrote there or what its pointer (or no pointer)
+        // says, in which case both parities are.
+        if let Some(disk) = report
+            .suspect_data_disk
+            .filter(|&disk| !self.block_vouched(group, dbn, disk, &stripe, names))
+        {
             return self.reconstruct_damaged(group, dbn, old, stripe, DiskSet::of([disk]), names);
         }
         // Only parity disagrees. One RAID-DP parity alone points at itself;
         // otherwise the data must be vouched for before parity yields to it.
         let one_of_two = geometry.parity_disks() == 2 && report.inconsistent_parity.len() == 1;
         if !one_of_two && names.is_none() && !self.data_vouched(group, dbn, &stripe) {
-            return Verdict::AwaitsNames;
+            return Verdict::Revisit;
         }
         let mut encoded = stripe;
         geometry.encode_stripe(&mut encoded);
@@ -419,6 +429,31 @@ impl<P: Payload> Filer<P> {
             .collect()
     }
 
+    /// Whether data block `disk` of the stripe is what the filer last wrote
+    /// there, or (with the pointers' word) what its pointer records, or free.
+    fn block_vouched(
+        &self,
+        group: usize,
+        dbn: u64,
+        disk: DiskIndex,
+        stripe: &[P::Unit],
+        names: Option<&Names>,
+    ) -> bool {
+        let sum = P::unit_checksum(&stripe[disk.as_usize()]);
+        let id = self.layout.disk_id(group, disk);
+        if self.written.matches(id, dbn, sum) == Some(true) {
+            return true;
+        }
+        let home = self.layout.pvbn(group, disk, Dbn(dbn));
+        match (names, home) {
+            (Some(names), Some(home)) => match names.get(&home) {
+                Some((ptr, _)) => ptr.matches(sum),
+                None => !self.held_by_committed_image(home),
+            },
+            _ => false,
+        }
+    }
+
     /// Whether every data block of the stripe is what the filer last wrote
     /// there.
     fn data_vouched(&self, group: usize, dbn: u64, stripe: &[P::Unit]) -> bool {
@@ -454,7 +489,7 @@ impl<P: Payload> Filer<P> {
         if spare && !geometry.scrub_stripe(&stripe).is_consistent() {
             return match names {
                 Some(names) => self.reencode_around_free_blocks(group, dbn, old, names),
-                None => Verdict::AwaitsNames,
+                None => Verdict::Revisit,
             };
         }
         let mut writes = Vec::new();
@@ -470,11 +505,11 @@ impl<P: Payload> Filer<P> {
             let own = old.get(&disk).and_then(Option::as_ref);
             let trailer = match (vouching_trailer(own, home, sum), names) {
                 (Some(trailer), _) => trailer,
-                (None, None) => return Verdict::AwaitsNames,
+                (None, None) => return Verdict::Revisit,
                 (None, Some(names)) => match names.get(&home) {
                     Some((ptr, identity)) if ptr.matches(sum) => Trailer::new(sum, *identity),
                     Some(_) => return Verdict::LeftAlone,
-                    None if self.held_by_committed_image(home) => return Verdict::AwaitsNames,
+                    None if self.held_by_committed_image(home) => return Verdict::Revisit,
                     None => Trailer::new(sum, super::rebuild::free_identity(home, dbn)),
                 },
             };
@@ -526,7 +561,7 @@ impl<P: Payload> Filer<P> {
             match names.get(&home) {
                 Some((ptr, _)) if ptr.matches(sum) => {}
                 Some(_) => return Verdict::LeftAlone,
-                None if self.held_by_committed_image(home) => return Verdict::AwaitsNames,
+                None if self.held_by_committed_image(home) => return Verdict::Revisit,
                 None => writes.push((
                     disk,
                     Sector {
