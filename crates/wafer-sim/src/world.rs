@@ -627,9 +627,7 @@ impl<P: SimPayload> World<P> {
         {
             return false;
         }
-        self.disks[disk.0 as usize].dead = true;
-        self.damaged.retain(|(d, _)| *d != disk);
-        self.count("dead disk");
+        self.kill_disk_regardless(disk);
         true
     }
 

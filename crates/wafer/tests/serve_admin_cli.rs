@@ -4,10 +4,9 @@
 mod serve_harness;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serve_harness::{NbdClient, Scratch, serve_with};
+use serve_harness::{NbdClient, Scratch, ok, serve_with, wafer};
 
 const SIZES: &[&str] = &[
     "--disk-size",
@@ -17,27 +16,6 @@ const SIZES: &[&str] = &[
     "--lun-size",
     "32m",
 ];
-
-/// Runs `wafer --data DIR ARGS…`: (exit code, stdout, stderr).
-fn wafer(data: &Path, args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_wafer"))
-        .arg("--data")
-        .arg(data)
-        .args(args)
-        .output()
-        .expect("wafer runs");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-fn ok(data: &Path, args: &[&str]) -> String {
-    let (code, out, err) = wafer(data, args);
-    assert_eq!(code, 0, "wafer {args:?} failed: {err}\n{out}");
-    out
-}
 
 #[test]
 fn admin_commands_print_ontap_layouts_and_json() {

@@ -11,7 +11,7 @@ mod serve_harness;
 
 use std::os::unix::fs::FileExt;
 
-use serve_harness::{Scratch, client_ok, qemu_io, serve};
+use serve_harness::{Scratch, client_ok, ok, qemu_io, serve};
 
 const BLOCK: usize = 4096;
 const SECTOR: u64 = wafer_server::SECTOR_BYTES;
@@ -57,24 +57,12 @@ fn a_rotten_block_is_repaired_from_parity_and_never_reaches_the_client() {
     let scratch = Scratch::new();
     let server = serve(&scratch);
     let uri = server.uri("vol0/lun0");
-    let written = fio(&scratch, &fio_args(&uri, "write"), &["--do_verify=0"]);
-    assert!(
-        written.status.success(),
-        "{}",
-        String::from_utf8_lossy(&written.stdout)
-    );
+    write_with_fio(&scratch, &uri);
     server.stop();
 
     let disk = scratch.disk(3); // a data disk (positions 0 and 1 hold parity)
     let (sector, original) = find_fio_block(&disk).expect("fio's blocks on a data disk");
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(&disk)
-        .expect("writable");
-    let rot: Vec<u8> = original[512..520].iter().map(|b| !b).collect();
-    file.write_all_at(&rot, sector * SECTOR + 512)
-        .expect("rotted");
-    drop(file);
+    rot_block(&disk, sector);
 
     let server = serve(&scratch);
     let verified = fio(&scratch, &fio_args(&uri, "read"), &[]);
@@ -84,10 +72,7 @@ fn a_rotten_block_is_repaired_from_parity_and_never_reaches_the_client() {
     assert!(stats.blocks_repaired >= 1, "no repair counted: {stats:?}");
     assert_eq!(stats.unrecoverable_blocks, 0);
     server.stop();
-    let mut repaired = vec![0u8; BLOCK];
-    let file = std::fs::File::open(&disk).expect("readable");
-    file.read_exact_at(&mut repaired, sector * SECTOR)
-        .expect("readable");
+    let repaired = read_block(&disk, sector);
     assert!(repaired == original, "the block was not rewritten in place");
 
     // Negative control: a block changed through NBD is what fio then reads,
@@ -101,6 +86,16 @@ fn a_rotten_block_is_repaired_from_parity_and_never_reaches_the_client() {
     assert!(report.contains("verify"), "{report}");
     client_ok("qemu-io", &["-f", "raw", "-c", "read -P 0x5a 8k 4k", &uri]);
     server.stop();
+}
+
+/// Fills the LUN's first 16 MiB with fio's self-verifying blocks.
+fn write_with_fio(scratch: &Scratch, uri: &str) {
+    let written = fio(scratch, &fio_args(uri, "write"), &["--do_verify=0"]);
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stdout)
+    );
 }
 
 fn read_block(path: &std::path::Path, sector: u64) -> Vec<u8> {
@@ -131,23 +126,6 @@ fn scrub_progress(server: &serve_harness::Served) -> wafer_server::admin::ScrubP
     }
 }
 
-/// Runs the `wafer` CLI against the server's data directory; returns stdout.
-fn wafer_cli(server: &serve_harness::Served, args: &[&str]) -> String {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wafer"))
-        .arg("--data")
-        .arg(&server.data)
-        .args(args)
-        .output()
-        .expect("wafer runs");
-    let out = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "wafer {args:?}: {out}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    out
-}
-
 /// Rot in a parity block and in a data block that no client reads: `aggr
 /// scrub` finds both and rewrites them byte for byte while the server runs.
 /// The control: until the scrub runs, the rot stays on disk.
@@ -156,8 +134,7 @@ fn a_scrub_repairs_rot_in_blocks_nobody_reads() {
     let scratch = Scratch::new();
     let server = serve(&scratch);
     let uri = server.uri("vol0/lun0");
-    let written = fio(&scratch, &fio_args(&uri, "write"), &["--do_verify=0"]);
-    assert!(written.status.success());
+    write_with_fio(&scratch, &uri);
     server.stop();
     let data_disk = scratch.disk(3);
     let (data_sector, data_original) = find_fio_block(&data_disk).expect("fio's blocks");
@@ -168,11 +145,11 @@ fn a_scrub_repairs_rot_in_blocks_nobody_reads() {
     rot_block(&parity_disk, parity_sector);
 
     let server = serve(&scratch);
-    let scrub = wafer_cli(&server, &["aggr", "scrub", "status"]);
+    let scrub = ok(&server.data, &["aggr", "scrub", "status"]);
     assert!(scrub.contains("No scrub has run"), "{scrub}");
     assert!(read_block(&data_disk, data_sector) != data_original);
     assert!(read_block(&parity_disk, parity_sector) != parity_original);
-    let started = wafer_cli(&server, &["aggr", "scrub", "start"]);
+    let started = ok(&server.data, &["aggr", "scrub", "start"]);
     assert!(
         started.contains("scrub of aggregate aggr0 started"),
         "{started}"
@@ -192,7 +169,7 @@ fn a_scrub_repairs_rot_in_blocks_nobody_reads() {
         (1, 1)
     );
     assert_eq!(progress.stripes_left_alone, 0);
-    let status = wafer_cli(&server, &["aggr", "scrub", "status"]);
+    let status = ok(&server.data, &["aggr", "scrub", "status"]);
     for line in [
         "raid group /aggr0/plex0/rg0: is not being scrubbed.",
         "Last full scrub completed",

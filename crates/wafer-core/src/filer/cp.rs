@@ -609,9 +609,9 @@ impl<P: Payload> Filer<P> {
     fn issue_scrub_stripes(&mut self) {
         let stripes = self
             .cp
-            .as_ref()
-            .and_then(|cp| cp.scrub.as_ref())
-            .map(|batch| batch.stripes.clone())
+            .as_mut()
+            .and_then(|cp| cp.scrub.as_mut())
+            .map(|batch| core::mem::take(&mut batch.stripes))
             .unwrap_or_default();
         for (group, dbn) in stripes {
             let reads = self.layout.groups()[group].all_disks();
@@ -732,12 +732,8 @@ impl<P: Payload> Filer<P> {
             .old
             .iter()
             .filter(|(disk, sector)| {
-                let id = self.layout.disk_id(group, **disk);
-                let last_write = sector
-                    .as_ref()
-                    .and_then(|s| self.written.matches(id, dbn, P::checksum(&s.data)));
-                let home = self.layout.pvbn(group, **disk, Dbn(dbn));
-                !sector_is_sound(sector.as_ref(), last_write, home, dbn)
+                let at = (group, **disk, dbn);
+                !read_back_is_sound(&self.layout, &self.written, at, sector.as_ref())
             })
             .map(|(disk, _)| *disk)
             .collect();
@@ -1083,10 +1079,24 @@ fn encode_order(file: FileRef) -> u8 {
 /// before it.
 const SNAPSHOT_ORDER: u8 = 2;
 
+/// Whether the sector read back from block `dbn` of `disk` in `group` can be
+/// trusted (see [`sector_is_sound`]).
+pub(super) fn read_back_is_sound<P: Payload>(
+    layout: &crate::aggregate::Layout,
+    written: &super::written::WrittenSums,
+    (group, disk, dbn): (usize, DiskIndex, u64),
+    sector: Option<&Sector<P>>,
+) -> bool {
+    let id = layout.disk_id(group, disk);
+    let last_write = sector.and_then(|s| written.matches(id, dbn, P::checksum(&s.data)));
+    let home = layout.pvbn(group, disk, Dbn(dbn));
+    sector_is_sound(sector, last_write, home, dbn)
+}
+
 /// Whether a sector read back for a parity computation can be trusted: it is
 /// what the filer last wrote there (when that is known), and otherwise it was
 /// never written (zeros) or matches its own trailer's checksum.
-pub(super) fn sector_is_sound<P: Payload>(
+fn sector_is_sound<P: Payload>(
     sector: Option<&Sector<P>>,
     matches_last_write: Option<bool>,
     home: Option<Pvbn>,

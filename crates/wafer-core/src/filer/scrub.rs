@@ -46,7 +46,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use wafer_raid::{Dbn, DiskIndex, DiskSet, StripeUnit};
 
-use super::cp::sector_is_sound;
+use super::cp::read_back_is_sound;
 use super::{Filer, Phase, Sector};
 use crate::aggregate::SUPERBLOCK_COPIES;
 use crate::format::{BlockPtr, Identity, Trailer};
@@ -123,12 +123,27 @@ pub enum ScrubError {
 #[derive(Clone, Debug)]
 pub(super) struct ScrubBatch {
     run: u64,
+    /// The stripes to read, taken when the CP issues their reads.
     pub(super) stripes: BTreeSet<(usize, u64)>,
     /// Where the scrub goes on after this batch.
     next: (usize, u64),
     /// The pointers' word on the blocks of stripes waiting to be named, when
     /// this batch walked the trees for them.
     names: Option<Names>,
+}
+
+/// What the pointers say of a data block's content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PointerWord {
+    /// A pointer reaches the block and records this content's checksum; the
+    /// block must carry this identity.
+    Matches(Identity),
+    /// A pointer reaches the block and records another checksum.
+    Contradicts,
+    /// No tree of this CP reaches it, but the committed image does.
+    Held,
+    /// Nothing reaches it.
+    Free,
 }
 
 /// What scrubbing one stripe came to.
@@ -376,7 +391,12 @@ impl<P: Payload> Filer<P> {
         // Only parity disagrees. One RAID-DP parity alone points at itself;
         // otherwise the data must be vouched for before parity yields to it.
         let one_of_two = geometry.parity_disks() == 2 && report.inconsistent_parity.len() == 1;
-        if !one_of_two && names.is_none() && !self.data_vouched(group, dbn, &stripe) {
+        let data_vouched = || {
+            let data = geometry.data_set();
+            data.iter()
+                .all(|disk| self.block_vouched(group, dbn, disk, &stripe, None))
+        };
+        if !one_of_two && names.is_none() && !data_vouched() {
             return Verdict::Revisit;
         }
         let mut encoded = stripe;
@@ -415,16 +435,11 @@ impl<P: Payload> Filer<P> {
             .iter()
             .filter(|&disk| {
                 let sector = old.get(&disk).and_then(Option::as_ref);
-                let id = self.layout.disk_id(group, disk);
-                let last_write =
-                    sector.and_then(|s| self.written.matches(id, dbn, P::checksum(&s.data)));
-                let home = self.layout.pvbn(group, disk, Dbn(dbn));
-                let contradicts_pointer =
-                    home.and_then(|pvbn| names?.get(&pvbn))
-                        .is_some_and(|(ptr, _)| {
-                            !ptr.matches(P::unit_checksum(&stripe[disk.as_usize()]))
-                        });
-                !sector_is_sound(sector, last_write, home, dbn) || contradicts_pointer
+                let sound =
+                    read_back_is_sound(&self.layout, &self.written, (group, disk, dbn), sector);
+                let sum = P::unit_checksum(&stripe[disk.as_usize()]);
+                let word = self.pointer_word(names, group, disk, dbn, sum);
+                !sound || word == Some(PointerWord::Contradicts)
             })
             .collect()
     }
@@ -441,27 +456,29 @@ impl<P: Payload> Filer<P> {
     ) -> bool {
         let sum = P::unit_checksum(&stripe[disk.as_usize()]);
         let id = self.layout.disk_id(group, disk);
-        if self.written.matches(id, dbn, sum) == Some(true) {
-            return true;
-        }
-        let home = self.layout.pvbn(group, disk, Dbn(dbn));
-        match (names, home) {
-            (Some(names), Some(home)) => match names.get(&home) {
-                Some((ptr, _)) => ptr.matches(sum),
-                None => !self.held_by_committed_image(home),
-            },
-            _ => false,
-        }
+        let last_write = self.written.matches(id, dbn, sum) == Some(true);
+        let word = self.pointer_word(names, group, disk, dbn, sum);
+        last_write || matches!(word, Some(PointerWord::Matches(_) | PointerWord::Free))
     }
 
-    /// Whether every data block of the stripe is what the filer last wrote
-    /// there.
-    fn data_vouched(&self, group: usize, dbn: u64, stripe: &[P::Unit]) -> bool {
-        let geometry = self.layout.groups()[group];
-        geometry.data_set().iter().all(|disk| {
-            let id = self.layout.disk_id(group, disk);
-            let sum = P::unit_checksum(&stripe[disk.as_usize()]);
-            self.written.matches(id, dbn, sum) == Some(true)
+    /// What the pointers' word (if the batch walked for it) says of content
+    /// summing to `sum` in data block `disk` of the stripe; `None` without the
+    /// word, or for a parity block.
+    fn pointer_word(
+        &self,
+        names: Option<&Names>,
+        group: usize,
+        disk: DiskIndex,
+        dbn: u64,
+        sum: u32,
+    ) -> Option<PointerWord> {
+        let names = names?;
+        let home = self.layout.pvbn(group, disk, Dbn(dbn))?;
+        Some(match names.get(&home) {
+            Some((ptr, identity)) if ptr.matches(sum) => PointerWord::Matches(*identity),
+            Some(_) => PointerWord::Contradicts,
+            None if self.held_by_committed_image(home) => PointerWord::Held,
+            None => PointerWord::Free,
         })
     }
 
@@ -503,15 +520,15 @@ impl<P: Payload> Filer<P> {
             };
             let sum = P::unit_checksum(content);
             let own = old.get(&disk).and_then(Option::as_ref);
-            let trailer = match (vouching_trailer(own, home, sum), names) {
-                (Some(trailer), _) => trailer,
-                (None, None) => return Verdict::Revisit,
-                (None, Some(names)) => match names.get(&home) {
-                    Some((ptr, identity)) if ptr.matches(sum) => Trailer::new(sum, *identity),
-                    Some(_) => return Verdict::LeftAlone,
-                    None if self.held_by_committed_image(home) => return Verdict::Revisit,
-                    None => Trailer::new(sum, super::rebuild::free_identity(home, dbn)),
-                },
+            let word = || self.pointer_word(names, group, disk, dbn, sum);
+            let trailer = match vouching_trailer(own, home, sum).ok_or_else(word) {
+                Ok(trailer) => trailer,
+                Err(None | Some(PointerWord::Held)) => return Verdict::Revisit,
+                Err(Some(PointerWord::Contradicts)) => return Verdict::LeftAlone,
+                Err(Some(PointerWord::Matches(identity))) => Trailer::new(sum, identity),
+                Err(Some(PointerWord::Free)) => {
+                    Trailer::new(sum, super::rebuild::free_identity(home, dbn))
+                }
             };
             let sector = Sector {
                 data: P::from_unit(content.clone()),
@@ -526,9 +543,7 @@ impl<P: Payload> Filer<P> {
             blocks,
         }
     }
-}
 
-impl<P: Payload> Filer<P> {
     /// Whether the committed image still uses `pvbn`, though no tree of this
     /// CP reaches it (this CP freed it): a crash would bring that image back,
     /// so the block keeps its trailer until the CP has committed.
@@ -558,11 +573,11 @@ impl<P: Payload> Filer<P> {
                 .expect("a data disk");
             let content = &stripe[disk.as_usize()];
             let sum = P::unit_checksum(content);
-            match names.get(&home) {
-                Some((ptr, _)) if ptr.matches(sum) => {}
-                Some(_) => return Verdict::LeftAlone,
-                None if self.held_by_committed_image(home) => return Verdict::Revisit,
-                None => writes.push((
+            match self.pointer_word(Some(names), group, disk, dbn, sum) {
+                Some(PointerWord::Matches(_)) => {}
+                Some(PointerWord::Contradicts) => return Verdict::LeftAlone,
+                Some(PointerWord::Held) | None => return Verdict::Revisit,
+                Some(PointerWord::Free) => writes.push((
                     disk,
                     Sector {
                         data: P::from_unit(content.clone()),

@@ -253,6 +253,28 @@ impl Drop for Served {
     }
 }
 
+/// Runs `wafer --data DIR ARGS…`: (exit code, stdout, stderr).
+pub fn wafer(data: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_wafer"))
+        .arg("--data")
+        .arg(data)
+        .args(args)
+        .output()
+        .expect("wafer runs");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Runs `wafer --data DIR ARGS…`, which must succeed; returns its stdout.
+pub fn ok(data: &Path, args: &[&str]) -> String {
+    let (code, out, err) = wafer(data, args);
+    assert_eq!(code, 0, "wafer {args:?} failed: {err}\n{out}");
+    out
+}
+
 /// Runs an external client; panics (with a pointer to `scripts/test`) if it
 /// is not installed. Returns its output whatever its status.
 pub fn client(program: &str, args: &[&str]) -> Output {
