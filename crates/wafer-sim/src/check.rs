@@ -340,8 +340,16 @@ struct Harness<P: SimPayload> {
     luns: BTreeMap<LunId, LunModel<P>>,
     snapshots: BTreeMap<(VolumeId, String), SnapshotModel<P>>,
     in_flight: BTreeMap<RequestId, InFlight>,
+    /// When a request last completed, or the world was last idle: the
+    /// stall detector measures from here.
+    last_progress: wafer_core::units::Instant,
     report: CheckReport,
 }
+
+/// Virtual time a request may stay unanswered while the world runs before
+/// the check calls the filer stalled: far beyond any CP, rebuild batch or
+/// retry the engine takes (seconds), far short of a hang's forever.
+const STALL_AFTER: Duration = Duration::from_secs(600);
 
 /// Runs one seeded check.
 pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
@@ -380,6 +388,7 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         luns: BTreeMap::new(),
         snapshots: BTreeMap::new(),
         in_flight: BTreeMap::new(),
+        last_progress: wafer_core::units::Instant(0),
         report: CheckReport::default(),
     };
     harness.run(config)?;
@@ -474,6 +483,7 @@ impl<P: SimPayload> Harness<P> {
             .submit(self.world.now(), request.clone())
             .map_err(|e| e.to_string())?;
         self.world.drain();
+        let submitted = self.world.now();
         loop {
             for reply in self.world.take_replies() {
                 if reply.id == id {
@@ -483,9 +493,34 @@ impl<P: SimPayload> Harness<P> {
                 }
             }
             if !self.world.step() {
-                return Err(format!("{} never completed", describe(&request)));
+                return Err(format!(
+                    "the filer stalled: {} unanswered with no I/O in flight and no timer set",
+                    describe(&request)
+                ));
+            }
+            if self.world.now() - submitted > STALL_AFTER {
+                return Err(format!(
+                    "the filer stalled: {} unanswered after {} s of virtual time",
+                    describe(&request),
+                    STALL_AFTER.0 / 1_000_000_000
+                ));
             }
         }
+    }
+
+    /// Runs the world until nothing is in flight; fails if the filer keeps
+    /// issuing I/O for longer than [`STALL_AFTER`] of virtual time.
+    fn quiesce(&mut self) -> Result<(), String> {
+        let from = self.world.now();
+        while self.world.step() {
+            if self.world.now() - from > STALL_AFTER {
+                return Err(format!(
+                    "the filer never went idle: I/O went on for {} s of virtual time",
+                    STALL_AFTER.0 / 1_000_000_000
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn maybe_fault(&mut self) -> Result<(), String> {
@@ -662,13 +697,45 @@ impl<P: SimPayload> Harness<P> {
                 self.world.drain();
             }
         }
-        if !self.world.step() && self.in_flight.is_empty() {
-            self.world.idle(Duration::from_millis(100));
+        self.advance()
+    }
+
+    /// Runs the world one step and takes its replies; fails when requests
+    /// wait with nothing left to wake them (no I/O in flight, no timer), or
+    /// wait past [`STALL_AFTER`] of virtual time while the world runs on.
+    fn advance(&mut self) -> Result<(), String> {
+        let stepped = self.world.step();
+        let replies = self.world.take_replies();
+        if !replies.is_empty() || self.in_flight.is_empty() {
+            self.last_progress = self.world.now();
         }
-        for reply in self.world.take_replies() {
+        for reply in replies {
             self.complete(reply)?;
         }
-        Ok(())
+        if self.in_flight.is_empty() {
+            if !stepped {
+                self.world.idle(Duration::from_millis(100));
+            }
+            return Ok(());
+        }
+        let waited = self.world.now() - self.last_progress;
+        match (stepped, waited > STALL_AFTER) {
+            (true, false) => Ok(()),
+            (false, _) => Err(self.stalled("with no I/O in flight and no timer set")),
+            (true, true) => Err(self.stalled(&format!(
+                "for {} s of virtual time while I/O went on",
+                waited.0 / 1_000_000_000
+            ))),
+        }
+    }
+
+    fn stalled(&self, how: &str) -> String {
+        let waiting: Vec<String> = self.in_flight.values().map(InFlight::describe).collect();
+        format!(
+            "the filer stalled: {} requests unanswered {how} ({})",
+            waiting.len(),
+            waiting.join("; ")
+        )
     }
 
     /// Creates, resizes or destroys a LUN (sizes may exceed what the volume can
@@ -1012,15 +1079,10 @@ impl<P: SimPayload> Harness<P> {
     /// Lets everything in flight finish, then makes it durable.
     fn settle(&mut self) -> Result<(), String> {
         while !self.in_flight.is_empty() {
-            if !self.world.step() {
-                self.world.idle(Duration::from_millis(100));
-            }
-            for reply in self.world.take_replies() {
-                self.complete(reply)?;
-            }
+            self.advance()?;
         }
         self.admin(HostRequest::Flush)?;
-        while self.world.step() {}
+        self.quiesce()?;
         Ok(())
     }
 
@@ -1064,7 +1126,7 @@ impl<P: SimPayload> Harness<P> {
             self.report.snapshot_reads_checked += 1;
         }
         self.report.snapshots = self.snapshots.len();
-        while self.world.step() {}
+        self.quiesce()?;
         self.world.pin_indirect()?;
         self.world.filer.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;
@@ -1093,7 +1155,7 @@ impl<P: SimPayload> Harness<P> {
             .start_scrub()
             .map_err(|e| format!("the final scrub: {e}"))?;
         self.world.drain();
-        while self.world.step() {}
+        self.quiesce()?;
         let status = self.world.filer.scrub_status().ok_or("no scrub status")?;
         if status.running {
             return Err(format!("the final scrub did not finish: {status:?}"));

@@ -127,3 +127,27 @@ fn a_scrub_that_writes_no_repair_leaves_damage_behind() {
 fn a_scrub_that_writes_no_repair_is_seen_on_stamps() {
     assert_caught_on(Sabotage::SkipScrubRepair, PayloadKind::Stamps);
 }
+
+/// A stamp seed whose run, with 5,000 operations, once hung: a CP capturing
+/// waited for a block whose read was parked until a CP committed.
+const DEADLOCK_SEED: u64 = 9_100_398;
+
+fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
+    let config = CheckConfig {
+        seed: DEADLOCK_SEED,
+        ops: 5000,
+        faults: true,
+        sabotage,
+        payload: PayloadKind::Stamps,
+        record_io: false,
+    };
+    run(&config).map(|_| ()).map_err(|failure| failure.reason)
+}
+
+#[test]
+fn a_deadlocked_filer_is_reported_as_a_stall_not_a_hang() {
+    let reason = deadlock_run(Some(Sabotage::ParkRetriesBehindCapture))
+        .expect_err("the deadlock went unnoticed");
+    assert!(reason.contains("stalled"), "{reason}");
+    deadlock_run(None).expect("the same seed passes without the deadlock");
+}

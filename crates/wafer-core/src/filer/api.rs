@@ -306,6 +306,10 @@ pub enum Sabotage {
     IgnoreSnapshots,
     /// A scrub counts the damage it finds but writes no repair.
     SkipScrubRepair,
+    /// A read retried after its repair overlapped a CP waits for that CP to
+    /// commit even while the CP is still capturing, and so perhaps waiting
+    /// for the very block: a deadlock the stall detector must report.
+    ParkRetriesBehindCapture,
 }
 
 impl Default for Options {

@@ -41,6 +41,8 @@ pub(super) struct BlockRead {
     ptr: BlockPtr,
     expected: Identity,
     purpose: ReadPurpose,
+    /// Which try this is: a repair that overlapped a CP reads again.
+    attempt: u8,
 }
 
 /// A stripe being read to rebuild one block.
@@ -56,11 +58,11 @@ pub(super) struct RepairJob<P: Payload> {
     /// disagree, so a failed repair that overlapped a CP is tried again.
     overlapped_cp: bool,
     started_after: crate::units::CpCount,
-    attempts: u8,
 }
 
-/// Repairs that overlapped a CP are retried after it, at most this often.
-const REPAIR_ATTEMPTS: u8 = 3;
+/// Reads whose repair overlapped a CP are tried again, at most this often
+/// in all.
+const READ_ATTEMPTS: u8 = 3;
 
 impl<P: Payload> Filer<P> {
     /// A read of the block `ptr` names, at `level`/`index` of `file`.
@@ -81,6 +83,7 @@ impl<P: Payload> Filer<P> {
             ptr,
             expected: ptr.expected_identity(volume, file_id, level, Fbn(index)),
             purpose,
+            attempt: 1,
         }
     }
 
@@ -154,10 +157,6 @@ impl<P: Payload> Filer<P> {
 
     /// Reads the rest of a block's stripe to rebuild it.
     fn start_repair(&mut self, read: BlockRead) {
-        self.start_repair_attempt(read, 1);
-    }
-
-    pub(super) fn start_repair_attempt(&mut self, read: BlockRead, attempts: u8) {
         let group = read.at.group;
         let failed = self.failed[group].with(read.at.disk);
         let geometry = self.layout.groups()[group];
@@ -176,7 +175,6 @@ impl<P: Payload> Filer<P> {
                 escalated: false,
                 overlapped_cp: self.cp.is_some(),
                 started_after: self.committed,
-                attempts,
             },
         );
         for disk in reads.iter() {
@@ -266,17 +264,38 @@ impl<P: Payload> Filer<P> {
         }
     }
 
+    /// A repair that overlapped a CP may have read a stripe the CP was
+    /// changing: the read is tried again from the start (its own disk may be
+    /// back in service by now, rebuilt). While a CP writes, the retry waits
+    /// for it to commit; a CP still capturing has written nothing, and may be
+    /// waiting for this very block, so the retry goes out at once.
     fn repair_failed(&mut self, job: RepairJob<P>) {
         let overlapped =
             job.overlapped_cp || self.cp.is_some() || job.started_after != self.committed;
-        if overlapped && job.attempts < REPAIR_ATTEMPTS {
-            match self.cp {
-                Some(_) => self.parked_repairs.push((job.read, job.attempts + 1)),
-                None => self.start_repair_attempt(job.read, job.attempts + 1),
+        if overlapped && job.read.attempt < READ_ATTEMPTS {
+            let mut read = job.read;
+            read.attempt += 1;
+            let sabotaged =
+                self.options.sabotage == Some(super::Sabotage::ParkRetriesBehindCapture);
+            let writing = self
+                .cp
+                .as_ref()
+                .is_some_and(|cp| sabotaged || !cp.is_capturing());
+            match writing {
+                true => self.parked_reads.push(read),
+                false => self.read_again(read),
             }
             return;
         }
         self.deliver(job.read.purpose, None);
+    }
+
+    /// Reads a block again, from its disk or (the disk failed) its stripe.
+    pub(super) fn read_again(&mut self, read: BlockRead) {
+        match self.failed[read.at.group].contains(read.at.disk) {
+            true => self.start_repair(read),
+            false => self.issue_chain(vec![read]),
+        }
     }
 
     /// Reconstructs the wanted block assuming `failed` are the bad disks; the

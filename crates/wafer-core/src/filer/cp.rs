@@ -207,6 +207,17 @@ impl<P: Payload> Filer<P> {
         }
     }
 
+    /// The block the CP waited for cannot be read even with RAID (damage
+    /// beyond the group's promise): the CP goes on without it, leaving the
+    /// block as the last CP wrote it, rather than waiting for ever.
+    pub(super) fn cp_capture_lost(&mut self, key: (LunId, Fbn)) {
+        let cp = self.cp.as_mut().expect("a CP awaits this block");
+        cp.awaiting.remove(&key);
+        if cp.awaiting.is_empty() {
+            self.allocate_and_write();
+        }
+    }
+
     fn allocate_and_write(&mut self) {
         let mut cp = self.cp.take().expect("a CP");
         cp.capturing = false;
@@ -990,8 +1001,8 @@ impl<P: Payload> Filer<P> {
             self.reply(id, Ok(ReplyData::Done));
         }
         self.last_cp_end = self.now;
-        for (read, attempts) in core::mem::take(&mut self.parked_repairs) {
-            self.start_repair_attempt(read, attempts);
+        for read in core::mem::take(&mut self.parked_reads) {
+            self.read_again(read);
         }
         if matches!(self.phase, Phase::Mounting(_)) {
             self.replay_cp_committed();

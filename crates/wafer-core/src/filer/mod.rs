@@ -204,7 +204,7 @@ pub struct Filer<P: Payload = Bytes> {
     failed: Vec<DiskSet>,
     repairs: BTreeMap<u64, RepairJob<P>>,
     next_fill: u64,
-    parked_repairs: Vec<(BlockRead, u8)>,
+    parked_reads: Vec<BlockRead>,
     /// Indirect blocks being read, with the pointer each read follows.
     node_loads: BTreeMap<(LunId, crate::tree::NodeId), BlockPtr>,
     /// Host requests (not changes) waiting for indirect blocks.
@@ -302,7 +302,7 @@ impl<P: Payload> Filer<P> {
             rebuild_done_unrecorded: false,
             repairs: BTreeMap::new(),
             next_fill: 0,
-            parked_repairs: Vec::new(),
+            parked_reads: Vec::new(),
             node_loads: BTreeMap::new(),
             faulting: Vec::new(),
             unreadable: BTreeSet::new(),
@@ -1108,6 +1108,9 @@ impl<P: Payload> Filer<P> {
                     read.missing -= 1;
                 }
                 self.finish_read(waiter);
+            }
+            if self.cp.as_ref().is_some_and(|cp| cp.awaits(key)) {
+                self.cp_capture_lost(key);
             }
             return;
         };
