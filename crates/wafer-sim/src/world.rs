@@ -18,9 +18,12 @@
 //! - **crash**: the filer vanishes; writes in flight land whole, torn, or not at
 //!   all; NVRAM appends in flight persist as a prefix, the last one possibly
 //!   torn. The filer then mounts again from what is there. A stripe left half
-//!   written is itself a fault of that stripe (the RAID write hole, closed by
-//!   the mount's resync), so writes in flight to a stripe that already holds a
-//!   fault land whole.
+//!   written (a write in flight to it did not land whole) has no
+//!   redundancy left until the filer writes its parity again (the RAID write
+//!   hole, closed by the mount's resync): its parity still covers the old
+//!   content of the free blocks the CP overwrote, which is gone. So no fault
+//!   touches such a stripe, nor its group's disks, until then, and writes in
+//!   flight to a stripe that already holds a fault land whole.
 //!
 //! A damaged block stops counting against its stripe once it is written again.
 //!
@@ -203,6 +206,9 @@ pub struct World<P: SimPayload = Bytes> {
     rng: Rng,
     /// Blocks damaged behind the filer's back, by (disk, dbn).
     damaged: BTreeSet<(DiskId, u64)>,
+    /// Stripes a crash left half written, by (group, dbn), until a parity
+    /// write lands on them.
+    unprotected: BTreeSet<(usize, u64)>,
     /// Fault rates in force.
     pub faults: FaultRates,
     replies: VecDeque<Reply>,
@@ -229,6 +235,7 @@ impl<P: SimPayload> World<P> {
             now: Instant(0),
             rng: Rng::seeded(seed),
             damaged: BTreeSet::new(),
+            unprotected: BTreeSet::new(),
             faults: FaultRates::NONE,
             replies: VecDeque::new(),
             injected: BTreeMap::new(),
@@ -496,6 +503,25 @@ impl<P: SimPayload> World<P> {
         }
         self.store(disk, dbn, sector);
         self.damaged.remove(&(disk, dbn));
+        self.note_parity_written(disk, dbn);
+    }
+
+    /// A parity block of a stripe a crash left half written has been written
+    /// again: its parity covers what is on its disks once more.
+    fn note_parity_written(&mut self, disk: DiskId, dbn: u64) {
+        if let Some(Slot::Member { group, disk }) = self.layout.slot(disk)
+            && self.layout.groups()[group].parity_set().contains(disk)
+        {
+            self.unprotected.remove(&(group, dbn));
+        }
+    }
+
+    /// Whether a crash left the stripe of (`disk`, `dbn`) half written.
+    fn is_unprotected(&self, disk: DiskId, dbn: u64) -> bool {
+        match self.layout.slot(disk) {
+            Some(Slot::Member { group, .. }) => self.unprotected.contains(&(group, dbn)),
+            _ => false,
+        }
     }
 
     fn store(&mut self, disk: DiskId, dbn: u64, sector: Sector<P>) {
@@ -525,7 +551,7 @@ impl<P: SimPayload> World<P> {
         let Some(Slot::Member { group, .. }) = self.layout.slot(disk) else {
             return false;
         };
-        if self.damaged.contains(&(disk, dbn)) {
+        if self.damaged.contains(&(disk, dbn)) || self.unprotected.contains(&(group, dbn)) {
             return false;
         }
         let geometry = &self.layout.groups()[group];
@@ -622,7 +648,9 @@ impl<P: SimPayload> World<P> {
             .into_values()
             .max()
             .unwrap_or(0);
+        let half_written = self.unprotected.iter().any(|(g, _)| *g == group);
         if self.disks[disk.0 as usize].out_of_service()
+            || half_written
             || dead + 1 + worst_stripe > geometry.raid_type().tolerated_failures()
         {
             return false;
@@ -797,9 +825,10 @@ impl World<Bytes> {
         let pending: Vec<Pending<Bytes>> =
             core::mem::take(&mut self.events).into_values().collect();
         let mut nvram_alive = true;
+        let mut fates = StripeFates::new();
         for event in pending {
             match event {
-                Pending::Disk(io) => self.crash_disk_io(io),
+                Pending::Disk(io) => self.crash_disk_io(io, &mut fates),
                 Pending::Nvram(_) if !nvram_alive => {}
                 Pending::Nvram(io) => {
                     nvram_alive = self.rng.chance(1, 2);
@@ -815,6 +844,12 @@ impl World<Bytes> {
                 }
             }
         }
+        self.unprotected.extend(
+            fates
+                .into_iter()
+                .filter(|(_, missed)| *missed)
+                .map(|(stripe, _)| stripe),
+        );
         self.replies.clear();
         self.nvram_queue_end = self.now;
         self.filer = Filer::mount(
@@ -826,14 +861,16 @@ impl World<Bytes> {
         self.drain();
     }
 
-    fn crash_disk_io(&mut self, io: Io) {
+    fn crash_disk_io(&mut self, io: Io, fates: &mut StripeFates) {
         let IoOp::Write { disk, dbn, sectors } = io.op else {
             return;
         };
         if self.disks[disk.0 as usize].dead {
             return;
         }
-        let at_risk = |world: &World, n: u64| world.stripe_faults(disk, dbn.0 + n) > 0;
+        let at_risk = |world: &World, n: u64| {
+            world.stripe_faults(disk, dbn.0 + n) > 0 || world.is_unprotected(disk, dbn.0 + n)
+        };
         if (0..sectors.len() as u64).any(|n| at_risk(self, n)) {
             // A half-written stripe is itself a fault of that stripe (the write
             // hole, which the mount's resync closes); it is injected only into
@@ -843,12 +880,17 @@ impl World<Bytes> {
             }
             return;
         }
+        let Some(Slot::Member { group, .. }) = self.layout.slot(disk) else {
+            return;
+        };
         for (n, sector) in sectors.into_iter().enumerate() {
             let at = dbn.0 + n as u64;
+            let missed = fates.entry((group, at)).or_default();
             match self.rng.below(3) {
-                0 => {}
+                0 => *missed = true,
                 1 => self.land_whole(disk, at, sector),
                 _ if self.may_damage(disk, at) => {
+                    *missed = true;
                     self.count("torn write");
                     let mut torn = sector;
                     let cut = self.rng.below(BLOCK_SIZE as u64) as usize;
@@ -868,6 +910,13 @@ impl World<Bytes> {
         self.damaged.remove(&(disk, dbn));
     }
 }
+
+/// Whether a write a crash caught in flight did not land whole, stripe by
+/// stripe, by (group, dbn). A CP issues a stripe's writes together, so the
+/// rest of them may have landed before, or with it: the stripe is taken to
+/// be half written (its parity may not match, and a missed write alone may
+/// leave it whole, which the world does not tell apart).
+type StripeFates = BTreeMap<(usize, u64), bool>;
 
 fn blank_sector<P: Payload>() -> Sector<P> {
     Sector {
