@@ -88,6 +88,9 @@ pub struct CheckReport {
     pub snapshots: usize,
     /// Crashes survived.
     pub crashes: u64,
+    /// Of those, restarts after the filer went offline (the host refused
+    /// its writes).
+    pub offline_recoveries: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<&'static str, u64>,
     /// CPs committed by the last filer instance.
@@ -432,6 +435,7 @@ impl<P: SimPayload> Harness<P> {
             self.workload_step()?;
         }
         self.world.faults = FaultRates::NONE;
+        self.world.accept_writes();
         while self.report.ops < config.ops {
             self.workload_step()?;
         }
@@ -531,7 +535,47 @@ impl<P: SimPayload> Harness<P> {
             let disk = DiskId(self.rng.below(u64::from(self.world.layout().disk_count())) as u32);
             self.world.kill_disk(disk);
         }
+        if self.rng.chance(1, 2000) && P::remountable(&mut self.world).is_some() {
+            let disks = self.disks_the_host_refuses();
+            self.world.refuse_writes(disks);
+        }
         Ok(())
+    }
+
+    /// Half the time every disk (the host's file system is full), else some
+    /// disks of one RAID group, as many as it has or fewer (disk files made
+    /// immutable): often more than the group survives losing.
+    fn disks_the_host_refuses(&mut self) -> Vec<DiskId> {
+        let layout = self.world.layout().clone();
+        if self.rng.chance(1, 2) {
+            return (0..layout.disk_count()).map(DiskId).collect();
+        }
+        let group = self.rng.below(layout.groups().len() as u64) as usize;
+        let members: Vec<DiskId> = layout.groups()[group]
+            .all_disks()
+            .iter()
+            .map(|d| layout.disk_id(group, d))
+            .collect();
+        let count = 1 + self.rng.below(members.len() as u64) as usize;
+        let first = self.rng.below(members.len() as u64) as usize;
+        (0..count)
+            .map(|n| members[(first + n) % members.len()])
+            .collect()
+    }
+
+    /// The filer went offline (the host refused its writes): the host is
+    /// given room again and the filer mounted anew, as an operator restarts
+    /// a server that stopped; what was in flight becomes uncertain.
+    fn recover_from_offline(&mut self) -> Result<(), String> {
+        self.report.offline_recoveries += 1;
+        self.world.accept_writes();
+        match P::remountable(&mut self.world) {
+            Some(_) => self.crash(),
+            None => Err(format!(
+                "the filer went offline and a stamp filer cannot mount again: {}",
+                self.world.filer.offline_reason().unwrap_or_default()
+            )),
+        }
     }
 
     /// Crashes the filer if it can mount again (only a byte filer can; for
@@ -711,6 +755,9 @@ impl<P: SimPayload> Harness<P> {
         }
         for reply in replies {
             self.complete(reply)?;
+        }
+        if self.world.filer.offline_reason().is_some() {
+            return self.recover_from_offline();
         }
         if self.in_flight.is_empty() {
             if !stepped {

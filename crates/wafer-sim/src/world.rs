@@ -15,6 +15,10 @@
 //! - **bit rot**: a bit of a written block flips;
 //! - **lost write**: a write is acknowledged but never lands;
 //! - **misdirected write**: a write lands on another block of the same disk;
+//! - **host refusal**: writes to some disks (or all) answer `Unwritable`, as
+//!   a full host file system or an immutable disk file does, and land
+//!   nothing, until the filer is mounted again (space came back); any number
+//!   of disks, beyond the promise too, since no disk has failed;
 //! - **crash**: the filer vanishes; writes in flight land whole, torn, or not at
 //!   all; NVRAM appends in flight persist as a prefix, the last one possibly
 //!   torn. The filer then mounts again from what is there. A stripe left half
@@ -209,6 +213,8 @@ pub struct World<P: SimPayload = Bytes> {
     /// Stripes a crash left half written, by (group, dbn), until a parity
     /// write lands on them.
     unprotected: BTreeSet<(usize, u64)>,
+    /// Disks whose writes the host refuses until the next mount.
+    refusing: BTreeSet<DiskId>,
     /// Fault rates in force.
     pub faults: FaultRates,
     replies: VecDeque<Reply>,
@@ -236,6 +242,7 @@ impl<P: SimPayload> World<P> {
             rng: Rng::seeded(seed),
             damaged: BTreeSet::new(),
             unprotected: BTreeSet::new(),
+            refusing: BTreeSet::new(),
             faults: FaultRates::NONE,
             replies: VecDeque::new(),
             injected: BTreeMap::new(),
@@ -430,6 +437,10 @@ impl<P: SimPayload> World<P> {
                 if self.disks[disk.0 as usize].dead {
                     return IoResult::DiskFailed;
                 }
+                if self.refusing.contains(disk) {
+                    self.refuse(*disk, dbn.0, sectors.len() as u64);
+                    return IoResult::Unwritable;
+                }
                 for (n, sector) in sectors.iter().enumerate() {
                     self.land_write(*disk, dbn.0 + n as u64, sector.clone());
                 }
@@ -513,6 +524,32 @@ impl<P: SimPayload> World<P> {
             && self.layout.groups()[group].parity_set().contains(disk)
         {
             self.unprotected.remove(&(group, dbn));
+        }
+    }
+
+    /// From now until the next mount, the host refuses every write to
+    /// `disks` (a full file system, or disk files made immutable).
+    pub fn refuse_writes(&mut self, disks: impl IntoIterator<Item = DiskId>) {
+        self.refusing.extend(disks);
+        self.count("host refused writes");
+    }
+
+    /// Whether the host refuses writes to some disk.
+    pub fn is_refusing_writes(&self) -> bool {
+        !self.refusing.is_empty()
+    }
+
+    /// The host can store writes again.
+    pub fn accept_writes(&mut self) {
+        self.refusing.clear();
+    }
+
+    /// A refused write landed nothing, but the rest of its stripes' writes
+    /// may have: they are half written until their parity is written again.
+    fn refuse(&mut self, disk: DiskId, dbn: u64, count: u64) {
+        if let Some(Slot::Member { group, .. }) = self.layout.slot(disk) {
+            self.unprotected
+                .extend((dbn..dbn + count).map(|at| (group, at)));
         }
     }
 
@@ -851,6 +888,7 @@ impl World<Bytes> {
                 .map(|(stripe, _)| stripe),
         );
         self.replies.clear();
+        self.refusing.clear();
         self.nvram_queue_end = self.now;
         self.filer = Filer::mount(
             self.layout.clone(),

@@ -1282,18 +1282,111 @@ fn without_a_scrub_the_same_damage_and_two_dead_disks_lose_data() {
         "the world's own guard sees the damage"
     );
     world.kill_disk_regardless(d4);
+    let survived = remounts_with(&mut world, lun, data);
+    assert!(
+        !survived,
+        "the damage a scrub repairs loses data without one"
+    );
+}
+
+/// Whether, after a crash, the filer mounts and the first 2 MiB of `lun`
+/// read back as `data`.
+fn remounts_with(world: &mut World, lun: LunId, data: Vec<u8>) -> bool {
     world.crash_and_remount();
-    let survived = world.wait_online().is_ok()
+    world.wait_online().is_ok()
         && request(
-            &mut world,
+            world,
             HostRequest::Read {
                 lun,
                 offset: 0,
                 length: 2 << 20,
             },
-        ) == Ok(ReplyData::Data(data));
-    assert!(
-        !survived,
-        "the damage a scrub repairs loses data without one"
-    );
+        ) == Ok(ReplyData::Data(data))
+}
+
+/// A CP in flight when the host starts refusing writes: `refuse` picks the
+/// disks. Returns the data acknowledged last, the CP committed before, and
+/// the world once the flush behind the CP has gone as far as it can.
+fn cp_meets_refused_writes(options: Options, refuse: &[u16]) -> (World, LunId, Vec<u8>, u64) {
+    let mut world = world_with(options);
+    let lun = lun(&mut world, 2 << 20);
+    write(&mut world, lun, 0, pattern(1, 2 << 20));
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let committed = world.filer.committed_cp().0;
+    let newest = pattern(2, 1 << 20);
+    write(&mut world, lun, 512 << 10, newest.clone());
+    let disks: Vec<DiskId> = refuse
+        .iter()
+        .map(|d| world.layout().disk_id(0, wafer_raid::DiskIndex(*d)))
+        .collect();
+    world.refuse_writes(disks);
+    world
+        .filer
+        .submit(world.now(), HostRequest::Flush)
+        .expect("online");
+    world.drain();
+    while world.step() {}
+    let mut expected = pattern(1, 2 << 20);
+    expected[512 << 10..(512 << 10) + (1 << 20)].copy_from_slice(&newest);
+    (world, lun, expected, committed)
+}
+
+#[test]
+fn a_full_host_takes_the_filer_offline_and_the_next_mount_loses_nothing() {
+    let (mut world, lun, expected, committed) =
+        cp_meets_refused_writes(Options::default(), &[0, 1, 2, 3, 4, 5]);
+    let reason = world.filer.offline_reason().expect("offline").to_string();
+    assert!(reason.contains("could not store a write"), "{reason}");
+    assert_eq!(world.filer.committed_cp().0, committed, "nothing committed");
+    assert!(world.filer.submit(world.now(), HostRequest::Flush).is_err());
+    world.crash_and_remount(); // the host has room again
+    world.wait_online().expect("mounts");
+    assert_eq!(read(&mut world, lun, 0, 2 << 20), expected);
+}
+
+#[test]
+fn three_immutable_disk_files_take_the_filer_offline_and_lose_nothing() {
+    let (mut world, lun, expected, committed) =
+        cp_meets_refused_writes(Options::default(), &[1, 3, 5]);
+    assert!(world.filer.offline_reason().is_some());
+    assert_eq!(world.filer.committed_cp().0, committed);
+    world.crash_and_remount();
+    world.wait_online().expect("mounts");
+    assert_eq!(read(&mut world, lun, 0, 2 << 20), expected);
+}
+
+#[test]
+fn committing_regardless_of_refused_writes_loses_data() {
+    let options = Options {
+        sabotage: Some(wafer_core::filer::Sabotage::CommitRegardless),
+        ..Options::default()
+    };
+    let (mut world, lun, expected, committed) =
+        cp_meets_refused_writes(options, &[0, 1, 2, 3, 4, 5]);
+    assert!(world.filer.committed_cp().0 > committed, "it committed");
+    let survived = remounts_with(&mut world, lun, expected);
+    assert!(!survived, "a CP committed over refused writes lost nothing");
+}
+
+#[test]
+fn a_group_that_loses_three_disks_mid_cp_never_commits_it() {
+    let mut world = world();
+    let lun = lun(&mut world, 2 << 20);
+    write(&mut world, lun, 0, pattern(1, 2 << 20));
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let committed = world.filer.committed_cp().0;
+    write(&mut world, lun, 0, pattern(2, 2 << 20));
+    world
+        .filer
+        .submit(world.now(), HostRequest::Flush)
+        .expect("online");
+    world.drain();
+    for disk in [0, 2, 4] {
+        let id = world.layout().disk_id(0, wafer_raid::DiskIndex(disk));
+        world.kill_disk_regardless(id);
+    }
+    while world.step() {}
+    let reason = world.filer.offline_reason().expect("offline").to_string();
+    assert!(reason.contains("lost 3 disks"), "{reason}");
+    assert_eq!(world.filer.committed_cp().0, committed, "nothing committed");
 }

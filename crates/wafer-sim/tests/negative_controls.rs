@@ -151,3 +151,8 @@ fn a_deadlocked_filer_is_reported_as_a_stall_not_a_hang() {
     assert!(reason.contains("stalled"), "{reason}");
     deadlock_run(None).expect("the same seed passes without the deadlock");
 }
+
+#[test]
+fn committing_a_cp_whose_writes_the_host_refused_loses_acknowledged_writes() {
+    assert_caught(Sabotage::CommitRegardless);
+}

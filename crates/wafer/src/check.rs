@@ -161,7 +161,13 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
         totals.ops,
         totals.reads,
         totals.snapshot_reads,
-        args.payload.crashes(totals.crashes, " survived"),
+        args.payload.crashes(
+            totals.crashes,
+            &format!(
+                " survived ({} after going offline on refused writes)",
+                totals.offline_recoveries
+            )
+        ),
         totals.snapshots,
         totals.indirect_reads,
         totals.scrubs,
@@ -185,6 +191,7 @@ struct Totals {
     snapshot_reads: u64,
     snapshots: u64,
     crashes: u64,
+    offline_recoveries: u64,
     indirect_reads: u64,
     scrubs: u64,
     scrub_rewrites: u64,
@@ -199,6 +206,7 @@ impl Totals {
         self.snapshots += report.snapshots as u64;
         self.indirect_reads += report.indirect_reads;
         self.crashes += report.crashes;
+        self.offline_recoveries += report.offline_recoveries;
         self.scrubs += report.scrubs;
         self.scrub_rewrites += report.scrub_rewrites;
         for (kind, count) in &report.faults {

@@ -252,6 +252,13 @@ pub enum IoResult<P: Payload = Bytes> {
     Read(Vec<Option<Sector<P>>>),
     /// The disk has failed and will not answer again.
     DiskFailed,
+    /// The write could not be made durable for a reason outside the disk:
+    /// the host's file system is full, or refuses the disk's file. The disk
+    /// is not failed, and the write may or may not have landed, in part.
+    /// The filer goes offline without committing anything more: the last
+    /// committed CP and the NVLog still hold every acknowledged write, for
+    /// the next mount once the host can store writes again.
+    Unwritable,
 }
 
 /// What the buffer cache holds at a moment.
@@ -310,6 +317,9 @@ pub enum Sabotage {
     /// commit even while the CP is still capturing, and so perhaps waiting
     /// for the very block: a deadlock the stall detector must report.
     ParkRetriesBehindCapture,
+    /// A CP commits whatever its writes met: a write the host refused counts
+    /// as done and a RAID group past its promise does not stop it.
+    CommitRegardless,
 }
 
 impl Default for Options {

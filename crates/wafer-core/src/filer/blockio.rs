@@ -138,7 +138,7 @@ impl<P: Payload> Filer<P> {
     pub(super) fn blocks_read(&mut self, reads: Vec<BlockRead>, result: IoResult<P>) {
         let sectors = match result {
             IoResult::Read(sectors) => sectors,
-            IoResult::Done | IoResult::DiskFailed => Vec::new(),
+            IoResult::Done | IoResult::DiskFailed | IoResult::Unwritable => Vec::new(),
         };
         let mut sectors = sectors.into_iter();
         let trusting = self.options.sabotage == Some(super::Sabotage::IgnoreTrailer);
@@ -194,7 +194,7 @@ impl<P: Payload> Filer<P> {
         let job = self.repairs.get_mut(&job_id).expect("a repair job");
         let content = match result {
             IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| P::unit(&s.data)),
-            IoResult::Done | IoResult::DiskFailed => None,
+            IoResult::Done | IoResult::DiskFailed | IoResult::Unwritable => None,
         };
         match content {
             Some(block) => job.stripe[disk.as_usize()] = Some(block),

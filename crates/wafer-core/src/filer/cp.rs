@@ -721,7 +721,7 @@ impl<P: Payload> Filer<P> {
     ) {
         let sector = match result {
             IoResult::Read(mut sectors) => sectors.pop().flatten(),
-            IoResult::Done | IoResult::DiskFailed => None,
+            IoResult::Done | IoResult::DiskFailed | IoResult::Unwritable => None,
         };
         let untrusted = self.untrusted(stripe.0, stripe.1);
         let cp = self.cp.as_mut().expect("a CP reads only while it runs");
@@ -963,6 +963,12 @@ impl<P: Payload> Filer<P> {
             );
         }
         if count == 0 {
+            // Only a group past its promise has no disk left to take the
+            // superblock, and such a group takes the filer offline first.
+            assert!(
+                self.commits_regardless(),
+                "a superblock with no disk to write it to"
+            );
             self.commit();
         }
     }

@@ -133,6 +133,10 @@ enum Phase<U: wafer_raid::StripeUnit> {
     Mounting(Box<Mount<U>>),
     Online,
     Failed(String),
+    /// Once online, the filer could not make a CP durable within its RAID
+    /// promise: it commits nothing more, releases no log and takes no
+    /// requests; the next mount starts from the last committed CP.
+    Offline(String),
 }
 
 /// Why an I/O was issued.
@@ -339,6 +343,31 @@ impl<P: Payload> Filer<P> {
         matches!(self.phase, Phase::Online) && self.committed.0 > 0
     }
 
+    /// Why the filer went offline after it came online, if it did: a write
+    /// the host refused, or a RAID group that lost more disks than it
+    /// survives. The driver stops it; a new mount recovers every
+    /// acknowledged write from the last committed CP and the NVLog.
+    pub fn offline_reason(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Offline(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// Takes the filer offline (or fails its mount) for `reason`: from now on
+    /// no completion is acted on, so no CP commits and no log is released.
+    fn go_offline(&mut self, reason: String) {
+        match self.phase {
+            Phase::Online => self.phase = Phase::Offline(reason),
+            Phase::Mounting(_) => self.phase = Phase::Failed(reason),
+            Phase::Failed(_) | Phase::Offline(_) => {}
+        }
+    }
+
+    pub(super) fn commits_regardless(&self) -> bool {
+        self.options.sabotage == Some(Sabotage::CommitRegardless)
+    }
+
     /// The newest committed CP.
     pub fn committed_cp(&self) -> CpCount {
         self.committed
@@ -473,8 +502,19 @@ impl<P: Payload> Filer<P> {
         if let Some((disk, kind)) = disk {
             self.counters.disks[disk.0 as usize].add_latency(kind, now - issued);
         }
+        if matches!(self.phase, Phase::Offline(_) | Phase::Failed(_)) {
+            return;
+        }
+        let result = match result {
+            IoResult::Unwritable if self.commits_regardless() => IoResult::Done,
+            IoResult::Unwritable => return self.host_refused(disk.map(|(d, _)| d)),
+            result => result,
+        };
         if let (IoResult::DiskFailed, Some((disk, _))) = (&result, disk) {
             self.mark_failed(disk);
+            if !self.is_online() && !matches!(self.phase, Phase::Mounting(_)) {
+                return;
+            }
             self.rebuild_disk_failed(disk);
         }
         match purpose {
@@ -497,6 +537,17 @@ impl<P: Payload> Filer<P> {
         self.tend_indirect();
     }
 
+    fn host_refused(&mut self, disk: Option<crate::units::DiskId>) {
+        let what = disk.map_or_else(
+            || "the NVLog or the configuration".into(),
+            |d| format!("disk slot {}", d.0),
+        );
+        self.go_offline(format!(
+            "the host could not store a write to {what} (its file system is full, or refuses \
+             the file): no CP commits from here on"
+        ));
+    }
+
     /// Marks a disk failed; its blocks are reconstructed from parity from now
     /// on. A CP follows (if none is running) so that a rebuild onto a spare
     /// can begin without waiting for host writes.
@@ -506,6 +557,14 @@ impl<P: Payload> Filer<P> {
         };
         let newly = !self.failed[group].contains(disk);
         self.failed[group] = self.failed[group].with(disk);
+        let lost = self.failed[group].len();
+        let survives = self.layout.groups()[group].raid_type().tolerated_failures();
+        if lost > survives && !self.commits_regardless() {
+            return self.go_offline(format!(
+                "RAID group {group} has lost {lost} disks, more than the {survives} it survives: \
+                 no CP commits from here on"
+            ));
+        }
         if newly && self.cp.is_none() && matches!(self.phase, Phase::Online) {
             self.start_cp(CpReason::Sync);
         }

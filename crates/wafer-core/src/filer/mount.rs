@@ -117,7 +117,7 @@ impl<P: Payload> Filer<P> {
     pub(super) fn superblock_read(&mut self, disk: DiskId, result: IoResult<P>) {
         let sectors = match result {
             IoResult::Read(sectors) => sectors,
-            IoResult::Done | IoResult::DiskFailed => Vec::new(),
+            IoResult::Done | IoResult::DiskFailed | IoResult::Unwritable => Vec::new(),
         };
         let Some(crate::aggregate::Slot::Member { disk: position, .. }) = self.layout.slot(disk)
         else {

@@ -262,7 +262,7 @@ impl<P: Payload> Filer<P> {
                     self.start_cp(super::CpReason::Sync);
                 }
             }
-            IoResult::DiskFailed | IoResult::Read(_) => {
+            IoResult::DiskFailed | IoResult::Unwritable | IoResult::Read(_) => {
                 self.spares_exhausted = true;
                 self.rebuild = None;
             }

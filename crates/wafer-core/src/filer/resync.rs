@@ -95,7 +95,7 @@ impl<P: Payload> Filer<P> {
     ) {
         let block = match result {
             IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| P::unit(&s.data)),
-            IoResult::Done | IoResult::DiskFailed => None,
+            IoResult::Done | IoResult::DiskFailed | IoResult::Unwritable => None,
         };
         let read = self
             .resync_state()
