@@ -209,17 +209,22 @@ impl DataConfig {
         Ok(config)
     }
 
-    /// Writes the configuration atomically into `dir`.
+    /// Writes the configuration atomically into `dir`: a temporary file,
+    /// synced, renamed over the old one, and the directory synced. On any
+    /// failure the old configuration stays as it was and no temporary file
+    /// is left behind.
     pub(crate) fn save(&self, dir: &Path) -> io::Result<()> {
         let text = toml::to_string(self).map_err(io::Error::other)?;
         let header = "# wafer data directory: written by `wafer serve`. Edit only while no \
                       server runs;\n# a failed disk never rejoins its RAID group.\n\n";
         let temporary = dir.join(format!("{CONFIG_FILE}.new"));
-        let mut file = fs::File::create(&temporary)?;
-        file.write_all(header.as_bytes())?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&temporary, dir.join(CONFIG_FILE))?;
+        let written = write_synced(&temporary, &[header.as_bytes(), text.as_bytes()])
+            .and_then(|()| fs::rename(&temporary, dir.join(CONFIG_FILE)));
+        if let Err(error) = written {
+            // Best effort: the error that matters is the one returned.
+            let _ = fs::remove_file(&temporary);
+            return Err(error);
+        }
         fs::File::open(dir)?.sync_all()
     }
 
@@ -427,6 +432,16 @@ fn check_file_name(what: &str, name: &str) -> Result<(), String> {
     }
 }
 
+/// Creates `path` (replacing it) with `parts` written one after another,
+/// and syncs it.
+fn write_synced(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
+    let mut file = fs::File::create(path)?;
+    for part in parts {
+        file.write_all(part)?;
+    }
+    file.sync_all()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,6 +459,17 @@ mod tests {
         assert_eq!(DataConfig::load(dir.path()).expect("loaded"), config);
         let text = fs::read_to_string(dir.path().join(CONFIG_FILE)).expect("readable");
         assert!(text.contains("raid_type = \"raid_dp\""), "{text}");
+    }
+
+    #[test]
+    fn a_save_that_fails_leaves_the_old_configuration_and_no_temporary_file() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let config = config();
+        // A directory where the configuration goes: the rename over it fails.
+        fs::create_dir(dir.path().join(CONFIG_FILE)).expect("an obstacle");
+        assert!(config.save(dir.path()).is_err());
+        assert!(!dir.path().join(format!("{CONFIG_FILE}.new")).exists());
+        assert!(dir.path().join(CONFIG_FILE).is_dir(), "left as it was");
     }
 
     #[test]

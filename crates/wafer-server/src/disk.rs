@@ -17,8 +17,14 @@
 //! administrator failed, answers every I/O with `DiskFailed`. A read error
 //! reads the sectors one by one, and only those that fail come back as `None`
 //! (a latent sector error, which the engine repairs from parity). A write or
-//! sync error fails the disk: the I/O answers `DiskFailed` and the engine is
-//! told, so that the failure is recorded in the configuration.
+//! sync error is either the host's or the disk's. The host's (the file system
+//! is full or over quota, read-only, or refuses the file: `chattr +i`, a
+//! changed mode) says nothing about the disk: the I/O answers `Unwritable`,
+//! the disk stays in service, and the engine goes offline without committing,
+//! so that the server stops and, once the host is put right, starts again
+//! from the last CP and the NVLog. Any other error fails the disk: the I/O
+//! answers `DiskFailed` and the engine is told, so that the failure is
+//! recorded in the configuration.
 
 use std::fs::File;
 use std::io;
@@ -73,6 +79,7 @@ impl DiskHandle {
             file: file.map(Arc::new),
             events,
             to_sync,
+            refused: false,
         };
         thread::Builder::new()
             .name(format!("disk-{name}"))
@@ -98,6 +105,9 @@ struct DiskThread {
     file: Option<Arc<File>>,
     events: Sender<Event>,
     to_sync: Sender<Unsynced>,
+    /// Whether the host has refused a write yet (said once: the engine goes
+    /// offline on the first).
+    refused: bool,
 }
 
 impl DiskThread {
@@ -126,6 +136,13 @@ impl DiskThread {
                         // The sync thread outlives this one's sender only if
                         // it panicked, and a panic aborts the server.
                         let _ = self.to_sync.send(Unsynced { id: io.id, file });
+                    }
+                    Err(error) if is_the_hosts(&error) => {
+                        if !self.refused {
+                            crate::log!("disk {}: the host refused a write: {error}", self.name);
+                            self.refused = true;
+                        }
+                        self.complete(io.id, IoResult::Unwritable);
                     }
                     Err(error) => {
                         self.file = None;
@@ -167,6 +184,10 @@ fn sync_loop(name: &str, queue: &Receiver<Unsynced>, events: &Sender<Event>) {
         }
         let result = match outcome {
             Ok(()) => IoResult::Done,
+            Err(error) if is_the_hosts(&error) => {
+                crate::log!("disk {name}: the host refused to sync writes: {error}");
+                IoResult::Unwritable
+            }
             Err(error) => {
                 let error = format!("fdatasync failed: {error}");
                 let disk = name.to_string();
@@ -181,6 +202,19 @@ fn sync_loop(name: &str, queue: &Receiver<Unsynced>, events: &Sender<Event>) {
             });
         }
     }
+}
+
+/// Whether a write or sync error is the host's doing rather than the disk's:
+/// no room, a quota, a read-only file system, a file it refuses or one past
+/// its size limit.
+fn is_the_hosts(error: &io::Error) -> bool {
+    use io::ErrorKind::{
+        FileTooLarge, PermissionDenied, QuotaExceeded, ReadOnlyFilesystem, StorageFull,
+    };
+    matches!(
+        error.kind(),
+        StorageFull | QuotaExceeded | ReadOnlyFilesystem | PermissionDenied | FileTooLarge
+    )
 }
 
 /// Reads `count` sectors from `dbn`; sectors that cannot be read are `None`.

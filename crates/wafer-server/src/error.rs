@@ -78,6 +78,32 @@ pub enum ServeError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The aggregate went offline while serving: a CP could not be made
+    /// durable within the RAID promise. Nothing acknowledged is lost.
+    #[error(
+        "the aggregate went offline: {0}. Every acknowledged write is in the last committed CP \
+         or the NVLog: once the host can store writes again (room in the file system, disk files \
+         writable), start wafer serve again; it mounts the last CP and replays the log"
+    )]
+    Offline(String),
+    /// A disk failed, and its failure could not be recorded in the
+    /// configuration: the server stops before anything trusts the disk's
+    /// absence, since the next start would otherwise trust its stale content.
+    #[error(
+        "disk {disk} failed ({failure}), and the failure cannot be recorded in {}: {save}; \
+         stopped before anything was committed without the disk. Make room for the \
+         configuration and start again (the disk is tried again, and recorded failed if it \
+         still fails)",
+        crate::config::CONFIG_FILE
+    )]
+    FailureUnrecorded {
+        /// The disk's name.
+        disk: String,
+        /// What failed on it.
+        failure: String,
+        /// Why the configuration could not be saved.
+        save: io::Error,
+    },
     /// The NVLog could no longer be written durably while serving.
     #[error("the NVLog failed: {0}; stopped so that no write is acknowledged without it")]
     NvlogFailed(String),

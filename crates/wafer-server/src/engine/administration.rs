@@ -457,7 +457,7 @@ impl Engine {
         self.fail_disk_slot(id, &name, "failed by the administrator (disk fail)")
             .map_err(|e| {
                 let message =
-                    format!("disk {name} failed, but the configuration was not saved: {e}");
+                    format!("disk {name} not failed: the configuration cannot be saved: {e}");
                 error(AdminErrorKind::Io, &message)
             })?;
         let message = format!("disk {name} (slot {}) failed", id.0);

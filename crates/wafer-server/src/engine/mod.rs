@@ -320,7 +320,10 @@ impl Engine {
             self.filer.handle_timeout(now);
         }
         self.drain();
-        Ok(())
+        match self.filer.offline_reason() {
+            Some(reason) => Err(ServeError::Offline(reason.to_string())),
+            None => Ok(()),
+        }
     }
 
     fn handle(&mut self, event: Event) -> Result<(), ServeError> {
@@ -346,7 +349,7 @@ impl Engine {
                 self.io_in_flight -= 1;
                 self.filer.handle_io_done(self.clock.now(), id, result);
             }
-            Event::DiskError { disk, error } => self.disk_error(&disk, &error),
+            Event::DiskError { disk, error } => self.disk_error(&disk, &error)?,
             Event::NvlogFailed(error) => return Err(ServeError::NvlogFailed(error)),
             Event::Admin { request, reply } => self.admin(request, reply),
             Event::Shutdown => self.begin_stop(),
@@ -431,19 +434,24 @@ impl Engine {
         };
     }
 
-    /// A disk failed an I/O: record it for good (once).
-    fn disk_error(&mut self, name: &str, error: &str) {
+    /// A disk failed an I/O: record it for good (once). A failure that
+    /// cannot be recorded stops the server before the filer hears of it, so
+    /// that nothing commits while the configuration still trusts the disk.
+    fn disk_error(&mut self, name: &str, error: &str) -> Result<(), ServeError> {
         let slots = self.config.slots();
         let Some(slot) = slots.iter().find(|s| s.disk.name == name) else {
-            return; // a disk that has left the aggregate since
+            return Ok(()); // a disk that has left the aggregate since
         };
         if slot.disk.state == DiskState::Failed {
-            return;
+            return Ok(());
         }
         let id = slot.id;
-        if let Err(save) = self.fail_disk_slot(id, name, error) {
-            crate::log!("disk {name}: cannot record its failure in the configuration: {save}");
-        }
+        self.fail_disk_slot(id, name, error)
+            .map_err(|save| ServeError::FailureUnrecorded {
+                disk: name.to_string(),
+                failure: error.to_string(),
+                save,
+            })
     }
 
     /// Puts the last spare in failed member `member`'s slot: durably in the
@@ -476,9 +484,11 @@ impl Engine {
         self.config
             .replace_member(group, position.as_usize(), &spare);
         if let Err(error) = self.config.save(&self.dir) {
+            // The spare is still there; the host is what failed. The filer
+            // goes offline, and the next start assigns the spare again.
             crate::log!("spare {spare} not assigned: the configuration cannot be saved: {error}");
             self.config = before;
-            return IoResult::DiskFailed;
+            return IoResult::Unwritable;
         }
         let handle = self.devices.disks.remove(spare_slot);
         self.devices.disks[member.0 as usize] = handle;
@@ -490,10 +500,16 @@ impl Engine {
         IoResult::Done
     }
 
-    /// Fails a disk: in the configuration (saved), in its thread, in the filer.
+    /// Fails a disk: in the configuration (saved) first, then in its thread
+    /// and in the filer. If the configuration cannot be saved, nothing
+    /// changes and the error is returned.
     fn fail_disk_slot(&mut self, disk: DiskId, name: &str, reason: &str) -> std::io::Result<()> {
+        let before = self.config.clone();
         self.config.mark_failed(name, reason);
-        let saved = self.config.save(&self.dir);
+        if let Err(error) = self.config.save(&self.dir) {
+            self.config = before;
+            return Err(error);
+        }
         // The disk thread lives as long as the engine (a panic aborts).
         let _ = self.devices.disks[disk.0 as usize].send(DiskCommand::Fail);
         self.filer.mark_failed(disk);
@@ -504,7 +520,7 @@ impl Engine {
             self.waiters
                 .insert(id, Waiter::Background("the CP after a disk failure"));
         }
-        saved
+        Ok(())
     }
 
     fn publish_catalogue(&self) {

@@ -215,6 +215,22 @@ impl Served {
         assert!(self.log().contains("final CP committed"), "{}", self.log());
     }
 
+    /// Waits for the server to exit by itself; its status and log.
+    pub fn wait_exit(mut self, limit: Duration) -> (ExitStatus, String) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("pollable") {
+                return (status, self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "wafer serve did not exit:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL: no flush, no final CP.
     pub fn kill(mut self) {
         self.child.kill().expect("killed");
@@ -430,6 +446,19 @@ impl NbdClient {
 
     /// Sends a request without waiting; returns its handle.
     pub fn send(&mut self, command: u16, offset: u64, length: u32, data: &[u8]) -> u64 {
+        self.try_send(command, offset, length, data)
+            .expect("a request sent")
+    }
+
+    /// Sends a request without waiting; returns its handle, or why the
+    /// server did not take it (it has gone).
+    pub fn try_send(
+        &mut self,
+        command: u16,
+        offset: u64,
+        length: u32,
+        data: &[u8],
+    ) -> std::io::Result<u64> {
         let handle = self.next_handle;
         self.next_handle += 1;
         let mut message = Vec::with_capacity(28 + data.len());
@@ -440,11 +469,11 @@ impl NbdClient {
         message.extend_from_slice(&offset.to_be_bytes());
         message.extend_from_slice(&length.to_be_bytes());
         message.extend_from_slice(data);
-        self.stream.write_all(&message).expect("a request sent");
+        self.stream.write_all(&message)?;
         if command == wire::CMD_READ {
             self.reads.insert(handle, length as usize);
         }
-        handle
+        Ok(handle)
     }
 
     /// Receives the next reply.

@@ -1,0 +1,153 @@
+//! The host's file system fills under a writing client: the server goes
+//! offline without committing a CP it could not make durable, says why, and
+//! marks no disk failed; once space is freed, the next start mounts the last
+//! CP, replays the NVLog and every write the client saw acknowledged reads
+//! back.
+//!
+//! The data directory lives on a tmpfs of a fixed size, which needs root to
+//! mount (CI runs as root; elsewhere the test says it cannot run, and fails
+//! under `CI=true`).
+
+mod serve_harness;
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serve_harness::{NbdClient, Scratch, TEST_SIZES, pattern, serve_with, wire};
+
+/// Room for the NVLog (2 x 32 MiB, written in full), the configuration and
+/// the disks' first metadata, and then a little.
+const FILESYSTEM_BYTES: u64 = 160 << 20;
+/// What the test leaves free before the client writes: far less than the
+/// client's data and its parity take on the disks.
+const LEFT_FREE: u64 = 8 << 20;
+const WRITE_BYTES: usize = 64 * 1024;
+const WRITES: u64 = 1024; // 64 MiB
+const IN_FLIGHT: u64 = 8;
+
+/// A tmpfs mounted on a directory of the scratch area, unmounted on drop.
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: &Path, bytes: u64) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).expect("a mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .ok()?;
+        status.success().then(|| Tmpfs {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    fn available(&self) -> u64 {
+        let output = Command::new("df")
+            .args(["--output=avail", "-B1"])
+            .arg(&self.dir)
+            .output()
+            .expect("df runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.lines()
+            .nth(1)
+            .and_then(|l| l.trim().parse().ok())
+            .expect("df's answer")
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// Writes generation 1 to blocks `0..WRITES`, pipelined, until the server
+/// goes away; returns which writes were acknowledged.
+fn write_until_the_server_goes(client: &mut NbdClient) -> Vec<bool> {
+    let mut acknowledged = vec![false; WRITES as usize];
+    let mut block_of = std::collections::BTreeMap::new();
+    let mut next = 0;
+    loop {
+        while next < WRITES && (block_of.len() as u64) < IN_FLIGHT {
+            let data = pattern(1, next, WRITE_BYTES);
+            let offset = next * WRITE_BYTES as u64;
+            match client.try_send(wire::CMD_WRITE, offset, data.len() as u32, &data) {
+                Ok(handle) => block_of.insert(handle, next),
+                Err(_) => return acknowledged,
+            };
+            next += 1;
+        }
+        if block_of.is_empty() {
+            return acknowledged;
+        }
+        let Ok(reply) = client.reply() else {
+            return acknowledged;
+        };
+        let block = block_of.remove(&reply.handle).expect("a pending write");
+        acknowledged[block as usize] = reply.error == 0;
+    }
+}
+
+#[test]
+fn a_full_host_file_system_stops_the_server_and_loses_no_acknowledged_write() {
+    let scratch = Scratch::new();
+    let Some(tmpfs) = Tmpfs::mount(&scratch.file("fs"), FILESYSTEM_BYTES) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and must be able to mount a tmpfs"
+        );
+        eprintln!("cannot mount a tmpfs (not root?): this test did not run");
+        return;
+    };
+    // The harness serves scratch.data(): there, a link to the tmpfs.
+    let data = tmpfs.dir.join("data");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&data)
+        .expect("the data directory");
+    std::os::unix::fs::symlink(&data, scratch.data()).expect("a link to it");
+    let served = serve_with(&scratch, &TEST_SIZES);
+    let filler = tmpfs.dir.join("filler");
+    let fill = tmpfs.available().saturating_sub(LEFT_FREE);
+    std::fs::write(&filler, vec![0u8; fill as usize]).expect("the filler file");
+
+    let mut client = NbdClient::connect(served.socket(), "vol0/lun0");
+    let acknowledged = write_until_the_server_goes(&mut client);
+    drop(client);
+    let (status, log) = served.wait_exit(Duration::from_secs(120));
+    assert!(!status.success(), "it stopped with an error: {log}");
+    assert!(log.contains("went offline"), "{log}");
+    assert!(log.contains("No space left"), "{log}");
+    let acked = acknowledged.iter().filter(|a| **a).count();
+    eprintln!("{acked} of {WRITES} writes acknowledged before the stop; the log:\n{log}");
+    assert!(
+        acked > 0,
+        "some writes were acknowledged before the file system filled"
+    );
+    assert!(
+        !data.join("wafer.toml.new").exists(),
+        "no half-written configuration"
+    );
+    let config = std::fs::read_to_string(data.join("wafer.toml")).expect("the configuration");
+    assert!(
+        !config.contains("state = \"failed\""),
+        "no disk failed: {config}"
+    );
+
+    std::fs::remove_file(&filler).expect("space freed");
+    let served = serve_with(&scratch, &[]);
+    let mut client = NbdClient::connect(served.socket(), "vol0/lun0");
+    for (block, _) in acknowledged.iter().enumerate().filter(|(_, a)| **a) {
+        let offset = block as u64 * WRITE_BYTES as u64;
+        let got = client.read(offset, WRITE_BYTES as u32).expect("readable");
+        assert!(
+            got == pattern(1, block as u64, WRITE_BYTES),
+            "acknowledged write {block} of {acked} lost"
+        );
+    }
+    served.stop();
+}
