@@ -2,9 +2,12 @@
 //! time to the millisecond (`2026-05-01T12:34:56.789Z wafer: ...`).
 //!
 //! The server logs what an administrator needs to follow it (start, mount,
-//! degraded disks, connections, refused clients, admin changes, shutdown);
-//! per-request errors go back to the client and into the counters instead,
-//! so a misbehaving client cannot flood the log.
+//! degraded disks, connections, refused clients, admin changes, RAID group
+//! state changes, reconstructions and scrubs as they start and end, the
+//! aggregate going offline, shutdown); per-request errors go back to the
+//! client and into the counters instead, so a misbehaving client cannot
+//! flood the log. The exception is a read that RAID could not bring back,
+//! which is data lost: the first hundred are named, the rest counted.
 
 use std::fmt;
 use std::io::Write;

@@ -98,6 +98,10 @@ pub struct RaidGroupSummary {
     pub failed: Vec<String>,
     /// Failures the group survives.
     pub tolerated: usize,
+    /// A reconstruction in progress in the group: the disk it rebuilds
+    /// (the spare, once it has taken the failed disk's slot), and stripes
+    /// done of all.
+    pub reconstructing: Option<(String, u64, u64)>,
 }
 
 /// A started server: every thread runs; [`Server::run`] waits for the end.
@@ -517,6 +521,13 @@ fn report(
                 disk_bytes: g.blocks_per_disk * wafer_core::BLOCK_SIZE as u64,
                 failed: config.failed_members(group, &[]),
                 tolerated: raid_type.tolerated_failures(),
+                reconstructing: filer
+                    .rebuild_status()
+                    .filter(|r| r.group == group)
+                    .map(|r| {
+                        let name = config.slots()[r.disk.0 as usize].disk.name.clone();
+                        (name, r.stripes_done, r.stripes_total)
+                    }),
             }
         })
         .collect();

@@ -109,6 +109,12 @@ fn print_report(dir: &std::path::Path, report: &StartupReport) {
                 g.tolerated
             );
         }
+        if let Some((disk, done, total)) = &g.reconstructing {
+            println!(
+                "  rg{group} is reconstructing {disk}: {done} of {total} stripes done; it goes \
+                 on in the background"
+            );
+        }
     }
     println!("  spares: {}", report.spares);
     for (volume, size) in &report.volumes {

@@ -128,6 +128,15 @@ fn two_disks_failed_by_the_administrator_lose_nothing() {
         .collect();
     assert_eq!(failed, ["disk6"]);
     check_all(&server);
+    let log = server.log();
+    for line in [
+        "aggregate aggr0 rg0: degraded",
+        "aggregate aggr0 rg0: double degraded",
+        "rg0: reconstruction of disk3 started",
+        "rg0: reconstruction of disk8 complete",
+    ] {
+        assert!(log.contains(line), "the log lacks {line:?}:\n{log}");
+    }
     server.stop();
 
     let server = serve(&scratch);
@@ -190,6 +199,11 @@ fn a_refused_start_in_mid_rebuild_fails_no_disk_for_good() {
         std::fs::rename(aside(n), scratch.disk(n)).expect("put back");
     }
     let server = serve(&scratch);
+    assert!(
+        server.startup.contains("rg0 is reconstructing disk8"),
+        "the banner says a rebuild is under way: {}",
+        server.startup
+    );
     check_all(&server);
     server.stop();
 }

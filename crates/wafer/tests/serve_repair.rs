@@ -179,7 +179,49 @@ fn a_scrub_repairs_rot_in_blocks_nobody_reads() {
         assert!(status.contains(line), "{line:?} missing:\n{status}");
     }
     assert_eq!(server.sysstat().blocks_repaired, 0, "no read repaired them");
+    let log = server.log();
+    assert!(log.contains("aggr scrub started"), "{log}");
+    assert!(
+        log.contains("aggr scrub complete")
+            && log.contains("1 parity blocks rewritten, 1 blocks repaired"),
+        "the operator is told what the scrub found: {log}"
+    );
     server.stop();
     assert!(read_block(&data_disk, data_sector) == data_original);
     assert!(read_block(&parity_disk, parity_sector) == parity_original);
+}
+
+/// Rot in three blocks of one stripe is more than RAID-DP rebuilds: the read
+/// fails with an I/O error, never with wrong data, and the server log names
+/// the request and counts the block, so the operator hears of the loss.
+#[test]
+fn a_block_beyond_repair_fails_its_read_and_the_log_says_so() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch);
+    let uri = server.uri("vol0/lun0");
+    write_with_fio(&scratch, &uri);
+    server.stop();
+
+    let disk = scratch.disk(3);
+    let (sector, _) = find_fio_block(&disk).expect("fio's blocks on a data disk");
+    for n in [0, 1, 3] {
+        rot_block(&scratch.disk(n), sector);
+    }
+    let server = serve(&scratch);
+    let read = fio(&scratch, &fio_args(&uri, "read"), &[]);
+    assert!(
+        !read.status.success(),
+        "fio read a block RAID cannot rebuild"
+    );
+    assert!(server.sysstat().unrecoverable_blocks >= 1);
+    let log = server.log();
+    assert!(
+        log.contains("of /vol/vol0/lun0 failed: unrecoverable media error"),
+        "{log}"
+    );
+    assert!(
+        log.contains("could not be read even with RAID reconstruction"),
+        "{log}"
+    );
+    server.stop();
 }

@@ -18,6 +18,7 @@
 //! or I/O is outstanding, so the next start finds an empty NVLog.
 
 mod administration;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use wafer_core::Filer;
 use wafer_core::aggregate::Slot;
 use wafer_core::filer::{
-    Extent, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
+    Change, Extent, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
 };
 use wafer_core::units::DiskId;
 
@@ -112,10 +113,61 @@ impl Devices {
     }
 }
 
+/// A host request's LUN and range, kept to name it in the log should RAID
+/// fail to bring its data back.
+#[derive(Clone, Copy, Debug)]
+struct HostLabel {
+    lun: wafer_core::nvlog::LunId,
+    snapshot: bool,
+    range: Option<(u64, u64)>,
+}
+
+impl HostLabel {
+    fn of(target: &Target, request: &HostRequest) -> HostLabel {
+        let range = match request {
+            HostRequest::Read { offset, length, .. }
+            | HostRequest::ReadSnapshot { offset, length, .. } => Some((*offset, *length)),
+            HostRequest::Change(Change::Write { offset, data, .. }) => {
+                Some((*offset, data.len() as u64))
+            }
+            _ => None,
+        };
+        HostLabel {
+            lun: target.lun,
+            snapshot: target.snapshot.is_some(),
+            range,
+        }
+    }
+
+    /// "a request of 4096 bytes at offset 8192 of /vol/vol0/lun0".
+    fn describe(&self, filer: &Filer) -> String {
+        let lun = filer
+            .volumes()
+            .into_iter()
+            .filter(|(id, _)| *id == self.lun.volume)
+            .flat_map(|(id, volume)| {
+                filer
+                    .luns(id)
+                    .into_iter()
+                    .filter(|(lun, _, _)| *lun == self.lun)
+                    .map(move |(_, name, _)| format!("/vol/{volume}/{name}"))
+            })
+            .next()
+            .unwrap_or_else(|| "a LUN since destroyed".into());
+        let image = if self.snapshot { " (a snapshot)" } else { "" };
+        match self.range {
+            Some((offset, length)) => {
+                format!("a request of {length} bytes at offset {offset} of {lun}{image}")
+            }
+            None => format!("a request to {lun}{image}"),
+        }
+    }
+}
+
 /// Who waits for a filer reply.
 enum Waiter {
     /// An NBD request.
-    Host(HostCallback),
+    Host(HostCallback, HostLabel),
     /// An admin change; the message says what was done, and `ended` what
     /// it ends (revived if the filer refuses it).
     Admin {
@@ -185,6 +237,7 @@ pub(crate) struct Engine {
     io_in_flight: u64,
     stopping: Stopping,
     incarnations: Incarnations,
+    watch: watch::Watch,
 }
 
 impl Engine {
@@ -216,6 +269,7 @@ impl Engine {
             io_in_flight: 0,
             stopping: Stopping::No,
             incarnations: Incarnations::default(),
+            watch: watch::Watch::default(),
         };
         engine.drain();
         engine
@@ -229,6 +283,7 @@ impl Engine {
             }
             self.step()?;
         }
+        self.watch = watch::Watch::of(&self.filer);
         self.publish_catalogue();
         Ok(())
     }
@@ -287,12 +342,28 @@ impl Engine {
         }
         if self.io_in_flight > 0 {
             crate::log!(
-                "leaving {} background I/Os unfinished (a rebuild's CP): the next start \
-                 resyncs its stripes and resumes",
-                self.io_in_flight
+                "leaving {} background I/Os unfinished ({}): the next start resyncs the \
+                 stripes they were writing{}",
+                self.io_in_flight,
+                self.background_job(),
+                match self.filer.rebuild_status() {
+                    Some(_) => " and resumes the reconstruction",
+                    None => "",
+                }
             );
         }
         true
+    }
+
+    /// What is doing I/O on its own, in an administrator's words.
+    fn background_job(&self) -> &'static str {
+        let scrubbing = self.filer.scrub_status().is_some_and(|s| s.running);
+        match (self.filer.rebuild_status().is_some(), scrubbing) {
+            (true, true) => "a reconstruction's and a scrub's CPs",
+            (true, false) => "a reconstruction's CPs",
+            (false, true) => "a scrub's CPs (a restart ends the scrub)",
+            (false, false) => "the CP in progress",
+        }
     }
 
     /// Waits for one event or the filer's timer, handles it, drains the filer.
@@ -320,6 +391,9 @@ impl Engine {
             self.filer.handle_timeout(now);
         }
         self.drain();
+        for line in self.watch.changes(&self.filer, &self.config) {
+            crate::log!("{line}");
+        }
         match self.filer.offline_reason() {
             Some(reason) => Err(ServeError::Offline(reason.to_string())),
             None => Ok(()),
@@ -364,9 +438,10 @@ impl Engine {
         if !self.incarnations.is_live(target) {
             return done(HostOutcome::Reply(Err(ended(target))));
         }
+        let label = HostLabel::of(target, &request);
         match self.filer.submit(self.clock.now(), request) {
             Ok(id) => {
-                self.waiters.insert(id, Waiter::Host(done));
+                self.waiters.insert(id, Waiter::Host(done, label));
             }
             Err(_busy) => done(HostOutcome::Refused),
         }
@@ -389,7 +464,15 @@ impl Engine {
         }
         while let Some(reply) = self.filer.poll_reply() {
             match self.waiters.remove(&reply.id) {
-                Some(Waiter::Host(done)) => done(HostOutcome::Reply(reply.result)),
+                Some(Waiter::Host(done, label)) => {
+                    if reply.result == Err(HostError::Io) {
+                        let what = label.describe(&self.filer);
+                        if let Some(line) = self.watch.unrecoverable_read(&what) {
+                            crate::log!("{line}");
+                        }
+                    }
+                    done(HostOutcome::Reply(reply.result))
+                }
                 Some(Waiter::Admin {
                     reply: to,
                     message,
