@@ -512,7 +512,7 @@ impl<P: Payload> Filer<P> {
         };
         if let (IoResult::DiskFailed, Some((disk, _))) = (&result, disk) {
             self.mark_failed(disk);
-            if !self.is_online() && !matches!(self.phase, Phase::Mounting(_)) {
+            if matches!(self.phase, Phase::Offline(_) | Phase::Failed(_)) {
                 return;
             }
             self.rebuild_disk_failed(disk);
