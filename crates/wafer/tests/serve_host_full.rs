@@ -6,7 +6,9 @@
 //!
 //! The data directory lives on a tmpfs of a fixed size, which needs root to
 //! mount (CI runs as root; elsewhere the test says it cannot run, and fails
-//! under `CI=true`).
+//! under `CI=true`). The same holds when three disk files of the group are
+//! made immutable (`chattr +i`, root again) under the writer: more disks than
+//! RAID-DP survives, but none of them failed, so none is failed for good.
 
 mod serve_harness;
 
@@ -141,6 +143,63 @@ fn a_full_host_file_system_stops_the_server_and_loses_no_acknowledged_write() {
     std::fs::remove_file(&filler).expect("space freed");
     let served = serve_with(&scratch, &[]);
     let mut client = NbdClient::connect(served.socket(), "vol0/lun0");
+    for (block, _) in acknowledged.iter().enumerate().filter(|(_, a)| **a) {
+        let offset = block as u64 * WRITE_BYTES as u64;
+        let got = client.read(offset, WRITE_BYTES as u32).expect("readable");
+        assert!(
+            got == pattern(1, block as u64, WRITE_BYTES),
+            "acknowledged write {block} of {acked} lost"
+        );
+    }
+    served.stop();
+}
+
+/// Sets or clears the immutable attribute of `files`; false if the file
+/// system or the user cannot.
+fn chattr(flag: &str, files: &[PathBuf]) -> bool {
+    Command::new("chattr")
+        .arg(flag)
+        .args(files)
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn three_immutable_disk_files_stop_the_server_and_lose_no_acknowledged_write() {
+    let scratch = Scratch::new();
+    let served = serve_with(&scratch, &TEST_SIZES);
+    let disks: Vec<PathBuf> = [2, 4, 5].into_iter().map(|n| scratch.disk(n)).collect();
+    let mut client = NbdClient::connect(served.socket(), "vol0/lun0");
+    let first = pattern(1, 0, WRITE_BYTES);
+    assert_eq!(client.write(0, &first), 0, "a write before the change");
+    if !chattr("+i", &disks) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root on a file system with chattr"
+        );
+        eprintln!("cannot make files immutable here: this test did not run");
+        return;
+    }
+    let acknowledged = write_until_the_server_goes(&mut client);
+    drop(client);
+    let (status, log) = served.wait_exit(Duration::from_secs(120));
+    assert!(chattr("-i", &disks), "the files made writable again");
+    assert!(!status.success(), "it stopped with an error: {log}");
+    assert!(log.contains("went offline"), "{log}");
+    assert!(log.contains("Operation not permitted"), "{log}");
+    let config = std::fs::read_to_string(scratch.data().join("wafer.toml")).expect("config");
+    assert!(
+        !config.contains("state = \"failed\""),
+        "no disk failed: {config}"
+    );
+
+    let served = serve_with(&scratch, &[]);
+    let mut client = NbdClient::connect(served.socket(), "vol0/lun0");
+    let acked = acknowledged.iter().filter(|a| **a).count();
+    assert!(
+        acked > 0,
+        "writes were acknowledged until the CP met the files"
+    );
     for (block, _) in acknowledged.iter().enumerate().filter(|(_, a)| **a) {
         let offset = block as u64 * WRITE_BYTES as u64;
         let got = client.read(offset, WRITE_BYTES as u32).expect("readable");
