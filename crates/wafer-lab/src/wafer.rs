@@ -17,11 +17,18 @@
 //! reallocate), on its own clock before the lab's time zero; lab time is that
 //! clock less the preparation's length. The prepare step is simulated I/O by
 //! I/O (on the same models), which is exact, at the price of wall time.
+//!
+//! A read the engine answers without a disk (every block in the buffer
+//! cache, or a hole: a block never written reads as zeros, as from a real
+//! LUN, and no disk is asked for it) is answered [`MEMORY_READ_LATENCY`]
+//! after it came, as an event of its own: the lab's loop is closed, so an
+//! answer at the very instant of the request would let a workload of such
+//! reads run forever without time passing.
 
 mod compact;
 mod content;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use thiserror::Error;
 use wafer_core::aggregate::{Layout, Slot};
@@ -52,6 +59,11 @@ pub const NVRAM_DRIVE: &str = "nvram-512m";
 const FILL_WRITE_BYTES: u64 = 1 << 20;
 /// Fill writes kept in flight.
 const FILL_DEPTH: usize = 16;
+/// \[INF\] The time a read answered from the controller's memory takes (a
+/// cache hit, or a hole): a DMA from memory and its completion, the few
+/// microseconds the NVRAM card's write takes (`drives.toml`); like the
+/// logged writes, it leaves out the host link.
+pub const MEMORY_READ_LATENCY: Duration = Duration(10_000);
 
 /// Why a wafer array cannot be built.
 #[derive(Debug, Error)]
@@ -133,6 +145,9 @@ pub struct WaferArray {
     /// Host I/Os in flight: the lab's id and when (array clock) it came.
     host: FixedMap<RequestId, (u64, Instant)>,
     answered: Vec<HostCompletion>,
+    /// Host reads answered from memory, in the order they fall due, each
+    /// with when (array clock) it does.
+    from_memory: VecDeque<(Instant, HostCompletion)>,
     /// Replies to the array's own requests (creation, preparation).
     replies: FixedMap<RequestId, Result<ReplyData<StampRead>, HostError>>,
     /// The array's clock (lab time plus `epoch`).
@@ -266,6 +281,7 @@ impl WaferArray {
                 .map(|c| Controller::new(c.per_command)),
             host: FixedMap::default(),
             answered: Vec::new(),
+            from_memory: VecDeque::new(),
             replies: FixedMap::default(),
             now: Instant(0),
             epoch: Duration(0),
@@ -320,12 +336,14 @@ impl WaferArray {
 }
 
 impl WaferArray {
-    /// When the next device completion, command release or engine timer
-    /// falls, on the array's clock.
+    /// When the next device completion, command release, engine timer or
+    /// answer from memory falls, on the array's clock.
     fn next_internal_event(&self) -> Option<Instant> {
         let disks = sooner(self.next_events.earliest(), self.nvram.next_event());
         let released = self.controller.as_ref().and_then(Controller::next_release);
-        sooner(sooner(disks, released), self.filer.poll_timeout())
+        let from_memory = self.from_memory.front().map(|(at, _)| *at);
+        let engine = sooner(self.filer.poll_timeout(), from_memory);
+        sooner(sooner(disks, released), engine)
     }
 
     /// Hands disk `index` a request at `at`.
@@ -386,6 +404,10 @@ impl WaferArray {
         self.completions = completions;
         self.filer.handle_timeout(now);
         self.drain();
+        while self.from_memory.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, answer) = self.from_memory.pop_front().expect("a front");
+            self.answered.push(answer);
+        }
     }
 
     /// A device has finished a request: its result goes to the engine.
@@ -488,15 +510,31 @@ impl WaferArray {
                 if let Err(error) = reply.result {
                     panic!("array {}: host I/O {id} failed: {error}", self.name);
                 }
-                self.answered.push(HostCompletion {
-                    id,
-                    submitted_at: self.lab_time(submitted),
-                    finished_at: self.lab_time(self.now),
-                });
+                self.answer_host(id, submitted);
             }
             None => {
                 self.replies.insert(reply.id, reply.result);
             }
+        }
+    }
+
+    /// Host I/O `id`, which came at `submitted`, is answered: now, or, if
+    /// the engine answered it as it came (from memory, no device involved),
+    /// [`MEMORY_READ_LATENCY`] later.
+    fn answer_host(&mut self, id: u64, submitted: Instant) {
+        let from_memory = submitted == self.now;
+        let finished = match from_memory {
+            true => self.now + MEMORY_READ_LATENCY,
+            false => self.now,
+        };
+        let answer = HostCompletion {
+            id,
+            submitted_at: self.lab_time(submitted),
+            finished_at: self.lab_time(finished),
+        };
+        match from_memory {
+            true => self.from_memory.push_back((finished, answer)),
+            false => self.answered.push(answer),
         }
     }
 
