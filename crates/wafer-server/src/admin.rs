@@ -53,12 +53,15 @@ pub enum AdminRequest {
     },
     /// `lun show`: every LUN of every volume.
     LunShow,
-    /// `lun resize PATH SIZE`.
+    /// `lun resize [-f] PATH [+|-]SIZE`: a shrink is refused without `force`.
     LunResize {
         /// `/vol/VOLUME/LUN`.
         path: String,
-        /// The new size.
-        size_bytes: u64,
+        /// The new size, or by how much it grows or shrinks.
+        size: SizeChange,
+        /// Shrink even though the data beyond the new size is lost.
+        #[serde(default)]
+        force: bool,
     },
     /// `lun destroy PATH`.
     LunDestroy {
@@ -118,6 +121,33 @@ pub enum AdminRequest {
     AggrScrubStop,
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
+}
+
+/// A LUN's new size: `{"to": BYTES}`, `{"grow": BYTES}` or `{"shrink": BYTES}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeChange {
+    /// Becomes this many bytes (`SIZE`).
+    To(u64),
+    /// Grows by this many bytes (`+SIZE`).
+    Grow(u64),
+    /// Shrinks by this many bytes (`-SIZE`).
+    Shrink(u64),
+}
+
+impl SizeChange {
+    /// The size a LUN of `from` bytes takes, or why it cannot.
+    pub fn applied_to(self, from: u64) -> Result<u64, String> {
+        match self {
+            SizeChange::To(bytes) => Ok(bytes),
+            SizeChange::Grow(by) => from
+                .checked_add(by)
+                .ok_or_else(|| format!("{from} bytes grown by {by} is too large")),
+            SizeChange::Shrink(by) => from
+                .checked_sub(by)
+                .ok_or_else(|| format!("{from} bytes cannot shrink by {by}")),
+        }
+    }
 }
 
 /// The answer to one request.

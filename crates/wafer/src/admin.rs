@@ -18,9 +18,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use wafer_server::admin::{AdminClient, AdminReply, AdminRequest, AdminResponse, SysstatReport};
+use wafer_server::admin::{
+    AdminClient, AdminReply, AdminRequest, AdminResponse, SizeChange, SysstatReport,
+};
 
-use crate::size::Size;
+use crate::size::{Size, size_change};
 
 /// Output options every admin command takes.
 #[derive(Debug, Args)]
@@ -111,12 +113,16 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Changes a LUN's size.
+    /// Changes a LUN's size: `lun resize [-f] /vol/VOLUME/LUN [+|-]SIZE`.
     Resize {
+        /// Shrink even though the data beyond the new size is lost.
+        #[arg(short = 'f')]
+        force: bool,
         /// `/vol/VOLUME/LUN`.
         path: String,
-        /// The new size.
-        size: Size,
+        /// The new size; +SIZE grows the LUN by SIZE, -SIZE shrinks it by SIZE.
+        #[arg(value_parser = size_change, allow_hyphen_values = true)]
+        size: SizeChange,
         #[command(flatten)]
         output: Output,
     },
@@ -378,12 +384,14 @@ fn lun(
                 false => ontap::lun_show(r),
             }),
         ),
-        LunCommand::Resize { path, size, output } => (
+        LunCommand::Resize {
+            force,
+            path,
+            size,
+            output,
+        } => (
             output.json,
-            done(ask(AdminRequest::LunResize {
-                path,
-                size_bytes: size.0,
-            })?),
+            done(ask(AdminRequest::LunResize { path, size, force })?),
         ),
         LunCommand::Destroy { path, output } => {
             (output.json, done(ask(AdminRequest::LunDestroy { path })?))

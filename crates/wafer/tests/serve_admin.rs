@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
 use serve_harness::{NbdClient, Scratch, Served, serve_with};
-use wafer_server::admin::{AdminErrorKind, AdminReply, AdminRequest, AdminResponse};
+use wafer_server::admin::{AdminErrorKind, AdminReply, AdminRequest, AdminResponse, SizeChange};
 
 const SIZES: &[&str] = &[
     "--disk-size",
@@ -68,7 +68,8 @@ fn luns_are_created_resized_and_destroyed_as_exports() {
     let path = "/vol/vol1/db".to_string();
     server.admin_ok(AdminRequest::LunResize {
         path: path.clone(),
-        size_bytes: 48 << 20,
+        size: SizeChange::To(48 << 20),
+        force: false,
     });
     let mut client = NbdClient::connect(server.socket(), "vol1/db");
     assert_eq!(client.size, 48 << 20);
@@ -219,7 +220,8 @@ fn space_is_reported_and_refusals_are_typed() {
     );
     let odd_size = AdminRequest::LunResize {
         path: "/vol/vol0/lun0".into(),
-        size_bytes: 1000,
+        size: SizeChange::To(1000),
+        force: true,
     };
     assert_eq!(refused(&server, odd_size), AdminErrorKind::Invalid);
     let snapshot = AdminRequest::SnapDelete {

@@ -152,3 +152,43 @@ fn without_a_server_the_cli_says_so() {
     assert_eq!(code, 2);
     assert!(err.contains("no server to administer"), "{err}");
 }
+
+/// A LUN's size as `lun show --json` reports it.
+fn lun_size(data: &Path, path: &str) -> u64 {
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(data, &["lun", "show", "--json"])).expect("JSON");
+    let luns = json["data"].as_array().expect("a list of LUNs");
+    let lun = luns.iter().find(|l| l["path"] == path).expect("the LUN");
+    lun["size_bytes"].as_u64().expect("a size")
+}
+
+#[test]
+fn lun_resize_grows_by_plus_size_and_shrinks_only_with_f() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    let lun = "/vol/vol0/lun0";
+    ok(&data, &["lun", "resize", lun, "+16m"]);
+    assert_eq!(lun_size(&data, lun), 48 << 20, "+16m grows by 16 MiB");
+    for shrink in ["-16m", "16m"] {
+        let (code, _, err) = wafer(&data, &["lun", "resize", lun, shrink]);
+        assert_eq!(code, 1, "a shrink without -f is refused");
+        assert!(
+            err.contains("loses the data beyond") && err.contains("use -f"),
+            "{err}"
+        );
+        assert_eq!(
+            lun_size(&data, lun),
+            48 << 20,
+            "a refused shrink changes nothing"
+        );
+    }
+    ok(&data, &["lun", "resize", "-f", lun, "-16m"]);
+    assert_eq!(lun_size(&data, lun), 32 << 20);
+    let (code, _, err) = wafer(&data, &["lun", "resize", "-f", lun, "-64m"]);
+    assert_eq!(code, 1, "{err}");
+    let (code, _, err) = wafer(&data, &["lun", "create", "-s", "+16m", "/vol/vol0/x"]);
+    assert_eq!(code, 2, "a size with a sign is a usage error elsewhere");
+    assert!(err.contains("has no sign"), "{err}");
+    server.stop();
+}

@@ -20,7 +20,7 @@ use super::{Engine, Stopping, Waiter};
 use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
     AggregateStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus, RebuildProgress,
-    ScrubProgress, SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
+    ScrubProgress, SizeChange, SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
 use crate::catalogue::{Ended, Reach};
 use crate::config::{DiskState, SlotDisk};
@@ -174,11 +174,7 @@ impl Engine {
                 Answer::Change(change, message)
             }
             AdminRequest::LunShow => Answer::Now(AdminReply::Luns(self.lun_status())),
-            AdminRequest::LunResize { path, size_bytes } => {
-                let lun = self.lun_id(&path)?;
-                let message = format!("LUN {path} resized to {size_bytes} bytes");
-                Answer::Change(Change::ResizeLun { lun, size_bytes }, message)
-            }
+            AdminRequest::LunResize { path, size, force } => self.resize(path, size, force)?,
             AdminRequest::LunDestroy { path } => {
                 let lun = self.lun_id(&path)?;
                 Answer::Change(Change::DestroyLun { lun }, format!("LUN {path} destroyed"))
@@ -243,6 +239,30 @@ impl Engine {
         ))
     }
 
+    /// Resizes a LUN to an absolute size or by a relative one; a shrink
+    /// loses the data beyond the new size, so it needs `force`.
+    fn resize(&self, path: String, change: SizeChange, force: bool) -> Result<Answer, AdminError> {
+        let (volume, name) = split_lun_path(&path)?;
+        let (lun, _, from) = self.lun_entry(self.volume_id(volume)?, name)?;
+        let to = change
+            .applied_to(from)
+            .map_err(|e| invalid(&format!("LUN {path} is not resized: {e}")))?;
+        if to < from && !force {
+            return Err(invalid(&format!(
+                "LUN {path} is not resized: shrinking it from {from} to {to} bytes loses the data \
+                 beyond {to} bytes; use -f to shrink it anyway"
+            )));
+        }
+        let message = format!("LUN {path} resized from {from} to {to} bytes");
+        Ok(Answer::Change(
+            Change::ResizeLun {
+                lun,
+                size_bytes: to,
+            },
+            message,
+        ))
+    }
+
     fn volume_id(&self, name: &str) -> Result<VolumeId, AdminError> {
         self.filer
             .volumes()
@@ -253,11 +273,15 @@ impl Engine {
     }
 
     fn lun_in(&self, volume: VolumeId, name: &str) -> Result<LunId, AdminError> {
+        self.lun_entry(volume, name).map(|(id, ..)| id)
+    }
+
+    /// LUN `name` of `volume`: its id, name and size.
+    fn lun_entry(&self, volume: VolumeId, name: &str) -> Result<(LunId, String, u64), AdminError> {
         self.filer
             .luns(volume)
             .into_iter()
             .find(|(_, n, _)| n == name)
-            .map(|(id, _, _)| id)
             .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no LUN {name}")))
     }
 
