@@ -63,10 +63,14 @@ pub enum AdminRequest {
         #[serde(default)]
         force: bool,
     },
-    /// `lun destroy PATH`.
+    /// `lun destroy [-f] PATH`: refused without `force` while an NBD
+    /// connection has the LUN open.
     LunDestroy {
         /// `/vol/VOLUME/LUN`.
         path: String,
+        /// Destroy it even though clients have it open.
+        #[serde(default)]
+        force: bool,
     },
     /// `snap create VOLUME NAME`; answered when the snapshot's CP has committed.
     SnapCreate {
@@ -619,7 +623,7 @@ mod tests {
     #[test]
     fn unknown_commands_and_fields_are_refused() {
         assert!(serde_json::from_str::<AdminRequest>(r#"{"command":"format_disks"}"#).is_err());
-        let extra = r#"{"command":"lun_destroy","path":"/vol/v/l","force":true}"#;
+        let extra = r#"{"command":"lun_destroy","path":"/vol/v/l","now":true}"#;
         assert!(serde_json::from_str::<AdminRequest>(extra).is_err());
         let missing = r#"{"command":"vol_create","name":"v"}"#;
         assert!(serde_json::from_str::<AdminRequest>(missing).is_err());

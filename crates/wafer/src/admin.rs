@@ -126,8 +126,12 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Destroys a LUN (snapshots keep what they hold of it).
+    /// Destroys a LUN (snapshots keep what they hold of it); refused while an
+    /// NBD client has it open, unless -f.
     Destroy {
+        /// Destroy it even though NBD clients have it open.
+        #[arg(short = 'f')]
+        force: bool,
         /// `/vol/VOLUME/LUN`.
         path: String,
         #[command(flatten)]
@@ -393,9 +397,14 @@ fn lun(
             output.json,
             done(ask(AdminRequest::LunResize { path, size, force })?),
         ),
-        LunCommand::Destroy { path, output } => {
-            (output.json, done(ask(AdminRequest::LunDestroy { path })?))
-        }
+        LunCommand::Destroy {
+            force,
+            path,
+            output,
+        } => (
+            output.json,
+            done(ask(AdminRequest::LunDestroy { path, force })?),
+        ),
     })
 }
 

@@ -76,7 +76,7 @@ fn luns_are_created_resized_and_destroyed_as_exports() {
     assert_eq!(client.read(4096, 4096), Ok(vec![7u8; 4096]));
     drop(client);
 
-    server.admin_ok(AdminRequest::LunDestroy { path });
+    server.admin_ok(AdminRequest::LunDestroy { path, force: true });
     assert!(NbdClient::try_connect(server.socket(), "vol1/db").is_err());
     server.stop();
 }
@@ -118,7 +118,7 @@ fn a_connection_outlived_by_its_lun_never_reaches_the_lun_in_its_place() {
     let mut alice = NbdClient::connect(server.socket(), "vol0/alice");
     assert_eq!(alice.write(0, &[0xa1; 4096]), 0);
     let path = "/vol/vol0/alice".to_string();
-    server.admin_ok(AdminRequest::LunDestroy { path });
+    server.admin_ok(AdminRequest::LunDestroy { path, force: true });
     assert_eq!(alice.write(0, &[0xa2; 4096]), GONE);
 
     // bob takes alice's inode number, the lowest free one.

@@ -192,3 +192,40 @@ fn lun_resize_grows_by_plus_size_and_shrinks_only_with_f() {
     assert!(err.contains("has no sign"), "{err}");
     server.stop();
 }
+
+#[test]
+fn lun_destroy_refuses_a_lun_a_client_has_open_unless_forced() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    ok(&data, &["lun", "create", "-s", "16m", "/vol/vol0/lunA"]);
+    let mut client = NbdClient::connect(server.socket(), "vol0/lunA");
+    assert_eq!(client.write(0, &[1; 4096]), 0);
+    let (code, _, err) = wafer(&data, &["lun", "destroy", "/vol/vol0/lunA"]);
+    assert_eq!(code, 1, "a LUN in use is not destroyed without -f");
+    assert!(
+        err.contains("open on 1 NBD connection ") && err.contains("use -f"),
+        "{err}"
+    );
+    assert_eq!(client.write(4096, &[2; 4096]), 0, "the LUN is still there");
+    ok(&data, &["lun", "destroy", "-f", "/vol/vol0/lunA"]);
+    assert_eq!(client.write(0, &[3; 4096]), 22, "EINVAL once destroyed");
+    drop(client);
+
+    // A snapshot's export reads the snapshot, which outlives the LUN: it
+    // does not hold the LUN; a closed connection holds nothing.
+    ok(&data, &["lun", "create", "-s", "16m", "/vol/vol0/lunB"]);
+    ok(&data, &["snap", "create", "vol0", "s1"]);
+    drop(NbdClient::connect(server.socket(), "vol0/lunB"));
+    let mut in_snapshot = NbdClient::connect(server.socket(), "vol0/lunB@s1");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wafer(&data, &["lun", "destroy", "/vol/vol0/lunB"]).0 != 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the closed connection still counts"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(in_snapshot.read(0, 4096).is_ok());
+    server.stop();
+}

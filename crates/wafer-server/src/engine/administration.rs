@@ -22,7 +22,7 @@ use crate::admin::{
     AggregateStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus, RebuildProgress,
     ScrubProgress, SizeChange, SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
-use crate::catalogue::{Ended, Reach};
+use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{DiskState, SlotDisk};
 
 /// How a request is answered.
@@ -175,8 +175,11 @@ impl Engine {
             }
             AdminRequest::LunShow => Answer::Now(AdminReply::Luns(self.lun_status())),
             AdminRequest::LunResize { path, size, force } => self.resize(path, size, force)?,
-            AdminRequest::LunDestroy { path } => {
+            AdminRequest::LunDestroy { path, force } => {
                 let lun = self.lun_id(&path)?;
+                if !force {
+                    self.check_unused(lun, &path)?;
+                }
                 Answer::Change(Change::DestroyLun { lun }, format!("LUN {path} destroyed"))
             }
             AdminRequest::SnapCreate { volume, name } => {
@@ -261,6 +264,22 @@ impl Engine {
             },
             message,
         ))
+    }
+
+    /// Refuses to destroy a LUN an NBD connection has open: its client would
+    /// lose it mid-use. Its snapshots' exports are not counted: they read
+    /// the snapshots, which keep what they hold of it.
+    fn check_unused(&self, lun: LunId, path: &str) -> Result<(), AdminError> {
+        let target = Target::live(lun, None, &self.incarnations);
+        match self.shared.catalogue.holds().connections(&target) {
+            0 => Ok(()),
+            open => Err(invalid(&format!(
+                "LUN {path} is not destroyed: it is mapped and in use, open on {open} NBD \
+                 connection{} (every later request on {} would fail); use -f to destroy it anyway",
+                if open == 1 { "" } else { "s" },
+                if open == 1 { "it" } else { "them" },
+            ))),
+        }
     }
 
     fn volume_id(&self, name: &str) -> Result<VolumeId, AdminError> {

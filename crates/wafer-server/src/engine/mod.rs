@@ -508,7 +508,8 @@ impl Engine {
     }
 
     fn publish_catalogue(&self) {
-        let catalogue = Catalogue::of(&self.filer, &self.incarnations);
+        let holds = self.shared.catalogue.holds();
+        let catalogue = Catalogue::of(&self.filer, &self.incarnations, holds);
         self.shared.catalogue.publish(catalogue);
     }
 }
