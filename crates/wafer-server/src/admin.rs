@@ -251,6 +251,10 @@ pub struct LunStatus {
     pub size_bytes: u64,
     /// Its inode number in the volume.
     pub file_id: u32,
+    /// Its LUN ID: handed out once, kept for its life, never reused; the
+    /// empty NBD export name reaches LUN ID 0. None only for a LUN the
+    /// server has not yet recorded.
+    pub lun_id: Option<u32>,
     /// The NBD export name that serves it.
     pub export: String,
 }

@@ -2,7 +2,8 @@
 //!
 //! Every LUN is exported as `VOLUME/LUN` (writable), and every snapshot of its
 //! volume as `VOLUME/LUN@SNAPSHOT` (read-only; reads go to the snapshot's
-//! image). The empty name, the protocol's default export, is the first LUN.
+//! image). The empty name, the protocol's default export, is the LUN whose
+//! LUN ID is 0 (`crate::lun_ids`) while it lives, and no export after.
 //! Volume, LUN and snapshot names cannot contain `/` or `@`, so the names are
 //! unambiguous.
 //!
@@ -204,12 +205,20 @@ impl Holds {
 #[derive(Debug, Default)]
 pub(crate) struct Catalogue {
     exports: Vec<Export>,
+    /// The LUN the empty name reaches, if it lives.
+    default: Option<LunId>,
 }
 
 impl Catalogue {
     /// The exports of everything `filer` holds now, in their live
-    /// incarnations, each with its hold from `holds`.
-    pub(crate) fn of(filer: &Filer, incarnations: &Incarnations, holds: &Holds) -> Catalogue {
+    /// incarnations, each with its hold from `holds`; the empty name reaches
+    /// `default`.
+    pub(crate) fn of(
+        filer: &Filer,
+        incarnations: &Incarnations,
+        holds: &Holds,
+        default: Option<LunId>,
+    ) -> Catalogue {
         let mut luns = Vec::new();
         let mut snapshots = Vec::new();
         for (volume, volume_name) in filer.volumes() {
@@ -233,13 +242,19 @@ impl Catalogue {
             }
         }
         luns.append(&mut snapshots);
-        Catalogue { exports: luns }
+        Catalogue {
+            exports: luns,
+            default,
+        }
     }
 
     /// The export a client names ("" for the default).
     pub(crate) fn find(&self, name: &str) -> Option<&Export> {
         match name {
-            "" => self.exports.first().filter(|e| e.target.snapshot.is_none()),
+            "" => self
+                .exports
+                .iter()
+                .find(|e| e.target.snapshot.is_none() && Some(e.target.lun) == self.default),
             _ => self.exports.iter().find(|e| e.info.name == name),
         }
     }

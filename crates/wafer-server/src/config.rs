@@ -11,7 +11,8 @@
 //! * the spares, by name;
 //! * every disk: its name, its backing file (relative to the directory), its
 //!   size in blocks, and its state, in service or failed (with why);
-//! * the NVLog file and the size of each of its halves.
+//! * the NVLog file and the size of each of its halves;
+//! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`).
 //!
 //! Disk slots (the engine's `DiskId`s) are derived, not stored: group members
 //! in group and position order, then spares. A slot is re-pointed to another
@@ -34,6 +35,7 @@ use wafer_core::units::DiskId;
 use wafer_raid::{RaidGroupGeometry, RaidType};
 
 use crate::error::ServeError;
+use crate::lun_ids::{LunNow, LunRecord};
 
 /// The configuration file's name in the data directory.
 pub const CONFIG_FILE: &str = "wafer.toml";
@@ -60,10 +62,16 @@ pub(crate) struct DataConfig {
     pub(crate) nvlog_half_bytes: u64,
     /// Spare disks, by name, in slot order.
     pub(crate) spares: Vec<String>,
+    /// The LUN ID the next new LUN gets; none is ever handed out twice.
+    #[serde(default)]
+    pub(crate) next_lun_id: u32,
     /// RAID groups, in aggregate order.
     pub(crate) groups: Vec<GroupConfig>,
     /// Every disk the aggregate uses.
     pub(crate) disks: Vec<DiskConfig>,
+    /// Every LUN's ID.
+    #[serde(default)]
+    pub(crate) luns: Vec<LunRecord>,
 }
 
 /// One RAID group.
@@ -186,12 +194,14 @@ impl DataConfig {
             nvlog_file: "nvlog".into(),
             nvlog_half_bytes,
             spares: vec![disks[members].name.clone()],
+            next_lun_id: 0,
             groups: vec![GroupConfig {
                 raid_type: RaidTypeName::RaidDp,
                 blocks_per_disk: blocks,
                 disks: disks[..members].iter().map(|d| d.name.clone()).collect(),
             }],
             disks,
+            luns: Vec::new(),
         }
     }
 
@@ -241,6 +251,7 @@ impl DataConfig {
             ));
         }
         self.check_disks()?;
+        crate::lun_ids::validate(self.next_lun_id, &self.luns)?;
         self.layout()?;
         for (group, config) in self.groups.iter().enumerate() {
             for name in &config.disks {
@@ -335,6 +346,17 @@ impl DataConfig {
     /// The disk named `name`.
     pub(crate) fn disk(&self, name: &str) -> Option<&DiskConfig> {
         self.disks.iter().find(|d| d.name == name)
+    }
+
+    /// Records the LUN IDs of the LUNs `present` (`lun_ids::reconcile`);
+    /// returns whether anything changed.
+    pub(crate) fn record_luns(&mut self, present: &[LunNow]) -> bool {
+        crate::lun_ids::reconcile(&mut self.next_lun_id, &mut self.luns, present)
+    }
+
+    /// The ID recorded for the LUN at `path` with `inode`.
+    pub(crate) fn lun_id(&self, path: &str, inode: u32) -> Option<u32> {
+        crate::lun_ids::id_of(&self.luns, path, inode)
     }
 
     /// Marks a disk failed, with the reason.
@@ -444,6 +466,21 @@ mod tests {
         assert_eq!(DataConfig::load(dir.path()).expect("loaded"), config);
         let text = fs::read_to_string(dir.path().join(CONFIG_FILE)).expect("readable");
         assert!(text.contains("raid_type = \"raid_dp\""), "{text}");
+    }
+
+    #[test]
+    fn a_configuration_from_before_lun_ids_loads_with_none_recorded() {
+        let mut config = config();
+        config.record_luns(&[LunNow {
+            path: "/vol/vol0/lun0".into(),
+            inode: 64,
+        }]);
+        let text = toml::to_string(&config).expect("encodes");
+        assert!(text.contains("next_lun_id = 1") && text.contains("[[luns]]"));
+        let before_ids =
+            text[..text.find("[[luns]]").expect("recorded")].replace("next_lun_id = 1\n", "");
+        let old: DataConfig = toml::from_str(&before_ids).expect("still read");
+        assert_eq!((old.next_lun_id, old.luns.len()), (0, 0));
     }
 
     #[test]

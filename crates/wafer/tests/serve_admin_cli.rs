@@ -153,11 +153,16 @@ fn without_a_server_the_cli_says_so() {
     assert!(err.contains("no server to administer"), "{err}");
 }
 
-/// A LUN's size as `lun show --json` reports it.
-fn lun_size(data: &Path, path: &str) -> u64 {
+/// Every LUN as `lun show --json` reports it.
+fn luns(data: &Path) -> Vec<serde_json::Value> {
     let json: serde_json::Value =
         serde_json::from_str(&ok(data, &["lun", "show", "--json"])).expect("JSON");
-    let luns = json["data"].as_array().expect("a list of LUNs");
+    json["data"].as_array().expect("a list of LUNs").clone()
+}
+
+/// A LUN's size as `lun show` reports it.
+fn lun_size(data: &Path, path: &str) -> u64 {
+    let luns = luns(data);
     let lun = luns.iter().find(|l| l["path"] == path).expect("the LUN");
     lun["size_bytes"].as_u64().expect("a size")
 }
@@ -227,5 +232,69 @@ fn lun_destroy_refuses_a_lun_a_client_has_open_unless_forced() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(in_snapshot.read(0, 4096).is_ok());
+    server.stop();
+}
+
+/// Every LUN's path and LUN ID, as `lun show` reports them.
+fn lun_ids(data: &Path) -> Vec<(String, u64)> {
+    let mut ids: Vec<(String, u64)> = luns(data)
+        .iter()
+        .map(|l| {
+            let path = l["path"].as_str().expect("a path").to_string();
+            (path, l["lun_id"].as_u64().expect("an ID"))
+        })
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn owned(ids: &[(&str, u64)]) -> Vec<(String, u64)> {
+    ids.iter().map(|(p, id)| (p.to_string(), *id)).collect()
+}
+
+#[test]
+fn lun_ids_stay_with_their_luns_and_the_default_export_never_moves() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    ok(&data, &["lun", "create", "-s", "8m", "/vol/vol0/a"]);
+    ok(&data, &["lun", "create", "-s", "12m", "/vol/vol0/b"]);
+    ok(&data, &["lun", "destroy", "/vol/vol0/a"]);
+    // c takes a's inode, and a new LUN a its path: neither takes its ID.
+    ok(&data, &["lun", "create", "-s", "16m", "/vol/vol0/c"]);
+    ok(&data, &["lun", "create", "-s", "4m", "/vol/vol0/a"]);
+    let expected = owned(&[
+        ("/vol/vol0/a", 4),
+        ("/vol/vol0/b", 2),
+        ("/vol/vol0/c", 3),
+        ("/vol/vol0/lun0", 0),
+    ]);
+    assert_eq!(lun_ids(&data), expected);
+    let maps = ok(&data, &["lun", "show", "-m"]);
+    assert!(
+        maps.contains("/vol/vol0/c                         vol0/c                  3       NBD"),
+        "{maps}"
+    );
+    assert_eq!(NbdClient::connect(server.socket(), "").size, 32 << 20);
+    server.stop();
+
+    let server = serve_with(&scratch, SIZES);
+    assert_eq!(lun_ids(&data), expected, "IDs survive a restart");
+    assert_eq!(
+        NbdClient::connect(server.socket(), "").size,
+        32 << 20,
+        "the default export is still lun0"
+    );
+    ok(&data, &["lun", "destroy", "/vol/vol0/lun0"]);
+    assert!(
+        NbdClient::try_connect(server.socket(), "").is_err(),
+        "with lun0 gone there is no default export"
+    );
+    ok(&data, &["lun", "create", "-s", "8m", "/vol/vol0/lun0"]);
+    assert!(
+        NbdClient::try_connect(server.socket(), "").is_err(),
+        "a new lun0 is another LUN"
+    );
+    assert!(lun_ids(&data).contains(&("/vol/vol0/lun0".to_string(), 5)));
     server.stop();
 }

@@ -23,7 +23,8 @@ use crate::admin::{
     ScrubProgress, SizeChange, SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
 use crate::catalogue::{Ended, Reach, Target};
-use crate::config::{DiskState, SlotDisk};
+use crate::config::{CONFIG_FILE, DiskState, SlotDisk};
+use crate::lun_ids::LunNow;
 
 /// How a request is answered.
 enum Answer {
@@ -324,12 +325,47 @@ impl Engine {
             .collect()
     }
 
+    /// Records an ID for every LUN the filer holds and drops the records of
+    /// LUNs gone (`crate::lun_ids`), saving the configuration if that changed
+    /// it (except while the directory is being created: its configuration is
+    /// written once, at the end). Returns the LUN with ID 0, the default
+    /// export, if it lives.
+    pub(super) fn record_lun_ids(&mut self) -> Option<LunId> {
+        let present: Vec<(LunId, LunNow)> = self
+            .filer
+            .volumes()
+            .into_iter()
+            .flat_map(|(volume, volume_name)| {
+                let luns = self.filer.luns(volume).into_iter();
+                luns.map(move |(lun, name, _)| {
+                    let path = format!("/vol/{volume_name}/{name}");
+                    let inode = lun.file.0;
+                    (lun, LunNow { path, inode })
+                })
+            })
+            .collect();
+        let now: Vec<LunNow> = present.iter().map(|(_, l)| l.clone()).collect();
+        let changed = self.config.record_luns(&now);
+        if changed
+            && self.dir.join(CONFIG_FILE).exists()
+            && let Err(e) = self.config.save(&self.dir)
+        {
+            crate::log!("LUN IDs not saved ({e}): the next save of the configuration has them");
+        }
+        present
+            .into_iter()
+            .find(|(_, l)| self.config.lun_id(&l.path, l.inode) == Some(0))
+            .map(|(lun, _)| lun)
+    }
+
     fn lun_status(&self) -> Vec<LunStatus> {
         let mut luns = Vec::new();
         for (volume, volume_name) in self.filer.volumes() {
             for (lun, name, size_bytes) in self.filer.luns(volume) {
+                let path = format!("/vol/{volume_name}/{name}");
                 luns.push(LunStatus {
-                    path: format!("/vol/{volume_name}/{name}"),
+                    lun_id: self.config.lun_id(&path, lun.file.0),
+                    path,
                     export: format!("{volume_name}/{name}"),
                     volume: volume_name.clone(),
                     name,

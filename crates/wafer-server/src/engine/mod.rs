@@ -507,9 +507,10 @@ impl Engine {
         saved
     }
 
-    fn publish_catalogue(&self) {
+    fn publish_catalogue(&mut self) {
+        let default = self.record_lun_ids();
         let holds = self.shared.catalogue.holds();
-        let catalogue = Catalogue::of(&self.filer, &self.incarnations, holds);
+        let catalogue = Catalogue::of(&self.filer, &self.incarnations, holds, default);
         self.shared.catalogue.publish(catalogue);
     }
 }

@@ -329,7 +329,8 @@ pub fn lun_show_m(reply: &AdminReply) -> String {
         "LUN ID",
         "-".repeat(71)
     );
-    for (id, lun) in luns.iter().enumerate() {
+    for lun in luns {
+        let id = lun.lun_id.map_or("-".to_string(), |id| id.to_string());
         let _ = writeln!(out, "{:<35} {:<18} {id:>6}       NBD", lun.path, lun.export);
     }
     out
