@@ -119,6 +119,16 @@ pub enum AdminRequest {
         /// The failed disk's name or slot number.
         disk: String,
     },
+    /// `disk add`: a new blank disk file, as large as the largest disk a RAID
+    /// group uses, joins as a spare; a failed disk waiting for one is rebuilt
+    /// onto it.
+    DiskAdd,
+    /// `disk remove DISK`: a broken disk (failed and replaced by a spare)
+    /// leaves the configuration and its file is deleted.
+    DiskRemove {
+        /// The broken disk's name.
+        disk: String,
+    },
     /// `aggr scrub start`: verify and repair every stripe in the background.
     AggrScrubStart,
     /// `aggr scrub stop`.
@@ -189,7 +199,7 @@ pub enum AdminReply {
     /// `df -A`.
     AggregateSpace(AggregateSpaceStatus),
     /// `aggr status`.
-    Aggregate(AggregateStatus),
+    Aggregate(Box<AggregateStatus>),
     /// `sysstat`.
     Sysstat(Box<SysstatReport>),
 }
@@ -334,6 +344,9 @@ pub struct AggregateStatus {
     pub raid_groups: Vec<RaidGroupStatus>,
     /// Its spare disks.
     pub spares: Vec<DiskStatus>,
+    /// Its broken disks: failed, replaced by a spare, their files kept until
+    /// `disk remove`.
+    pub broken: Vec<BrokenDiskStatus>,
     /// The reconstruction onto a spare in progress, if any.
     pub rebuild: Option<RebuildProgress>,
     /// The scrub running, or the last one since the server started.
@@ -414,6 +427,19 @@ pub struct DiskStatus {
     /// Why it failed.
     pub failed_reason: Option<String>,
     /// Its backing file.
+    pub file: String,
+    /// Its size.
+    pub size_bytes: u64,
+}
+
+/// A broken disk in `aggr status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokenDiskStatus {
+    /// Its name.
+    pub name: String,
+    /// Why it failed.
+    pub failed_reason: Option<String>,
+    /// Its backing file, kept in the data directory until `disk remove`.
     pub file: String,
     /// Its size.
     pub size_bytes: u64,

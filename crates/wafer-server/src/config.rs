@@ -9,6 +9,9 @@
 //!   disks by position (dparity, parity, data... for RAID-DP; parity, data...
 //!   for RAID-4);
 //! * the spares, by name;
+//! * the broken disks, by name: failed disks a spare has replaced in their
+//!   group, kept with their files until the operator removes them
+//!   (`disk remove`), so a failed disk's file is never left behind unsaid;
 //! * every disk: its name, its backing file (relative to the directory), its
 //!   size in blocks, and its state, in service or failed (with why);
 //! * the NVLog file and the size of each of its halves;
@@ -62,6 +65,10 @@ pub(crate) struct DataConfig {
     pub(crate) nvlog_half_bytes: u64,
     /// Spare disks, by name, in slot order.
     pub(crate) spares: Vec<String>,
+    /// Failed disks a spare has replaced: no slot, their files kept until
+    /// `disk remove`.
+    #[serde(default)]
+    pub(crate) broken: Vec<String>,
     /// The LUN ID the next new LUN gets; none is ever handed out twice.
     #[serde(default)]
     pub(crate) next_lun_id: u32,
@@ -194,6 +201,7 @@ impl DataConfig {
             nvlog_file: "nvlog".into(),
             nvlog_half_bytes,
             spares: vec![disks[members].name.clone()],
+            broken: Vec::new(),
             next_lun_id: 0,
             groups: vec![GroupConfig {
                 raid_type: RaidTypeName::RaidDp,
@@ -267,8 +275,8 @@ impl DataConfig {
         Ok(())
     }
 
-    /// Every disk is defined once, used once (in a group or as a spare), and
-    /// has its own file.
+    /// Every disk is defined once, used once (in a group, as a spare or
+    /// broken), and has its own file; a broken disk has failed.
     fn check_disks(&self) -> Result<(), String> {
         let mut names = BTreeSet::new();
         let mut files = BTreeSet::new();
@@ -283,7 +291,7 @@ impl DataConfig {
         }
         let mut used = BTreeSet::new();
         let members = self.groups.iter().flat_map(|g| g.disks.iter());
-        for name in members.chain(self.spares.iter()) {
+        for name in members.chain(&self.spares).chain(&self.broken) {
             if !names.contains(name.as_str()) {
                 return Err(format!(
                     "disk {name} is used but not defined under [[disks]]"
@@ -295,8 +303,15 @@ impl DataConfig {
         }
         if let Some(unused) = names.difference(&used).next() {
             return Err(format!(
-                "disk {unused} is defined but neither a group member nor a spare"
+                "disk {unused} is defined but neither a group member, a spare nor broken"
             ));
+        }
+        let in_service = |name: &&String| {
+            self.disk(name)
+                .is_some_and(|d| d.state == DiskState::InService)
+        };
+        if let Some(name) = self.broken.iter().find(in_service) {
+            return Err(format!("disk {name} is listed as broken but is in service"));
         }
         Ok(())
     }
@@ -388,15 +403,36 @@ impl DataConfig {
     }
 
     /// Puts spare `spare` in place of the member at `position` of `group`;
-    /// the disk it replaces leaves the aggregate (its file stays, unused).
+    /// the disk it replaces is broken: out of the aggregate, kept with its
+    /// file until removed.
     pub(crate) fn replace_member(&mut self, group: usize, position: usize, spare: &str) {
         let old = std::mem::replace(&mut self.groups[group].disks[position], spare.to_string());
         self.spares.retain(|s| s != spare);
-        self.disks.retain(|d| d.name != old);
+        self.broken.push(old);
         debug_assert!(
             self.validate().is_ok(),
             "a spare assignment keeps the configuration valid"
         );
+    }
+
+    /// Forgets broken disk `name` (its file is the caller's business).
+    pub(crate) fn remove_broken(&mut self, name: &str) {
+        self.broken.retain(|b| b != name);
+        self.disks.retain(|d| d.name != name);
+        debug_assert!(
+            self.validate().is_ok(),
+            "removing a broken disk keeps the configuration valid"
+        );
+    }
+
+    /// The largest disk a RAID group uses, in blocks: what a new spare needs
+    /// to take any member's place.
+    pub(crate) fn largest_group_disk(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(|g| g.blocks_per_disk)
+            .max()
+            .expect("a validated configuration has a RAID group")
     }
 
     /// The names of a group's failed members if `also` failed as well.
@@ -518,6 +554,23 @@ mod tests {
         assert!(error.contains("nothing in the data directory was changed"));
         let entries = fs::read_dir(dir.path()).expect("listable").count();
         assert_eq!(entries, 1);
+    }
+
+    #[test]
+    fn a_replaced_member_is_kept_as_a_broken_disk_until_removed() {
+        let mut config = config();
+        config.mark_failed("disk3", "test");
+        config.replace_member(0, 3, "disk8");
+        assert_eq!(config.groups[0].disks[3], "disk8");
+        assert_eq!(config.broken, ["disk3"]);
+        config.validate().expect("valid");
+        assert_eq!(config.slots().len(), 8, "a broken disk has no slot");
+        config.remove_broken("disk3");
+        assert!(config.broken.is_empty() && config.disk("disk3").is_none());
+        let mut wrong = self::config();
+        wrong.spares.clear();
+        wrong.broken.push("disk8".into());
+        assert!(wrong.validate().unwrap_err().contains("in service"));
     }
 
     #[test]

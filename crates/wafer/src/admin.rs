@@ -1,6 +1,7 @@
 //! The administrator's commands against a running `wafer serve`, in ONTAP's
 //! words and layouts (`wafl.md` §12): `aggr status`, `vol`, `lun`, `snap`,
-//! `df`, `disk fail`, `disk replace` and `sysstat -x`.
+//! `df`, `disk fail`, `disk replace`, `disk add`, `disk remove` and
+//! `sysstat -x`.
 //!
 //! Each command sends requests over the data directory's admin socket
 //! (`wafer_server::AdminClient`) and prints the answer as ONTAP would, or, with
@@ -216,6 +217,20 @@ pub enum DiskCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Adds a new blank disk file as a spare, as large as the aggregate's
+    /// disks; a failed disk waiting for a spare is rebuilt onto it.
+    Add {
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Removes a broken disk (failed, and replaced by a spare): it leaves the
+    /// configuration and its file is deleted.
+    Remove {
+        /// The broken disk's name.
+        disk: String,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 /// `wafer sysstat`.
@@ -322,6 +337,12 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         }
         AdminCommand::Disk(DiskCommand::Replace { disk, output }) => {
             (output.json, done(ask(AdminRequest::DiskReplace { disk })?))
+        }
+        AdminCommand::Disk(DiskCommand::Add { output }) => {
+            (output.json, done(ask(AdminRequest::DiskAdd)?))
+        }
+        AdminCommand::Disk(DiskCommand::Remove { disk, output }) => {
+            (output.json, done(ask(AdminRequest::DiskRemove { disk })?))
         }
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
     };

@@ -6,7 +6,7 @@ mod serve_harness;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serve_harness::{NbdClient, Scratch, ok, serve_with, wafer};
+use serve_harness::{NbdClient, Scratch, Served, ok, serve_with, wafer};
 
 const SIZES: &[&str] = &[
     "--disk-size",
@@ -98,19 +98,26 @@ fn a_failed_disk_is_rebuilt_onto_the_spare_as_aggr_status_shows() {
     let server = serve_with(&scratch, SIZES);
     let data = server.data.clone();
     assert!(ok(&data, &["disk", "fail", "disk3"]).contains("disk3"));
-    wait_for_group(&data, "      data      disk8");
+    wait_for_member(&data, "disk8");
     assert!(!ok(&data, &["aggr", "status", "-r"]).contains("FAILED"));
     server.stop();
+}
+
+/// A server whose spare, disk8, has replaced failed disk3, and whose disk4
+/// has failed since, with no spare left.
+fn degraded_with_no_spare(scratch: &Scratch) -> Served {
+    let server = serve_with(scratch, SIZES);
+    ok(&server.data, &["disk", "fail", "disk3"]);
+    wait_for_member(&server.data, "disk8");
+    ok(&server.data, &["disk", "fail", "disk4"]);
+    server
 }
 
 #[test]
 fn a_disk_failed_with_no_spare_left_is_replaced_by_a_new_disk_file() {
     let scratch = Scratch::new();
-    let server = serve_with(&scratch, SIZES);
+    let server = degraded_with_no_spare(&scratch);
     let data = server.data.clone();
-    ok(&data, &["disk", "fail", "disk3"]);
-    wait_for_group(&data, "      data      disk8");
-    ok(&data, &["disk", "fail", "disk4"]);
     let degraded = ok(&data, &["aggr", "status", "-r"]);
     assert!(
         degraded.contains("rg0 (degraded)"),
@@ -124,25 +131,9 @@ fn a_disk_failed_with_no_spare_left_is_replaced_by_a_new_disk_file() {
         added.contains("disk9 added as a spare for failed disk disk4"),
         "{added}"
     );
-    wait_for_group(&data, "      data      disk9");
+    wait_for_member(&data, "disk9");
     assert!(scratch.data().join("disk9.img").exists());
     server.stop();
-}
-
-/// Waits until `aggr status -r` shows the group normal with `row` in it.
-fn wait_for_group(data: &Path, row: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let raid = ok(data, &["aggr", "status", "-r"]);
-        if raid.contains("rg0 (normal)") && raid.contains(row) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never normal with '{row}':\n{raid}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -296,5 +287,76 @@ fn lun_ids_stay_with_their_luns_and_the_default_export_never_moves() {
         "a new lun0 is another LUN"
     );
     assert!(lun_ids(&data).contains(&("/vol/vol0/lun0".to_string(), 5)));
+    server.stop();
+}
+
+/// Waits until `aggr status -r --json` shows no reconstruction, every group
+/// normal and `disk` a member of RAID group 0; returns the status.
+fn wait_for_member(data: &Path, disk: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = ok(data, &["aggr", "status", "-r", "--json"]);
+        let status: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let group = &status["data"]["raid_groups"][0];
+        let member = group["disks"]
+            .as_array()
+            .expect("disks")
+            .iter()
+            .any(|d| d["name"] == disk);
+        if status["data"]["rebuild"].is_null() && group["state"] == "normal" && member {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{disk} never rebuilt:\n{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn disk_add_gives_reconstruction_a_spare_and_broken_disks_are_shown_until_removed() {
+    let scratch = Scratch::new();
+    // No spare is left: disk4 waits, degraded, until one is added.
+    let server = degraded_with_no_spare(&scratch);
+    let data = server.data.clone();
+    let added = ok(&data, &["disk", "add"]);
+    assert!(
+        added.contains("disk disk9 (64 MiB, file disk9.img) added as a spare")
+            && added.contains("failed disk disk4 is reconstructed"),
+        "{added}"
+    );
+    wait_for_member(&data, "disk9");
+    // A spare added ahead of a failure is used by the next reconstruction.
+    assert!(ok(&data, &["disk", "add"]).contains("disk disk10 "));
+    ok(&data, &["disk", "fail", "disk5"]);
+    let status = wait_for_member(&data, "disk10");
+    let broken: Vec<&str> = status["data"]["broken"]
+        .as_array()
+        .expect("broken disks")
+        .iter()
+        .map(|d| d["file"].as_str().expect("a file"))
+        .collect();
+    assert_eq!(broken, ["disk3.img", "disk4.img", "disk5.img"]);
+    let raid = ok(&data, &["aggr", "status", "-r"]);
+    assert!(
+        raid.contains("  Broken disks") && raid.contains("  failed    disk3 "),
+        "{raid}"
+    );
+
+    let (code, _, err) = wafer(&data, &["disk", "remove", "disk6"]);
+    assert_eq!(code, 1, "an in-service disk is not removed");
+    assert!(err.contains("only a broken disk"), "{err}");
+    let (code, _, err) = wafer(&data, &["disk", "replace", "disk3"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("broken disk, already replaced"), "{err}");
+    assert!(scratch.disk(3).exists());
+    assert!(ok(&data, &["disk", "remove", "disk3"]).contains("deleted"));
+    assert!(!scratch.disk(3).exists());
+    assert!(!ok(&data, &["aggr", "status", "-r"]).contains("disk3 "));
+    server.stop();
+    let server = serve_with(&scratch, SIZES);
+    let raid = ok(&data, &["aggr", "status", "-r"]);
+    assert!(
+        raid.contains("  failed    disk4 ") && !raid.contains("disk3 "),
+        "{raid}"
+    );
     server.stop();
 }

@@ -484,7 +484,8 @@ impl Engine {
         self.devices.disks[member.0 as usize] = handle;
         crate::log!(
             "spare {spare} takes the place of failed disk {failed} (RAID group {group}, \
-             position {}); reconstruction runs in the background",
+             position {}); reconstruction runs in the background; {failed} is a broken disk, \
+             its file kept until `disk remove {failed}`",
             position.0
         );
         IoResult::Done

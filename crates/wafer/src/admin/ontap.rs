@@ -126,6 +126,27 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
             disk_columns(spare.size_bytes, spare.size_bytes)
         );
     }
+    out.push_str(&broken_disks(aggr));
+    out
+}
+
+/// The Broken disks section: failed disks a spare has replaced, with the
+/// files they leave in the data directory until `disk remove`.
+fn broken_disks(aggr: &AggregateStatus) -> String {
+    if aggr.broken.is_empty() {
+        return String::new();
+    }
+    let header = disk_table_header("  RAID Disk");
+    let width = header.lines().map(str::len).max().unwrap_or(0);
+    let mut out = "\n  Broken disks\n\n".to_string();
+    for (line, file) in header.lines().zip(["File", "----"]) {
+        let _ = writeln!(out, "{line:<width$}    {file}");
+    }
+    for disk in &aggr.broken {
+        let columns = disk_columns(disk.size_bytes, disk.size_bytes);
+        let row = format!("  {:<9} {:<15} {columns}", "failed", disk.name);
+        let _ = writeln!(out, "{row:<width$}    {}", disk.file);
+    }
     out
 }
 
