@@ -344,9 +344,11 @@ fn disk_add_gives_reconstruction_a_spare_and_broken_disks_are_shown_until_remove
     let (code, _, err) = wafer(&data, &["disk", "remove", "disk6"]);
     assert_eq!(code, 1, "an in-service disk is not removed");
     assert!(err.contains("only a broken disk"), "{err}");
-    let (code, _, err) = wafer(&data, &["disk", "replace", "disk3"]);
-    assert_eq!(code, 1);
-    assert!(err.contains("broken disk, already replaced"), "{err}");
+    for command in ["replace", "fail"] {
+        let (code, _, err) = wafer(&data, &["disk", command, "disk3"]);
+        assert_eq!(code, 1);
+        assert!(err.contains("broken disk, already replaced"), "{err}");
+    }
     assert!(scratch.disk(3).exists());
     assert!(ok(&data, &["disk", "remove", "disk3"]).contains("deleted"));
     assert!(!scratch.disk(3).exists());

@@ -7,6 +7,9 @@
 //! connected to at once. `disk fail` is the driver's own business: it records
 //! the failure in the configuration first, then stops the disk's I/O and
 //! tells the filer, and it refuses a failure the RAID group would not survive.
+//! `disk add` and `disk replace` create a spare's file, record it (saved),
+//! then start its threads and tell the filer; `disk remove` forgets a broken
+//! disk (saved) before it deletes the disk's file.
 
 use std::fmt::Write;
 use std::sync::mpsc::Sender;
@@ -539,10 +542,12 @@ impl Engine {
 
     fn fail_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
         let slots = self.config.slots();
-        let slot = slots
+        let Some(slot) = slots
             .iter()
             .find(|s| s.disk.name == disk || s.id.0.to_string() == disk)
-            .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no disk {disk}")))?;
+        else {
+            return Err(self.not_a_slot(disk, "failed"));
+        };
         let (id, name) = (slot.id, slot.disk.name.clone());
         if slot.disk.state == DiskState::Failed {
             return Err(invalid(&format!("disk {name} has already failed")));
