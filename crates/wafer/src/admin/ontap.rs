@@ -626,6 +626,36 @@ mod tests {
     }
 
     #[test]
+    fn broken_disks_are_listed_with_their_files_under_the_file_heading() {
+        let broken = |name: &str| wafer_server::admin::BrokenDiskStatus {
+            name: name.into(),
+            failed_reason: Some("failed by the administrator (disk fail)".into()),
+            file: format!("{name}.img"),
+            size_bytes: 64 << 20,
+        };
+        let mut aggr = AggregateStatus {
+            name: "aggr0".into(),
+            state: "online".into(),
+            committed_cp: 1,
+            raid_groups: Vec::new(),
+            spares: Vec::new(),
+            broken: Vec::new(),
+            rebuild: None,
+            scrub: None,
+        };
+        assert_eq!(broken_disks(&aggr), "", "no section without broken disks");
+        aggr.broken = vec![broken("disk3"), broken("disk12")];
+        let text = broken_disks(&aggr);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "  Broken disks");
+        let column = lines[3].find("File").expect("a File heading");
+        for (row, file) in lines[5..].iter().zip(["disk3.img", "disk12.img"]) {
+            assert!(row.starts_with("  failed    disk"), "{row}");
+            assert_eq!(row.find(file), Some(column), "{text}");
+        }
+    }
+
+    #[test]
     fn sizes_and_percentages_round_down() {
         assert_eq!(human_size(808 << 20), "808MB");
         assert_eq!(human_size(5 << 30), "5120MB");
