@@ -53,17 +53,24 @@ pub enum AdminRequest {
     },
     /// `lun show`: every LUN of every volume.
     LunShow,
-    /// `lun resize PATH SIZE`.
+    /// `lun resize [-f] PATH [+|-]SIZE`: a shrink is refused without `force`.
     LunResize {
         /// `/vol/VOLUME/LUN`.
         path: String,
-        /// The new size.
-        size_bytes: u64,
+        /// The new size, or by how much it grows or shrinks.
+        size: SizeChange,
+        /// Shrink even though the data beyond the new size is lost.
+        #[serde(default)]
+        force: bool,
     },
-    /// `lun destroy PATH`.
+    /// `lun destroy [-f] PATH`: refused without `force` while an NBD
+    /// connection has the LUN open.
     LunDestroy {
         /// `/vol/VOLUME/LUN`.
         path: String,
+        /// Destroy it even though clients have it open.
+        #[serde(default)]
+        force: bool,
     },
     /// `snap create VOLUME NAME`; answered when the snapshot's CP has committed.
     SnapCreate {
@@ -112,12 +119,49 @@ pub enum AdminRequest {
         /// The failed disk's name or slot number.
         disk: String,
     },
+    /// `disk add`: a new blank disk file, as large as the largest disk a RAID
+    /// group uses, joins as a spare; a failed disk waiting for one is rebuilt
+    /// onto it.
+    DiskAdd,
+    /// `disk remove DISK`: a broken disk (failed and replaced by a spare)
+    /// leaves the configuration and its file is deleted.
+    DiskRemove {
+        /// The broken disk's name.
+        disk: String,
+    },
     /// `aggr scrub start`: verify and repair every stripe in the background.
     AggrScrubStart,
     /// `aggr scrub stop`.
     AggrScrubStop,
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
+}
+
+/// A LUN's new size: `{"to": BYTES}`, `{"grow": BYTES}` or `{"shrink": BYTES}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SizeChange {
+    /// Becomes this many bytes (`SIZE`).
+    To(u64),
+    /// Grows by this many bytes (`+SIZE`).
+    Grow(u64),
+    /// Shrinks by this many bytes (`-SIZE`).
+    Shrink(u64),
+}
+
+impl SizeChange {
+    /// The size a LUN of `from` bytes takes, or why it cannot.
+    pub fn applied_to(self, from: u64) -> Result<u64, String> {
+        match self {
+            SizeChange::To(bytes) => Ok(bytes),
+            SizeChange::Grow(by) => from
+                .checked_add(by)
+                .ok_or_else(|| format!("{from} bytes grown by {by} is too large")),
+            SizeChange::Shrink(by) => from
+                .checked_sub(by)
+                .ok_or_else(|| format!("{from} bytes cannot shrink by {by}")),
+        }
+    }
 }
 
 /// The answer to one request.
@@ -155,7 +199,7 @@ pub enum AdminReply {
     /// `df -A`.
     AggregateSpace(AggregateSpaceStatus),
     /// `aggr status`.
-    Aggregate(AggregateStatus),
+    Aggregate(Box<AggregateStatus>),
     /// `sysstat`.
     Sysstat(Box<SysstatReport>),
 }
@@ -217,6 +261,10 @@ pub struct LunStatus {
     pub size_bytes: u64,
     /// Its inode number in the volume.
     pub file_id: u32,
+    /// Its LUN ID: handed out once, kept for its life, never reused; the
+    /// empty NBD export name reaches LUN ID 0. None only for a LUN the
+    /// server has not yet recorded.
+    pub lun_id: Option<u32>,
     /// The NBD export name that serves it.
     pub export: String,
 }
@@ -296,6 +344,9 @@ pub struct AggregateStatus {
     pub raid_groups: Vec<RaidGroupStatus>,
     /// Its spare disks.
     pub spares: Vec<DiskStatus>,
+    /// Its broken disks: failed, replaced by a spare, their files kept until
+    /// `disk remove`.
+    pub broken: Vec<BrokenDiskStatus>,
     /// The reconstruction onto a spare in progress, if any.
     pub rebuild: Option<RebuildProgress>,
     /// The scrub running, or the last one since the server started.
@@ -376,6 +427,19 @@ pub struct DiskStatus {
     /// Why it failed.
     pub failed_reason: Option<String>,
     /// Its backing file.
+    pub file: String,
+    /// Its size.
+    pub size_bytes: u64,
+}
+
+/// A broken disk in `aggr status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokenDiskStatus {
+    /// Its name.
+    pub name: String,
+    /// Why it failed.
+    pub failed_reason: Option<String>,
+    /// Its backing file, kept in the data directory until `disk remove`.
     pub file: String,
     /// Its size.
     pub size_bytes: u64,
@@ -589,7 +653,7 @@ mod tests {
     #[test]
     fn unknown_commands_and_fields_are_refused() {
         assert!(serde_json::from_str::<AdminRequest>(r#"{"command":"format_disks"}"#).is_err());
-        let extra = r#"{"command":"lun_destroy","path":"/vol/v/l","force":true}"#;
+        let extra = r#"{"command":"lun_destroy","path":"/vol/v/l","now":true}"#;
         assert!(serde_json::from_str::<AdminRequest>(extra).is_err());
         let missing = r#"{"command":"vol_create","name":"v"}"#;
         assert!(serde_json::from_str::<AdminRequest>(missing).is_err());

@@ -2,7 +2,8 @@
 //!
 //! Every LUN is exported as `VOLUME/LUN` (writable), and every snapshot of its
 //! volume as `VOLUME/LUN@SNAPSHOT` (read-only; reads go to the snapshot's
-//! image). The empty name, the protocol's default export, is the first LUN.
+//! image). The empty name, the protocol's default export, is the LUN whose
+//! LUN ID is 0 (`crate::lun_ids`) while it lives, and no export after.
 //! Volume, LUN and snapshot names cannot contain `/` or `@`, so the names are
 //! unambiguous.
 //!
@@ -22,13 +23,24 @@
 //! or snapshot, as for a destroyed LUN); the client reconnects to see what is
 //! there now.
 //!
+//! Each export carries a [`Hold`] on its target, so the engine can tell how
+//! many connections have a LUN open (`lun destroy` refuses to pull a LUN
+//! from under its clients without `-f`). A connection keeps the export it
+//! took out of the catalogue (a clone) for as long as it lives: the
+//! catalogue's own hold is not counted, each clone is, until it is dropped.
+//! The counts live in [`Holds`], keyed by target and incarnation, beside the
+//! catalogues, so a count survives the publication of a new catalogue and a
+//! connection to a LUN's ended life never counts against the LUN that takes
+//! its place.
+//!
 //! Writable LUN exports advertise multi-conn: every connection goes through
 //! the one engine and its one buffer cache, and a write is durable in the
 //! NVLog before it is acknowledged, so a flush on any connection covers every
 //! write acknowledged on all of them.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use wafer_core::Filer;
 use wafer_core::nvlog::LunId;
@@ -36,7 +48,7 @@ use wafer_core::units::VolumeId;
 use wafer_nbd::{ExportInfo, Exports};
 
 /// What an export reaches.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Target {
     /// The LUN.
     pub(crate) lun: LunId,
@@ -48,7 +60,11 @@ pub(crate) struct Target {
 
 impl Target {
     /// `lun` (or its image in `snapshot`) in its live incarnation.
-    fn live(lun: LunId, snapshot: Option<String>, incarnations: &Incarnations) -> Target {
+    pub(crate) fn live(
+        lun: LunId,
+        snapshot: Option<String>,
+        incarnations: &Incarnations,
+    ) -> Target {
         let mut target = Target {
             lun,
             snapshot,
@@ -121,18 +137,88 @@ impl Incarnations {
 pub(crate) struct Export {
     pub(crate) info: ExportInfo,
     pub(crate) target: Target,
+    /// Counts the connection that clones the export out of the catalogue;
+    /// held for its drop alone.
+    _hold: Hold,
+}
+
+/// A hold on a target: the catalogue's is not counted; every clone is, until
+/// it is dropped.
+#[derive(Debug)]
+struct Hold {
+    count: Arc<AtomicUsize>,
+    counted: bool,
+}
+
+impl Clone for Hold {
+    fn clone(&self) -> Hold {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        Hold {
+            count: Arc::clone(&self.count),
+            counted: true,
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.counted {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// How many connections hold each target, over every catalogue published.
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    counts: Mutex<BTreeMap<Target, Arc<AtomicUsize>>>,
+}
+
+impl Holds {
+    /// The catalogue's (uncounted) hold on `target`.
+    fn hold(&self, target: &Target) -> Hold {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(target.clone()).or_default();
+        Hold {
+            count: Arc::clone(count),
+            counted: false,
+        }
+    }
+
+    /// How many connections hold `target` now.
+    pub(crate) fn connections(&self, target: &Target) -> usize {
+        let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        counts
+            .get(target)
+            .map_or(0, |count| count.load(Ordering::Relaxed))
+    }
+
+    /// Forgets the targets nothing can hold any more: no catalogue or
+    /// connection has a hold on them.
+    fn forget_unreachable(&self) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        counts.retain(|_, count| Arc::strong_count(count) > 1);
+    }
 }
 
 /// Every export, LUNs first (in volume and LUN order), then snapshots.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Catalogue {
     exports: Vec<Export>,
+    /// The LUN the empty name reaches, if it lives.
+    default: Option<LunId>,
 }
 
 impl Catalogue {
     /// The exports of everything `filer` holds now, in their live
-    /// incarnations.
-    pub(crate) fn of(filer: &Filer, incarnations: &Incarnations) -> Catalogue {
+    /// incarnations, each with its hold from `holds`; the empty name reaches
+    /// `default`.
+    pub(crate) fn of(
+        filer: &Filer,
+        incarnations: &Incarnations,
+        holds: &Holds,
+        default: Option<LunId>,
+    ) -> Catalogue {
         let mut luns = Vec::new();
         let mut snapshots = Vec::new();
         for (volume, volume_name) in filer.volumes() {
@@ -140,7 +226,7 @@ impl Catalogue {
                 let name = format!("{volume_name}/{lun_name}");
                 let path = format!("/vol/{name}");
                 let target = Target::live(lun, None, incarnations);
-                luns.push(export(&name, &path, size_bytes, target));
+                luns.push(export(&name, &path, size_bytes, target, holds));
             }
             for snapshot in filer.snapshots(volume) {
                 for (lun, lun_name, size_bytes) in &snapshot.luns {
@@ -151,18 +237,24 @@ impl Catalogue {
                     let name = format!("{volume_name}/{lun_name}@{}", snapshot.name);
                     let name_then = Some(snapshot.name.clone());
                     let target = Target::live(*lun, name_then, incarnations);
-                    snapshots.push(export(&name, &description, *size_bytes, target));
+                    snapshots.push(export(&name, &description, *size_bytes, target, holds));
                 }
             }
         }
         luns.append(&mut snapshots);
-        Catalogue { exports: luns }
+        Catalogue {
+            exports: luns,
+            default,
+        }
     }
 
     /// The export a client names ("" for the default).
     pub(crate) fn find(&self, name: &str) -> Option<&Export> {
         match name {
-            "" => self.exports.first().filter(|e| e.target.snapshot.is_none()),
+            "" => self
+                .exports
+                .iter()
+                .find(|e| e.target.snapshot.is_none() && Some(e.target.lun) == self.default),
             _ => self.exports.iter().find(|e| e.info.name == name),
         }
     }
@@ -178,8 +270,9 @@ impl Exports for Catalogue {
     }
 }
 
-fn export(name: &str, description: &str, size_bytes: u64, target: Target) -> Export {
+fn export(name: &str, description: &str, size_bytes: u64, target: Target, holds: &Holds) -> Export {
     let writable = target.snapshot.is_none();
+    let hold = holds.hold(&target);
     Export {
         info: ExportInfo {
             name: name.to_string(),
@@ -192,6 +285,7 @@ fn export(name: &str, description: &str, size_bytes: u64, target: Target) -> Exp
             fast_zero: writable,
         },
         target,
+        _hold: hold,
     }
 }
 
@@ -199,6 +293,7 @@ fn export(name: &str, description: &str, size_bytes: u64, target: Target) -> Exp
 #[derive(Debug, Default)]
 pub(crate) struct SharedCatalogue {
     current: RwLock<Arc<Catalogue>>,
+    holds: Holds,
 }
 
 impl SharedCatalogue {
@@ -210,5 +305,42 @@ impl SharedCatalogue {
     /// Replaces the catalogue.
     pub(crate) fn publish(&self, catalogue: Catalogue) {
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(catalogue);
+        self.holds.forget_unreachable();
+    }
+
+    /// The connections' holds on every target.
+    pub(crate) fn holds(&self) -> &Holds {
+        &self.holds
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wafer_core::units::FileId;
+
+    fn target(file: u32) -> Target {
+        let lun = LunId {
+            volume: VolumeId(1),
+            file: FileId(file),
+        };
+        Target::live(lun, None, &Incarnations::default())
+    }
+
+    #[test]
+    fn clones_of_a_hold_count_connections_and_the_catalogues_own_does_not() {
+        let holds = Holds::default();
+        let catalogues = holds.hold(&target(2));
+        assert_eq!(holds.connections(&target(2)), 0);
+        let first = catalogues.clone();
+        let second = first.clone();
+        assert_eq!(holds.connections(&target(2)), 2);
+        assert_eq!(holds.connections(&target(3)), 0, "per target");
+        drop(first);
+        holds.forget_unreachable();
+        assert_eq!(holds.connections(&target(2)), 1);
+        drop((catalogues, second));
+        holds.forget_unreachable();
+        assert!(holds.counts.lock().expect("unpoisoned").is_empty());
     }
 }

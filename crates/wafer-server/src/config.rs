@@ -9,9 +9,13 @@
 //!   disks by position (dparity, parity, data... for RAID-DP; parity, data...
 //!   for RAID-4);
 //! * the spares, by name;
+//! * the broken disks, by name: failed disks a spare has replaced in their
+//!   group, kept with their files until the operator removes them
+//!   (`disk remove`), so a failed disk's file is never left behind unsaid;
 //! * every disk: its name, its backing file (relative to the directory), its
 //!   size in blocks, and its state, in service or failed (with why);
-//! * the NVLog file and the size of each of its halves.
+//! * the NVLog file and the size of each of its halves;
+//! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`).
 //!
 //! Disk slots (the engine's `DiskId`s) are derived, not stored: group members
 //! in group and position order, then spares. A slot is re-pointed to another
@@ -34,6 +38,7 @@ use wafer_core::units::DiskId;
 use wafer_raid::{RaidGroupGeometry, RaidType};
 
 use crate::error::ServeError;
+use crate::lun_ids::{LunNow, LunRecord};
 
 /// The configuration file's name in the data directory.
 pub const CONFIG_FILE: &str = "wafer.toml";
@@ -60,10 +65,20 @@ pub(crate) struct DataConfig {
     pub(crate) nvlog_half_bytes: u64,
     /// Spare disks, by name, in slot order.
     pub(crate) spares: Vec<String>,
+    /// Failed disks a spare has replaced: no slot, their files kept until
+    /// `disk remove`.
+    #[serde(default)]
+    pub(crate) broken: Vec<String>,
+    /// The LUN ID the next new LUN gets; none is ever handed out twice.
+    #[serde(default)]
+    pub(crate) next_lun_id: u32,
     /// RAID groups, in aggregate order.
     pub(crate) groups: Vec<GroupConfig>,
     /// Every disk the aggregate uses.
     pub(crate) disks: Vec<DiskConfig>,
+    /// Every LUN's ID.
+    #[serde(default)]
+    pub(crate) luns: Vec<LunRecord>,
 }
 
 /// One RAID group.
@@ -186,12 +201,15 @@ impl DataConfig {
             nvlog_file: "nvlog".into(),
             nvlog_half_bytes,
             spares: vec![disks[members].name.clone()],
+            broken: Vec::new(),
+            next_lun_id: 0,
             groups: vec![GroupConfig {
                 raid_type: RaidTypeName::RaidDp,
                 blocks_per_disk: blocks,
                 disks: disks[..members].iter().map(|d| d.name.clone()).collect(),
             }],
             disks,
+            luns: Vec::new(),
         }
     }
 
@@ -246,6 +264,7 @@ impl DataConfig {
             ));
         }
         self.check_disks()?;
+        crate::lun_ids::validate(self.next_lun_id, &self.luns)?;
         self.layout()?;
         for (group, config) in self.groups.iter().enumerate() {
             for name in &config.disks {
@@ -261,8 +280,8 @@ impl DataConfig {
         Ok(())
     }
 
-    /// Every disk is defined once, used once (in a group or as a spare), and
-    /// has its own file.
+    /// Every disk is defined once, used once (in a group, as a spare or
+    /// broken), and has its own file; a broken disk has failed.
     fn check_disks(&self) -> Result<(), String> {
         let mut names = BTreeSet::new();
         let mut files = BTreeSet::new();
@@ -277,7 +296,7 @@ impl DataConfig {
         }
         let mut used = BTreeSet::new();
         let members = self.groups.iter().flat_map(|g| g.disks.iter());
-        for name in members.chain(self.spares.iter()) {
+        for name in members.chain(&self.spares).chain(&self.broken) {
             if !names.contains(name.as_str()) {
                 return Err(format!(
                     "disk {name} is used but not defined under [[disks]]"
@@ -289,8 +308,15 @@ impl DataConfig {
         }
         if let Some(unused) = names.difference(&used).next() {
             return Err(format!(
-                "disk {unused} is defined but neither a group member nor a spare"
+                "disk {unused} is defined but neither a group member, a spare nor broken"
             ));
+        }
+        let in_service = |name: &&String| {
+            self.disk(name)
+                .is_some_and(|d| d.state == DiskState::InService)
+        };
+        if let Some(name) = self.broken.iter().find(in_service) {
+            return Err(format!("disk {name} is listed as broken but is in service"));
         }
         Ok(())
     }
@@ -342,6 +368,17 @@ impl DataConfig {
         self.disks.iter().find(|d| d.name == name)
     }
 
+    /// Records the LUN IDs of the LUNs `present` (`lun_ids::reconcile`);
+    /// returns whether anything changed.
+    pub(crate) fn record_luns(&mut self, present: &[LunNow]) -> bool {
+        crate::lun_ids::reconcile(&mut self.next_lun_id, &mut self.luns, present)
+    }
+
+    /// The ID recorded for the LUN at `path` with `inode`.
+    pub(crate) fn lun_id(&self, path: &str, inode: u32) -> Option<u32> {
+        crate::lun_ids::id_of(&self.luns, path, inode)
+    }
+
     /// Marks a disk failed, with the reason.
     pub(crate) fn mark_failed(&mut self, name: &str, reason: &str) {
         let disk = self
@@ -371,15 +408,36 @@ impl DataConfig {
     }
 
     /// Puts spare `spare` in place of the member at `position` of `group`;
-    /// the disk it replaces leaves the aggregate (its file stays, unused).
+    /// the disk it replaces is broken: out of the aggregate, kept with its
+    /// file until removed.
     pub(crate) fn replace_member(&mut self, group: usize, position: usize, spare: &str) {
         let old = std::mem::replace(&mut self.groups[group].disks[position], spare.to_string());
         self.spares.retain(|s| s != spare);
-        self.disks.retain(|d| d.name != old);
+        self.broken.push(old);
         debug_assert!(
             self.validate().is_ok(),
             "a spare assignment keeps the configuration valid"
         );
+    }
+
+    /// Forgets broken disk `name` (its file is the caller's business).
+    pub(crate) fn remove_broken(&mut self, name: &str) {
+        self.broken.retain(|b| b != name);
+        self.disks.retain(|d| d.name != name);
+        debug_assert!(
+            self.validate().is_ok(),
+            "removing a broken disk keeps the configuration valid"
+        );
+    }
+
+    /// The largest disk a RAID group uses, in blocks: what a new spare needs
+    /// to take any member's place.
+    pub(crate) fn largest_group_disk(&self) -> u64 {
+        self.groups
+            .iter()
+            .map(|g| g.blocks_per_disk)
+            .max()
+            .expect("a validated configuration has a RAID group")
     }
 
     /// The names of a group's failed members if `also` failed as well.
@@ -473,6 +531,21 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_from_before_lun_ids_loads_with_none_recorded() {
+        let mut config = config();
+        config.record_luns(&[LunNow {
+            path: "/vol/vol0/lun0".into(),
+            inode: 64,
+        }]);
+        let text = toml::to_string(&config).expect("encodes");
+        assert!(text.contains("next_lun_id = 1") && text.contains("[[luns]]"));
+        let before_ids =
+            text[..text.find("[[luns]]").expect("recorded")].replace("next_lun_id = 1\n", "");
+        let old: DataConfig = toml::from_str(&before_ids).expect("still read");
+        assert_eq!((old.next_lun_id, old.luns.len()), (0, 0));
+    }
+
+    #[test]
     fn slots_number_members_then_spares() {
         let config = config();
         let slots = config.slots();
@@ -507,6 +580,23 @@ mod tests {
         assert!(error.contains("nothing in the data directory was changed"));
         let entries = fs::read_dir(dir.path()).expect("listable").count();
         assert_eq!(entries, 1);
+    }
+
+    #[test]
+    fn a_replaced_member_is_kept_as_a_broken_disk_until_removed() {
+        let mut config = config();
+        config.mark_failed("disk3", "test");
+        config.replace_member(0, 3, "disk8");
+        assert_eq!(config.groups[0].disks[3], "disk8");
+        assert_eq!(config.broken, ["disk3"]);
+        config.validate().expect("valid");
+        assert_eq!(config.slots().len(), 8, "a broken disk has no slot");
+        config.remove_broken("disk3");
+        assert!(config.broken.is_empty() && config.disk("disk3").is_none());
+        let mut wrong = self::config();
+        wrong.spares.clear();
+        wrong.broken.push("disk8".into());
+        assert!(wrong.validate().unwrap_err().contains("in service"));
     }
 
     #[test]

@@ -51,6 +51,7 @@ mod disk;
 mod engine;
 mod error;
 mod logging;
+mod lun_ids;
 mod nbd;
 mod nvlog;
 mod server;

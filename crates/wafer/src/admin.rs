@@ -1,6 +1,7 @@
 //! The administrator's commands against a running `wafer serve`, in ONTAP's
 //! words and layouts (`wafl.md` §12): `aggr status`, `vol`, `lun`, `snap`,
-//! `df`, `disk fail`, `disk replace` and `sysstat -x`.
+//! `df`, `disk fail`, `disk replace`, `disk add`, `disk remove` and
+//! `sysstat -x`.
 //!
 //! Each command sends requests over the data directory's admin socket
 //! (`wafer_server::AdminClient`) and prints the answer as ONTAP would, or, with
@@ -18,9 +19,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use wafer_server::admin::{AdminClient, AdminReply, AdminRequest, AdminResponse, SysstatReport};
+use wafer_server::admin::{
+    AdminClient, AdminReply, AdminRequest, AdminResponse, SizeChange, SysstatReport,
+};
 
-use crate::size::Size;
+use crate::size::{Size, size_change};
 
 /// Output options every admin command takes.
 #[derive(Debug, Args)]
@@ -111,17 +114,25 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Changes a LUN's size.
+    /// Changes a LUN's size: `lun resize [-f] /vol/VOLUME/LUN [+|-]SIZE`.
     Resize {
+        /// Shrink even though the data beyond the new size is lost.
+        #[arg(short = 'f')]
+        force: bool,
         /// `/vol/VOLUME/LUN`.
         path: String,
-        /// The new size.
-        size: Size,
+        /// The new size; +SIZE grows the LUN by SIZE, -SIZE shrinks it by SIZE.
+        #[arg(value_parser = size_change, allow_hyphen_values = true)]
+        size: SizeChange,
         #[command(flatten)]
         output: Output,
     },
-    /// Destroys a LUN (snapshots keep what they hold of it).
+    /// Destroys a LUN (snapshots keep what they hold of it); refused while an
+    /// NBD client has it open, unless -f.
     Destroy {
+        /// Destroy it even though NBD clients have it open.
+        #[arg(short = 'f')]
+        force: bool,
         /// `/vol/VOLUME/LUN`.
         path: String,
         #[command(flatten)]
@@ -202,6 +213,20 @@ pub enum DiskCommand {
     /// failed disk's place and is rebuilt in the background.
     Replace {
         /// The failed disk's name or slot number.
+        disk: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Adds a new blank disk file as a spare, as large as the aggregate's
+    /// disks; a failed disk waiting for a spare is rebuilt onto it.
+    Add {
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Removes a broken disk (failed, and replaced by a spare): it leaves the
+    /// configuration and its file is deleted.
+    Remove {
+        /// The broken disk's name.
         disk: String,
         #[command(flatten)]
         output: Output,
@@ -313,6 +338,12 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Disk(DiskCommand::Replace { disk, output }) => {
             (output.json, done(ask(AdminRequest::DiskReplace { disk })?))
         }
+        AdminCommand::Disk(DiskCommand::Add { output }) => {
+            (output.json, done(ask(AdminRequest::DiskAdd)?))
+        }
+        AdminCommand::Disk(DiskCommand::Remove { disk, output }) => {
+            (output.json, done(ask(AdminRequest::DiskRemove { disk })?))
+        }
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
     };
     print_answer(json, answer)
@@ -378,16 +409,23 @@ fn lun(
                 false => ontap::lun_show(r),
             }),
         ),
-        LunCommand::Resize { path, size, output } => (
+        LunCommand::Resize {
+            force,
+            path,
+            size,
+            output,
+        } => (
             output.json,
-            done(ask(AdminRequest::LunResize {
-                path,
-                size_bytes: size.0,
-            })?),
+            done(ask(AdminRequest::LunResize { path, size, force })?),
         ),
-        LunCommand::Destroy { path, output } => {
-            (output.json, done(ask(AdminRequest::LunDestroy { path })?))
-        }
+        LunCommand::Destroy {
+            force,
+            path,
+            output,
+        } => (
+            output.json,
+            done(ask(AdminRequest::LunDestroy { path, force })?),
+        ),
     })
 }
 

@@ -1,9 +1,16 @@
 //! Capacities on the command line: a number with an optional binary suffix
 //! (`k`, `m`, `g`, `t`: KiB, MiB, GiB, TiB), as ONTAP's commands accept them, and
 //! their display in the largest binary unit that keeps them readable.
+//!
+//! Every command that takes a size parses it here, with [`Size`]'s `FromStr`.
+//! A size has no sign: `+256m` is not 256 MiB. Only `lun resize` takes a
+//! sign, as ONTAP does (`+SIZE` grows by SIZE, `-SIZE` shrinks by it), and
+//! [`size_change`] reads the sign and hands the rest to the same parser.
 
 use std::fmt;
 use std::str::FromStr;
+
+use wafer_server::admin::SizeChange;
 
 /// A capacity in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,6 +21,12 @@ impl FromStr for Size {
 
     fn from_str(text: &str) -> Result<Size, String> {
         let text = text.trim();
+        if text.starts_with(['+', '-']) {
+            return Err(format!(
+                "'{text}' is not a size: a size has no sign (only lun resize takes +SIZE to grow \
+                 and -SIZE to shrink)"
+            ));
+        }
         let (digits, shift) = match text.char_indices().last() {
             Some((at, suffix)) if suffix.is_ascii_alphabetic() => {
                 let shift = match suffix.to_ascii_lowercase() {
@@ -37,6 +50,19 @@ impl FromStr for Size {
             .map(Size)
             .ok_or_else(|| format!("'{text}' is too large"))
     }
+}
+
+/// `lun resize`'s size: `SIZE` (the new size), `+SIZE` (grow by it) or
+/// `-SIZE` (shrink by it).
+pub fn size_change(text: &str) -> Result<SizeChange, String> {
+    let text = text.trim();
+    if let Some(by) = text.strip_prefix('+') {
+        return by.parse::<Size>().map(|s| SizeChange::Grow(s.0));
+    }
+    if let Some(by) = text.strip_prefix('-') {
+        return by.parse::<Size>().map(|s| SizeChange::Shrink(s.0));
+    }
+    text.parse::<Size>().map(|s| SizeChange::To(s.0))
 }
 
 impl fmt::Display for Size {
@@ -70,9 +96,28 @@ mod tests {
 
     #[test]
     fn refuses_garbage_with_a_reason() {
-        for bad in ["", "g", "12x", "-1", "1.5g", "99999999999999t"] {
+        for bad in [
+            "",
+            "g",
+            "12x",
+            "-1",
+            "+1",
+            "+256m",
+            "1.5g",
+            "99999999999999t",
+        ] {
             let error = bad.parse::<Size>().expect_err(bad);
             assert!(!error.is_empty(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_size_change_is_absolute_or_relative_by_its_sign() {
+        assert_eq!(size_change("256m"), Ok(SizeChange::To(256 << 20)));
+        assert_eq!(size_change("+256m"), Ok(SizeChange::Grow(256 << 20)));
+        assert_eq!(size_change("-1g"), Ok(SizeChange::Shrink(1 << 30)));
+        for bad in ["+", "-", "++1m", "+-1m", "--1m", "+x"] {
+            assert!(size_change(bad).is_err(), "{bad}");
         }
     }
 

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
 use serve_harness::{NbdClient, Scratch, Served, serve_with};
-use wafer_server::admin::{AdminErrorKind, AdminReply, AdminRequest, AdminResponse};
+use wafer_server::admin::{AdminErrorKind, AdminReply, AdminRequest, AdminResponse, SizeChange};
 
 const SIZES: &[&str] = &[
     "--disk-size",
@@ -68,14 +68,15 @@ fn luns_are_created_resized_and_destroyed_as_exports() {
     let path = "/vol/vol1/db".to_string();
     server.admin_ok(AdminRequest::LunResize {
         path: path.clone(),
-        size_bytes: 48 << 20,
+        size: SizeChange::To(48 << 20),
+        force: false,
     });
     let mut client = NbdClient::connect(server.socket(), "vol1/db");
     assert_eq!(client.size, 48 << 20);
     assert_eq!(client.read(4096, 4096), Ok(vec![7u8; 4096]));
     drop(client);
 
-    server.admin_ok(AdminRequest::LunDestroy { path });
+    server.admin_ok(AdminRequest::LunDestroy { path, force: true });
     assert!(NbdClient::try_connect(server.socket(), "vol1/db").is_err());
     server.stop();
 }
@@ -117,7 +118,7 @@ fn a_connection_outlived_by_its_lun_never_reaches_the_lun_in_its_place() {
     let mut alice = NbdClient::connect(server.socket(), "vol0/alice");
     assert_eq!(alice.write(0, &[0xa1; 4096]), 0);
     let path = "/vol/vol0/alice".to_string();
-    server.admin_ok(AdminRequest::LunDestroy { path });
+    server.admin_ok(AdminRequest::LunDestroy { path, force: true });
     assert_eq!(alice.write(0, &[0xa2; 4096]), GONE);
 
     // bob takes alice's inode number, the lowest free one.
@@ -219,7 +220,8 @@ fn space_is_reported_and_refusals_are_typed() {
     );
     let odd_size = AdminRequest::LunResize {
         path: "/vol/vol0/lun0".into(),
-        size_bytes: 1000,
+        size: SizeChange::To(1000),
+        force: true,
     };
     assert_eq!(refused(&server, odd_size), AdminErrorKind::Invalid);
     let snapshot = AdminRequest::SnapDelete {

@@ -48,7 +48,7 @@ fn fail(server: &Served, disk: &str) -> AdminResponse {
 
 fn aggregate(server: &Served) -> wafer_server::admin::AggregateStatus {
     match server.admin_ok(AdminRequest::AggrStatus) {
-        AdminReply::Aggregate(status) => status,
+        AdminReply::Aggregate(status) => *status,
         other => panic!("aggr status answered {other:?}"),
     }
 }

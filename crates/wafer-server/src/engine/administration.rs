@@ -7,7 +7,11 @@
 //! connected to at once. `disk fail` is the driver's own business: it records
 //! the failure in the configuration first, then stops the disk's I/O and
 //! tells the filer, and it refuses a failure the RAID group would not survive.
+//! `disk add` and `disk replace` create a spare's file, record it (saved),
+//! then start its threads and tell the filer; `disk remove` forgets a broken
+//! disk (saved) before it deletes the disk's file.
 
+use std::fmt::Write;
 use std::sync::mpsc::Sender;
 
 use wafer_core::aggregate::Slot;
@@ -19,11 +23,13 @@ use wafer_raid::DiskIndex;
 use super::{Engine, Stopping, Waiter};
 use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
-    AggregateStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus, RebuildProgress,
-    ScrubProgress, SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
+    AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus,
+    RebuildProgress, ScrubProgress, SizeChange, SnapshotStatus, SysstatReport, VolumeSpaceStatus,
+    VolumeStatus,
 };
-use crate::catalogue::{Ended, Reach};
-use crate::config::{DiskState, SlotDisk};
+use crate::catalogue::{Ended, Reach, Target};
+use crate::config::{CONFIG_FILE, DiskState, SlotDisk};
+use crate::lun_ids::LunNow;
 
 /// How a request is answered.
 enum Answer {
@@ -174,13 +180,12 @@ impl Engine {
                 Answer::Change(change, message)
             }
             AdminRequest::LunShow => Answer::Now(AdminReply::Luns(self.lun_status())),
-            AdminRequest::LunResize { path, size_bytes } => {
+            AdminRequest::LunResize { path, size, force } => self.resize(path, size, force)?,
+            AdminRequest::LunDestroy { path, force } => {
                 let lun = self.lun_id(&path)?;
-                let message = format!("LUN {path} resized to {size_bytes} bytes");
-                Answer::Change(Change::ResizeLun { lun, size_bytes }, message)
-            }
-            AdminRequest::LunDestroy { path } => {
-                let lun = self.lun_id(&path)?;
+                if !force {
+                    self.check_unused(lun, &path)?;
+                }
                 Answer::Change(Change::DestroyLun { lun }, format!("LUN {path} destroyed"))
             }
             AdminRequest::SnapCreate { volume, name } => {
@@ -204,9 +209,13 @@ impl Engine {
             AdminRequest::DfAggregate => {
                 Answer::Now(AdminReply::AggregateSpace(self.aggregate_space()))
             }
-            AdminRequest::AggrStatus => Answer::Now(AdminReply::Aggregate(self.aggregate_status())),
+            AdminRequest::AggrStatus => {
+                Answer::Now(AdminReply::Aggregate(Box::new(self.aggregate_status())))
+            }
             AdminRequest::DiskFail { disk } => Answer::Now(self.fail_disk(&disk)?),
             AdminRequest::DiskReplace { disk } => Answer::Now(self.replace_disk(&disk)?),
+            AdminRequest::DiskAdd => Answer::Now(self.add_disk()?),
+            AdminRequest::DiskRemove { disk } => Answer::Now(self.remove_disk(&disk)?),
             AdminRequest::AggrScrubStart => Answer::Now(self.start_scrub()?),
             AdminRequest::AggrScrubStop => Answer::Now(self.stop_scrub()?),
             AdminRequest::Sysstat => Answer::Now(AdminReply::Sysstat(Box::new(self.sysstat()))),
@@ -243,6 +252,46 @@ impl Engine {
         ))
     }
 
+    /// Resizes a LUN to an absolute size or by a relative one; a shrink
+    /// loses the data beyond the new size, so it needs `force`.
+    fn resize(&self, path: String, change: SizeChange, force: bool) -> Result<Answer, AdminError> {
+        let (volume, name) = split_lun_path(&path)?;
+        let (lun, _, from) = self.lun_entry(self.volume_id(volume)?, name)?;
+        let to = change
+            .applied_to(from)
+            .map_err(|e| invalid(&format!("LUN {path} is not resized: {e}")))?;
+        if to < from && !force {
+            return Err(invalid(&format!(
+                "LUN {path} is not resized: shrinking it from {from} to {to} bytes loses the data \
+                 beyond {to} bytes; use -f to shrink it anyway"
+            )));
+        }
+        let message = format!("LUN {path} resized from {from} to {to} bytes");
+        Ok(Answer::Change(
+            Change::ResizeLun {
+                lun,
+                size_bytes: to,
+            },
+            message,
+        ))
+    }
+
+    /// Refuses to destroy a LUN an NBD connection has open: its client would
+    /// lose it mid-use. Its snapshots' exports are not counted: they read
+    /// the snapshots, which keep what they hold of it.
+    fn check_unused(&self, lun: LunId, path: &str) -> Result<(), AdminError> {
+        let target = Target::live(lun, None, &self.incarnations);
+        match self.shared.catalogue.holds().connections(&target) {
+            0 => Ok(()),
+            open => Err(invalid(&format!(
+                "LUN {path} is not destroyed: it is mapped and in use, open on {open} NBD \
+                 connection{} (every later request on {} would fail); use -f to destroy it anyway",
+                if open == 1 { "" } else { "s" },
+                if open == 1 { "it" } else { "them" },
+            ))),
+        }
+    }
+
     fn volume_id(&self, name: &str) -> Result<VolumeId, AdminError> {
         self.filer
             .volumes()
@@ -253,11 +302,15 @@ impl Engine {
     }
 
     fn lun_in(&self, volume: VolumeId, name: &str) -> Result<LunId, AdminError> {
+        self.lun_entry(volume, name).map(|(id, ..)| id)
+    }
+
+    /// LUN `name` of `volume`: its id, name and size.
+    fn lun_entry(&self, volume: VolumeId, name: &str) -> Result<(LunId, String, u64), AdminError> {
         self.filer
             .luns(volume)
             .into_iter()
             .find(|(_, n, _)| n == name)
-            .map(|(id, _, _)| id)
             .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no LUN {name}")))
     }
 
@@ -281,12 +334,47 @@ impl Engine {
             .collect()
     }
 
+    /// Records an ID for every LUN the filer holds and drops the records of
+    /// LUNs gone (`crate::lun_ids`), saving the configuration if that changed
+    /// it (except while the directory is being created: its configuration is
+    /// written once, at the end). Returns the LUN with ID 0, the default
+    /// export, if it lives.
+    pub(super) fn record_lun_ids(&mut self) -> Option<LunId> {
+        let present: Vec<(LunId, LunNow)> = self
+            .filer
+            .volumes()
+            .into_iter()
+            .flat_map(|(volume, volume_name)| {
+                let luns = self.filer.luns(volume).into_iter();
+                luns.map(move |(lun, name, _)| {
+                    let path = format!("/vol/{volume_name}/{name}");
+                    let inode = lun.file.0;
+                    (lun, LunNow { path, inode })
+                })
+            })
+            .collect();
+        let now: Vec<LunNow> = present.iter().map(|(_, l)| l.clone()).collect();
+        let changed = self.config.record_luns(&now);
+        if changed
+            && self.dir.join(CONFIG_FILE).exists()
+            && let Err(e) = self.config.save(&self.dir)
+        {
+            crate::log!("LUN IDs not saved ({e}): the next save of the configuration has them");
+        }
+        present
+            .into_iter()
+            .find(|(_, l)| self.config.lun_id(&l.path, l.inode) == Some(0))
+            .map(|(lun, _)| lun)
+    }
+
     fn lun_status(&self) -> Vec<LunStatus> {
         let mut luns = Vec::new();
         for (volume, volume_name) in self.filer.volumes() {
             for (lun, name, size_bytes) in self.filer.luns(volume) {
+                let path = format!("/vol/{volume_name}/{name}");
                 luns.push(LunStatus {
-                    path: format!("/vol/{volume_name}/{name}"),
+                    lun_id: self.config.lun_id(&path, lun.file.0),
+                    path,
                     export: format!("{volume_name}/{name}"),
                     volume: volume_name.clone(),
                     name,
@@ -414,9 +502,24 @@ impl Engine {
             committed_cp: self.filer.committed_cp().0,
             raid_groups,
             spares,
+            broken: self.broken_disks(),
             rebuild,
             scrub,
         }
+    }
+
+    fn broken_disks(&self) -> Vec<BrokenDiskStatus> {
+        self.config
+            .broken
+            .iter()
+            .filter_map(|name| self.config.disk(name))
+            .map(|disk| BrokenDiskStatus {
+                name: disk.name.clone(),
+                failed_reason: disk.failed_reason.clone(),
+                file: disk.file.clone(),
+                size_bytes: disk.blocks * wafer_core::BLOCK_SIZE as u64,
+            })
+            .collect()
     }
 
     fn start_scrub(&mut self) -> Result<AdminReply, AdminError> {
@@ -439,10 +542,12 @@ impl Engine {
 
     fn fail_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
         let slots = self.config.slots();
-        let slot = slots
+        let Some(slot) = slots
             .iter()
             .find(|s| s.disk.name == disk || s.id.0.to_string() == disk)
-            .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no disk {disk}")))?;
+        else {
+            return Err(self.not_a_slot(disk, "failed"));
+        };
         let (id, name) = (slot.id, slot.disk.name.clone());
         if slot.disk.state == DiskState::Failed {
             return Err(invalid(&format!("disk {name} has already failed")));
@@ -464,21 +569,126 @@ impl Engine {
         Ok(AdminReply::Done { message })
     }
 
-    /// Adds a blank disk file as a spare for failed disk `disk`: created and
-    /// sized, recorded in the configuration (saved), given its threads, and
-    /// announced to the filer, which puts it in the failed disk's slot.
+    /// Adds a blank disk file as a spare for failed disk `disk`, which the
+    /// filer rebuilds onto it.
     fn replace_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
         let slots = self.config.slots();
-        let slot = slots
+        let Some(slot) = slots
             .iter()
             .find(|s| s.disk.name == disk || s.id.0.to_string() == disk)
-            .ok_or_else(|| error(AdminErrorKind::NotFound, &format!("no disk {disk}")))?;
+        else {
+            return Err(self.not_a_slot(disk, "replaced"));
+        };
         let (failed, blocks) = (slot.disk.name.clone(), slot.disk.blocks);
         if slot.disk.state != DiskState::Failed || !matches!(slot.slot, Slot::Member { .. }) {
             return Err(invalid(&format!(
                 "disk {failed} is not a failed RAID group member (disk fail it first)"
             )));
         }
+        let name = self.add_spare_disk(blocks)?;
+        let message = format!(
+            "disk {name} added as a spare for failed disk {failed}; reconstruction runs in the background"
+        );
+        Ok(AdminReply::Done { message })
+    }
+
+    /// Adds a blank disk file as a spare, as large as the largest disk a RAID
+    /// group uses; a failed disk waiting for a spare is rebuilt onto it.
+    fn add_disk(&mut self) -> Result<AdminReply, AdminError> {
+        let blocks = self.config.largest_group_disk();
+        let waiting: Vec<String> = self
+            .config
+            .slots()
+            .iter()
+            .filter(|s| s.disk.state == DiskState::Failed && matches!(s.slot, Slot::Member { .. }))
+            .map(|s| s.disk.name.clone())
+            .collect();
+        let name = self.add_spare_disk(blocks)?;
+        let mib = (blocks * wafer_core::BLOCK_SIZE as u64) >> 20;
+        let mut message = format!("disk {name} ({mib} MiB, file {name}.img) added as a spare");
+        if !waiting.is_empty() {
+            let _ = write!(
+                message,
+                "; failed disk {} is reconstructed onto a spare in the background",
+                waiting.join(", ")
+            );
+        }
+        Ok(AdminReply::Done { message })
+    }
+
+    /// Removes broken disk `disk`: out of the configuration (saved), then its
+    /// file deleted.
+    fn remove_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
+        if !self.config.broken.iter().any(|b| b == disk) {
+            return Err(self.not_broken(disk));
+        }
+        let file = self.dir.join(
+            &self
+                .config
+                .disk(disk)
+                .expect("a broken disk is defined")
+                .file,
+        );
+        let before = self.config.clone();
+        self.config.remove_broken(disk);
+        if let Err(e) = self.config.save(&self.dir) {
+            self.config = before;
+            let message = format!("disk {disk} stays: the configuration cannot be saved: {e}");
+            return Err(error(AdminErrorKind::Io, &message));
+        }
+        let gone = match std::fs::remove_file(&file) {
+            Ok(()) => format!("its file {} deleted", file.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                format!("its file {} was already gone", file.display())
+            }
+            Err(e) => format!(
+                "its file {} could not be deleted ({e}): delete it by hand",
+                file.display()
+            ),
+        };
+        crate::log!("broken disk {disk} removed; {gone}");
+        let message = format!("broken disk {disk} removed; {gone}");
+        Ok(AdminReply::Done { message })
+    }
+
+    /// Why `disk` names no slot: unknown, or broken (already replaced).
+    fn not_a_slot(&self, disk: &str, what: &str) -> AdminError {
+        match self.config.broken.iter().any(|b| b == disk) {
+            true => invalid(&format!(
+                "disk {disk} is not {what}: it is a broken disk, already replaced by a spare in \
+                 its RAID group (disk add adds a spare; disk remove {disk} deletes its file)"
+            )),
+            false => error(AdminErrorKind::NotFound, &format!("no disk {disk}")),
+        }
+    }
+
+    /// Why `disk` cannot be removed: only a broken disk can.
+    fn not_broken(&self, disk: &str) -> AdminError {
+        let slots = self.config.slots();
+        let Some(slot) = slots.iter().find(|s| s.disk.name == disk) else {
+            return error(AdminErrorKind::NotFound, &format!("no disk {disk}"));
+        };
+        let why = match (slot.slot, slot.disk.state) {
+            (Slot::Member { group, .. }, DiskState::Failed) => format!(
+                "it has failed but still holds its place in RAID group {group} until a spare is \
+                 rebuilt there (disk add adds one)"
+            ),
+            (Slot::Member { group, .. }, DiskState::InService) => {
+                format!("it is in service in RAID group {group}")
+            }
+            (Slot::Spare(_), _) => "it is a spare".to_string(),
+        };
+        invalid(&format!(
+            "disk {disk} is not removed: {why}; only a broken disk (failed and replaced by a \
+             spare) is removed"
+        ))
+    }
+
+    /// Creates a blank disk file of `blocks` sectors and adds it as a spare:
+    /// recorded in the configuration (saved), given its threads, and
+    /// announced to the filer, which rebuilds a failed disk waiting for a
+    /// spare onto it. Returns its name.
+    fn add_spare_disk(&mut self, blocks: u64) -> Result<String, AdminError> {
         let (name, file) = self.new_disk_file(blocks)?;
         let before = self.config.clone();
         self.config.add_spare(&name, blocks);
@@ -492,11 +702,8 @@ impl Engine {
             .map_err(|e| io(&e))?;
         self.devices.disks.push(handle);
         self.filer.spare_added();
-        crate::log!("disk {name} added as a spare to take the place of failed disk {failed}");
-        let message = format!(
-            "disk {name} added as a spare for failed disk {failed}; reconstruction runs in the background"
-        );
-        Ok(AdminReply::Done { message })
+        crate::log!("disk {name} added as a spare ({name}.img)");
+        Ok(name)
     }
 
     /// A new sparse disk file `diskN.img` of `blocks` sectors, N the first

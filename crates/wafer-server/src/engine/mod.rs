@@ -577,7 +577,8 @@ impl Engine {
         self.devices.disks[member.0 as usize] = handle;
         crate::log!(
             "spare {spare} takes the place of failed disk {failed} (RAID group {group}, \
-             position {}); reconstruction runs in the background",
+             position {}); reconstruction runs in the background; {failed} is a broken disk, \
+             its file kept until `disk remove {failed}`",
             position.0
         );
         IoResult::Done
@@ -606,8 +607,10 @@ impl Engine {
         Ok(())
     }
 
-    fn publish_catalogue(&self) {
-        let catalogue = Catalogue::of(&self.filer, &self.incarnations);
+    fn publish_catalogue(&mut self) {
+        let default = self.record_lun_ids();
+        let holds = self.shared.catalogue.holds();
+        let catalogue = Catalogue::of(&self.filer, &self.incarnations, holds, default);
         self.shared.catalogue.publish(catalogue);
     }
 }

@@ -126,6 +126,27 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
             disk_columns(spare.size_bytes, spare.size_bytes)
         );
     }
+    out.push_str(&broken_disks(aggr));
+    out
+}
+
+/// The Broken disks section: failed disks a spare has replaced, with the
+/// files they leave in the data directory until `disk remove`.
+fn broken_disks(aggr: &AggregateStatus) -> String {
+    if aggr.broken.is_empty() {
+        return String::new();
+    }
+    let header = disk_table_header("  RAID Disk");
+    let width = header.lines().map(str::len).max().unwrap_or(0);
+    let mut out = "\n  Broken disks\n\n".to_string();
+    for (line, file) in header.lines().zip(["File", "----"]) {
+        let _ = writeln!(out, "{line:<width$}    {file}");
+    }
+    for disk in &aggr.broken {
+        let columns = disk_columns(disk.size_bytes, disk.size_bytes);
+        let row = format!("  {:<9} {:<15} {columns}", "failed", disk.name);
+        let _ = writeln!(out, "{row:<width$}    {}", disk.file);
+    }
     out
 }
 
@@ -329,7 +350,8 @@ pub fn lun_show_m(reply: &AdminReply) -> String {
         "LUN ID",
         "-".repeat(71)
     );
-    for (id, lun) in luns.iter().enumerate() {
+    for lun in luns {
+        let id = lun.lun_id.map_or("-".to_string(), |id| id.to_string());
         let _ = writeln!(out, "{:<35} {:<18} {id:>6}       NBD", lun.path, lun.export);
     }
     out
@@ -601,6 +623,36 @@ mod tests {
             exclusive_bytes: 0,
         };
         assert_eq!(snapshot_date(&snapshot), "May 17 10:32");
+    }
+
+    #[test]
+    fn broken_disks_are_listed_with_their_files_under_the_file_heading() {
+        let broken = |name: &str| wafer_server::admin::BrokenDiskStatus {
+            name: name.into(),
+            failed_reason: Some("failed by the administrator (disk fail)".into()),
+            file: format!("{name}.img"),
+            size_bytes: 64 << 20,
+        };
+        let mut aggr = AggregateStatus {
+            name: "aggr0".into(),
+            state: "online".into(),
+            committed_cp: 1,
+            raid_groups: Vec::new(),
+            spares: Vec::new(),
+            broken: Vec::new(),
+            rebuild: None,
+            scrub: None,
+        };
+        assert_eq!(broken_disks(&aggr), "", "no section without broken disks");
+        aggr.broken = vec![broken("disk3"), broken("disk12")];
+        let text = broken_disks(&aggr);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "  Broken disks");
+        let column = lines[3].find("File").expect("a File heading");
+        for (row, file) in lines[5..].iter().zip(["disk3.img", "disk12.img"]) {
+            assert!(row.starts_with("  failed    disk"), "{row}");
+            assert_eq!(row.find(file), Some(column), "{text}");
+        }
     }
 
     #[test]
