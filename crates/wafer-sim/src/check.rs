@@ -535,7 +535,9 @@ impl<P: SimPayload> Harness<P> {
             let disk = DiskId(self.rng.below(u64::from(self.world.layout().disk_count())) as u32);
             self.world.kill_disk(disk);
         }
-        if self.rng.chance(1, 2000) && P::remountable(&mut self.world).is_some() {
+        // Drawn only where it can happen, so that a stamp seed's faults stay
+        // what they were before host refusals existed.
+        if P::remountable(&mut self.world).is_some() && self.rng.chance(1, 2000) {
             let disks = self.disks_the_host_refuses();
             self.world.refuse_writes(disks);
         }
