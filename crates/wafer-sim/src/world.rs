@@ -708,6 +708,18 @@ impl<P: SimPayload> World<P> {
         true
     }
 
+    /// Blanks the trailer of written block `dbn` of `disk`, its content left
+    /// as it is: what a lost write leaves when it would have written the same
+    /// content with a new trailer. Returns whether the block was written.
+    pub fn stale_trailer(&mut self, disk: DiskId, dbn: u64) -> bool {
+        let Some(sector) = self.disks[disk.0 as usize].sectors.get_mut(&dbn) else {
+            return false;
+        };
+        sector.trailer = [0; wafer_core::format::TRAILER_SIZE];
+        self.damaged.insert((disk, dbn));
+        true
+    }
+
     /// Makes block `dbn` of `disk` unreadable (a latent sector error).
     pub fn lose_block(&mut self, disk: DiskId, dbn: u64) {
         self.disks[disk.0 as usize].unreadable.insert(dbn);

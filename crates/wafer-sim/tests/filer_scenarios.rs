@@ -1390,3 +1390,28 @@ fn a_group_that_loses_three_disks_mid_cp_never_commits_it() {
     assert!(reason.contains("lost 3 disks"), "{reason}");
     assert_eq!(world.filer.committed_cp().0, committed, "nothing committed");
 }
+
+/// A lost write of content equal to what the block held leaves the old
+/// trailer (seed 51574: an indirect block of zeros over a never-written
+/// block). The data matches the filer's last write, but the block fails any
+/// read's identity check: the scrub must count it damaged and rewrite it.
+#[test]
+fn a_scrub_rewrites_a_block_a_lost_write_left_with_a_stale_trailer() {
+    use wafer_raid::DiskIndex;
+    let mut world = world();
+    let lun = lun(&mut world, 2 << 20);
+    write(&mut world, lun, 0, pattern(5, 2 << 20));
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let (disk, dbn) = data_blocks_of(&world, lun)
+        .into_iter()
+        .find(|(d, _)| *d == DiskIndex(3))
+        .expect("data on disk 3");
+    let id = world.layout().disk_id(0, disk);
+    assert!(world.stale_trailer(id, dbn));
+    world.filer.start_scrub().expect("a scrub starts");
+    world.drain();
+    while world.step() {}
+    let status = world.filer.scrub_status().expect("a scrub ran");
+    assert_eq!(status.tally.blocks_repaired, 1, "{status:?}");
+    world.check_trailers().expect("the trailer is whole again");
+}

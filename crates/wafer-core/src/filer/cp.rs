@@ -1111,8 +1111,9 @@ pub(super) fn read_back_is_sound<P: Payload>(
 }
 
 /// Whether a sector read back for a parity computation can be trusted: it is
-/// what the filer last wrote there (when that is known), and otherwise it was
-/// never written (zeros) or matches its own trailer's checksum.
+/// what the filer last wrote there, trailer and all (when that is known), and
+/// otherwise it was never written (zeros) or matches its own trailer's
+/// checksum.
 fn sector_is_sound<P: Payload>(
     sector: Option<&Sector<P>>,
     matches_last_write: Option<bool>,
@@ -1120,21 +1121,23 @@ fn sector_is_sound<P: Payload>(
     dbn: u64,
 ) -> bool {
     let Some(sector) = sector else { return false };
-    if let Some(matches) = matches_last_write {
-        return matches;
-    }
-    // Nothing known of the last write: the trailer must be intact and name
-    // this very place (a data disk's pvbn, or a parity block of this stripe),
-    // or a misdirected write onto a block of unknown history would be trusted.
-    match Trailer::decode(&sector.trailer) {
-        Ok(trailer) => {
-            let here = match home {
-                Some(pvbn) => trailer.identity.pvbn == pvbn,
-                None => trailer.identity.file == PARITY_FILE && trailer.identity.fbn == Fbn(dbn),
-            };
-            trailer.matches(P::checksum(&sector.data)) && here
-        }
-        Err(_) => sector.data == P::zero(),
+    let trailer = Trailer::decode(&sector.trailer).ok().filter(|trailer| {
+        let here = match home {
+            Some(pvbn) => trailer.identity.pvbn == pvbn,
+            None => trailer.identity.file == PARITY_FILE && trailer.identity.fbn == Fbn(dbn),
+        };
+        trailer.matches(P::checksum(&sector.data)) && here
+    });
+    match (matches_last_write, trailer) {
+        // Every block the filer writes carries a trailer naming its place: a
+        // lost write of the same content leaves the old trailer (or none).
+        (Some(matches), trailer) => matches && trailer.is_some(),
+        // Nothing known of the last write: the trailer must be intact and
+        // name this very place (a data disk's pvbn, or a parity block of this
+        // stripe), or a misdirected write onto a block of unknown history
+        // would be trusted; or the block was never written.
+        (None, Some(_)) => true,
+        (None, None) => Trailer::decode(&sector.trailer).is_err() && sector.data == P::zero(),
     }
 }
 

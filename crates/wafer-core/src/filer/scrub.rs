@@ -7,8 +7,10 @@
 //! many makes its stripe unrecoverable. A scrub visits the groups stripe by
 //! stripe, [`SCRUB_STRIPES_PER_CP`] per CP, inside the CP, so no CP writes a
 //! stripe while it is being read. It skips the superblock stripes (their
-//! copies carry them) and the stripes the CP itself writes. Each stripe is read
-//! whole:
+//! copies carry them) and puts off the stripes the CP itself writes to the
+//! next batch (a partial-stripe write that meets a damaged block folds its
+//! reconstruction into parity but leaves the block as it is, for the scrub to
+//! repair). Each stripe is read whole:
 //!
 //! - A block that fails its trailer (or the checksum of the filer's last write
 //!   there), or that its disk cannot return, is damaged. Up to the group's
@@ -71,6 +73,9 @@ pub(super) struct Scrub {
     /// damaged data blocks that only a pointer can name, or a disk that died
     /// under the batch.
     revisit: BTreeSet<(usize, u64)>,
+    /// Stripes a batch skipped because its CP wrote them: the next batch
+    /// takes them.
+    deferred: BTreeSet<(usize, u64)>,
     tally: ScrubTally,
     finished: bool,
 }
@@ -173,6 +178,7 @@ impl<P: Payload> Filer<P> {
             group: 0,
             cursor: 0,
             revisit: BTreeSet::new(),
+            deferred: BTreeSet::new(),
             tally: ScrubTally::default(),
             finished: false,
         });
@@ -223,7 +229,7 @@ impl<P: Payload> Filer<P> {
             return false;
         };
         let online = matches!(self.phase, Phase::Online);
-        let stripes_left = s.group < self.layout.groups().len();
+        let stripes_left = s.group < self.layout.groups().len() || !s.deferred.is_empty();
         let nameable = !s.revisit.is_empty() && self.indirect_complete();
         online && !self.scrub_suspended() && (stripes_left || nameable)
     }
@@ -251,6 +257,14 @@ impl<P: Payload> Filer<P> {
         if naming {
             stripes.extend(s.revisit.iter().filter(|k| !staged.contains_key(k)));
         }
+        let mut deferred = BTreeSet::new();
+        let mut take = |stripe: (usize, u64)| match staged.contains_key(&stripe) {
+            true => deferred.insert(stripe),
+            false => stripes.insert(stripe),
+        };
+        s.deferred.iter().for_each(|&stripe| {
+            take(stripe);
+        });
         let (mut group, mut dbn) = (s.group, s.cursor);
         let mut visited = 0;
         while visited < SCRUB_STRIPES_PER_CP && group < self.layout.groups().len() {
@@ -258,9 +272,8 @@ impl<P: Payload> Filer<P> {
                 (group, dbn) = (group + 1, 0);
                 continue;
             }
-            let superblock_stripe = group == 0 && dbn < SUPERBLOCK_COPIES;
-            if !superblock_stripe && !staged.contains_key(&(group, dbn)) {
-                stripes.insert((group, dbn));
+            if !(group == 0 && dbn < SUPERBLOCK_COPIES) {
+                take((group, dbn));
             }
             dbn += 1;
             visited += 1;
@@ -269,7 +282,8 @@ impl<P: Payload> Filer<P> {
         // that trusts the names must never meet a stripe the walk skipped.
         let names = naming.then(|| self.name_blocks(&stripes));
         self.counters.scrub_walks += u64::from(naming);
-        let s = self.scrub.as_ref().expect("a scrub");
+        let s = self.scrub.as_mut().expect("a scrub");
+        s.deferred = deferred;
         Some(ScrubBatch {
             run: s.run,
             stripes,
@@ -306,7 +320,7 @@ impl<P: Payload> Filer<P> {
             return;
         };
         (s.group, s.cursor) = batch.next;
-        if s.group >= groups && s.revisit.is_empty() {
+        if s.group >= groups && s.revisit.is_empty() && s.deferred.is_empty() {
             s.finished = true;
         }
     }
