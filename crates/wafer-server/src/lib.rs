@@ -5,7 +5,7 @@
 //! # The data directory
 //!
 //! ```text
-//! DIR/                 mode 0700 when the server creates it
+//! DIR/                 mode 0700, like every file in it (`access`)
 //!   wafer.toml         the configuration: aggregate, RAID groups by position,
 //!                      spares, each disk's backing file and state (in service
 //!                      or failed), the NVLog's half size; replaced atomically
@@ -42,6 +42,7 @@ macro_rules! log {
 }
 pub(crate) use log;
 
+mod access;
 pub mod admin;
 mod admin_socket;
 mod catalogue;

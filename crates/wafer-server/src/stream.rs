@@ -8,6 +8,7 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -104,14 +105,18 @@ pub(crate) enum Listener {
 }
 
 impl Listener {
-    /// Binds `address`. A Unix socket file left by a server that died is
-    /// replaced; one that a live server answers on is not.
-    pub(crate) fn bind(address: &ListenAddress) -> io::Result<Listener> {
+    /// Binds `address`; a Unix socket gets `socket_mode`. A Unix socket file
+    /// left by a server that died is replaced; one that a live server answers
+    /// on is not.
+    pub(crate) fn bind(address: &ListenAddress, socket_mode: u32) -> io::Result<Listener> {
         match address {
             ListenAddress::Tcp(address) => Ok(Listener::Tcp(TcpListener::bind(address)?)),
             ListenAddress::Unix(path) => {
                 remove_stale_socket(path)?;
-                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
+                let listener = Listener::Unix(UnixListener::bind(path)?, path.clone());
+                let mode = std::fs::Permissions::from_mode(socket_mode);
+                std::fs::set_permissions(path, mode)?;
+                Ok(listener)
             }
         }
     }
@@ -213,8 +218,8 @@ mod tests {
     fn a_stale_socket_is_replaced_and_a_live_one_kept() {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let path = dir.path().join("s.sock");
-        let live = Listener::bind(&ListenAddress::Unix(path.clone())).expect("binds");
-        let refused = Listener::bind(&ListenAddress::Unix(path.clone())).unwrap_err();
+        let live = Listener::bind(&ListenAddress::Unix(path.clone()), 0o600).expect("binds");
+        let refused = Listener::bind(&ListenAddress::Unix(path.clone()), 0o600).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::AddrInUse);
         drop(live);
         assert!(!path.exists(), "a closed listener leaves no socket file");
@@ -222,6 +227,9 @@ mod tests {
         // leaves it too); the next bind replaces it.
         drop(UnixListener::bind(&path).expect("binds"));
         assert!(path.exists());
-        Listener::bind(&ListenAddress::Unix(path)).expect("replaces the stale socket");
+        let _replaced =
+            Listener::bind(&ListenAddress::Unix(path.clone()), 0o640).expect("replaces it");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o640, "the socket takes the mode asked for");
     }
 }

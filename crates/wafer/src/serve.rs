@@ -22,12 +22,17 @@ use crate::size::Size;
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve NBD over TCP on this address (repeatable); the default is
-    /// 127.0.0.1:10809 unless --socket is given.
+    /// 127.0.0.1:10809 unless --socket is given. TCP has no access control
+    /// yet: an address other hosts can reach is served with a warning.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<SocketAddr>,
     /// Serve NBD on this Unix socket (repeatable).
     #[arg(long, value_name = "PATH")]
     socket: Vec<PathBuf>,
+    /// The mode of the --socket files, in octal: 0600 lets only this user
+    /// connect; 0660 lets the socket's group in too.
+    #[arg(long, value_name = "MODE", default_value = "0600", value_parser = parse_mode)]
+    socket_mode: u32,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -58,12 +63,21 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             volume_bytes: args.vol_size.0,
             lun_bytes: args.lun_size.0,
         },
+        socket_mode: args.socket_mode,
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
     print_report(data, server.report());
     server.run().context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// An octal file mode such as `0660`.
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text, 8)
+        .ok()
+        .filter(|mode| *mode <= 0o777)
+        .ok_or_else(|| format!("{text:?} is not an octal mode from 0000 to 0777"))
 }
 
 fn listen_addresses(args: &ServeArgs) -> Vec<ListenAddress> {

@@ -82,8 +82,25 @@ pub fn serve(scratch: &Scratch) -> Served {
 
 /// Starts `wafer serve` with `extra` arguments; panics if it does not come up.
 pub fn serve_with(scratch: &Scratch, extra: &[&str]) -> Served {
+    start(scratch, wafer_serve(scratch, extra))
+}
+
+/// Starts `wafer serve` with `extra` arguments under `umask` (a shell's
+/// `umask` argument, such as `000`).
+pub fn serve_under_umask(scratch: &Scratch, umask: &str, extra: &[&str]) -> Served {
+    let serve = wafer_serve(scratch, extra);
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+        .arg(serve.get_program())
+        .args(serve.get_args());
+    start(scratch, command)
+}
+
+fn start(scratch: &Scratch, mut command: Command) -> Served {
     let log = scratch.file(&format!("server-{}.log", unique()));
-    let mut child = wafer_serve(scratch, extra)
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).expect("a log file"))
         .spawn()
