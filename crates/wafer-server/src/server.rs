@@ -33,6 +33,7 @@ use wafer_core::filer::{Change, HostRequest, Options};
 use wafer_core::units::DiskId;
 
 use crate::access::DATA_FILE_MODE;
+use crate::admission::{Admission, ConnectionLimits};
 use crate::catalogue::SharedCatalogue;
 use crate::clock::Clock;
 use crate::config::{CONFIG_FILE, CreateOptions, DataConfig, DiskConfig, DiskState, SECTOR_BYTES};
@@ -59,6 +60,8 @@ pub struct ServeOptions {
     pub create: CreateOptions,
     /// The mode of the NBD Unix sockets (`--socket-mode`).
     pub socket_mode: u32,
+    /// Timeouts and caps on NBD clients.
+    pub limits: ConnectionLimits,
 }
 
 /// What a started server reports.
@@ -131,6 +134,8 @@ impl Server {
             catalogue: Arc::clone(&shared.catalogue),
             counters: Arc::clone(&shared.counters),
             stop: Arc::clone(&shared.stop),
+            limits: options.limits,
+            admission: Arc::new(Admission::new(&options.limits)),
         });
         let stop = Arc::clone(&shared.stop);
         let parts = EngineParts {

@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -45,6 +45,15 @@ impl Stream {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
         })
+    }
+
+    /// The client's IP address (`None` on a Unix socket), an IPv4 client of
+    /// an IPv6 listener as its IPv4 address.
+    pub(crate) fn peer_ip(&self) -> Option<IpAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip().to_canonical()),
+            Stream::Unix(_) => None,
+        }
     }
 
     /// Shuts down one or both directions.

@@ -11,12 +11,18 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use wafer_server::{CreateOptions, ListenAddress, NBD_PORT, ServeOptions, Server, StartupReport};
+use wafer_server::{
+    ConnectionLimits, CreateOptions, ListenAddress, NBD_PORT, ServeOptions, Server, StartupReport,
+};
 
 use crate::size::Size;
+
+/// The server's default limits on NBD clients, which the flags' defaults show.
+const DEFAULTS: ConnectionLimits = ConnectionLimits::DEFAULT;
 
 /// Options of `wafer serve`.
 #[derive(Debug, Args)]
@@ -33,6 +39,21 @@ pub struct ServeArgs {
     /// connect; 0660 lets the socket's group in too.
     #[arg(long, value_name = "MODE", default_value = "0600", value_parser = parse_mode)]
     socket_mode: u32,
+    /// Seconds an NBD client has for its whole handshake; while it
+    /// negotiates, a new client that needs its place takes it.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULTS.handshake_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    handshake_timeout: u64,
+    /// Seconds an NBD connection may send no request (with none in flight),
+    /// or leave its replies unread, before it is closed; 0: never (for
+    /// clients that sit idle for long and cannot reconnect).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULTS.idle_timeout.map_or(0, |t| t.as_secs()))]
+    idle_timeout: u64,
+    /// NBD connections one IP address may hold at once (of 64); Unix-socket
+    /// clients count towards the 64 only.
+    #[arg(long, value_name = "N", default_value_t = DEFAULTS.per_address as u64,
+          value_parser = clap::value_parser!(u64).range(1..=64))]
+    connections_per_address: u64,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -64,6 +85,12 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             lun_bytes: args.lun_size.0,
         },
         socket_mode: args.socket_mode,
+        limits: ConnectionLimits {
+            handshake_timeout: Duration::from_secs(args.handshake_timeout),
+            idle_timeout: (args.idle_timeout > 0).then(|| Duration::from_secs(args.idle_timeout)),
+            per_address: usize::try_from(args.connections_per_address)
+                .expect("clap keeps it within 1 to 64"),
+        },
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
