@@ -328,6 +328,7 @@ fn read_requests(
     }
     let mut buffer = vec![0u8; READ_BUFFER_BYTES];
     loop {
+        dispatcher.budget.wait_for_room(decoder.buffered_bytes());
         let received = match stream.read(&mut buffer) {
             Ok(received) => received,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -750,6 +751,21 @@ impl Budget {
         in_flight.1 += bytes;
     }
 
+    /// Waits until the connection may read more requests while its decoder
+    /// holds `buffered` bytes of one: when nothing is in flight, or what is
+    /// leaves room. So a write's payload is not gathered beside a full
+    /// allowance, and a connection holds at most its allowance and a read
+    /// buffer, or one request of up to 32 MiB.
+    fn wait_for_room(&self, buffered: usize) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        while in_flight.1 > 0 && in_flight.1 + buffered as u64 >= BYTES_IN_FLIGHT_MAX {
+            in_flight = self
+                .freed
+                .wait(in_flight)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// Whether nothing is in flight.
     fn is_empty(&self) -> bool {
         let in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
@@ -818,5 +834,28 @@ impl NbdCounters {
             block_status: get(&self.block_status),
             errors: get(&self.errors),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_waits_while_in_flight_and_buffered_fill_the_allowance() {
+        let budget = Arc::new(Budget::default());
+        // Nothing in flight: a whole 32 MiB write may be gathered.
+        budget.wait_for_room(32 << 20);
+        budget.acquire(BYTES_IN_FLIGHT_MAX - 4096);
+        budget.wait_for_room(4095);
+        let waiting = {
+            let budget = Arc::clone(&budget);
+            thread::spawn(move || budget.wait_for_room(4096))
+        };
+        thread::sleep(Duration::from_millis(100));
+        assert!(!waiting.is_finished(), "read on beyond the allowance");
+        budget.release(BYTES_IN_FLIGHT_MAX - 4096);
+        waiting.join().expect("woken by the release");
+        assert!(budget.is_empty());
     }
 }
