@@ -65,7 +65,7 @@ use wafer_nbd::{
 };
 
 use crate::admin::NbdCountersStatus;
-use crate::admission::{Admission, ConnectionLimits, Ticket};
+use crate::admission::{Activity, Admission, ConnectionLimits, Ticket};
 use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::engine::{Event, ExtentsCallback, HostCallback, HostOutcome};
 use crate::stop::StopSignal;
@@ -166,7 +166,16 @@ fn serve_connection(mut stream: Stream, peer: &str, context: &Context, ticket: &
     let outcome = negotiate(&mut stream, context, ticket).and_then(|chosen| match chosen {
         Some((negotiated, export, leftover)) => {
             crate::log!("{peer}: connected to export {:?}", export.info.name);
-            transmit(stream, peer, &negotiated, export, &leftover, context)
+            let activity = ticket.activity();
+            transmit(
+                stream,
+                peer,
+                &negotiated,
+                export,
+                &leftover,
+                context,
+                &activity,
+            )
         }
         None => Ok(()),
     });
@@ -274,6 +283,7 @@ fn transmit(
     export: Export,
     leftover: &[u8],
     context: &Context,
+    activity: &Arc<Activity>,
 ) -> Result<(), ConnectionError> {
     let idle = context.limits.idle_timeout;
     stream.set_read_timeout(idle)?;
@@ -286,10 +296,11 @@ fn transmit(
         let counters = Arc::clone(&context.counters);
         let structured = negotiated.structured_replies;
         let peer = peer.to_string();
+        let activity = Arc::clone(activity);
         thread::Builder::new()
             .name("nbd-writer".into())
             .spawn(move || {
-                let writer = ReplyWriter::new(stream, peer, structured);
+                let writer = ReplyWriter::new(stream, peer, structured, activity);
                 writer.run(&outgoing, &budget, &counters);
             })?
     };
@@ -308,6 +319,7 @@ fn transmit(
         leftover,
         &mut dispatcher,
         idle,
+        activity,
     );
     // The writer ends once every reply in flight has been sent.
     drop(dispatcher);
@@ -322,6 +334,7 @@ fn read_requests(
     leftover: &[u8],
     dispatcher: &mut Dispatcher,
     idle: Option<Duration>,
+    activity: &Activity,
 ) -> Result<(), ConnectionError> {
     if dispatcher.feed(&mut decoder, leftover)? == Flow::Disconnect {
         return Ok(());
@@ -344,6 +357,7 @@ fn read_requests(
             decoder.handle_eof()?;
             return Ok(());
         }
+        activity.touch();
         if dispatcher.feed(&mut decoder, &buffer[..received])? == Flow::Disconnect {
             return Ok(());
         }
@@ -625,16 +639,18 @@ struct ReplyWriter {
     writer: BufWriter<Stream>,
     peer: String,
     structured: bool,
+    activity: Arc<Activity>,
     /// False once a write failed: later replies are drained unsent.
     healthy: bool,
 }
 
 impl ReplyWriter {
-    fn new(stream: Stream, peer: String, structured: bool) -> ReplyWriter {
+    fn new(stream: Stream, peer: String, structured: bool, activity: Arc<Activity>) -> ReplyWriter {
         ReplyWriter {
             writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream),
             peer,
             structured,
+            activity,
             healthy: true,
         }
     }
@@ -681,7 +697,9 @@ impl ReplyWriter {
     /// unread for the idle timeout: the connection ends (its reader stops
     /// too), and replies still in flight are drained, their budget released.
     fn check(&mut self, written: io::Result<()>) {
-        let Err(error) = written else { return };
+        let Err(error) = written else {
+            return self.activity.touch();
+        };
         self.healthy = false;
         if timed_out(&error) {
             crate::log!("{}: dropped: it leaves its replies unread", self.peer);

@@ -40,7 +40,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MODE", default_value = "0600", value_parser = parse_mode)]
     socket_mode: u32,
     /// Seconds an NBD client has for its whole handshake; while it
-    /// negotiates, a new client that needs its place takes it.
+    /// negotiates, or once it has been idle that long, a new client that
+    /// needs its place takes it.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULTS.handshake_timeout.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..))]
     handshake_timeout: u64,

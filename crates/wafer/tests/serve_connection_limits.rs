@@ -132,6 +132,40 @@ fn idle_connections_from_one_address_leave_room_for_others() {
     server.stop();
 }
 
+/// Four hosts holding all 64 connections, idle past their handshakes, keep a
+/// newcomer out only for as long as a handshake may take (2 s here): then
+/// the connection idle longest gives way, well before the idle timeout.
+#[test]
+fn idle_connections_give_way_when_every_place_is_taken() {
+    let scratch = Scratch::new();
+    let server = serve_tcp(&scratch, &["--handshake-timeout", "2"]);
+    let address = server.tcp_address();
+    let held: Vec<TcpStream> = (2..=5)
+        .flat_map(|host| (0..16).map(move |_| host))
+        .map(|host| {
+            let mut stream = connect_from(loopback(host), address);
+            stream.read_exact(&mut [0u8; 18]).expect("a greeting");
+            negotiate(&mut stream, "vol0/lun0").expect("the export");
+            stream
+        })
+        .collect();
+    let mut refused = connect_from(loopback(6), address);
+    assert!(
+        refused.read_exact(&mut [0u8; 18]).is_err(),
+        "a 65th connection was served while every other was fresh"
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+    well_behaved_client_is_served(address);
+    let log = server.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("idle for ") && l.ends_with("s: a new client needs its place")),
+        "{log}"
+    );
+    drop(held);
+    server.stop();
+}
+
 /// A connection that sends nothing after its handshake is closed after the
 /// idle timeout; one that keeps sending requests is not.
 #[test]
