@@ -48,7 +48,7 @@
 
 use std::io::{self, BufWriter, Read, Write};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -300,8 +300,8 @@ fn transmit(
         thread::Builder::new()
             .name("nbd-writer".into())
             .spawn(move || {
-                let writer = ReplyWriter::new(stream, peer, structured, activity);
-                writer.run(&outgoing, &budget, &counters);
+                let writer = ReplyWriter::new(stream, peer, structured, activity, budget);
+                writer.run(&outgoing, &counters);
             })?
     };
     let mut dispatcher = Dispatcher {
@@ -389,7 +389,9 @@ impl Dispatcher {
         mut input: &[u8],
     ) -> Result<Flow, DecodeError> {
         while let Some(decoded) = decoder.decode(&mut input)? {
-            if self.dispatch(decoded) == Flow::Disconnect {
+            // Requests already received are not carried out for a client
+            // that is gone: their replies could not be sent.
+            if self.budget.is_abandoned() || self.dispatch(decoded) == Flow::Disconnect {
                 return Ok(Flow::Disconnect);
             }
         }
@@ -640,22 +642,30 @@ struct ReplyWriter {
     peer: String,
     structured: bool,
     activity: Arc<Activity>,
+    budget: Arc<Budget>,
     /// False once a write failed: later replies are drained unsent.
     healthy: bool,
 }
 
 impl ReplyWriter {
-    fn new(stream: Stream, peer: String, structured: bool, activity: Arc<Activity>) -> ReplyWriter {
+    fn new(
+        stream: Stream,
+        peer: String,
+        structured: bool,
+        activity: Arc<Activity>,
+        budget: Arc<Budget>,
+    ) -> ReplyWriter {
         ReplyWriter {
             writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream),
             peer,
             structured,
             activity,
+            budget,
             healthy: true,
         }
     }
 
-    fn run(mut self, outgoing: &Receiver<Outgoing>, budget: &Budget, counters: &NbdCounters) {
+    fn run(mut self, outgoing: &Receiver<Outgoing>, counters: &NbdCounters) {
         let mut header = Vec::with_capacity(64);
         loop {
             let reply = match outgoing.try_recv() {
@@ -681,7 +691,7 @@ impl ReplyWriter {
                     .and_then(|()| self.writer.write_all(data));
                 self.check(written);
             }
-            budget.release(reply.budget_bytes);
+            self.budget.release(reply.budget_bytes);
         }
         self.flush();
     }
@@ -701,6 +711,7 @@ impl ReplyWriter {
             return self.activity.touch();
         };
         self.healthy = false;
+        self.budget.abandon();
         if timed_out(&error) {
             crate::log!("{}: dropped: it leaves its replies unread", self.peer);
         }
@@ -746,14 +757,25 @@ fn encode_reply<'a>(out: &mut Vec<u8>, reply: &'a Outgoing, structured: bool) ->
     &[]
 }
 
-/// A connection's allowance of requests and bytes in flight.
+/// A connection's allowance of requests and bytes in flight, and whether
+/// its replies can still be sent.
 #[derive(Default)]
 struct Budget {
     in_flight: Mutex<(u32, u64)>,
     freed: Condvar,
+    abandoned: AtomicBool,
 }
 
 impl Budget {
+    /// The writer cannot send replies any more.
+    fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
     /// Waits until a request of `bytes` fits, then takes it.
     fn acquire(&self, bytes: u64) {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
