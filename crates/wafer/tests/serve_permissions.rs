@@ -63,9 +63,13 @@ fn under_umask_000_every_file_and_socket_is_owner_only() {
     assert_owner_only(&scratch.data());
     assert_eq!(mode(server.socket()), 0o600, "the NBD socket");
     // The configuration is rewritten through a temporary file when a disk
-    // fails; it stays owner-only too.
-    let (code, _, err) = serve_harness::wafer(&scratch.data(), &["disk", "fail", "disk3"]);
-    assert_eq!(code, 0, "{err}");
+    // fails, and a replacement disk file is made by the engine's driver:
+    // they are owner-only too.
+    // The one spare goes to disk3; disk4 stays failed and is replaced.
+    serve_harness::ok(&scratch.data(), &["disk", "fail", "disk3"]);
+    serve_harness::ok(&scratch.data(), &["disk", "fail", "disk4"]);
+    serve_harness::ok(&scratch.data(), &["disk", "replace", "disk4"]);
+    assert!(data_files(&scratch.data()).contains(&"disk9.img".to_string()));
     assert_owner_only(&scratch.data());
     server.stop();
 }
