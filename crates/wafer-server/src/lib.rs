@@ -5,7 +5,7 @@
 //! # The data directory
 //!
 //! ```text
-//! DIR/                 mode 0700 when the server creates it
+//! DIR/                 mode 0700, like every file in it (`access`)
 //!   wafer.toml         the configuration: aggregate, RAID groups by position,
 //!                      spares, each disk's backing file and state (in service
 //!                      or failed), the NVLog's half size; replaced atomically
@@ -29,8 +29,9 @@
 //!   completes writes after one `fdatasync` per batch (`disk`);
 //! * one **NVLog** thread that group-commits appends (`nvlog`);
 //! * per NBD listener an accept thread, per connection a reader and a writer
-//!   (`nbd`); an admin accept thread and a thread per admin connection
-//!   (`admin_socket`); a signal thread.
+//!   (`nbd`), admitted under caps and timeouts (`admission`); an admin accept
+//!   thread and a thread per admin connection (`admin_socket`); a signal
+//!   thread.
 //!
 //! They talk over channels; the engine thread never blocks on any of them.
 //! Every acknowledged write is durable in the NVLog first, so a SIGKILL at any
@@ -42,8 +43,10 @@ macro_rules! log {
 }
 pub(crate) use log;
 
+mod access;
 pub mod admin;
 mod admin_socket;
+mod admission;
 mod catalogue;
 mod clock;
 mod config;
@@ -59,9 +62,10 @@ mod stop;
 mod stream;
 
 pub use admin::{AdminClient, AdminClientError, AdminRequest, AdminResponse};
+pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
-pub use nbd::{BYTES_IN_FLIGHT_MAX, CONNECTIONS_MAX, REQUESTS_IN_FLIGHT_MAX};
+pub use nbd::{BYTES_IN_FLIGHT_MAX, REQUESTS_IN_FLIGHT_MAX};
 pub use server::{LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport};
 pub use stream::ListenAddress;
 

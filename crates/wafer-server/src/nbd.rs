@@ -1,8 +1,10 @@
 //! The NBD front end: listeners, and two threads per connection.
 //!
-//! A listener thread accepts clients (at most [`CONNECTIONS_MAX`] at once) and
-//! gives each a **reader** thread. The reader runs the handshake (with a time
-//! limit, so a silent client cannot hold a thread), then decodes requests and
+//! A listener thread accepts clients (as `admission` allows: at most
+//! [`CONNECTIONS_MAX`] at once, a share per address, a slow handshake giving
+//! way to a newcomer) and gives each a **reader** thread. The reader runs the
+//! handshake (within the handshake timeout, however the client spreads its
+//! bytes, so a silent client cannot hold a thread), then decodes requests and
 //! turns each into a host request for the engine, pipelined: it does not wait
 //! for one request's reply before reading the next. Replies come back, in the
 //! order the engine finishes them, to the connection's **writer** thread,
@@ -32,9 +34,13 @@
 //! engine thread for long; a block written but not yet in a CP counts as data.
 //!
 //! Each connection may hold at most [`REQUESTS_IN_FLIGHT_MAX`] requests and
-//! [`BYTES_IN_FLIGHT_MAX`] bytes of payload in flight; beyond that the reader
-//! stops reading until replies have gone out, so a client that never reads
-//! its replies cannot make the server buffer without bound.
+//! [`BYTES_IN_FLIGHT_MAX`] bytes of payload in flight (a block-status reply
+//! counts as its largest size); beyond that the reader stops reading until
+//! replies have gone out, so a client that never reads its replies makes the
+//! server hold no more than that for it: the engine's replies wait in memory
+//! only until the writer sends them. The idle timeout ends a connection that
+//! sends no request while it has none in flight, and one whose replies the
+//! client leaves unread (the writer blocked) for as long.
 //!
 //! Hostile input: the codec answers malformed requests with errors and ends
 //! the connection on anything that breaks framing; either way only that
@@ -42,7 +48,7 @@
 
 use std::io::{self, BufWriter, Read, Write};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
@@ -59,22 +65,25 @@ use wafer_nbd::{
 };
 
 use crate::admin::NbdCountersStatus;
+use crate::admission::{Activity, Admission, ConnectionLimits, Ticket};
 use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::engine::{Event, ExtentsCallback, HostCallback, HostOutcome};
 use crate::stop::StopSignal;
 use crate::stream::{Listener, Stream};
 
-/// Connections served at once; more are closed on arrival.
-pub const CONNECTIONS_MAX: usize = 64;
 /// Requests one connection may have in flight.
 pub const REQUESTS_IN_FLIGHT_MAX: u32 = 256;
 /// Payload bytes one connection may have in flight (a single larger request,
-/// up to the 32 MiB maximum, is still admitted alone).
-pub const BYTES_IN_FLIGHT_MAX: u64 = 64 << 20;
+/// up to the 32 MiB maximum, is still admitted alone). Eight MiB keeps a
+/// pipelining client busy (32 requests of 256 KiB) while 64 clients that
+/// never read their replies hold half a GiB, until the idle timeout drops
+/// them (2 GiB if each asks for single 32 MiB reads).
+pub const BYTES_IN_FLIGHT_MAX: u64 = 8 << 20;
 /// The most of a range one block-status reply describes: 16384 blocks.
 pub const BLOCK_STATUS_BYTES_MAX: u32 = 64 << 20;
-/// How long a client may take over its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+/// What a block-status reply counts for in flight: its largest encoding,
+/// eight bytes per block described.
+const BLOCK_STATUS_BUDGET_BYTES: u64 = (BLOCK_STATUS_BYTES_MAX / 4096 * 8) as u64;
 /// Bytes read from a socket at a time.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
 /// Bytes of replies gathered before a write.
@@ -86,6 +95,8 @@ pub(crate) struct Context {
     pub(crate) catalogue: Arc<SharedCatalogue>,
     pub(crate) counters: Arc<NbdCounters>,
     pub(crate) stop: Arc<StopSignal>,
+    pub(crate) limits: ConnectionLimits,
+    pub(crate) admission: Arc<Admission>,
 }
 
 /// Starts the accept loop of `listener`.
@@ -111,10 +122,13 @@ fn accept_loop(listener: &Listener, context: &Arc<Context>) {
         if context.stop.is_stopping() {
             break;
         }
-        if context.stop.connections_open() >= CONNECTIONS_MAX {
-            crate::log!("{peer}: refused, {CONNECTIONS_MAX} connections are open");
-            continue;
-        }
+        let ticket = match context.admission.admit(stream.peer_ip(), &stream) {
+            Ok(ticket) => ticket,
+            Err(refusal) => {
+                crate::log!("{peer}: refused: {refusal}");
+                continue;
+            }
+        };
         let registered = stream
             .try_clone()
             .ok()
@@ -125,7 +139,7 @@ fn accept_loop(listener: &Listener, context: &Arc<Context>) {
         let spawned = thread::Builder::new()
             .name(format!("nbd-{id}"))
             .spawn(move || {
-                serve_connection(stream, &peer, &connection_context);
+                serve_connection(stream, &peer, &connection_context, &ticket);
                 connection_context.stop.unregister(id);
             });
         if let Err(error) = spawned {
@@ -144,20 +158,31 @@ enum ConnectionError {
     Handshake(#[from] HandshakeError),
     #[error("{0}")]
     Decode(#[from] DecodeError),
+    #[error("sent no request for {0:?}")]
+    Idle(Duration),
 }
 
-fn serve_connection(mut stream: Stream, peer: &str, context: &Context) {
-    let outcome = negotiate(&mut stream, context).and_then(|chosen| match chosen {
+fn serve_connection(mut stream: Stream, peer: &str, context: &Context, ticket: &Ticket) {
+    let outcome = negotiate(&mut stream, context, ticket).and_then(|chosen| match chosen {
         Some((negotiated, export, leftover)) => {
             crate::log!("{peer}: connected to export {:?}", export.info.name);
-            transmit(stream, &negotiated, export, &leftover, context)
+            let activity = ticket.activity();
+            transmit(
+                stream,
+                peer,
+                &negotiated,
+                export,
+                &leftover,
+                context,
+                &activity,
+            )
         }
         None => Ok(()),
     });
     match outcome {
         Ok(()) => crate::log!("{peer}: disconnected"),
         Err(error) => {
-            if !matches!(error, ConnectionError::Io(_)) {
+            if !matches!(error, ConnectionError::Io(_) | ConnectionError::Idle(_)) {
                 context
                     .counters
                     .protocol_errors
@@ -169,12 +194,18 @@ fn serve_connection(mut stream: Stream, peer: &str, context: &Context) {
 }
 
 /// Runs the handshake; returns what was agreed, the export, and the bytes
-/// after the handshake (requests sent before the answer was read).
+/// after the handshake (requests sent before the answer was read). The
+/// connection keeps its place (`ticket`) from before the client hears that
+/// the handshake is over.
 fn negotiate(
     stream: &mut Stream,
     context: &Context,
+    ticket: &Ticket,
 ) -> Result<Option<(Negotiated, Export, Vec<u8>)>, ConnectionError> {
-    let deadline = Instant::now() + HANDSHAKE_TIMEOUT;
+    let deadline = Deadline {
+        at: Instant::now() + context.limits.handshake_timeout,
+        limit: context.limits.handshake_timeout,
+    };
     let catalogue = context.catalogue.current();
     let mut handshake = Handshake::new();
     let mut output = Vec::new();
@@ -189,6 +220,9 @@ fn negotiate(
         let mut input = &buffer[..received];
         while !input.is_empty() {
             let event = handshake.handle_input(&mut input, &*catalogue)?;
+            if matches!(event, Some(HandshakeEvent::Transmission(_))) {
+                ticket.negotiated();
+            }
             send_handshake_output(&mut handshake, stream, &mut output, deadline)?;
             match event {
                 None => {}
@@ -209,7 +243,7 @@ fn send_handshake_output(
     handshake: &mut Handshake,
     stream: &mut Stream,
     output: &mut Vec<u8>,
-    deadline: Instant,
+    deadline: Deadline,
 ) -> io::Result<()> {
     output.clear();
     if handshake.poll_transmit(output) > 0 {
@@ -219,30 +253,41 @@ fn send_handshake_output(
     Ok(())
 }
 
+/// When the handshake must be over, and the limit that set it.
+#[derive(Clone, Copy, Debug)]
+struct Deadline {
+    at: Instant,
+    limit: Duration,
+}
+
 /// Limits the stream's next reads and writes to what is left until
 /// `deadline`: the handshake's time is a whole, not a limit per read, so a
 /// client trickling bytes (or options, or never reading the answers) cannot
 /// hold one of the connections for longer.
-fn limit_to(stream: &Stream, deadline: Instant) -> io::Result<()> {
-    let left = deadline.saturating_duration_since(Instant::now());
+fn limit_to(stream: &Stream, deadline: Deadline) -> io::Result<()> {
+    let left = deadline.at.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        let message = format!("the handshake took over {HANDSHAKE_TIMEOUT:?}");
+        let message = format!("the handshake took over {:?}", deadline.limit);
         return Err(io::Error::new(io::ErrorKind::TimedOut, message));
     }
     stream.set_read_timeout(Some(left))?;
     stream.set_write_timeout(Some(left))
 }
 
-/// The transmission phase: this thread reads, a writer thread replies.
+/// The transmission phase: this thread reads, a writer thread replies. The
+/// idle timeout bounds both a read (when nothing is in flight) and a write.
 fn transmit(
     mut stream: Stream,
+    peer: &str,
     negotiated: &Negotiated,
     export: Export,
     leftover: &[u8],
     context: &Context,
+    activity: &Arc<Activity>,
 ) -> Result<(), ConnectionError> {
-    stream.set_read_timeout(None)?;
-    stream.set_write_timeout(None)?;
+    let idle = context.limits.idle_timeout;
+    stream.set_read_timeout(idle)?;
+    stream.set_write_timeout(idle)?;
     let budget = Arc::new(Budget::default());
     let (replies, outgoing) = mpsc::channel();
     let writer = {
@@ -250,9 +295,14 @@ fn transmit(
         let budget = Arc::clone(&budget);
         let counters = Arc::clone(&context.counters);
         let structured = negotiated.structured_replies;
+        let peer = peer.to_string();
+        let activity = Arc::clone(activity);
         thread::Builder::new()
             .name("nbd-writer".into())
-            .spawn(move || write_replies(stream, &outgoing, structured, &budget, &counters))?
+            .spawn(move || {
+                let writer = ReplyWriter::new(stream, peer, structured, activity, budget);
+                writer.run(&outgoing, &counters);
+            })?
     };
     let mut dispatcher = Dispatcher {
         target: export.target,
@@ -268,6 +318,8 @@ fn transmit(
         RequestDecoder::new(negotiated),
         leftover,
         &mut dispatcher,
+        idle,
+        activity,
     );
     // The writer ends once every reply in flight has been sent.
     drop(dispatcher);
@@ -281,21 +333,31 @@ fn read_requests(
     mut decoder: RequestDecoder,
     leftover: &[u8],
     dispatcher: &mut Dispatcher,
+    idle: Option<Duration>,
+    activity: &Activity,
 ) -> Result<(), ConnectionError> {
     if dispatcher.feed(&mut decoder, leftover)? == Flow::Disconnect {
         return Ok(());
     }
     let mut buffer = vec![0u8; READ_BUFFER_BYTES];
     loop {
+        dispatcher.budget.wait_for_room(decoder.buffered_bytes());
         let received = match stream.read(&mut buffer) {
             Ok(received) => received,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            // A client waiting for replies is not idle; the writer's own
+            // timeout covers one that does not read them.
+            Err(error) if timed_out(&error) => match (idle, dispatcher.budget.is_empty()) {
+                (Some(idle), true) => return Err(ConnectionError::Idle(idle)),
+                _ => continue,
+            },
             Err(error) => return Err(error.into()),
         };
         if received == 0 {
             decoder.handle_eof()?;
             return Ok(());
         }
+        activity.touch();
         if dispatcher.feed(&mut decoder, &buffer[..received])? == Flow::Disconnect {
             return Ok(());
         }
@@ -327,7 +389,9 @@ impl Dispatcher {
         mut input: &[u8],
     ) -> Result<Flow, DecodeError> {
         while let Some(decoded) = decoder.decode(&mut input)? {
-            if self.dispatch(decoded) == Flow::Disconnect {
+            // Requests already received are not carried out for a client
+            // that is gone: their replies could not be sent.
+            if self.budget.is_abandoned() || self.dispatch(decoded) == Flow::Disconnect {
                 return Ok(Flow::Disconnect);
             }
         }
@@ -431,7 +495,7 @@ impl Dispatcher {
                 Body::Error(NbdError::InvalidArgument, message),
             );
         };
-        self.budget.acquire(0);
+        self.budget.acquire(BLOCK_STATUS_BUDGET_BYTES);
         let (replies, handle) = (self.replies.clone(), request.handle);
         let only_one = request.flags.request_one();
         let done: ExtentsCallback = Box::new(move |result| {
@@ -445,7 +509,7 @@ impl Dispatcher {
             let _ = replies.send(Outgoing {
                 handle,
                 body,
-                budget_bytes: 0,
+                budget_bytes: BLOCK_STATUS_BUDGET_BYTES,
             });
         });
         let event = Event::Extents {
@@ -571,49 +635,96 @@ enum Body {
     Error(NbdError, String),
 }
 
-fn write_replies(
-    stream: Stream,
-    outgoing: &Receiver<Outgoing>,
+/// A connection's writer: sends replies, batching what is ready, until the
+/// dispatcher's side of the channel closes.
+struct ReplyWriter {
+    writer: BufWriter<Stream>,
+    peer: String,
     structured: bool,
-    budget: &Budget,
-    counters: &NbdCounters,
-) {
-    let mut writer = BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream);
-    let mut header = Vec::with_capacity(64);
-    let mut healthy = true;
-    loop {
-        let reply = match outgoing.try_recv() {
-            Ok(reply) => reply,
-            Err(TryRecvError::Disconnected) => break,
-            Err(TryRecvError::Empty) => {
-                healthy = healthy && writer.flush().is_ok();
-                match outgoing.recv() {
-                    Ok(reply) => reply,
-                    Err(_) => break,
+    activity: Arc<Activity>,
+    budget: Arc<Budget>,
+    /// False once a write failed: later replies are drained unsent.
+    healthy: bool,
+}
+
+impl ReplyWriter {
+    fn new(
+        stream: Stream,
+        peer: String,
+        structured: bool,
+        activity: Arc<Activity>,
+        budget: Arc<Budget>,
+    ) -> ReplyWriter {
+        ReplyWriter {
+            writer: BufWriter::with_capacity(WRITE_BUFFER_BYTES, stream),
+            peer,
+            structured,
+            activity,
+            budget,
+            healthy: true,
+        }
+    }
+
+    fn run(mut self, outgoing: &Receiver<Outgoing>, counters: &NbdCounters) {
+        let mut header = Vec::with_capacity(64);
+        loop {
+            let reply = match outgoing.try_recv() {
+                Ok(reply) => reply,
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
+                    self.flush();
+                    match outgoing.recv() {
+                        Ok(reply) => reply,
+                        Err(_) => break,
+                    }
                 }
+            };
+            if matches!(reply.body, Body::Error(..)) {
+                counters.errors.fetch_add(1, Ordering::Relaxed);
             }
+            if self.healthy {
+                header.clear();
+                let data = encode_reply(&mut header, &reply, self.structured);
+                let written = self
+                    .writer
+                    .write_all(&header)
+                    .and_then(|()| self.writer.write_all(data));
+                self.check(written);
+            }
+            self.budget.release(reply.budget_bytes);
+        }
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        if self.healthy {
+            let flushed = self.writer.flush();
+            self.check(flushed);
+        }
+    }
+
+    /// After a failed write the client is gone, or has left its replies
+    /// unread for the idle timeout: the connection ends (its reader stops
+    /// too), and replies still in flight are drained, their budget released.
+    fn check(&mut self, written: io::Result<()>) {
+        let Err(error) = written else {
+            return self.activity.touch();
         };
-        if matches!(reply.body, Body::Error(..)) {
-            counters.errors.fetch_add(1, Ordering::Relaxed);
+        self.healthy = false;
+        self.budget.abandon();
+        if timed_out(&error) {
+            crate::log!("{}: dropped: it leaves its replies unread", self.peer);
         }
-        if healthy {
-            header.clear();
-            let data = encode_reply(&mut header, &reply, structured);
-            healthy = writer
-                .write_all(&header)
-                .and_then(|()| writer.write_all(data))
-                .is_ok();
-            if !healthy {
-                // The client is gone: make the reader stop too. Replies still
-                // in flight are drained (and their budget released) unsent.
-                let _ = writer.get_ref().shutdown(Shutdown::Both);
-            }
-        }
-        budget.release(reply.budget_bytes);
+        let _ = self.writer.get_ref().shutdown(Shutdown::Both);
     }
-    if healthy {
-        let _ = writer.flush();
-    }
+}
+
+/// Whether a socket error is a read or write timeout running out.
+fn timed_out(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// Encodes a reply's header into `out`; returns the data to send after it.
@@ -646,14 +757,25 @@ fn encode_reply<'a>(out: &mut Vec<u8>, reply: &'a Outgoing, structured: bool) ->
     &[]
 }
 
-/// A connection's allowance of requests and bytes in flight.
+/// A connection's allowance of requests and bytes in flight, and whether
+/// its replies can still be sent.
 #[derive(Default)]
 struct Budget {
     in_flight: Mutex<(u32, u64)>,
     freed: Condvar,
+    abandoned: AtomicBool,
 }
 
 impl Budget {
+    /// The writer cannot send replies any more.
+    fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
     /// Waits until a request of `bytes` fits, then takes it.
     fn acquire(&self, bytes: u64) {
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
@@ -667,6 +789,27 @@ impl Budget {
         }
         in_flight.0 += 1;
         in_flight.1 += bytes;
+    }
+
+    /// Waits until the connection may read more requests while its decoder
+    /// holds `buffered` bytes of one: when nothing is in flight, or what is
+    /// leaves room. So a write's payload is not gathered beside a full
+    /// allowance, and a connection holds at most its allowance and a read
+    /// buffer, or one request of up to 32 MiB.
+    fn wait_for_room(&self, buffered: usize) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        while in_flight.1 > 0 && in_flight.1 + buffered as u64 >= BYTES_IN_FLIGHT_MAX {
+            in_flight = self
+                .freed
+                .wait(in_flight)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Whether nothing is in flight.
+    fn is_empty(&self) -> bool {
+        let in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        in_flight.0 == 0
     }
 
     /// Gives back a request of `bytes`.
@@ -731,5 +874,28 @@ impl NbdCounters {
             block_status: get(&self.block_status),
             errors: get(&self.errors),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reading_waits_while_in_flight_and_buffered_fill_the_allowance() {
+        let budget = Arc::new(Budget::default());
+        // Nothing in flight: a whole 32 MiB write may be gathered.
+        budget.wait_for_room(32 << 20);
+        budget.acquire(BYTES_IN_FLIGHT_MAX - 4096);
+        budget.wait_for_room(4095);
+        let waiting = {
+            let budget = Arc::clone(&budget);
+            thread::spawn(move || budget.wait_for_room(4096))
+        };
+        thread::sleep(Duration::from_millis(100));
+        assert!(!waiting.is_finished(), "read on beyond the allowance");
+        budget.release(BYTES_IN_FLIGHT_MAX - 4096);
+        waiting.join().expect("woken by the release");
+        assert!(budget.is_empty());
     }
 }

@@ -35,7 +35,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
@@ -85,7 +85,11 @@ impl NvlogLayout {
 
 /// Creates the NVLog file: each half's configured part zero-filled, synced.
 pub(crate) fn create(path: &Path, layout: NvlogLayout) -> io::Result<()> {
-    let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(crate::access::DATA_FILE_MODE)
+        .open(path)?;
     file.set_len(2 * layout.region_bytes)?;
     let zeros = vec![0u8; 1 << 20];
     for half in 0..2 {

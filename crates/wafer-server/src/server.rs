@@ -21,7 +21,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::{DirBuilderExt, FileExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Sender};
@@ -32,6 +32,8 @@ use wafer_core::Filer;
 use wafer_core::filer::{Change, HostRequest, Options};
 use wafer_core::units::DiskId;
 
+use crate::access::DATA_FILE_MODE;
+use crate::admission::{Admission, ConnectionLimits};
 use crate::catalogue::SharedCatalogue;
 use crate::clock::Clock;
 use crate::config::{CONFIG_FILE, CreateOptions, DataConfig, DiskConfig, DiskState, SECTOR_BYTES};
@@ -56,6 +58,10 @@ pub struct ServeOptions {
     pub listen: Vec<ListenAddress>,
     /// The shape of a new data directory (used only if it is absent or empty).
     pub create: CreateOptions,
+    /// The mode of the NBD Unix sockets (`--socket-mode`).
+    pub socket_mode: u32,
+    /// Timeouts and caps on NBD clients.
+    pub limits: ConnectionLimits,
 }
 
 /// What a started server reports.
@@ -114,8 +120,11 @@ pub struct Server {
 
 impl Server {
     /// Creates or mounts the data directory and starts serving.
+    /// It adds `077` to the process's umask first: everything it creates is
+    /// owner-only (`crate::access`).
     pub fn start(options: &ServeOptions) -> Result<Server, ServeError> {
         abort_on_panic();
+        crate::access::restrict_umask();
         let dir = options.data_dir.clone();
         let (events, received) = mpsc::channel();
         handle_signals(events.clone())?;
@@ -129,6 +138,8 @@ impl Server {
             catalogue: Arc::clone(&shared.catalogue),
             counters: Arc::clone(&shared.counters),
             stop: Arc::clone(&shared.stop),
+            limits: options.limits,
+            admission: Arc::new(Admission::new(&options.limits)),
         });
         let stop = Arc::clone(&shared.stop);
         let parts = EngineParts {
@@ -145,7 +156,8 @@ impl Server {
                 Some((config, DataLock::acquire(&dir)?))
             }
         };
-        let listeners = bind_listeners(&options.listen)?;
+        let listeners = bind_listeners(&options.listen, options.socket_mode)?;
+        secure(&dir, existing.as_ref().map(|(config, _)| config))?;
         let (engine, lock, created) = match existing {
             None => {
                 let (engine, lock) = create(&dir, &options.create, parts)?;
@@ -227,6 +239,23 @@ fn is_new(dir: &Path) -> Result<bool, ServeError> {
             dir: dir.to_path_buf(),
         }),
     }
+}
+
+/// Makes an existing data directory and the files its configuration names
+/// owner-only (an absent one is created so).
+fn secure(dir: &Path, config: Option<&DataConfig>) -> Result<(), ServeError> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    let mut files = vec![CONFIG_FILE, LOCK_FILE];
+    if let Some(config) = config {
+        files.push(&config.nvlog_file);
+        files.extend(config.disks.iter().map(|disk| disk.file.as_str()));
+    }
+    crate::access::secure_data_dir(dir, &files).map_err(ServeError::io(format!(
+        "making {} owner-only",
+        dir.display()
+    )))
 }
 
 /// Creates a new data directory, formats it, makes `vol0` and its LUN.
@@ -332,6 +361,7 @@ fn create_disk_file(path: &Path, disk: &DiskConfig) -> Result<File, ServeError> 
             .read(true)
             .write(true)
             .create_new(true)
+            .mode(DATA_FILE_MODE)
             .open(path)?;
         file.set_len(disk.blocks * SECTOR_BYTES)?;
         file.sync_all()?;
@@ -488,16 +518,27 @@ fn start_devices(
     Ok(Devices { disks, nvlog })
 }
 
-fn bind_listeners(addresses: &[ListenAddress]) -> Result<Vec<Listener>, ServeError> {
-    addresses
+/// Binds every listener (Unix sockets with `socket_mode`), warning about TCP
+/// addresses other hosts can reach.
+fn bind_listeners(
+    addresses: &[ListenAddress],
+    socket_mode: u32,
+) -> Result<Vec<Listener>, ServeError> {
+    let listeners = addresses
         .iter()
         .map(|address| {
-            Listener::bind(address).map_err(|error| ServeError::Listen {
+            Listener::bind(address, socket_mode).map_err(|error| ServeError::Listen {
                 address: address.to_string(),
                 error,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    for address in addresses {
+        if let ListenAddress::Tcp(address) = address {
+            crate::access::warn_if_exposed(address);
+        }
+    }
+    Ok(listeners)
 }
 
 fn report(
@@ -578,6 +619,7 @@ impl DataLock {
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(DATA_FILE_MODE)
             .open(&path)
             .map_err(ServeError::io(format!("opening {}", path.display())))?;
         match file.try_lock() {

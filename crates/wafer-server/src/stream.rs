@@ -7,7 +7,8 @@
 
 use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -44,6 +45,15 @@ impl Stream {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
         })
+    }
+
+    /// The client's IP address (`None` on a Unix socket), an IPv4 client of
+    /// an IPv6 listener as its IPv4 address.
+    pub(crate) fn peer_ip(&self) -> Option<IpAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip().to_canonical()),
+            Stream::Unix(_) => None,
+        }
     }
 
     /// Shuts down one or both directions.
@@ -104,14 +114,18 @@ pub(crate) enum Listener {
 }
 
 impl Listener {
-    /// Binds `address`. A Unix socket file left by a server that died is
-    /// replaced; one that a live server answers on is not.
-    pub(crate) fn bind(address: &ListenAddress) -> io::Result<Listener> {
+    /// Binds `address`; a Unix socket gets `socket_mode`. A Unix socket file
+    /// left by a server that died is replaced; one that a live server answers
+    /// on is not.
+    pub(crate) fn bind(address: &ListenAddress, socket_mode: u32) -> io::Result<Listener> {
         match address {
             ListenAddress::Tcp(address) => Ok(Listener::Tcp(TcpListener::bind(address)?)),
             ListenAddress::Unix(path) => {
                 remove_stale_socket(path)?;
-                Ok(Listener::Unix(UnixListener::bind(path)?, path.clone()))
+                let listener = Listener::Unix(UnixListener::bind(path)?, path.clone());
+                let mode = std::fs::Permissions::from_mode(socket_mode);
+                std::fs::set_permissions(path, mode)?;
+                Ok(listener)
             }
         }
     }
@@ -213,8 +227,8 @@ mod tests {
     fn a_stale_socket_is_replaced_and_a_live_one_kept() {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let path = dir.path().join("s.sock");
-        let live = Listener::bind(&ListenAddress::Unix(path.clone())).expect("binds");
-        let refused = Listener::bind(&ListenAddress::Unix(path.clone())).unwrap_err();
+        let live = Listener::bind(&ListenAddress::Unix(path.clone()), 0o600).expect("binds");
+        let refused = Listener::bind(&ListenAddress::Unix(path.clone()), 0o600).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::AddrInUse);
         drop(live);
         assert!(!path.exists(), "a closed listener leaves no socket file");
@@ -222,6 +236,9 @@ mod tests {
         // leaves it too); the next bind replaces it.
         drop(UnixListener::bind(&path).expect("binds"));
         assert!(path.exists());
-        Listener::bind(&ListenAddress::Unix(path)).expect("replaces the stale socket");
+        let _replaced =
+            Listener::bind(&ListenAddress::Unix(path.clone()), 0o640).expect("replaces it");
+        let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o640, "the socket takes the mode asked for");
     }
 }

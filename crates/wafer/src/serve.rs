@@ -11,23 +11,50 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use wafer_server::{CreateOptions, ListenAddress, NBD_PORT, ServeOptions, Server, StartupReport};
+use wafer_server::{
+    ConnectionLimits, CreateOptions, ListenAddress, NBD_PORT, ServeOptions, Server, StartupReport,
+};
 
 use crate::size::Size;
+
+/// The server's default limits on NBD clients, which the flags' defaults show.
+const DEFAULTS: ConnectionLimits = ConnectionLimits::DEFAULT;
 
 /// Options of `wafer serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve NBD over TCP on this address (repeatable); the default is
-    /// 127.0.0.1:10809 unless --socket is given.
+    /// 127.0.0.1:10809 unless --socket is given. TCP has no access control
+    /// yet: an address other hosts can reach is served with a warning.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<SocketAddr>,
     /// Serve NBD on this Unix socket (repeatable).
     #[arg(long, value_name = "PATH")]
     socket: Vec<PathBuf>,
+    /// The mode of the --socket files, in octal: 0600 lets only this user
+    /// connect; 0660 lets the socket's group in too.
+    #[arg(long, value_name = "MODE", default_value = "0600", value_parser = parse_mode)]
+    socket_mode: u32,
+    /// Seconds an NBD client has for its whole handshake; while it
+    /// negotiates, or once it has been idle that long, a new client that
+    /// needs its place takes it.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULTS.handshake_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..))]
+    handshake_timeout: u64,
+    /// Seconds an NBD connection may send no request (with none in flight),
+    /// or leave its replies unread, before it is closed; 0: never (for
+    /// clients that sit idle for long and cannot reconnect).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULTS.idle_timeout.map_or(0, |t| t.as_secs()))]
+    idle_timeout: u64,
+    /// NBD connections one IP address may hold at once (of 64); Unix-socket
+    /// clients count towards the 64 only.
+    #[arg(long, value_name = "N", default_value_t = DEFAULTS.per_address as u64,
+          value_parser = clap::value_parser!(u64).range(1..=64))]
+    connections_per_address: u64,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -58,12 +85,27 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             volume_bytes: args.vol_size.0,
             lun_bytes: args.lun_size.0,
         },
+        socket_mode: args.socket_mode,
+        limits: ConnectionLimits {
+            handshake_timeout: Duration::from_secs(args.handshake_timeout),
+            idle_timeout: (args.idle_timeout > 0).then(|| Duration::from_secs(args.idle_timeout)),
+            per_address: usize::try_from(args.connections_per_address)
+                .expect("clap keeps it within 1 to 64"),
+        },
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
     print_report(data, server.report());
     server.run().context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// An octal file mode such as `0660`.
+fn parse_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text, 8)
+        .ok()
+        .filter(|mode| *mode <= 0o777)
+        .ok_or_else(|| format!("{text:?} is not an octal mode from 0000 to 0777"))
 }
 
 fn listen_addresses(args: &ServeArgs) -> Vec<ListenAddress> {

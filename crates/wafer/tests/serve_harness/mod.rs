@@ -82,8 +82,25 @@ pub fn serve(scratch: &Scratch) -> Served {
 
 /// Starts `wafer serve` with `extra` arguments; panics if it does not come up.
 pub fn serve_with(scratch: &Scratch, extra: &[&str]) -> Served {
+    start(scratch, wafer_serve(scratch, extra))
+}
+
+/// Starts `wafer serve` with `extra` arguments under `umask` (a shell's
+/// `umask` argument, such as `000`).
+pub fn serve_under_umask(scratch: &Scratch, umask: &str, extra: &[&str]) -> Served {
+    let serve = wafer_serve(scratch, extra);
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+        .arg(serve.get_program())
+        .args(serve.get_args());
+    start(scratch, command)
+}
+
+fn start(scratch: &Scratch, mut command: Command) -> Served {
     let log = scratch.file(&format!("server-{}.log", unique()));
-    let mut child = wafer_serve(scratch, extra)
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).expect("a log file"))
         .spawn()
@@ -168,6 +185,21 @@ impl Served {
     /// The NBD URI of an export.
     pub fn uri(&self, export: &str) -> String {
         format!("nbd+unix:///{export}?socket={}", self.socket.display())
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The address of the first TCP listener it reported (`--listen`).
+    pub fn tcp_address(&self) -> std::net::SocketAddr {
+        self.startup
+            .lines()
+            .find_map(|line| line.strip_prefix("serving NBD: nbd://"))
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|address| address.parse().ok())
+            .unwrap_or_else(|| panic!("no TCP URI printed:\n{}", self.startup))
     }
 
     /// The socket NBD is served on.
@@ -413,28 +445,8 @@ impl NbdClient {
             .expect("a timeout");
         let mut greeting = [0u8; 18];
         stream.read_exact(&mut greeting).expect("a greeting");
-        assert_eq!(
-            u64::from_be_bytes(greeting[..8].try_into().unwrap()),
-            wire::NBDMAGIC
-        );
-        stream.write_all(&3u32.to_be_bytes()).expect("client flags");
-        let mut data = (export.len() as u32).to_be_bytes().to_vec();
-        data.extend_from_slice(export.as_bytes());
-        data.extend_from_slice(&0u16.to_be_bytes());
-        send_option(&mut stream, wire::OPT_GO, &data);
-        let (mut size, mut flags) = (0, 0);
-        loop {
-            let (reply, payload) = read_option_reply(&mut stream);
-            match reply {
-                wire::REP_ACK => break,
-                wire::REP_INFO if payload.len() == 12 && payload[..2] == [0, 0] => {
-                    size = u64::from_be_bytes(payload[2..10].try_into().unwrap());
-                    flags = u16::from_be_bytes(payload[10..12].try_into().unwrap());
-                }
-                wire::REP_INFO => {}
-                error => return Err(error),
-            }
-        }
+        assert_eq!(greeting[..8], wire::NBDMAGIC.to_be_bytes());
+        let (size, flags) = negotiate(&mut stream, export)?;
         Ok(NbdClient {
             stream,
             size,
@@ -513,8 +525,32 @@ impl NbdClient {
     }
 }
 
+/// After the 18-byte greeting: the client flags and `NBD_OPT_GO` for
+/// `export`; returns its size and transmission flags, or the server's error
+/// reply.
+pub fn negotiate(stream: &mut (impl Read + Write), export: &str) -> Result<(u64, u16), u32> {
+    stream.write_all(&3u32.to_be_bytes()).expect("client flags");
+    let mut data = (export.len() as u32).to_be_bytes().to_vec();
+    data.extend_from_slice(export.as_bytes());
+    data.extend_from_slice(&0u16.to_be_bytes());
+    send_option(stream, wire::OPT_GO, &data);
+    let (mut size, mut flags) = (0, 0);
+    loop {
+        let (reply, payload) = read_option_reply(stream);
+        match reply {
+            wire::REP_ACK => return Ok((size, flags)),
+            wire::REP_INFO if payload.len() == 12 && payload[..2] == [0, 0] => {
+                size = u64::from_be_bytes(payload[2..10].try_into().unwrap());
+                flags = u16::from_be_bytes(payload[10..12].try_into().unwrap());
+            }
+            wire::REP_INFO => {}
+            error => return Err(error),
+        }
+    }
+}
+
 /// Sends one handshake option.
-pub fn send_option(stream: &mut UnixStream, option: u32, data: &[u8]) {
+pub fn send_option(stream: &mut impl Write, option: u32, data: &[u8]) {
     let mut message = wire::IHAVEOPT.to_be_bytes().to_vec();
     message.extend_from_slice(&option.to_be_bytes());
     message.extend_from_slice(&(data.len() as u32).to_be_bytes());
@@ -523,7 +559,7 @@ pub fn send_option(stream: &mut UnixStream, option: u32, data: &[u8]) {
 }
 
 /// Reads one option reply: its type and payload.
-pub fn read_option_reply(stream: &mut UnixStream) -> (u32, Vec<u8>) {
+pub fn read_option_reply(stream: &mut impl Read) -> (u32, Vec<u8>) {
     let mut header = [0u8; 20];
     stream.read_exact(&mut header).expect("an option reply");
     assert_eq!(
