@@ -1240,16 +1240,21 @@ mod tests {
     }
 
     #[test]
-    fn a_block_of_unknown_history_is_trusted_only_where_its_trailer_says_it_lives() {
+    fn a_block_is_trusted_only_where_its_trailer_says_it_lives() {
         let home = Some(Pvbn(40));
         assert!(sector_is_sound(Some(&block_at(40)), None, home, 10));
         assert!(
             !sector_is_sound(Some(&block_at(41)), None, home, 10),
             "a misdirected write names another place"
         );
+        assert!(sector_is_sound(Some(&block_at(40)), Some(true), home, 10));
         assert!(
-            sector_is_sound(Some(&block_at(41)), Some(true), home, 10),
-            "history decides"
+            !sector_is_sound(Some(&block_at(40)), Some(false), home, 10),
+            "not what the filer last wrote"
+        );
+        assert!(
+            !sector_is_sound(Some(&block_at(41)), Some(true), home, 10),
+            "the content the filer last wrote, under a trailer it did not write"
         );
         let parity = parity_sector::<Bytes>(&[9u8; crate::BLOCK_SIZE], 10);
         assert!(sector_is_sound(Some(&parity), None, None, 10));
