@@ -47,6 +47,7 @@ mod access;
 pub mod admin;
 mod admin_socket;
 mod admission;
+mod budget;
 mod catalogue;
 mod clock;
 mod config;
@@ -62,9 +63,9 @@ mod stream;
 
 pub use admin::{AdminClient, AdminClientError, AdminRequest, AdminResponse};
 pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
+pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
-pub use nbd::{BYTES_IN_FLIGHT_MAX, REQUESTS_IN_FLIGHT_MAX};
 pub use server::{LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport};
 pub use stream::ListenAddress;
 
