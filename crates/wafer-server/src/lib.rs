@@ -5,7 +5,7 @@
 //! # The data directory
 //!
 //! ```text
-//! DIR/                 mode 0700, like every file in it (`access`)
+//! DIR/                 mode 0700, its files 0600 (`access`)
 //!   wafer.toml         the configuration: aggregate, RAID groups by position,
 //!                      spares, each disk's backing file and state (in service
 //!                      or failed), the NVLog's half size; replaced atomically
