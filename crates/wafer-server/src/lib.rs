@@ -5,7 +5,7 @@
 //! # The data directory
 //!
 //! ```text
-//! DIR/                 mode 0700, like every file in it (`access`)
+//! DIR/                 mode 0700, its files 0600 (`access`)
 //!   wafer.toml         the configuration: aggregate, RAID groups by position,
 //!                      spares, each disk's backing file and state (in service
 //!                      or failed), the NVLog's half size; replaced atomically
@@ -47,6 +47,7 @@ mod access;
 pub mod admin;
 mod admin_socket;
 mod admission;
+mod budget;
 mod catalogue;
 mod clock;
 mod config;
@@ -63,9 +64,9 @@ mod stream;
 
 pub use admin::{AdminClient, AdminClientError, AdminRequest, AdminResponse};
 pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
+pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
-pub use nbd::{BYTES_IN_FLIGHT_MAX, REQUESTS_IN_FLIGHT_MAX};
 pub use server::{LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport};
 pub use stream::ListenAddress;
 

@@ -1,7 +1,7 @@
 //! The NBD front end: listeners, and two threads per connection.
 //!
 //! A listener thread accepts clients (as `admission` allows: at most
-//! [`CONNECTIONS_MAX`] at once, a share per address, a slow handshake giving
+//! [`crate::CONNECTIONS_MAX`] at once, a share per address, a slow handshake giving
 //! way to a newcomer) and gives each a **reader** thread. The reader runs the
 //! handshake (within the handshake timeout, however the client spreads its
 //! bytes, so a silent client cannot hold a thread), then decodes requests and
@@ -33,14 +33,14 @@
 //! lets a server describe a prefix), so that one request cannot hold the
 //! engine thread for long; a block written but not yet in a CP counts as data.
 //!
-//! Each connection may hold at most [`REQUESTS_IN_FLIGHT_MAX`] requests and
-//! [`BYTES_IN_FLIGHT_MAX`] bytes of payload in flight (a block-status reply
-//! counts as its largest size); beyond that the reader stops reading until
-//! replies have gone out, so a client that never reads its replies makes the
-//! server hold no more than that for it: the engine's replies wait in memory
-//! only until the writer sends them. The idle timeout ends a connection that
-//! sends no request while it has none in flight, and one whose replies the
-//! client leaves unread (the writer blocked) for as long.
+//! Each connection holds at most its allowance of requests and payload in
+//! flight (`budget`; a block-status reply counts as its largest size);
+//! beyond that the reader stops reading until replies have gone out, so a
+//! client that never reads its replies makes the server hold no more than
+//! that for it: the engine's replies wait in memory only until the writer
+//! sends them. The idle timeout ends a connection that sends no request while
+//! it has none in flight, and one whose replies the client leaves unread (the
+//! writer blocked) for as long.
 //!
 //! Hostile input: the codec answers malformed requests with errors and ends
 //! the connection on anything that breaks framing; either way only that
@@ -48,9 +48,9 @@
 
 use std::io::{self, BufWriter, Read, Write};
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
-use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -66,19 +66,12 @@ use wafer_nbd::{
 
 use crate::admin::NbdCountersStatus;
 use crate::admission::{Activity, Admission, ConnectionLimits, Ticket};
+use crate::budget::{Budget, Loans};
 use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::engine::{Event, ExtentsCallback, HostCallback, HostOutcome};
 use crate::stop::StopSignal;
 use crate::stream::{Listener, Stream};
 
-/// Requests one connection may have in flight.
-pub const REQUESTS_IN_FLIGHT_MAX: u32 = 256;
-/// Payload bytes one connection may have in flight (a single larger request,
-/// up to the 32 MiB maximum, is still admitted alone). Eight MiB keeps a
-/// pipelining client busy (32 requests of 256 KiB) while 64 clients that
-/// never read their replies hold half a GiB, until the idle timeout drops
-/// them (2 GiB if each asks for single 32 MiB reads).
-pub const BYTES_IN_FLIGHT_MAX: u64 = 8 << 20;
 /// The most of a range one block-status reply describes: 16384 blocks.
 pub const BLOCK_STATUS_BYTES_MAX: u32 = 64 << 20;
 /// What a block-status reply counts for in flight: its largest encoding,
@@ -97,6 +90,7 @@ pub(crate) struct Context {
     pub(crate) stop: Arc<StopSignal>,
     pub(crate) limits: ConnectionLimits,
     pub(crate) admission: Arc<Admission>,
+    pub(crate) loans: Arc<Loans>,
 }
 
 /// Starts the accept loop of `listener`.
@@ -288,7 +282,7 @@ fn transmit(
     let idle = context.limits.idle_timeout;
     stream.set_read_timeout(idle)?;
     stream.set_write_timeout(idle)?;
-    let budget = Arc::new(Budget::default());
+    let budget = Arc::new(Budget::new(Arc::clone(&context.loans)));
     let (replies, outgoing) = mpsc::channel();
     let writer = {
         let stream = stream.try_clone()?;
@@ -757,70 +751,6 @@ fn encode_reply<'a>(out: &mut Vec<u8>, reply: &'a Outgoing, structured: bool) ->
     &[]
 }
 
-/// A connection's allowance of requests and bytes in flight, and whether
-/// its replies can still be sent.
-#[derive(Default)]
-struct Budget {
-    in_flight: Mutex<(u32, u64)>,
-    freed: Condvar,
-    abandoned: AtomicBool,
-}
-
-impl Budget {
-    /// The writer cannot send replies any more.
-    fn abandon(&self) {
-        self.abandoned.store(true, Ordering::SeqCst);
-    }
-
-    fn is_abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::SeqCst)
-    }
-
-    /// Waits until a request of `bytes` fits, then takes it.
-    fn acquire(&self, bytes: u64) {
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        while in_flight.0 >= REQUESTS_IN_FLIGHT_MAX
-            || (in_flight.1 > 0 && in_flight.1 + bytes > BYTES_IN_FLIGHT_MAX)
-        {
-            in_flight = self
-                .freed
-                .wait(in_flight)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-        in_flight.0 += 1;
-        in_flight.1 += bytes;
-    }
-
-    /// Waits until the connection may read more requests while its decoder
-    /// holds `buffered` bytes of one: when nothing is in flight, or what is
-    /// leaves room. So a write's payload is not gathered beside a full
-    /// allowance, and a connection holds at most its allowance and a read
-    /// buffer, or one request of up to 32 MiB.
-    fn wait_for_room(&self, buffered: usize) {
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        while in_flight.1 > 0 && in_flight.1 + buffered as u64 >= BYTES_IN_FLIGHT_MAX {
-            in_flight = self
-                .freed
-                .wait(in_flight)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    /// Whether nothing is in flight.
-    fn is_empty(&self) -> bool {
-        let in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        in_flight.0 == 0
-    }
-
-    /// Gives back a request of `bytes`.
-    fn release(&self, bytes: u64) {
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        in_flight.0 -= 1;
-        in_flight.1 -= bytes;
-        self.freed.notify_all();
-    }
-}
-
 /// The front end's counters, shared by every connection.
 #[derive(Debug, Default)]
 pub(crate) struct NbdCounters {
@@ -874,28 +804,5 @@ impl NbdCounters {
             block_status: get(&self.block_status),
             errors: get(&self.errors),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reading_waits_while_in_flight_and_buffered_fill_the_allowance() {
-        let budget = Arc::new(Budget::default());
-        // Nothing in flight: a whole 32 MiB write may be gathered.
-        budget.wait_for_room(32 << 20);
-        budget.acquire(BYTES_IN_FLIGHT_MAX - 4096);
-        budget.wait_for_room(4095);
-        let waiting = {
-            let budget = Arc::clone(&budget);
-            thread::spawn(move || budget.wait_for_room(4096))
-        };
-        thread::sleep(Duration::from_millis(100));
-        assert!(!waiting.is_finished(), "read on beyond the allowance");
-        budget.release(BYTES_IN_FLIGHT_MAX - 4096);
-        waiting.join().expect("woken by the release");
-        assert!(budget.is_empty());
     }
 }

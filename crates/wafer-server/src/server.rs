@@ -140,6 +140,7 @@ impl Server {
             stop: Arc::clone(&shared.stop),
             limits: options.limits,
             admission: Arc::new(Admission::new(&options.limits)),
+            loans: Arc::default(),
         });
         let stop = Arc::clone(&shared.stop);
         let parts = EngineParts {

@@ -108,11 +108,11 @@ fn start(scratch: &Scratch, mut command: Command) -> Served {
     let stdout = child.stdout.take().expect("piped stdout");
     let (lines, received) = mpsc::channel();
     std::thread::spawn(move || {
+        // Read to the end, even once nobody listens: a server whose stdout
+        // closed would die printing its next line (each listener's URI).
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
+            let _ = lines.send(line);
         }
     });
     let mut startup = String::new();
