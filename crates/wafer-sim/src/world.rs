@@ -506,7 +506,11 @@ impl<P: SimPayload> World<P> {
             let victim = self.rng.below(blocks);
             if victim != dbn && self.may_damage(disk, dbn) && self.may_damage(disk, victim) {
                 self.count("misdirected write");
-                self.damaged.insert((disk, dbn));
+                // As with a lost write: missing a block that already holds
+                // what was meant for it damages nothing there.
+                if self.disks[disk.0 as usize].sectors.get(&dbn) != Some(&sector) {
+                    self.damaged.insert((disk, dbn));
+                }
                 self.store(disk, victim, sector);
                 self.damaged.insert((disk, victim));
                 return;
