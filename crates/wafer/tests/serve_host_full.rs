@@ -14,7 +14,7 @@ mod serve_harness;
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
 use serve_harness::{NbdClient, Scratch, TEST_SIZES, pattern, serve_with, wire};
@@ -121,27 +121,35 @@ fn a_full_host_file_system_stops_the_server_and_loses_no_acknowledged_write() {
     let acknowledged = write_until_the_server_goes(&mut client);
     drop(client);
     let (status, log) = served.wait_exit(Duration::from_secs(120));
-    assert!(!status.success(), "it stopped with an error: {log}");
-    assert!(log.contains("went offline"), "{log}");
-    assert!(log.contains("No space left"), "{log}");
-    let acked = acknowledged.iter().filter(|a| **a).count();
-    eprintln!("{acked} of {WRITES} writes acknowledged before the stop; the log:\n{log}");
-    assert!(
-        acked > 0,
-        "some writes were acknowledged before the file system filled"
-    );
+    assert_stopped_offline(&scratch, status, &log, "No space left");
     assert!(
         !data.join("wafer.toml.new").exists(),
         "no half-written configuration"
     );
-    let config = std::fs::read_to_string(data.join("wafer.toml")).expect("the configuration");
+
+    std::fs::remove_file(&filler).expect("space freed");
+    assert_acknowledged_writes_read_back(&scratch, &acknowledged);
+}
+
+/// The server stopped with an error because the aggregate went offline on
+/// `cause`, and recorded no disk failed.
+fn assert_stopped_offline(scratch: &Scratch, status: ExitStatus, log: &str, cause: &str) {
+    assert!(!status.success(), "it stopped with an error: {log}");
+    assert!(log.contains("went offline"), "{log}");
+    assert!(log.contains(cause), "{log}");
+    let config = std::fs::read_to_string(scratch.data().join("wafer.toml")).expect("config");
     assert!(
         !config.contains("state = \"failed\""),
         "no disk failed: {config}"
     );
+}
 
-    std::fs::remove_file(&filler).expect("space freed");
-    let served = serve_with(&scratch, &[]);
+/// A restarted server (mount and replay) reads back every write the client
+/// saw acknowledged, of which there were some.
+fn assert_acknowledged_writes_read_back(scratch: &Scratch, acknowledged: &[bool]) {
+    let acked = acknowledged.iter().filter(|a| **a).count();
+    assert!(acked > 0, "writes were acknowledged before the stop");
+    let served = serve_with(scratch, &[]);
     let mut client = NbdClient::connect(served.socket(), "vol0/lun0");
     for (block, _) in acknowledged.iter().enumerate().filter(|(_, a)| **a) {
         let offset = block as u64 * WRITE_BYTES as u64;
@@ -184,29 +192,6 @@ fn three_immutable_disk_files_stop_the_server_and_lose_no_acknowledged_write() {
     drop(client);
     let (status, log) = served.wait_exit(Duration::from_secs(120));
     assert!(chattr("-i", &disks), "the files made writable again");
-    assert!(!status.success(), "it stopped with an error: {log}");
-    assert!(log.contains("went offline"), "{log}");
-    assert!(log.contains("Operation not permitted"), "{log}");
-    let config = std::fs::read_to_string(scratch.data().join("wafer.toml")).expect("config");
-    assert!(
-        !config.contains("state = \"failed\""),
-        "no disk failed: {config}"
-    );
-
-    let served = serve_with(&scratch, &[]);
-    let mut client = NbdClient::connect(served.socket(), "vol0/lun0");
-    let acked = acknowledged.iter().filter(|a| **a).count();
-    assert!(
-        acked > 0,
-        "writes were acknowledged until the CP met the files"
-    );
-    for (block, _) in acknowledged.iter().enumerate().filter(|(_, a)| **a) {
-        let offset = block as u64 * WRITE_BYTES as u64;
-        let got = client.read(offset, WRITE_BYTES as u32).expect("readable");
-        assert!(
-            got == pattern(1, block as u64, WRITE_BYTES),
-            "acknowledged write {block} of {acked} lost"
-        );
-    }
-    served.stop();
+    assert_stopped_offline(&scratch, status, &log, "Operation not permitted");
+    assert_acknowledged_writes_read_back(&scratch, &acknowledged);
 }
