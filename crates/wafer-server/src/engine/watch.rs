@@ -76,10 +76,11 @@ impl Watch {
     }
 
     fn group_states(&mut self, filer: &Filer, config: &DataConfig) -> Vec<String> {
-        let now = failed_counts(filer);
         let mut lines = Vec::new();
-        for (group, (&was, &is)) in self.failed.iter().zip(&now).enumerate() {
-            if was != is {
+        let now = filer.failed_disks().iter().map(|set| set.len());
+        for (group, (was, is)) in self.failed.iter_mut().zip(now).enumerate() {
+            if *was != is {
+                *was = is;
                 lines.push(format!(
                     "aggregate {} rg{group}: {}",
                     config.aggregate,
@@ -87,7 +88,6 @@ impl Watch {
                 ));
             }
         }
-        self.failed = now;
         lines
     }
 
