@@ -262,9 +262,9 @@ impl<P: Payload> Filer<P> {
             true => deferred.insert(stripe),
             false => stripes.insert(stripe),
         };
-        s.deferred.iter().for_each(|&stripe| {
+        for &stripe in &s.deferred {
             take(stripe);
-        });
+        }
         let (mut group, mut dbn) = (s.group, s.cursor);
         let mut visited = 0;
         while visited < SCRUB_STRIPES_PER_CP && group < self.layout.groups().len() {
