@@ -31,7 +31,9 @@ use std::ops::Range;
 
 use wafer_core::BLOCK_SIZE;
 use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
-use wafer_core::filer::{Change, HostRequest, Options, ReplyData, RequestId, Sabotage};
+#[cfg(feature = "sabotage")]
+use wafer_core::filer::Sabotage;
+use wafer_core::filer::{Change, HostRequest, Options, ReplyData, RequestId};
 use wafer_core::nvlog::LunId;
 use wafer_core::payload::{Bytes, Stamps};
 use wafer_core::units::{DiskId, Duration, VolumeId};
@@ -68,11 +70,27 @@ pub struct CheckConfig {
     /// Whether to inject faults in the safety phase.
     pub faults: bool,
     /// A deliberate engine bug, for negative controls.
+    #[cfg(feature = "sabotage")]
     pub sabotage: Option<Sabotage>,
     /// What the filer's blocks hold.
     pub payload: PayloadKind,
     /// Whether to keep the shape of every I/O in the report.
     pub record_io: bool,
+}
+
+impl Default for CheckConfig {
+    /// CI's run of one seed: 1000 operations with faults, on bytes.
+    fn default() -> CheckConfig {
+        CheckConfig {
+            seed: 1,
+            ops: 1000,
+            faults: true,
+            #[cfg(feature = "sabotage")]
+            sabotage: None,
+            payload: PayloadKind::Bytes,
+            record_io: false,
+        }
+    }
 }
 
 /// What a passing run did.
@@ -376,6 +394,7 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         dirty_high_water: 32 + rng.below(256) as usize,
         // Small windows, so that every rebuild walks its trees many times.
         rebuild_identities_per_walk: 16,
+        #[cfg(feature = "sabotage")]
         sabotage: config.sabotage,
     };
     let mut world = World::<P>::format(layout, options, rng.next_u64());

@@ -116,9 +116,8 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         seed,
         ops: args.ops,
         faults: !args.no_faults,
-        sabotage: None,
         payload: args.payload.into(),
-        record_io: false,
+        ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
         let message = panic

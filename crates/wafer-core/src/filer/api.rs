@@ -293,11 +293,15 @@ pub struct Options {
     /// full 144 GB disk, where a walk per batch of 256 stripes took 137,000.
     pub rebuild_identities_per_walk: usize,
     /// A deliberate bug, for the simulator's negative controls only: proves
-    /// that the checks catch the fault they exist for. Always `None` in use.
+    /// that the checks catch the fault they exist for. Only builds with the
+    /// `sabotage` feature (the simulator's tests) have it.
+    #[cfg(feature = "sabotage")]
     pub sabotage: Option<Sabotage>,
 }
 
-/// Deliberate bugs the simulator's negative controls switch on.
+/// Deliberate bugs the simulator's negative controls switch on. Without the
+/// `sabotage` feature nothing can switch them on, and the code they would
+/// take is compiled out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sabotage {
     /// Mounting skips NVLog replay.
@@ -330,6 +334,7 @@ impl Default for Options {
             cp_interval: Duration::from_secs(10),
             dirty_high_water: 8192,
             rebuild_identities_per_walk: 1 << 20,
+            #[cfg(feature = "sabotage")]
             sabotage: None,
         }
     }

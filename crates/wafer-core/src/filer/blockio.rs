@@ -141,7 +141,7 @@ impl<P: Payload> Filer<P> {
             IoResult::Done | IoResult::DiskFailed | IoResult::Unwritable => Vec::new(),
         };
         let mut sectors = sectors.into_iter();
-        let trusting = self.options.sabotage == Some(super::Sabotage::IgnoreTrailer);
+        let trusting = self.sabotaged(super::Sabotage::IgnoreTrailer);
         for read in reads {
             let sector = sectors.next().flatten();
             let content = match trusting {
@@ -275,8 +275,7 @@ impl<P: Payload> Filer<P> {
         if overlapped && job.read.attempt < READ_ATTEMPTS {
             let mut read = job.read;
             read.attempt += 1;
-            let sabotaged =
-                self.options.sabotage == Some(super::Sabotage::ParkRetriesBehindCapture);
+            let sabotaged = self.sabotaged(super::Sabotage::ParkRetriesBehindCapture);
             let writing = self
                 .cp
                 .as_ref()

@@ -796,7 +796,7 @@ impl<P: Payload> Filer<P> {
                 stripe[disk.as_usize()] = P::unit(&sector.data);
             }
         }
-        let sabotaged = self.options.sabotage == Some(super::Sabotage::SkipParityUpdate);
+        let sabotaged = self.sabotaged(super::Sabotage::SkipParityUpdate);
         match job.plan.method {
             _ if sabotaged && !job.plan.reads.is_empty() => {}
             ParityUpdateMethod::Subtraction => {
@@ -994,6 +994,7 @@ impl<P: Payload> Filer<P> {
         for volume in self.volumes.values_mut() {
             volume.pending.release(cp.number);
         }
+        self.check_invariants_at_commit();
         if !cp.keeps_log {
             let half = self.halves.release();
             self.issue(IoOp::NvlogReset { half }, IoPurpose::Reset);

@@ -14,6 +14,11 @@
 //!   count of free blocks is exact.
 //! - No pointer is born after the newest committed CP.
 //! - Space adds up, for the aggregate and for each volume.
+//!
+//! Debug and test builds also check them at every CP commit, as TigerBeetle
+//! asserts at its checkpoints, whenever the trees are whole (no indirect
+//! block evicted) and the aggregate is small enough for a walk of every block
+//! per CP: the simulator's and the server tests' filers, not the lab's.
 
 use std::collections::BTreeSet;
 
@@ -24,12 +29,38 @@ use crate::nvlog::LunId;
 use crate::payload::Payload;
 use crate::units::{Fbn, Pvbn};
 
+/// The largest aggregate, in blocks (1 GiB), whose invariants debug builds
+/// check at every CP commit.
+const CHECKED_AT_COMMIT_MAX_BLOCKS: u64 = 1 << 18;
+
 impl<P: Payload> Filer<P> {
     /// Checks every invariant; call only when no I/O is in flight.
     pub fn check_invariants(&self) -> Result<(), String> {
         if self.cp.is_some() || !self.io_pending.is_empty() {
             return Err("invariants are checked only when the filer is quiescent".into());
         }
+        self.invariants_hold()
+    }
+
+    /// At a CP's commit, before the next CP starts, in debug builds: the
+    /// maps, trees and space must agree as they do at a quiescent point
+    /// (I/Os still in flight are reads, appends and repairs, which change no
+    /// map).
+    pub(super) fn check_invariants_at_commit(&self) {
+        if cfg!(debug_assertions)
+            && self.layout.total_blocks() <= CHECKED_AT_COMMIT_MAX_BLOCKS
+            && self.indirect_complete()
+        {
+            if let Err(broken) = self.invariants_hold() {
+                panic!(
+                    "CP {} committed with an invariant broken: {broken}",
+                    self.committed.0
+                );
+            }
+        }
+    }
+
+    fn invariants_hold(&self) -> Result<(), String> {
         self.cache.check()?;
         let mut pvbns = BTreeSet::new();
         for (file, ptr) in self.every_pointer() {

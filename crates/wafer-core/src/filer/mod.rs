@@ -365,7 +365,20 @@ impl<P: Payload> Filer<P> {
     }
 
     pub(super) fn commits_regardless(&self) -> bool {
-        self.options.sabotage == Some(Sabotage::CommitRegardless)
+        self.sabotaged(Sabotage::CommitRegardless)
+    }
+
+    /// Whether deliberate bug `bug` is switched on: never outside builds
+    /// with the `sabotage` feature, which alone give `Options` the field.
+    fn sabotaged(&self, bug: Sabotage) -> bool {
+        #[cfg(feature = "sabotage")]
+        let on = self.options.sabotage == Some(bug);
+        #[cfg(not(feature = "sabotage"))]
+        let on = {
+            let _ = bug;
+            false
+        };
+        on
     }
 
     /// The newest committed CP.
@@ -1344,8 +1357,7 @@ impl<P: Payload> Filer<P> {
                 let vvbn = old.vvbn.0;
                 volume.activemap.clear(vvbn);
                 volume.activemap_file.dirty.insert(Bitmap::block_of(vvbn));
-                let held = volume.summary.get(vvbn)
-                    && self.options.sabotage != Some(Sabotage::IgnoreSnapshots);
+                let held = volume.summary.get(vvbn) && !self.sabotaged(Sabotage::IgnoreSnapshots);
                 if !held {
                     self.release_vvbn(v, vvbn, release_after);
                 }
@@ -1367,13 +1379,14 @@ impl<P: Payload> Filer<P> {
     }
 
     fn release_pvbn(&mut self, pvbn: Pvbn, release_after: CpCount) {
+        let early = self.sabotaged(Sabotage::EarlyFree);
         let aggregate = &mut self.aggregate;
         aggregate.activemap.clear(pvbn.0);
         aggregate
             .activemap_file
             .dirty
             .insert(Bitmap::block_of(pvbn.0));
-        if self.options.sabotage == Some(Sabotage::EarlyFree) {
+        if early {
             aggregate.allocator.note_released(&self.layout, pvbn);
         } else {
             aggregate.pending.hold(pvbn.0, release_after);

@@ -448,7 +448,7 @@ impl<P: Payload> Filer<P> {
     pub(super) fn replay(&mut self) {
         let records = core::mem::take(&mut self.mount_state().records);
         self.next_seq = records.iter().map(|r| r.seq + 1).max().unwrap_or(0);
-        let skip = self.options.sabotage == Some(super::Sabotage::SkipReplay);
+        let skip = self.sabotaged(super::Sabotage::SkipReplay);
         let committed = self.committed;
         let newer: VecDeque<NvRecord> = records
             .into_iter()

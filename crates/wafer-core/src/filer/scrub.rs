@@ -361,7 +361,7 @@ impl<P: Payload> Filer<P> {
                 s.tally.stripes_verified += 1;
                 s.tally.parity_rewritten += parity;
                 s.tally.blocks_repaired += blocks;
-                if self.options.sabotage == Some(super::Sabotage::SkipScrubRepair) {
+                if self.sabotaged(super::Sabotage::SkipScrubRepair) {
                     return Vec::new();
                 }
                 return writes
