@@ -563,7 +563,8 @@ impl WaferArray {
                     offset: next,
                     data: self.zero_buffers.take(bytes as usize),
                 });
-                let id = self.filer.submit(self.now, request).expect("online");
+                let id = (self.filer.submit(self.now, request))
+                    .expect("an online filer takes the lab's queue depths, far under max_requests");
                 in_flight.push(id);
                 next += bytes;
                 self.drain();
@@ -695,7 +696,8 @@ impl Array for WaferArray {
                 data: self.zero_buffers.take(io.length as usize),
             }),
         };
-        let id = self.filer.submit(self.now, request).expect("online");
+        let id = (self.filer.submit(self.now, request))
+            .expect("an online filer takes the lab's queue depths, far under max_requests");
         self.host.insert(id, (io.id, self.now));
         self.drain();
     }

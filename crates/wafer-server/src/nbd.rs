@@ -565,6 +565,7 @@ impl Expect {
             HostOutcome::Refused => {
                 return Body::Error(NbdError::ShuttingDown, "the server is stopping".into());
             }
+            HostOutcome::Busy(busy) => return Body::Error(NbdError::OutOfMemory, busy.to_string()),
             HostOutcome::Reply(result) => result,
         };
         match (self, result) {

@@ -33,7 +33,7 @@ use wafer_core::BLOCK_SIZE;
 use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
 #[cfg(feature = "sabotage")]
 use wafer_core::filer::Sabotage;
-use wafer_core::filer::{Change, HostRequest, Options, ReplyData, RequestId};
+use wafer_core::filer::{Busy, Change, HostRequest, Options, ReplyData, RequestId};
 use wafer_core::nvlog::LunId;
 use wafer_core::payload::{Bytes, Stamps};
 use wafer_core::units::{DiskId, Duration, VolumeId};
@@ -106,6 +106,8 @@ pub struct CheckReport {
     pub snapshots: usize,
     /// Crashes survived.
     pub crashes: u64,
+    /// Requests `submit` refused because the engine held its most.
+    pub busy_refusals: u64,
     /// Of those, restarts after the filer went offline (the host refused
     /// its writes).
     pub offline_recoveries: u64,
@@ -394,6 +396,7 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         dirty_high_water: 32 + rng.below(256) as usize,
         // Small windows, so that every rebuild walks its trees many times.
         rebuild_identities_per_walk: 16,
+        max_requests: max_requests(config.seed),
         #[cfg(feature = "sabotage")]
         sabotage: config.sabotage,
     };
@@ -418,6 +421,17 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
 }
 
 /// An aggregate of one or two small RAID-DP groups (sometimes a RAID-4 one).
+/// Half the seeds bound the engine's requests below the workload's eight in
+/// flight, so that `submit` refuses some (`Busy::Full`). A stream of its own,
+/// so that the seeds' other draws stay as they were.
+fn max_requests(seed: u64) -> usize {
+    let mut rng = Rng::seeded(seed ^ 0x6d61_785f_7265_7173);
+    match rng.chance(1, 2) {
+        true => 1 + rng.below(8) as usize,
+        false => Options::default().max_requests,
+    }
+}
+
 fn random_layout(rng: &mut Rng) -> Layout {
     let groups = 1 + rng.below(2) as usize;
     let blocks_per_disk = 4096 + rng.below(4096);
@@ -753,13 +767,15 @@ impl<P: SimPayload> Harness<P> {
                 .any(|op| matches!(op, InFlight::Admin(_)))
         {
             if let Some((request, op)) = self.random_request() {
-                let id = self
-                    .world
-                    .filer
-                    .submit(self.world.now(), request)
-                    .map_err(|e| format!("submit refused: {e}"))?;
-                self.in_flight.insert(id, op);
-                self.world.drain();
+                match self.world.filer.submit(self.world.now(), request) {
+                    Ok(id) => {
+                        self.in_flight.insert(id, op);
+                        self.world.drain();
+                    }
+                    // Refused before it was taken: as if never sent.
+                    Err(Busy::Full(_)) => self.report.busy_refusals += 1,
+                    Err(refused) => return Err(format!("submit refused: {refused}")),
+                }
             }
         }
         self.advance()

@@ -153,7 +153,7 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
     println!(
         "check passed: {} seeds from {}{}, {} ops, {} reads checked ({} of snapshots), \
          {}, {} snapshots left at the ends, {} indirect blocks read on cache misses, \
-         {} final scrubs rewrote {} blocks",
+         {} final scrubs rewrote {} blocks, {} requests refused busy",
         args.seeds,
         args.seed,
         args.payload.label(),
@@ -170,7 +170,8 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
         totals.snapshots,
         totals.indirect_reads,
         totals.scrubs,
-        totals.scrub_rewrites
+        totals.scrub_rewrites,
+        totals.busy_refusals
     );
     if !totals.faults.is_empty() {
         let list: Vec<String> = totals
@@ -194,6 +195,7 @@ struct Totals {
     indirect_reads: u64,
     scrubs: u64,
     scrub_rewrites: u64,
+    busy_refusals: u64,
     faults: BTreeMap<&'static str, u64>,
 }
 
@@ -208,6 +210,7 @@ impl Totals {
         self.offline_recoveries += report.offline_recoveries;
         self.scrubs += report.scrubs;
         self.scrub_rewrites += report.scrub_rewrites;
+        self.busy_refusals += report.busy_refusals;
         for (kind, count) in &report.faults {
             *self.faults.entry(kind).or_default() += count;
         }

@@ -172,10 +172,19 @@ impl<D: ReadData> Reply<D> {
     }
 }
 
-/// A request was refused for now: the filer is mounting or replaying.
+/// A request was refused for now; the same request may be submitted again
+/// later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the filer is not online yet")]
-pub struct Busy;
+pub enum Busy {
+    /// The filer is mounting or replaying, or it went offline.
+    #[error("the filer is not online")]
+    NotOnline,
+    /// The engine holds [`Options::max_requests`] requests already (waiting
+    /// on the NVLog, on indirect blocks, on disk reads or on a CP): one must
+    /// be answered before another is taken.
+    #[error("the filer holds {0} requests already")]
+    Full(usize),
+}
 
 /// A block as stored on disk: content plus trailer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -292,6 +301,11 @@ pub struct Options {
     /// 1 Mi (some 64 MiB), 4 GiB of a full disk per walk: 34 walks rebuild a
     /// full 144 GB disk, where a walk per batch of 256 stripes took 137,000.
     pub rebuild_identities_per_walk: usize,
+    /// Host requests the engine holds at once, from `submit` until their
+    /// replies are polled; beyond it `submit` answers [`Busy::Full`]. It
+    /// bounds every queue a request can wait in. Default 65,536: above what
+    /// the server admits (64 MiB in flight) and any lab queue depth.
+    pub max_requests: usize,
     /// A deliberate bug, for the simulator's negative controls only: proves
     /// that the checks catch the fault they exist for. Only builds with the
     /// `sabotage` feature (the simulator's tests) have it.
@@ -334,6 +348,7 @@ impl Default for Options {
             cp_interval: Duration::from_secs(10),
             dirty_high_water: 8192,
             rebuild_identities_per_walk: 1 << 20,
+            max_requests: 1 << 16,
             #[cfg(feature = "sabotage")]
             sabotage: None,
         }
@@ -442,6 +457,8 @@ pub struct Counters {
     pub cps: std::collections::BTreeMap<CpReason, u64>,
     /// Nanoseconds CPs ran, from start to commit (`sysstat`'s CP time).
     pub cp_time_ns: u64,
+    /// Requests refused because the engine held `Options::max_requests`.
+    pub busy_refusals: u64,
     /// Host changes that waited for a running CP because the other NVLog half
     /// filled, or dirty data reached twice the high-water mark.
     pub back_to_back_waits: u64,

@@ -249,6 +249,8 @@ pub struct Filer<P: Payload = Bytes> {
     next_io: u64,
     replies: VecDeque<Reply<P::ReadData>>,
     next_request: u64,
+    /// Requests submitted whose replies have not been polled.
+    requests_held: usize,
     counters: Counters,
 }
 
@@ -322,6 +324,7 @@ impl<P: Payload> Filer<P> {
             next_io: 0,
             replies: VecDeque::new(),
             next_request: 0,
+            requests_held: 0,
             counters,
         }
     }
@@ -470,10 +473,15 @@ impl<P: Payload> Filer<P> {
     pub fn submit(&mut self, now: Instant, request: HostRequest) -> Result<RequestId, Busy> {
         self.now = now;
         if !self.is_online() {
-            return Err(Busy);
+            return Err(Busy::NotOnline);
+        }
+        if self.requests_held >= self.options.max_requests {
+            self.counters.busy_refusals += 1;
+            return Err(Busy::Full(self.requests_held));
         }
         let id = RequestId(self.next_request);
         self.next_request += 1;
+        self.requests_held += 1;
         self.dispatch(id, request);
         self.tend_indirect();
         Ok(id)
@@ -486,7 +494,10 @@ impl<P: Payload> Filer<P> {
 
     /// The next reply to a host request.
     pub fn poll_reply(&mut self) -> Option<Reply<P::ReadData>> {
-        self.replies.pop_front()
+        let reply = self.replies.pop_front()?;
+        self.requests_held = (self.requests_held.checked_sub(1))
+            .expect("every reply answers a request submitted once");
+        Some(reply)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.

@@ -28,7 +28,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use wafer_core::Filer;
 use wafer_core::aggregate::Slot;
 use wafer_core::filer::{
-    Change, Extent, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
+    Busy, Change, Extent, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
 };
 use wafer_core::units::DiskId;
 
@@ -48,6 +48,8 @@ pub(crate) enum HostOutcome {
     Reply(Result<ReplyData, HostError>),
     /// The server is stopping and did not take the request.
     Refused,
+    /// The engine held its most requests and did not take this one.
+    Busy(Busy),
 }
 
 /// Called once with the outcome of a host request.
@@ -443,7 +445,8 @@ impl Engine {
             Ok(id) => {
                 self.waiters.insert(id, Waiter::Host(done, label));
             }
-            Err(_busy) => done(HostOutcome::Refused),
+            Err(busy @ Busy::Full(_)) => done(HostOutcome::Busy(busy)),
+            Err(Busy::NotOnline) => done(HostOutcome::Refused),
         }
     }
 
