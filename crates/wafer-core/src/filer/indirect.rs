@@ -108,6 +108,9 @@ impl<P: Payload> Filer<P> {
     /// Starts reading the absent indirect blocks of `needs` (those not on
     /// their way already) and says whether the request can go ahead.
     pub(super) fn fault_in(&mut self, needs: Vec<(LunId, Range<u64>)>) -> Fault {
+        if self.loading_within(&needs) {
+            return Fault::Waiting;
+        }
         let absent: Vec<(LunId, NodeId, crate::format::BlockPtr)> = needs
             .into_iter()
             .filter_map(|(lun, range)| {
@@ -132,6 +135,26 @@ impl<P: Payload> Filer<P> {
         }
         self.read_indirect(absent);
         Fault::Waiting
+    }
+
+    /// Whether an indirect block on the paths `needs` walks is being read.
+    /// The request then waits for it before it looks again: a request that
+    /// needs a whole tree (a snapshot, a LUN destroyed) scans the tree once
+    /// per level, not once per block read, which made snapshotting a LUN
+    /// with 25,000 absent level-1 blocks take seconds of CPU.
+    fn loading_within(&self, needs: &[(LunId, Range<u64>)]) -> bool {
+        needs.iter().any(|(lun, fbns)| {
+            let Ok((_, l)) = self.lun(*lun) else {
+                return false;
+            };
+            !fbns.is_empty()
+                && (1..=l.tree.level()).any(|level| {
+                    let span = (crate::format::POINTERS_PER_BLOCK as u64).pow(u32::from(level));
+                    let first = (*lun, (level, fbns.start / span));
+                    let last = (*lun, (level, (fbns.end - 1) / span));
+                    self.node_loads.range(first..=last).next().is_some()
+                })
+        })
     }
 
     /// Issues reads of indirect blocks, skipping those already on their way.

@@ -372,8 +372,22 @@ impl Volume {
 
     /// The vvbns of the volume's image as its trees stand: the inode file and
     /// every LUN, indirect blocks included. What a snapshot taken now holds.
+    ///
+    /// The active map marks exactly the vvbns of the volume's files and vvbn
+    /// 0 (an invariant), so the image is a copy of it (chunks shared, copied
+    /// on write) less vvbn 0 and the few blocks of the volume's own map files.
+    /// No LUN is walked: a snapshot costs the same whatever the data, and a
+    /// LUN whose indirect blocks are not all in memory needs none read.
     pub fn image_map(&self) -> Bitmap {
-        image_map(&self.inofile.tree, &self.luns, self.vvbn_blocks)
+        let mut map = self.activemap.clone();
+        map.clear(0);
+        let own_maps = [&self.activemap_file, &self.snapinfo, &self.summary_file];
+        for file in own_maps {
+            file.tree.for_each_pointer(|_, ptr| {
+                map.clear(ptr.vvbn.0);
+            });
+        }
+        map
     }
 
     /// The snapshot called `name`.
