@@ -17,6 +17,18 @@
 use crate::format::{FormatError, NAME_MAX, get_u32, get_u64, put_u32, put_u64};
 use crate::units::{CpCount, FileId, VolumeId};
 
+/// How a volume's blocks age in the buffer cache (ONTAP's FlexShare `cache=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CachePolicy {
+    /// Blocks are unlikely to be read again (streaming, backups): evicted first.
+    Reuse,
+    /// Normal aging.
+    #[default]
+    Default,
+    /// Blocks stay longer: evicted only after every other volume's.
+    Keep,
+}
+
 /// A LUN: a file in a volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LunId {
@@ -81,7 +93,7 @@ pub enum Change {
         /// The volume.
         volume: VolumeId,
         /// The policy.
-        policy: crate::filer::api::CachePolicy,
+        policy: CachePolicy,
     },
     /// A volume's `read_realloc` option set: sequential reads of blocks that
     /// are not largely contiguous rewrite them in the next CP.
@@ -391,8 +403,7 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
 }
 
 /// The byte a cache policy is stored as (in NVLog records and volume records).
-pub fn policy_code(policy: crate::filer::api::CachePolicy) -> u8 {
-    use crate::filer::api::CachePolicy;
+pub fn policy_code(policy: CachePolicy) -> u8 {
     match policy {
         CachePolicy::Default => 0,
         CachePolicy::Keep => 1,
@@ -401,8 +412,7 @@ pub fn policy_code(policy: crate::filer::api::CachePolicy) -> u8 {
 }
 
 /// The cache policy stored as `code`, if it is one.
-pub fn policy_from_code(code: u8) -> Option<crate::filer::api::CachePolicy> {
-    use crate::filer::api::CachePolicy;
+pub fn policy_from_code(code: u8) -> Option<CachePolicy> {
     match code {
         0 => Some(CachePolicy::Default),
         1 => Some(CachePolicy::Keep),
@@ -579,7 +589,7 @@ mod tests {
             LoggedOp::Change(Change::DestroyLun { lun }),
             LoggedOp::Change(Change::SetCachePolicy {
                 volume: VolumeId(3),
-                policy: crate::filer::api::CachePolicy::Keep,
+                policy: CachePolicy::Keep,
             }),
             LoggedOp::Change(Change::SetReadRealloc {
                 volume: VolumeId(4),

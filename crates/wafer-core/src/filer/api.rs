@@ -4,7 +4,7 @@
 use wafer_raid::Dbn;
 
 use crate::fixed_map::{FixedHash, mix_words};
-pub use crate::nvlog::Change;
+pub use crate::nvlog::{CachePolicy, Change};
 use crate::nvlog::{LunId, NvRecord};
 use crate::payload::{Bytes, Payload, ReadData};
 use crate::units::{Duration, VolumeId};
@@ -69,18 +69,6 @@ pub enum HostRequest {
         /// The LUN.
         lun: LunId,
     },
-}
-
-/// How a volume's blocks age in the buffer cache (ONTAP's FlexShare `cache=`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CachePolicy {
-    /// Blocks are unlikely to be read again (streaming, backups): evicted first.
-    Reuse,
-    /// Normal aging.
-    #[default]
-    Default,
-    /// Blocks stay longer: evicted only after every other volume's.
-    Keep,
 }
 
 /// A successful reply's content. `D` is what a read gives back: bytes for a

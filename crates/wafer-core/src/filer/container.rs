@@ -9,11 +9,12 @@
 
 use std::borrow::Cow;
 
-use super::meta::CONTAINER_ENTRIES_PER_BLOCK;
 use crate::Block;
 use crate::format::{BlockWords, WORDS_PER_BLOCK};
 use crate::word_sum::WordSum;
 
+/// Container-map entries per block (one little-endian pvbn each).
+pub const CONTAINER_ENTRIES_PER_BLOCK: u64 = (crate::BLOCK_SIZE / 8) as u64;
 const _: () = assert!(CONTAINER_ENTRIES_PER_BLOCK as usize == WORDS_PER_BLOCK);
 
 /// vvbn to pvbn, with a running sum per map block.

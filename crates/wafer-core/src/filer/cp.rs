@@ -26,7 +26,7 @@ use wafer_raid::{
     Dbn, DiskIndex, DiskSet, ParityDelta, ParityUpdateMethod, ParityUpdatePlan, StripeUnit,
 };
 
-use super::meta::{FileRef, MetaFile, PARITY_FILE, SUPERBLOCK_FILE, Volume, volume_table_bytes};
+use super::meta::{FileRef, MetaFile, SUPERBLOCK_FILE, Volume, volume_table_bytes};
 use super::{Filer, IoOp, IoPurpose, IoResult, PREFETCH_AHEAD, Phase, ReplyData, Sector};
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
@@ -458,7 +458,7 @@ impl<P: Payload> Filer<P> {
                 volume
                     .container_file
                     .dirty
-                    .insert(vvbn / super::meta::CONTAINER_ENTRIES_PER_BLOCK);
+                    .insert(vvbn / super::container::CONTAINER_ENTRIES_PER_BLOCK);
                 Vvbn(vvbn)
             }
             None => Vvbn(pvbn.0),
@@ -744,7 +744,12 @@ impl<P: Payload> Filer<P> {
             .iter()
             .filter(|(disk, sector)| {
                 let at = (group, **disk, dbn);
-                !read_back_is_sound(&self.layout, &self.written, at, sector.as_ref())
+                !super::sectors::read_back_is_sound(
+                    &self.layout,
+                    &self.written,
+                    at,
+                    sector.as_ref(),
+                )
             })
             .map(|(disk, _)| *disk)
             .collect();
@@ -847,7 +852,7 @@ impl<P: Payload> Filer<P> {
                 Some(sector) => sector.clone(),
                 None if parity.contains(disk) => {
                     self.counters.parity_blocks_written += 1;
-                    parity_sector(&stripe[disk.as_usize()], dbn)
+                    super::sectors::parity_sector(&stripe[disk.as_usize()], dbn)
                 }
                 None => self.rebuilt_sector(group, disk, dbn, &stripe[disk.as_usize()]),
             };
@@ -943,7 +948,7 @@ impl<P: Payload> Filer<P> {
         for disk in geometry.all_disks().difference(self.unwritable(0)).iter() {
             let sector = match self.layout.pvbn(0, disk, dbn) {
                 Some(pvbn) => superblock_sector::<P>(&superblock, pvbn, number),
-                None => parity_sector::<P>(&stripe[disk.as_usize()], dbn.0),
+                None => super::sectors::parity_sector::<P>(&stripe[disk.as_usize()], dbn.0),
             };
             writes.push((self.layout.disk_id(0, disk), dbn, sector));
         }
@@ -1097,70 +1102,6 @@ fn encode_order(file: FileRef) -> u8 {
 /// before it.
 const SNAPSHOT_ORDER: u8 = 2;
 
-/// Whether the sector read back from block `dbn` of `disk` in `group` can be
-/// trusted (see [`sector_is_sound`]).
-pub(super) fn read_back_is_sound<P: Payload>(
-    layout: &crate::aggregate::Layout,
-    written: &super::written::WrittenSums,
-    (group, disk, dbn): (usize, DiskIndex, u64),
-    sector: Option<&Sector<P>>,
-) -> bool {
-    let id = layout.disk_id(group, disk);
-    let last_write = sector.and_then(|s| written.matches(id, dbn, P::checksum(&s.data)));
-    let home = layout.pvbn(group, disk, Dbn(dbn));
-    sector_is_sound(sector, last_write, home, dbn)
-}
-
-/// Whether a sector read back for a parity computation can be trusted: it is
-/// what the filer last wrote there, trailer and all (when that is known), and
-/// otherwise it was never written (zeros) or matches its own trailer's
-/// checksum.
-fn sector_is_sound<P: Payload>(
-    sector: Option<&Sector<P>>,
-    matches_last_write: Option<bool>,
-    home: Option<Pvbn>,
-    dbn: u64,
-) -> bool {
-    let Some(sector) = sector else { return false };
-    let trailer = Trailer::decode(&sector.trailer).ok().filter(|trailer| {
-        let here = match home {
-            Some(pvbn) => trailer.identity.pvbn == pvbn,
-            None => trailer.identity.file == PARITY_FILE && trailer.identity.fbn == Fbn(dbn),
-        };
-        trailer.matches(P::checksum(&sector.data)) && here
-    });
-    match (matches_last_write, trailer) {
-        // Every block the filer writes carries a trailer naming its place: a
-        // lost write of the same content leaves the old trailer (or none).
-        (Some(matches), trailer) => matches && trailer.is_some(),
-        // Nothing known of the last write: the trailer must be intact and
-        // name this very place (a data disk's pvbn, or a parity block of this
-        // stripe), or a misdirected write onto a block of unknown history
-        // would be trusted; or the block was never written.
-        (None, Some(_)) => true,
-        (None, None) => Trailer::decode(&sector.trailer).is_err() && sector.data == P::zero(),
-    }
-}
-
-/// A parity block with a trailer of its own, so scrubs and partial writes can
-/// tell a damaged parity block from a sound one.
-pub(super) fn parity_sector<P: Payload>(content: &P::Unit, dbn: u64) -> Sector<P> {
-    let identity = Identity {
-        pvbn: Pvbn(0),
-        vvbn: Vvbn(0),
-        volume: AGGREGATE_VOLUME,
-        file: PARITY_FILE,
-        fbn: Fbn(dbn),
-        level: 0,
-        cp: CpCount(0),
-    };
-    let data = P::from_unit(content.clone());
-    Sector {
-        trailer: Trailer::new(P::checksum(&data), identity).encode(),
-        data,
-    }
-}
-
 fn superblock_sector<P: Payload>(content: &P::Content, pvbn: Pvbn, number: CpCount) -> Sector<P> {
     let identity = Identity {
         pvbn,
@@ -1200,24 +1141,6 @@ impl Volume {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::Bytes;
-
-    fn block_at(pvbn: u64) -> Sector<Bytes> {
-        let data = Box::new([7u8; crate::BLOCK_SIZE]);
-        let identity = Identity {
-            pvbn: Pvbn(pvbn),
-            vvbn: Vvbn(pvbn),
-            volume: AGGREGATE_VOLUME,
-            file: SUPERBLOCK_FILE,
-            fbn: Fbn(0),
-            level: 0,
-            cp: CpCount(3),
-        };
-        Sector {
-            trailer: Trailer::new(Bytes::checksum(&data), identity).encode(),
-            data,
-        }
-    }
 
     #[test]
     fn a_disks_blocks_go_out_as_runs_of_adjacent_blocks_each_with_its_own_sectors() {
@@ -1238,31 +1161,5 @@ mod tests {
                 (12, vec![112])
             ]
         );
-    }
-
-    #[test]
-    fn a_block_is_trusted_only_where_its_trailer_says_it_lives() {
-        let home = Some(Pvbn(40));
-        assert!(sector_is_sound(Some(&block_at(40)), None, home, 10));
-        assert!(
-            !sector_is_sound(Some(&block_at(41)), None, home, 10),
-            "a misdirected write names another place"
-        );
-        assert!(sector_is_sound(Some(&block_at(40)), Some(true), home, 10));
-        assert!(
-            !sector_is_sound(Some(&block_at(40)), Some(false), home, 10),
-            "not what the filer last wrote"
-        );
-        assert!(
-            !sector_is_sound(Some(&block_at(41)), Some(true), home, 10),
-            "the content the filer last wrote, under a trailer it did not write"
-        );
-        let parity = parity_sector::<Bytes>(&[9u8; crate::BLOCK_SIZE], 10);
-        assert!(sector_is_sound(Some(&parity), None, None, 10));
-        assert!(
-            !sector_is_sound(Some(&parity), None, None, 11),
-            "another stripe's parity"
-        );
-        assert!(!sector_is_sound::<Bytes>(None, None, home, 10));
     }
 }

@@ -68,8 +68,6 @@ const SNAPSHOT_ENTRY: usize = BLOCK_SIZE / SNAPSHOTS_PER_BLOCK;
 const SNAPSHOT_INOFILE_AT: usize = SNAPSHOT_ENTRY - INODE_SIZE;
 /// Blocks of a snapinfo file (room for every snapshot id).
 pub const SNAPINFO_BLOCKS: u64 = MAX_SNAPSHOTS.div_ceil(SNAPSHOTS_PER_BLOCK) as u64;
-/// Container-map entries per block (one little-endian pvbn each).
-pub const CONTAINER_ENTRIES_PER_BLOCK: u64 = (BLOCK_SIZE / 8) as u64;
 /// Most volumes per aggregate.
 pub const MAX_VOLUMES: u32 = 500;
 /// Most LUNs per volume.

@@ -33,6 +33,7 @@ mod realloc;
 mod rebuild;
 mod resync;
 mod scrub;
+mod sectors;
 mod slot_index;
 mod snapshot;
 mod space;
@@ -879,7 +880,7 @@ impl<P: Payload> Filer<P> {
     /// pvbns a volume takes from the aggregate: its vvbn space and container map.
     fn volume_footprint(&self, size_blocks: u64) -> u64 {
         let vvbns = self.volume_vvbns(size_blocks);
-        vvbns + vvbns.div_ceil(meta::CONTAINER_ENTRIES_PER_BLOCK) + 8
+        vvbns + vvbns.div_ceil(container::CONTAINER_ENTRIES_PER_BLOCK) + 8
     }
 
     /// pvbns not yet promised to a volume, less the superblock pair, the
@@ -1385,7 +1386,7 @@ impl<P: Payload> Filer<P> {
         volume
             .container_file
             .dirty
-            .insert(vvbn / meta::CONTAINER_ENTRIES_PER_BLOCK);
+            .insert(vvbn / container::CONTAINER_ENTRIES_PER_BLOCK);
         self.release_pvbn(Pvbn(pvbn), release_after);
     }
 

@@ -106,10 +106,11 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    fn mount_state(&mut self) -> &mut Mount<P::Unit> {
+    /// The mount in progress (its resync included).
+    pub(super) fn mount_state(&mut self) -> &mut Mount<P::Unit> {
         match &mut self.phase {
             Phase::Mounting(mount) => mount,
-            _ => unreachable!("mount I/O completes only while mounting"),
+            _ => unreachable!("mount and resync I/O complete only while mounting"),
         }
     }
 

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use wafer_raid::{Dbn, DiskIndex, DiskSet, StripeUnit};
 
-use super::{Filer, IoOp, IoPurpose, IoResult, Phase};
+use super::{Filer, IoOp, IoPurpose, IoResult};
 use crate::payload::Payload;
 
 /// Stripes being resynced while mounting.
@@ -62,7 +62,7 @@ impl<P: Payload> Filer<P> {
         if resync.stripes.is_empty() {
             return false;
         }
-        self.mount_state_mut().resync = Some(resync);
+        self.mount_state().resync = Some(resync);
         for (group, dbn, disk) in reads {
             self.issue(
                 IoOp::Read {
@@ -80,7 +80,7 @@ impl<P: Payload> Filer<P> {
     }
 
     fn resync_state(&mut self) -> &mut Resync<P::Unit> {
-        self.mount_state_mut()
+        self.mount_state()
             .resync
             .as_mut()
             .expect("a resync in progress")
@@ -136,7 +136,7 @@ impl<P: Payload> Filer<P> {
     fn maybe_finish_resync(&mut self) {
         let resync = self.resync_state();
         if resync.stripes.is_empty() && resync.writes_left == 0 {
-            self.mount_state_mut().resync = None;
+            self.mount_state().resync = None;
             self.replay();
         }
     }
@@ -185,7 +185,7 @@ impl<P: Payload> Filer<P> {
                 (
                     id(disk),
                     Dbn(dbn),
-                    super::cp::parity_sector::<P>(&stripe[disk.as_usize()], dbn),
+                    super::sectors::parity_sector::<P>(&stripe[disk.as_usize()], dbn),
                 )
             })
             .collect()
@@ -218,12 +218,5 @@ impl<P: Payload> Filer<P> {
             });
             verified.then_some(attempt)
         })
-    }
-
-    fn mount_state_mut(&mut self) -> &mut super::mount::Mount<P::Unit> {
-        match &mut self.phase {
-            Phase::Mounting(mount) => mount,
-            _ => unreachable!("resync runs only while mounting"),
-        }
     }
 }

@@ -48,7 +48,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use wafer_raid::{Dbn, DiskIndex, DiskSet, StripeUnit};
 
-use super::cp::read_back_is_sound;
+use super::sectors::{parity_sector, read_back_is_sound};
 use super::{Filer, Phase, Sector};
 use crate::aggregate::SUPERBLOCK_COPIES;
 use crate::format::{BlockPtr, Identity, Trailer};
@@ -418,12 +418,7 @@ impl<P: Payload> Filer<P> {
         let writes: Vec<_> = report
             .inconsistent_parity
             .iter()
-            .map(|disk| {
-                (
-                    disk,
-                    super::cp::parity_sector(&encoded[disk.as_usize()], dbn),
-                )
-            })
+            .map(|disk| (disk, parity_sector(&encoded[disk.as_usize()], dbn)))
             .collect();
         Verdict::Repaired {
             parity: writes.len() as u64,
@@ -528,7 +523,7 @@ impl<P: Payload> Filer<P> {
         for disk in damaged.iter() {
             let content = &stripe[disk.as_usize()];
             let Some(home) = self.layout.pvbn(group, disk, Dbn(dbn)) else {
-                writes.push((disk, super::cp::parity_sector(content, dbn)));
+                writes.push((disk, parity_sector(content, dbn)));
                 parity += 1;
                 continue;
             };
@@ -604,10 +599,7 @@ impl<P: Payload> Filer<P> {
         geometry.encode_stripe(&mut stripe);
         let parity = geometry.parity_set();
         for disk in parity.iter() {
-            writes.push((
-                disk,
-                super::cp::parity_sector(&stripe[disk.as_usize()], dbn),
-            ));
+            writes.push((disk, parity_sector(&stripe[disk.as_usize()], dbn)));
         }
         Verdict::Repaired {
             blocks: (writes.len() - parity.len()) as u64,
