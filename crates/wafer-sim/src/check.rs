@@ -76,6 +76,10 @@ pub struct CheckConfig {
     pub payload: PayloadKind,
     /// Whether to keep the shape of every I/O in the report.
     pub record_io: bool,
+    /// Whether the engine holds fewer requests than the workload keeps in
+    /// flight. Off, every seed runs as it did before the bound existed, so
+    /// the regression seeds replay what they found.
+    pub bound_requests: bool,
 }
 
 impl Default for CheckConfig {
@@ -89,6 +93,7 @@ impl Default for CheckConfig {
             sabotage: None,
             payload: PayloadKind::Bytes,
             record_io: false,
+            bound_requests: false,
         }
     }
 }
@@ -396,7 +401,7 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         dirty_high_water: 32 + rng.below(256) as usize,
         // Small windows, so that every rebuild walks its trees many times.
         rebuild_identities_per_walk: 16,
-        max_requests: max_requests(config.seed),
+        max_requests: max_requests(config),
         #[cfg(feature = "sabotage")]
         sabotage: config.sabotage,
     };
@@ -421,12 +426,12 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
 }
 
 /// An aggregate of one or two small RAID-DP groups (sometimes a RAID-4 one).
-/// Half the seeds bound the engine's requests below the workload's eight in
-/// flight, so that `submit` refuses some (`Busy::Full`). A stream of its own,
-/// so that the seeds' other draws stay as they were.
-fn max_requests(seed: u64) -> usize {
-    let mut rng = Rng::seeded(seed ^ 0x6d61_785f_7265_7173);
-    match rng.chance(1, 2) {
+/// With `bound_requests`, the engine holds 1 to 8 requests, below the
+/// workload's eight in flight, so that `submit` refuses some (`Busy::Full`).
+/// A stream of its own: the seed's other draws stay as they were.
+fn max_requests(config: &CheckConfig) -> usize {
+    let mut rng = Rng::seeded(config.seed ^ 0x6d61_785f_7265_7173);
+    match config.bound_requests {
         true => 1 + rng.below(8) as usize,
         false => Options::default().max_requests,
     }

@@ -105,6 +105,7 @@ fn the_seeded_check_meets_a_full_engine_and_passes() {
             let config = CheckConfig {
                 seed,
                 ops: 300,
+                bound_requests: true,
                 ..CheckConfig::default()
             };
             run(&config).unwrap_or_else(|f| panic!("{f}")).busy_refusals

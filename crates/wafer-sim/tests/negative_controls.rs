@@ -21,6 +21,7 @@ fn first_failure(sabotage: Sabotage, payload: PayloadKind) -> Option<(u64, Strin
             sabotage: Some(sabotage),
             payload,
             record_io: false,
+            bound_requests: false,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -110,6 +111,7 @@ fn the_same_runs_pass_without_sabotage() {
                 sabotage: None,
                 payload,
                 record_io: false,
+                bound_requests: false,
             };
             if let Err(failure) = run(&config) {
                 panic!("the control run on {payload:?} failed: {failure}");
@@ -140,6 +142,7 @@ fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         sabotage,
         payload: PayloadKind::Stamps,
         record_io: false,
+        bound_requests: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }

@@ -15,6 +15,7 @@ fn config(seed: u64, ops: u64, faults: bool, payload: PayloadKind) -> CheckConfi
         sabotage: None,
         payload,
         record_io: !faults,
+        bound_requests: false,
     }
 }
 

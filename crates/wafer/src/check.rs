@@ -33,6 +33,10 @@ pub struct CheckArgs {
     /// every fault but crashes.
     #[arg(long, value_enum, default_value_t = PayloadArg::Bytes)]
     payload: PayloadArg,
+    /// Bound the engine to 1-8 requests (drawn per seed), below the
+    /// workload's eight in flight, so that it refuses some as busy.
+    #[arg(long)]
+    bound_requests: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -97,8 +101,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             Err(failure) => {
                 println!("check FAILED at {failure}");
                 let faults = if args.no_faults { " --no-faults" } else { "" };
+                let bound = if args.bound_requests {
+                    " --bound-requests"
+                } else {
+                    ""
+                };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}{}",
+                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{}",
                     args.ops,
                     args.payload.replay_option()
                 );
@@ -117,6 +126,7 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         ops: args.ops,
         faults: !args.no_faults,
         payload: args.payload.into(),
+        bound_requests: args.bound_requests,
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {

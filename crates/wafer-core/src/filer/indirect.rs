@@ -38,7 +38,7 @@ use std::collections::BTreeMap;
 
 use super::blockio::ReadPurpose;
 use super::meta::FileRef;
-use super::{CpReason, Filer, HostRequest, Phase};
+use super::{CpReason, Filer, HostRequest, Phase, RequestId};
 use crate::fixed_map::{FixedHash, mix_words};
 use crate::nvlog::{Change, LoggedOp, LunId};
 use crate::payload::{Payload, blocks_covered};
@@ -106,12 +106,18 @@ impl<P: Payload> Filer<P> {
     }
 
     /// Starts reading the absent indirect blocks of `needs` (those not on
-    /// their way already) and says whether the request can go ahead.
-    pub(super) fn fault_in(&mut self, needs: Vec<(LunId, Range<u64>)>) -> Fault {
-        if self.loading_within(&needs) {
+    /// their way already) for request `id` and says whether it can go ahead.
+    /// A request already waiting for some of its reads goes on waiting
+    /// without looking again, so that a request over a whole tree (a
+    /// snapshot, a LUN destroyed) scans the tree once per level, not once
+    /// per block read: that made snapshotting a LUN with 25,000 absent
+    /// level-1 blocks take seconds of CPU. It waits only for the reads it
+    /// asked for, so other requests' reads cannot keep it waiting.
+    pub(super) fn fault_in(&mut self, id: RequestId, needs: Vec<(LunId, Range<u64>)>) -> Fault {
+        if self.fault_waits.contains_key(&id) {
             return Fault::Waiting;
         }
-        let absent: Vec<(LunId, NodeId, crate::format::BlockPtr)> = needs
+        let mut absent: Vec<(LunId, NodeId, crate::format::BlockPtr)> = needs
             .into_iter()
             .filter_map(|(lun, range)| {
                 let (_, l) = self.lun(lun).ok()?;
@@ -133,37 +139,33 @@ impl<P: Payload> Filer<P> {
         {
             return Fault::Unreadable;
         }
-        self.read_indirect(absent);
+        let mut seen = std::collections::BTreeSet::new();
+        absent.retain(|(lun, node, _)| seen.insert((*lun, *node)));
+        self.fault_waits.insert(id, absent.len());
+        for (lun, node, _) in &absent {
+            if let Some((_, waiters)) = self.node_loads.get_mut(&(*lun, *node)) {
+                waiters.push(id);
+            }
+        }
+        self.read_indirect(absent, Some(id));
         Fault::Waiting
     }
 
-    /// Whether an indirect block on the paths `needs` walks is being read.
-    /// The request then waits for it before it looks again: a request that
-    /// needs a whole tree (a snapshot, a LUN destroyed) scans the tree once
-    /// per level, not once per block read, which made snapshotting a LUN
-    /// with 25,000 absent level-1 blocks take seconds of CPU.
-    fn loading_within(&self, needs: &[(LunId, Range<u64>)]) -> bool {
-        needs.iter().any(|(lun, fbns)| {
-            let Ok((_, l)) = self.lun(*lun) else {
-                return false;
-            };
-            !fbns.is_empty()
-                && (1..=l.tree.level()).any(|level| {
-                    let span = (crate::format::POINTERS_PER_BLOCK as u64).pow(u32::from(level));
-                    let first = (*lun, (level, fbns.start / span));
-                    let last = (*lun, (level, (fbns.end - 1) / span));
-                    self.node_loads.range(first..=last).next().is_some()
-                })
-        })
-    }
-
-    /// Issues reads of indirect blocks, skipping those already on their way.
-    fn read_indirect(&mut self, nodes: Vec<(LunId, NodeId, crate::format::BlockPtr)>) {
+    /// Issues reads of indirect blocks for request `waiter` (none when the
+    /// filer keeps trees whole for itself), skipping those already on their
+    /// way.
+    fn read_indirect(
+        &mut self,
+        nodes: Vec<(LunId, NodeId, crate::format::BlockPtr)>,
+        waiter: Option<RequestId>,
+    ) {
         let mut reads = Vec::new();
         for (lun, node, ptr) in nodes {
-            if self.node_loads.insert((lun, node), ptr).is_some() {
+            if self.node_loads.contains_key(&(lun, node)) {
                 continue;
             }
+            self.node_loads
+                .insert((lun, node), (ptr, waiter.into_iter().collect()));
             self.counters.indirect_reads += 1;
             let purpose = ReadPurpose::Indirect(lun, node);
             reads.push(self.block_read(FileRef::Lun(lun), node.0, node.1, ptr, purpose));
@@ -180,10 +182,20 @@ impl<P: Payload> Filer<P> {
         node: NodeId,
         content: Option<P::Content>,
     ) {
-        let ptr = self
+        let (ptr, waiters) = self
             .node_loads
             .remove(&(lun, node))
             .expect("an indirect read that was issued");
+        for waiter in waiters {
+            let left = self
+                .fault_waits
+                .get_mut(&waiter)
+                .expect("a waiting request");
+            *left -= 1;
+            if *left == 0 {
+                self.fault_waits.remove(&waiter);
+            }
+        }
         match content {
             Some(content) if self.still_wanted(lun, node, ptr) => {
                 match P::bytes(&content) {
@@ -323,7 +335,7 @@ impl<P: Payload> Filer<P> {
                 })
                 .collect();
             self.indirect_whole = absent.is_empty() && self.node_loads.is_empty();
-            return self.read_indirect(absent);
+            return self.read_indirect(absent, None);
         }
         if self.cp.is_none() {
             self.evict_indirect();

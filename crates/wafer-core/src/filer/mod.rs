@@ -211,7 +211,10 @@ pub struct Filer<P: Payload = Bytes> {
     next_fill: u64,
     parked_reads: Vec<BlockRead>,
     /// Indirect blocks being read, with the pointer each read follows.
-    node_loads: BTreeMap<(LunId, crate::tree::NodeId), BlockPtr>,
+    node_loads: BTreeMap<(LunId, crate::tree::NodeId), (BlockPtr, Vec<RequestId>)>,
+    /// Requests waiting for indirect blocks, with how many of their reads
+    /// are still out.
+    fault_waits: BTreeMap<RequestId, usize>,
     /// Host requests (not changes) waiting for indirect blocks.
     faulting: Vec<(RequestId, HostRequest)>,
     /// Indirect blocks that could not be read, until the requests waiting
@@ -311,6 +314,7 @@ impl<P: Payload> Filer<P> {
             next_fill: 0,
             parked_reads: Vec::new(),
             node_loads: BTreeMap::new(),
+            fault_waits: BTreeMap::new(),
             faulting: Vec::new(),
             unreadable: BTreeSet::new(),
             indirect_use: node_ages::NodeAges::default(),
@@ -640,7 +644,7 @@ impl<P: Payload> Filer<P> {
         {
             self.prefetch_lookups(lun, offset, length);
         }
-        match self.fault_in(self.request_needs(&request)) {
+        match self.fault_in(id, self.request_needs(&request)) {
             indirect::Fault::Ready => {}
             indirect::Fault::Waiting => return self.faulting.push((id, request)),
             indirect::Fault::Unreadable => return self.reply(id, Err(HostError::Io)),
@@ -680,7 +684,7 @@ impl<P: Payload> Filer<P> {
     /// Validates, logs and applies a modifying operation; the reply goes out
     /// when the log append is durable.
     fn modify(&mut self, id: RequestId, op: LoggedOp) {
-        match self.fault_in(self.op_needs(&op)) {
+        match self.fault_in(id, self.op_needs(&op)) {
             indirect::Fault::Ready => {}
             indirect::Fault::Waiting => return self.stalled.push_back((id, op)),
             indirect::Fault::Unreadable => return self.reply(id, Err(HostError::Io)),
