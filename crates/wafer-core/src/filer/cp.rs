@@ -76,18 +76,27 @@ struct PlannedWrite<P: Payload> {
     content: Content<P>,
 }
 
+/// What a CP does with one stripe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StripeWork {
+    /// Writes the CP's new blocks there, parity updated to match.
+    Write,
+    /// Writes the CP's new blocks there, if any, and the stripe's block of
+    /// the failed disk `onto` the spare that replaces it.
+    Rebuild { onto: DiskIndex },
+    /// Reads the whole stripe for the scrub, which writes only repairs.
+    Scrub,
+}
+
 /// One stripe's share of the CP.
 #[derive(Clone, Debug)]
 struct StripeJob<P: Payload> {
+    work: StripeWork,
     new: BTreeMap<DiskIndex, Sector<P>>,
     plan: ParityUpdatePlan,
     failed: DiskSet,
-    /// A disk whose block this stripe rebuilds onto a spare.
-    target: Option<DiskIndex>,
     old: BTreeMap<DiskIndex, Option<Sector<P>>>,
     reads_left: usize,
-    /// A stripe read whole by the scrub, which this CP does not write.
-    scrub: bool,
 }
 
 /// A consistency point in progress.
@@ -579,10 +588,15 @@ impl<P: Payload> Filer<P> {
             let geometry = self.layout.groups()[group];
             let written = DiskSet::of(new.keys().copied());
             let failed = self.untrusted(group, dbn);
-            let target = self.rebuild_target(group, dbn);
-            let plan = match target {
-                Some(target) => super::rebuild::rebuild_plan(&geometry, written, failed, target),
-                None => self.verifiable_plan(
+            let work = match self.rebuild_target(group, dbn) {
+                Some(onto) => StripeWork::Rebuild { onto },
+                None => StripeWork::Write,
+            };
+            let plan = match work {
+                StripeWork::Rebuild { onto } => {
+                    super::rebuild::rebuild_plan(&geometry, written, failed, onto)
+                }
+                StripeWork::Write | StripeWork::Scrub => self.verifiable_plan(
                     group,
                     dbn,
                     geometry.plan_parity_update(written, failed),
@@ -591,13 +605,12 @@ impl<P: Payload> Filer<P> {
             };
             self.count_plan(plan.method);
             let job = StripeJob {
+                work,
                 new,
                 plan,
                 failed,
-                target,
                 old: BTreeMap::new(),
                 reads_left: plan.reads.len(),
-                scrub: false,
             };
             if plan.reads.is_empty() {
                 ready.extend(self.finish_stripe(group, dbn, &job));
@@ -627,6 +640,7 @@ impl<P: Payload> Filer<P> {
         for (group, dbn) in stripes {
             let reads = self.layout.groups()[group].all_disks();
             let job = StripeJob {
+                work: StripeWork::Scrub,
                 new: BTreeMap::new(),
                 plan: ParityUpdatePlan {
                     method: ParityUpdateMethod::ReconstructFirst,
@@ -634,10 +648,8 @@ impl<P: Payload> Filer<P> {
                     writes: DiskSet::EMPTY,
                 },
                 failed: DiskSet::EMPTY,
-                target: None,
                 old: BTreeMap::new(),
                 reads_left: reads.len(),
-                scrub: true,
             };
             self.counters.scrub_reads += reads.len() as u64;
             self.issue_stripe_reads(group, dbn, reads);
@@ -732,7 +744,7 @@ impl<P: Payload> Filer<P> {
             return;
         }
         let (group, dbn) = stripe;
-        if job.scrub {
+        if job.work == StripeWork::Scrub {
             let job = cp.stripes.remove(&stripe).expect("a stripe job");
             let writes = self.scrub_stripe_read(group, dbn, &job.old);
             self.issue_writes(writes);
@@ -761,7 +773,10 @@ impl<P: Payload> Filer<P> {
             let reads = geometry.all_disks().difference(failed);
             let missing = reads.difference(DiskSet::of(job.old.keys().copied()));
             job.failed = failed;
-            let target = DiskSet::of(job.target);
+            let target = match job.work {
+                StripeWork::Rebuild { onto } => DiskSet::of([onto]),
+                StripeWork::Write | StripeWork::Scrub => DiskSet::EMPTY,
+            };
             job.plan = ParityUpdatePlan {
                 method: ParityUpdateMethod::ReconstructFirst,
                 reads,
