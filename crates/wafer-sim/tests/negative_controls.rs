@@ -56,6 +56,16 @@ fn assert_caught_on(sabotage: Sabotage, payload: PayloadKind) {
 }
 
 #[test]
+fn a_leaked_block_is_caught_at_the_commit_of_the_cp_that_leaked_it() {
+    let (seed, reason) = first_failure(Sabotage::LeakFreedBlocks, PayloadKind::Bytes)
+        .expect("a leak went unnoticed");
+    assert!(
+        reason.contains("committed with an invariant broken"),
+        "seed {seed}: caught, but not by the check at the CP's commit: {reason}"
+    );
+}
+
+#[test]
 fn skipping_nvlog_replay_loses_acknowledged_writes() {
     assert_caught(Sabotage::SkipReplay);
 }

@@ -326,6 +326,9 @@ pub enum Sabotage {
     /// A CP commits whatever its writes met: a write the host refused counts
     /// as done and a RAID group past its promise does not stop it.
     CommitRegardless,
+    /// A block the aggregate lets go of stays marked in use: a leak, which
+    /// no read notices and the invariants checked at the CP's commit must.
+    LeakFreedBlocks,
 }
 
 impl Default for Options {

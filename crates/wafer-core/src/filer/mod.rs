@@ -1396,6 +1396,9 @@ impl<P: Payload> Filer<P> {
 
     fn release_pvbn(&mut self, pvbn: Pvbn, release_after: CpCount) {
         let early = self.sabotaged(Sabotage::EarlyFree);
+        if self.sabotaged(Sabotage::LeakFreedBlocks) {
+            return;
+        }
         let aggregate = &mut self.aggregate;
         aggregate.activemap.clear(pvbn.0);
         aggregate
