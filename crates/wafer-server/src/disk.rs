@@ -6,7 +6,7 @@
 //! written reads as zeros, which is what the engine expects of a blank disk.
 //!
 //! The **I/O thread** performs the slot's reads and writes in the order the
-//! engine issued them (`pread`/`pwrite`): one thread per disk keeps a read from
+//! engine issued them (`pread`/`pwritev`): one thread per disk keeps a read from
 //! ever seeing half of a concurrent write. Reads complete at once. Writes go
 //! on to the slot's **sync thread**, which takes every write waiting, calls
 //! `fdatasync` once, and only then completes them: a write is durable when the

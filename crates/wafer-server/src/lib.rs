@@ -26,7 +26,7 @@
 //! # Threads
 //!
 //! * one **engine** thread owns the filer and is its only caller (`engine`);
-//! * per disk, an **I/O** thread (`pread`/`pwrite`) and a **sync** thread that
+//! * per disk, an **I/O** thread (`pread`/`pwritev`) and a **sync** thread that
 //!   completes writes after one `fdatasync` per batch (`disk`);
 //! * one **NVLog** thread that group-commits appends (`nvlog`);
 //! * per NBD listener an accept thread, per connection a reader and a writer
