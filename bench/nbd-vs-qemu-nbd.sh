@@ -4,9 +4,11 @@
 # sequential reads and writes at iodepth 8, and 4 KiB random 70/30 reads and
 # writes at iodepth 32, each for $RUNTIME seconds over the first $REGION of
 # the export. Prints IOPS, MB/s (10^6 B/s) and p99 completion latency for
-# every server, and IOPS as a ratio of qemu-nbd --cache=directsync's. Not part
-# of the test suite: figures depend on the machine, and a shared one is noisy,
-# so the servers take turns test by test.
+# every server, IOPS as a ratio of qemu-nbd --cache=directsync's, and the
+# server process's CPU time per I/O (user and system, from /proc), which a
+# busy machine disturbs far less than throughput. Not part of the test suite:
+# figures depend on the machine, and a shared one is noisy, so the servers
+# take turns test by test.
 #
 # The servers:
 #   wafer          the default filer, its NVLog in the data directory
@@ -68,13 +70,14 @@ wait_for_socket() {
 }
 
 servers=()
-declare -A uri
+declare -A uri pid_of
 start_wafer() { # name binary [--nvlog PATH]
   local name=$1 binary=$2
   shift 2
   "$binary" serve --data "$BENCH_DIR/$name-data" --socket "$BENCH_DIR/$name.sock" "$@" \
     >"$BENCH_DIR/$name.out" 2>"$BENCH_DIR/$name.log" &
   pids+=($!)
+  pid_of[$name]=$!
   wait_for_socket "$BENCH_DIR/$name.sock"
   servers+=("$name")
   uri[$name]="nbd+unix:///vol0/lun0?socket=$BENCH_DIR/$name.sock"
@@ -88,6 +91,7 @@ start_qemu() { # name cache
   qemu-nbd -f raw --cache="$cache" --aio=native -e 8 -t -x lun0 \
     -k "$BENCH_DIR/$name.sock" "$BENCH_DIR/$name.img" 2>"$BENCH_DIR/$name.log" &
   pids+=($!)
+  pid_of[$name]=$!
   wait_for_socket "$BENCH_DIR/$name.sock"
   servers+=("$name")
   uri[$name]="nbd+unix:///lun0?socket=$BENCH_DIR/$name.sock"
@@ -106,15 +110,23 @@ start_qemu qemu-none none
 start_qemu qemu-dsync directsync
 servers+=(file)
 
+cpu_ticks() { # pid: user + system clock ticks so far
+  awk '{print $14 + $15}' "/proc/$1/stat"
+}
+
 run_fio() { # name server rw bs iodepth [once]
   local name=$1 server=$2 rw=$3 bs=$4 depth=$5
   local timed=(--time_based --runtime="$RUNTIME")
   [[ ${6:-timed} == once ]] && timed=()
   local target=(--ioengine=nbd --uri="${uri[$server]:-}")
   [[ $server == file ]] && target=(--ioengine=libaio --direct=1 --filename="$BENCH_DIR/file.img")
+  local pid=${pid_of[$server]:-} before=0
+  [[ -n $pid ]] && before=$(cpu_ticks "$pid")
   fio --name="$name" "${target[@]}" --rw="$rw" --rwmixread=70 --bs="$bs" --iodepth="$depth" \
     --size="$REGION" "${timed[@]}" --output-format=json \
     --output="$BENCH_DIR/$name.json" >/dev/null
+  [[ -n $pid ]] && echo $(($(cpu_ticks "$pid") - before)) >"$BENCH_DIR/$name.cpu"
+  return 0
 }
 
 echo "preconditioning: writing $REGION of each of ${servers[*]}" >&2
@@ -131,21 +143,28 @@ for test in "${tests[@]}"; do
   done
 done
 
-python3 - "$BENCH_DIR" "${#servers[@]}" "${servers[@]}" "${tests[@]}" <<'PY'
-import json, sys
-bench_dir, count = sys.argv[1], int(sys.argv[2])
-servers, tests = sys.argv[3:3 + count], sys.argv[3 + count:]
+python3 - "$BENCH_DIR" "$(getconf CLK_TCK)" "${#servers[@]}" "${servers[@]}" "${tests[@]}" <<'PY'
+import json, os, sys
+bench_dir, ticks_per_second, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+servers, tests = sys.argv[4:4 + count], sys.argv[4 + count:]
 
 def figures(name):
-    """IOPS, MB/s and p99 ms of both sides together (p99: the worse side)."""
+    """IOPS, MB/s, p99 ms (the worse side) and server CPU us per I/O."""
     job = json.load(open(f"{bench_dir}/{name}.json"))["jobs"][0]
     sides = [job[s] for s in ("read", "write") if job[s]["total_ios"] > 0]
     p99 = max(s["clat_ns"]["percentile"]["99.000000"] for s in sides) / 1e6
-    return sum(s["iops"] for s in sides), sum(s["bw_bytes"] for s in sides) / 1e6, p99
+    ios = sum(s["total_ios"] for s in sides)
+    cpu = f"{bench_dir}/{name}.cpu"
+    cpu_us = None
+    if os.path.exists(cpu) and ios:
+        cpu_us = int(open(cpu).read()) / ticks_per_second * 1e6 / ios
+    iops, mbs = sum(s["iops"] for s in sides), sum(s["bw_bytes"] for s in sides) / 1e6
+    return iops, mbs, p99, cpu_us
 
 print("fio, 1 job each: NBD over Unix sockets; 'file' is fio on a file (O_DIRECT, libaio)")
-print("ratio: IOPS against qemu-nbd --cache=directsync; randrw is 70/30, p99 the worse side")
-header = f"{'test':<18}{'server':<13}{'IOPS':>9}{'MB/s':>9}{'p99 ms':>9}{'ratio':>8}"
+print("ratio: IOPS against qemu-nbd --cache=directsync; randrw is 70/30, p99 the worse side;")
+print("CPU: the server process's user + system time per I/O, in us")
+header = f"{'test':<18}{'server':<13}{'IOPS':>9}{'MB/s':>9}{'p99 ms':>9}{'ratio':>8}{'CPU us':>8}"
 print(header)
 print("-" * len(header))
 for test in tests:
@@ -153,8 +172,9 @@ for test in tests:
     label = f"{rw} {bs} qd{depth}"
     rows = {server: figures(f"{server}-{rw}-{bs}") for server in servers}
     reference = rows["qemu-dsync"][0]
-    for server, (iops, mbs, p99) in rows.items():
+    for server, (iops, mbs, p99, cpu_us) in rows.items():
         ratio = f"{iops / reference:.2f}x" if reference else "n/a"
-        print(f"{label:<18}{server:<13}{iops:>9.0f}{mbs:>9.1f}{p99:>9.2f}{ratio:>8}")
+        cpu = "-" if cpu_us is None else f"{cpu_us:.0f}"
+        print(f"{label:<18}{server:<13}{iops:>9.0f}{mbs:>9.1f}{p99:>9.2f}{ratio:>8}{cpu:>8}")
         label = ""
 PY
