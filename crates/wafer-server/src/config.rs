@@ -14,7 +14,8 @@
 //!   (`disk remove`), so a failed disk's file is never left behind unsaid;
 //! * every disk: its name, its backing file (relative to the directory), its
 //!   size in blocks, and its state, in service or failed (with why);
-//! * the NVLog file and the size of each of its halves;
+//! * the NVLog file (in the directory, or an absolute path elsewhere: a
+//!   separate NVLog device, `--nvlog`) and the size of each of its halves;
 //! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`).
 //!
 //! Disk slots (the engine's `DiskId`s) are derived, not stored: group members
@@ -59,7 +60,8 @@ pub(crate) struct DataConfig {
     pub(crate) format_version: u32,
     /// The aggregate's name.
     pub(crate) aggregate: String,
-    /// The NVLog file, relative to the directory.
+    /// The NVLog file, relative to the directory, or an absolute path for
+    /// an NVLog on another device (`--nvlog`).
     pub(crate) nvlog_file: String,
     /// Bytes of each NVLog half (the engine's `Options::nvlog_half_bytes`).
     pub(crate) nvlog_half_bytes: u64,
@@ -254,7 +256,11 @@ impl DataConfig {
                 self.format_version
             ));
         }
-        check_file_name("nvlog_file", &self.nvlog_file)?;
+        if let Some(path) = self.external_nvlog() {
+            check_external_nvlog(path)?;
+        } else {
+            check_file_name("nvlog_file", &self.nvlog_file)?;
+        }
         if !NVLOG_HALF_BYTES.contains(&self.nvlog_half_bytes)
             || !self.nvlog_half_bytes.is_multiple_of(4096)
         {
@@ -335,6 +341,11 @@ impl DataConfig {
             .collect::<Result<Vec<_>, String>>()?;
         let spares = u32::try_from(self.spares.len()).map_err(|e| e.to_string())?;
         Layout::new(geometries, spares).map_err(|e| e.to_string())
+    }
+
+    /// The NVLog's path when it lies outside the data directory.
+    pub(crate) fn external_nvlog(&self) -> Option<&Path> {
+        Some(Path::new(&self.nvlog_file)).filter(|path| path.is_absolute())
     }
 
     /// Where the NVLog's halves lie in its file for this aggregate.
@@ -490,6 +501,23 @@ fn check_file_name(what: &str, name: &str) -> Result<(), String> {
     }
 }
 
+/// An NVLog elsewhere is named by a normal absolute path, so that the one
+/// recorded can be compared with the one `--nvlog` names.
+fn check_external_nvlog(path: &Path) -> Result<(), String> {
+    use std::path::Component;
+    let normal = path
+        .components()
+        .skip(1)
+        .all(|part| matches!(part, Component::Normal(_)));
+    match normal && path.file_name().is_some() {
+        true => Ok(()),
+        false => Err(format!(
+            "nvlog_file {path:?} must be a plain file name inside the data directory or an \
+             absolute path without . or .."
+        )),
+    }
+}
+
 /// Creates `path` (replacing it) with `parts` written one after another,
 /// and syncs it.
 fn write_synced(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
@@ -566,6 +594,17 @@ mod tests {
         let mut small = config();
         small.disks[3].blocks -= 1;
         assert!(small.validate().unwrap_err().contains("fewer than"));
+        let mut outside = config();
+        outside.nvlog_file = "/ssd/../nvlog".into();
+        assert!(outside.validate().unwrap_err().contains("absolute path"));
+        outside.nvlog_file = "/ssd/wafer-nvlog".into();
+        outside
+            .validate()
+            .expect("an NVLog on another device is valid");
+        assert_eq!(
+            outside.external_nvlog(),
+            Some(Path::new("/ssd/wafer-nvlog"))
+        );
         let mut version = config();
         version.format_version = 9;
         assert!(version.validate().unwrap_err().contains("format_version"));

@@ -78,6 +78,11 @@ pub enum ServeError {
         /// What is wrong with it.
         reason: String,
     },
+    /// `--nvlog` names no usable place, or not the one the configuration
+    /// records: the NVLog holds acknowledged writes, so a start that would not
+    /// find it is refused.
+    #[error("{0}; nothing was changed")]
+    NvlogPlacement(String),
     /// The aggregate went offline while serving: a CP could not be made
     /// durable within the RAID promise. Nothing acknowledged is lost.
     #[error(

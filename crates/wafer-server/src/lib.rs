@@ -12,6 +12,7 @@
 //!   disk0.img ...      one sparse file per disk: sector n at byte n * 4160
 //!                      (4096 bytes of content, then the 64-byte trailer)
 //!   nvlog              the NVLog: two halves, each a region of the file
+//!                      (or on another path, `--nvlog`, recorded in wafer.toml)
 //!   wafer.lock         held (flock) by the running server; holds its pid
 //!   admin.sock         the admin socket (mode 0600): JSON lines
 //! ```
@@ -25,7 +26,7 @@
 //! # Threads
 //!
 //! * one **engine** thread owns the filer and is its only caller (`engine`);
-//! * per disk, an **I/O** thread (`pread`/`pwrite`) and a **sync** thread that
+//! * per disk, an **I/O** thread (`pread`/`pwritev`) and a **sync** thread that
 //!   completes writes after one `fdatasync` per batch (`disk`);
 //! * one **NVLog** thread that group-commits appends (`nvlog`);
 //! * per NBD listener an accept thread, per connection a reader and a writer
@@ -67,6 +68,7 @@ pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
 pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
+pub use nvlog::NvlogCountersStatus;
 pub use server::{LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport};
 pub use stream::ListenAddress;
 

@@ -30,15 +30,25 @@
 //! One thread does all of it, in the order the engine issued: it takes every
 //! operation waiting, writes them, calls `fdatasync` once, and completes them
 //! in order (the engine requires NVLog operations to complete in issue order).
-//! A write or sync failure stops the server: nothing more may be acknowledged
-//! (the thread completes no further operation and tells the engine).
+//! Appends that follow one another in a half are gathered in one buffer, kept
+//! from batch to batch, and written with one `pwrite`: a batch of 32 appends
+//! costs two system calls, not 33. A write or sync failure stops the server:
+//! nothing more may be acknowledged (the thread completes no further operation
+//! and tells the engine).
+//!
+//! The file may lie outside the data directory (`--nvlog`, a faster device);
+//! [`NvlogCounters`] count what the thread wrote, for `sysstat`.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
+
+use serde::{Deserialize, Serialize};
 
 use wafer_core::filer::{Io, IoOp, IoResult};
 use wafer_core::nvlog::NvRecord;
@@ -135,12 +145,52 @@ pub(crate) fn open(path: &Path, layout: NvlogLayout) -> Result<(File, [Vec<u8>; 
     Ok((file, halves))
 }
 
+/// What the NVLog thread has done since the server started.
+#[derive(Debug, Default)]
+pub(crate) struct NvlogCounters {
+    bytes_written: AtomicU64,
+    appends: AtomicU64,
+    writes: AtomicU64,
+    syncs: AtomicU64,
+}
+
+/// [`NvlogCounters`] at one moment: what `sysstat` reports of the NVLog.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlogCountersStatus {
+    /// Bytes written to the NVLog file (records, terminators, resets).
+    pub bytes_written: u64,
+    /// Records appended.
+    pub appends: u64,
+    /// `pwrite` calls.
+    pub writes: u64,
+    /// `fdatasync` calls: one per group commit.
+    pub syncs: u64,
+}
+
+impl NvlogCounters {
+    /// The counters now.
+    pub(crate) fn status(&self) -> NvlogCountersStatus {
+        let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        NvlogCountersStatus {
+            bytes_written: get(&self.bytes_written),
+            appends: get(&self.appends),
+            writes: get(&self.writes),
+            syncs: get(&self.syncs),
+        }
+    }
+
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 /// Starts the NVLog thread; appends continue where each half's valid records end.
 pub(crate) fn spawn(
     file: File,
     halves: &[Vec<u8>; 2],
     layout: NvlogLayout,
     events: Sender<Event>,
+    counters: Arc<NvlogCounters>,
 ) -> io::Result<Sender<Io>> {
     let (operations, received) = mpsc::channel();
     let log = NvlogThread {
@@ -148,6 +198,8 @@ pub(crate) fn spawn(
         region: layout.region_bytes,
         ends: [valid_end(&halves[0]), valid_end(&halves[1])],
         events,
+        counters,
+        run: Run::default(),
     };
     thread::Builder::new()
         .name("nvlog".into())
@@ -171,24 +223,39 @@ struct NvlogThread {
     /// Where the next append to each half goes.
     ends: [u64; 2],
     events: Sender<Event>,
+    counters: Arc<NvlogCounters>,
+    /// Appends gathered for one write.
+    run: Run,
+}
+
+/// Records that follow one another in a half, not yet written: the bytes
+/// of `records` go at `at` in the file, followed by a terminator.
+#[derive(Default)]
+struct Run {
+    half: u8,
+    at: u64,
+    bytes: Vec<u8>,
+    records: u64,
 }
 
 impl NvlogThread {
     fn run(mut self, operations: &Receiver<Io>) {
+        let mut batch = Vec::new();
         while let Ok(first) = operations.recv() {
-            let mut batch = vec![first];
+            batch.push(first);
             batch.extend(operations.try_iter().take(COMMIT_BATCH_MAX - 1));
             let committed = batch
                 .iter()
                 .try_for_each(|io| self.write(&io.op))
-                .and_then(|()| self.file.sync_data().map_err(|e| format!("fdatasync: {e}")));
+                .and_then(|()| self.write_run())
+                .and_then(|()| self.sync());
             if let Err(error) = committed {
                 // Nothing more completes; the engine stops when it reads this.
                 let _ = self.events.send(Event::NvlogFailed(error));
                 for _ in operations {}
                 return;
             }
-            for io in batch {
+            for io in batch.drain(..) {
                 let done = Event::IoDone {
                     id: io.id,
                     result: IoResult::Done,
@@ -204,10 +271,12 @@ impl NvlogThread {
         match op {
             IoOp::NvlogAppend { half, record } => self.append(*half, &record.encode()),
             IoOp::NvlogReset { half } => {
+                self.write_run()?;
                 let start = self.half_start(*half)?;
                 self.file
                     .write_all_at(&[0u8; RESET_BYTES], start)
                     .map_err(|e| format!("reset of half {half}: {e}"))?;
+                self.count_write(RESET_BYTES);
                 self.ends[usize::from(*half)] = 0;
                 Ok(())
             }
@@ -217,6 +286,7 @@ impl NvlogThread {
         }
     }
 
+    /// Adds a record to the run, which is first written if it lies elsewhere.
     fn append(&mut self, half: u8, record: &[u8]) -> Result<(), String> {
         let start = self.half_start(half)?;
         let end = self.ends[usize::from(half)];
@@ -228,15 +298,52 @@ impl NvlogThread {
                 self.region
             ));
         }
-        let room = (self.region - new_end).min(TERMINATOR.len() as u64) as usize;
-        let mut bytes = Vec::with_capacity(record.len() + room);
-        bytes.extend_from_slice(record);
-        bytes.extend_from_slice(&TERMINATOR[..room]);
-        self.file
-            .write_all_at(&bytes, start + end)
-            .map_err(|e| format!("append to half {half}: {e}"))?;
+        let follows =
+            self.run.half == half && self.run.at + self.run.bytes.len() as u64 == start + end;
+        if self.run.records > 0 && !follows {
+            self.write_run()?;
+        }
+        if self.run.records == 0 {
+            self.run.half = half;
+            self.run.at = start + end;
+        }
+        self.run.bytes.extend_from_slice(record);
+        self.run.records += 1;
         self.ends[usize::from(half)] = new_end;
         Ok(())
+    }
+
+    /// Writes the run and its terminator (where the region has room for it).
+    fn write_run(&mut self) -> Result<(), String> {
+        if self.run.records == 0 {
+            return Ok(());
+        }
+        let half = self.run.half;
+        let end = self.run.at + self.run.bytes.len() as u64;
+        let region_end = self.half_start(half)? + self.region;
+        let room = (region_end - end).min(TERMINATOR.len() as u64) as usize;
+        self.run.bytes.extend_from_slice(&TERMINATOR[..room]);
+        self.file
+            .write_all_at(&self.run.bytes, self.run.at)
+            .map_err(|e| format!("append to half {half}: {e}"))?;
+        NvlogCounters::add(&self.counters.appends, self.run.records);
+        self.count_write(self.run.bytes.len());
+        self.run.bytes.clear();
+        self.run.records = 0;
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), String> {
+        self.file
+            .sync_data()
+            .map_err(|e| format!("fdatasync: {e}"))?;
+        NvlogCounters::add(&self.counters.syncs, 1);
+        Ok(())
+    }
+
+    fn count_write(&self, bytes: usize) {
+        NvlogCounters::add(&self.counters.writes, 1);
+        NvlogCounters::add(&self.counters.bytes_written, bytes as u64);
     }
 
     fn half_start(&self, half: u8) -> Result<u64, String> {
@@ -277,10 +384,11 @@ mod tests {
         }
     }
 
-    fn run(path: &Path, ops: Vec<IoOp>) {
+    fn run(path: &Path, ops: Vec<IoOp>) -> NvlogCountersStatus {
         let (file, halves) = open(path, LAYOUT).expect("opens");
         let (events, completions) = mpsc::channel();
-        let log = spawn(file, &halves, LAYOUT, events).expect("spawned");
+        let counters = Arc::<NvlogCounters>::default();
+        let log = spawn(file, &halves, LAYOUT, events, Arc::clone(&counters)).expect("spawned");
         let count = ops.len();
         for (n, op) in ops.into_iter().enumerate() {
             log.send(Io {
@@ -297,6 +405,7 @@ mod tests {
                 _ => panic!("only completions"),
             }
         }
+        counters.status()
     }
 
     fn append(half: u8, record: NvRecord) -> IoOp {
@@ -312,7 +421,10 @@ mod tests {
             &path,
             vec![append(0, record(1, 100)), append(1, record(2, 50))],
         );
-        run(&path, vec![append(0, record(3, 10))]);
+        let counted = run(&path, vec![append(0, record(3, 10))]);
+        let bytes = record(3, 10).encode().len() as u64 + 4;
+        assert_eq!((counted.appends, counted.bytes_written), (1, bytes));
+        assert_eq!((counted.writes, counted.syncs), (1, 1));
         let (_, halves) = open(&path, LAYOUT).expect("opens");
         let seqs: Vec<u64> = decode_half(&halves[0]).iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [1, 3]);
@@ -335,6 +447,28 @@ mod tests {
         let (_, halves) = open(&path, LAYOUT).expect("opens");
         let seqs: Vec<u64> = decode_half(&halves[0]).iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [5]);
+    }
+
+    #[test]
+    fn appends_to_both_halves_and_a_reset_between_them_keep_their_order() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let path = dir.path().join("nvlog");
+        create(&path, LAYOUT).expect("created");
+        let ops = vec![
+            append(0, record(1, 4096)),
+            append(0, record(2, 4096)),
+            append(1, record(3, 100)),
+            append(0, record(4, 4096)),
+            IoOp::NvlogReset { half: 1 },
+            append(1, record(5, 200)),
+        ];
+        let counted = run(&path, ops);
+        assert_eq!(counted.appends, 5);
+        assert!(counted.syncs >= 1 && counted.writes >= counted.syncs);
+        let (_, halves) = open(&path, LAYOUT).expect("opens");
+        let seqs = |half: &[u8]| -> Vec<u64> { decode_half(half).iter().map(|r| r.seq).collect() };
+        assert_eq!(seqs(&halves[0]), [1, 2, 4]);
+        assert_eq!(seqs(&halves[1]), [5]);
     }
 
     #[test]

@@ -62,6 +62,10 @@ pub struct ServeOptions {
     pub socket_mode: u32,
     /// Timeouts and caps on NBD clients.
     pub limits: ConnectionLimits,
+    /// The NVLog on another path (`--nvlog`), such as a file on a faster
+    /// device: a new directory records it; an existing one must name the
+    /// path it recorded.
+    pub nvlog: Option<PathBuf>,
 }
 
 /// What a started server reports.
@@ -131,6 +135,7 @@ impl Server {
         let shared = Shared {
             catalogue: Arc::new(SharedCatalogue::default()),
             counters: Arc::new(NbdCounters::default()),
+            nvlog: Arc::default(),
             stop: Arc::new(StopSignal::default()),
         };
         let context = Arc::new(Context {
@@ -154,14 +159,19 @@ impl Server {
             true => None,
             false => {
                 let config = DataConfig::load(&dir)?;
+                check_nvlog_placement(&dir, &config, options.nvlog.as_deref())?;
                 Some((config, DataLock::acquire(&dir)?))
             }
+        };
+        let new_nvlog = match (&existing, &options.nvlog) {
+            (None, Some(path)) => Some(resolve_new_nvlog(path)?),
+            _ => None,
         };
         let listeners = bind_listeners(&options.listen, options.socket_mode)?;
         secure(&dir, existing.as_ref().map(|(config, _)| config))?;
         let (engine, lock, created) = match existing {
             None => {
-                let (engine, lock) = create(&dir, &options.create, parts)?;
+                let (engine, lock) = create(&dir, &options.create, new_nvlog, parts)?;
                 (engine, lock, true)
             }
             Some((config, lock)) => (mount(&dir, config, parts)?, lock, false),
@@ -242,6 +252,87 @@ fn is_new(dir: &Path) -> Result<bool, ServeError> {
     }
 }
 
+/// Where `--nvlog` puts a new NVLog: the path to record, its directory
+/// resolved (it must exist), so that a restart's `--nvlog` can be compared
+/// with it.
+fn resolve_nvlog(given: &Path) -> Result<String, ServeError> {
+    let refuse = |reason: String| {
+        ServeError::NvlogPlacement(format!("--nvlog {}: {reason}", given.display()))
+    };
+    let name = given
+        .file_name()
+        .ok_or_else(|| refuse("names no file".into()))?;
+    let parent = match given.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let parent = fs::canonicalize(parent).map_err(|e| {
+        refuse(format!(
+            "its directory {} is not usable: {e}",
+            parent.display()
+        ))
+    })?;
+    let path = parent.join(name);
+    path.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| refuse("the path is not UTF-8, which wafer.toml cannot record".into()))
+}
+
+/// [`resolve_nvlog`] for a new data directory, whose NVLog must not exist
+/// yet: a file there may be another data directory's.
+fn resolve_new_nvlog(given: &Path) -> Result<String, ServeError> {
+    let path = resolve_nvlog(given)?;
+    match fs::symlink_metadata(&path) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(path),
+        _ => Err(ServeError::NvlogPlacement(format!(
+            "--nvlog {}: {path} exists (another data directory's NVLog?); a new data \
+             directory's NVLog is a new file: remove it or name another path",
+            given.display()
+        ))),
+    }
+}
+
+/// Checks `--nvlog` against where the configuration keeps the NVLog. The
+/// NVLog holds acknowledged writes: a start that would not find it (or find
+/// another) is refused rather than served with an empty log.
+fn check_nvlog_placement(
+    dir: &Path,
+    config: &DataConfig,
+    given: Option<&Path>,
+) -> Result<(), ServeError> {
+    let refuse = |reason: String| {
+        ServeError::NvlogPlacement(format!("the NVLog of {} {reason}", dir.display()))
+    };
+    match (config.external_nvlog(), given) {
+        (None, None) => Ok(()),
+        (None, Some(given)) => Err(refuse(format!(
+            "is {} in the data directory, and an NVLog is not moved: start without --nvlog {}",
+            config.nvlog_file,
+            given.display()
+        ))),
+        (Some(recorded), None) => Err(refuse(format!(
+            "is {} ({CONFIG_FILE}) and holds acknowledged writes: start with --nvlog {0}",
+            recorded.display()
+        ))),
+        (Some(recorded), Some(given)) => {
+            let resolved = resolve_nvlog(given).ok();
+            let same_file = fs::canonicalize(given)
+                .ok()
+                .is_some_and(|g| fs::canonicalize(recorded).is_ok_and(|r| r == g));
+            match resolved.as_deref().map(Path::new) == Some(recorded) || same_file {
+                true => Ok(()),
+                false => Err(refuse(format!(
+                    "is {} ({CONFIG_FILE}), not {}, and holds acknowledged writes: start with \
+                     --nvlog {0} (to move the NVLog, stop the server, copy the file and change \
+                     nvlog_file in {CONFIG_FILE})",
+                    recorded.display(),
+                    given.display()
+                ))),
+            }
+        }
+    }
+}
+
 /// Makes an existing data directory and the files its configuration names
 /// owner-only (an absent one is created so).
 fn secure(dir: &Path, config: Option<&DataConfig>) -> Result<(), ServeError> {
@@ -263,6 +354,7 @@ fn secure(dir: &Path, config: Option<&DataConfig>) -> Result<(), ServeError> {
 fn create(
     dir: &Path,
     options: &CreateOptions,
+    nvlog: Option<String>,
     parts: EngineParts,
 ) -> Result<(Engine, DataLock), ServeError> {
     check_create_options(options)?;
@@ -277,7 +369,10 @@ fn create(
     }
     let lock = DataLock::acquire(dir)?;
     made.files.push(dir.join(LOCK_FILE));
-    let config = DataConfig::new(options, Options::default().nvlog_half_bytes);
+    let mut config = DataConfig::new(options, Options::default().nvlog_half_bytes);
+    if let Some(nvlog) = nvlog {
+        config.nvlog_file = nvlog;
+    }
     let mut files = Vec::new();
     for disk in &config.disks {
         let path = dir.join(&disk.file);
@@ -289,10 +384,17 @@ fn create(
     crate::nvlog::create(&nvlog_path, config.nvlog_layout())
         .map_err(ServeError::io(format!("creating {}", nvlog_path.display())))?;
     made.files.push(nvlog_path.clone());
+    if let Some(elsewhere) = config.external_nvlog().and_then(Path::parent) {
+        // Its name must be durable before wafer.toml records it (the data
+        // directory's own entries are synced with the configuration).
+        File::open(elsewhere)
+            .and_then(|directory| directory.sync_all())
+            .map_err(ServeError::io(format!("syncing {}", elsewhere.display())))?;
+    }
     let nvlog = crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
     let layout = config.layout().expect("a new configuration is valid");
     let options_for_engine = engine_options(&config);
-    let devices = start_devices(&config, files, nvlog, &parts.events)?;
+    let devices = start_devices(&config, files, nvlog, &parts)?;
     let clock = Clock::start();
     let filer = Filer::format(layout, options_for_engine, clock.now());
     let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
@@ -442,7 +544,7 @@ fn mount(dir: &Path, mut config: DataConfig, parts: EngineParts) -> Result<Engin
     let options = engine_options(&config);
     let clock = Clock::start();
     let mut filer = Filer::mount(layout, options, clock.now(), [&halves[0], &halves[1]]);
-    let devices = start_devices(&config, files, (nvlog_file, halves), &parts.events)?;
+    let devices = start_devices(&config, files, (nvlog_file, halves), &parts)?;
     for disk in failed {
         filer.mark_failed(disk);
     }
@@ -505,8 +607,9 @@ fn start_devices(
     config: &DataConfig,
     files: Vec<Option<File>>,
     nvlog: (File, [Vec<u8>; 2]),
-    events: &Sender<Event>,
+    parts: &EngineParts,
 ) -> Result<Devices, ServeError> {
+    let events = &parts.events;
     let mut disks = Vec::new();
     for (slot, file) in config.slots().iter().zip(files) {
         let handle = DiskHandle::spawn(&slot.disk.name, file, events.clone())
@@ -514,8 +617,15 @@ fn start_devices(
         disks.push(handle);
     }
     let (file, halves) = nvlog;
-    let nvlog = crate::nvlog::spawn(file, &halves, config.nvlog_layout(), events.clone())
-        .map_err(ServeError::io("starting the NVLog thread"))?;
+    let counters = Arc::clone(&parts.shared.nvlog);
+    let nvlog = crate::nvlog::spawn(
+        file,
+        &halves,
+        config.nvlog_layout(),
+        events.clone(),
+        counters,
+    )
+    .map_err(ServeError::io("starting the NVLog thread"))?;
     Ok(Devices { disks, nvlog })
 }
 

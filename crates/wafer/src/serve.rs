@@ -55,6 +55,13 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULTS.per_address as u64,
           value_parser = clap::value_parser!(u64).range(1..=64))]
     connections_per_address: u64,
+    /// The NVLog on this path instead of in the data directory: a file on a
+    /// faster device (an SSD, an NVDIMM), like a ZFS SLOG. A new data
+    /// directory creates it and records it in wafer.toml; an existing one
+    /// must be given the path it recorded (the NVLog holds acknowledged
+    /// writes, so a start without it is refused).
+    #[arg(long, value_name = "PATH")]
+    nvlog: Option<PathBuf>,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -92,6 +99,7 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
             per_address: usize::try_from(args.connections_per_address)
                 .expect("clap keeps it within 1 to 64"),
         },
+        nvlog: args.nvlog.clone(),
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;

@@ -7,7 +7,7 @@ mod serve_harness;
 
 use std::path::Path;
 
-use serve_harness::{Scratch, serve, serve_expecting_exit};
+use serve_harness::{Scratch, refusal, serve};
 
 /// Every file of a directory with its length and modification time.
 fn snapshot_of(dir: &Path) -> Vec<(String, u64, std::time::SystemTime)> {
@@ -22,12 +22,6 @@ fn snapshot_of(dir: &Path) -> Vec<(String, u64, std::time::SystemTime)> {
         .collect();
     files.sort();
     files
-}
-
-fn refusal(scratch: &Scratch, extra: &[&str]) -> String {
-    let output = serve_expecting_exit(scratch, extra);
-    assert_eq!(output.status.code(), Some(2), "{output:?}");
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]

@@ -39,6 +39,7 @@ use crate::config::{DataConfig, DiskState};
 use crate::disk::{DiskCommand, DiskHandle};
 use crate::error::ServeError;
 use crate::nbd::NbdCounters;
+use crate::nvlog::NvlogCounters;
 use crate::stop::StopSignal;
 
 /// What a host request's sender hears back.
@@ -206,6 +207,8 @@ const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 pub(crate) struct Shared {
     pub(crate) catalogue: Arc<SharedCatalogue>,
     pub(crate) counters: Arc<NbdCounters>,
+    /// What the NVLog thread wrote (`sysstat` is to show its rate).
+    pub(crate) nvlog: Arc<NvlogCounters>,
     pub(crate) stop: Arc<StopSignal>,
 }
 
@@ -325,9 +328,15 @@ impl Engine {
         while !self.finished() {
             self.step()?;
         }
+        let nvlog = self.shared.nvlog.status();
         crate::log!(
-            "final CP committed (CP {}); stopped",
-            self.filer.committed_cp().0
+            "final CP committed (CP {}); stopped. The NVLog took {} bytes: {} records in {} \
+             writes and {} syncs",
+            self.filer.committed_cp().0,
+            nvlog.bytes_written,
+            nvlog.appends,
+            nvlog.writes,
+            nvlog.syncs
         );
         Ok(())
     }

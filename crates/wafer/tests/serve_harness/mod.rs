@@ -162,6 +162,13 @@ pub fn serve_expecting_exit(scratch: &Scratch, extra: &[&str]) -> Output {
     child.wait_with_output().expect("its output")
 }
 
+/// Runs `wafer serve` expecting a refusal (exit status 2); its standard error.
+pub fn refusal(scratch: &Scratch, extra: &[&str]) -> String {
+    let output = serve_expecting_exit(scratch, extra);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 fn wafer_serve(scratch: &Scratch, extra: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_wafer"));
     command
