@@ -135,6 +135,27 @@ pub enum AdminRequest {
     AggrScrubStop,
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
+    /// `reallocate measure PATH`: how contiguously a LUN lies on disk.
+    ReallocateMeasure {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
+    /// `reallocate start PATH`: rewrite a LUN contiguously, a batch per CP,
+    /// in the background (replacing any reallocation in progress).
+    ReallocateStart {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
+    /// `reallocate status`: the reallocation in progress, if any.
+    ReallocateStatus,
+    /// `priority set volume VOLUME cache=POLICY`: how the volume's blocks
+    /// age in the buffer cache.
+    PrioritySetCache {
+        /// The volume.
+        volume: String,
+        /// `keep`, `reuse` or `default`.
+        cache: String,
+    },
 }
 
 /// A LUN's new size: `{"to": BYTES}`, `{"grow": BYTES}` or `{"shrink": BYTES}`.
@@ -202,6 +223,36 @@ pub enum AdminReply {
     Aggregate(Box<AggregateStatus>),
     /// `sysstat`.
     Sysstat(Box<SysstatReport>),
+    /// `reallocate measure`.
+    ReallocateMeasure(ReallocationMeasure),
+    /// `reallocate status`: the reallocation in progress, if any.
+    Reallocation(Option<ReallocationStatus>),
+}
+
+/// What `reallocate measure` found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReallocationMeasure {
+    /// The LUN.
+    pub path: String,
+    /// Optimization rating, 1 (contiguous) to 10 (not optimal).
+    pub rating: u8,
+    /// The rating of the worst 1% of the LUN.
+    pub hotspot: u8,
+    /// The rating above which ONTAP reallocates.
+    pub threshold: u8,
+    /// ONTAP's line for it (`Allocation check on '…' is …`).
+    pub message: String,
+}
+
+/// A reallocation in progress (`reallocate status`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReallocationStatus {
+    /// The LUN.
+    pub path: String,
+    /// Blocks rewritten so far.
+    pub blocks_done: u64,
+    /// Blocks of the LUN.
+    pub blocks_total: u64,
 }
 
 /// Why a request failed.
@@ -484,7 +535,8 @@ pub struct SysstatReport {
     pub read_chains: u64,
     /// Blocks read in those chains.
     pub read_chain_blocks: u64,
-    /// Blocks whose checksum or identity failed and that RAID repaired.
+    /// Blocks whose checksum or identity failed on a read and that RAID
+    /// repaired (what a scrub repairs is counted in `aggr status`'s scrub).
     pub blocks_repaired: u64,
     /// Blocks reconstructed because their disk is failed.
     pub degraded_reads: u64,
