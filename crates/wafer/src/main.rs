@@ -28,7 +28,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[command(name = "wafer", version, propagate_version = true)]
 struct Cli {
     /// The data directory of the filer to serve or administer (default
-    /// `wafer-data`): for `serve` and the administrator's commands only.
+    /// `$WAFER_DATA`, else `wafer-data`): for `serve` and the administrator's
+    /// commands only.
     #[arg(long, global = true, value_name = "DIR")]
     data: Option<PathBuf>,
     #[command(subcommand)]
@@ -70,6 +71,17 @@ enum Command {
     Disk(admin::DiskCommand),
     /// Throughput, cache and CP figures, every INTERVAL seconds.
     Sysstat(admin::SysstatArgs),
+    /// The system's configuration: -r, the RAID configuration.
+    Sysconfig(admin::SysconfigArgs),
+    /// This wafer's release.
+    Version(admin::VersionArgs),
+    /// Reallocation: how contiguously a LUN lies on disk, and laying it out
+    /// again.
+    #[command(subcommand)]
+    Reallocate(admin::ReallocateCommand),
+    /// FlexShare: a volume's cache policy.
+    #[command(subcommand)]
+    Priority(admin::PriorityCommand),
 }
 
 /// mimalloc rather than the system's malloc: the lab frees and allocates
@@ -107,10 +119,20 @@ fn keep_freed_memory() {
 /// The data directory when `--data` is not given.
 const DEFAULT_DATA: &str = "wafer-data";
 
+/// The environment variable naming the data directory when `--data` is not
+/// given, so that admin commands find their server from any directory.
+const DATA_ENV: &str = "WAFER_DATA";
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => usage_error(error),
+    };
     let data_given = cli.data.is_some();
-    let data = cli.data.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
+    let data = cli
+        .data
+        .or_else(|| std::env::var_os(DATA_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
     let outcome = match cli.command {
         Command::Raid(_) | Command::Check(_) | Command::Lab(_) if data_given => refuse_data_dir(),
         Command::Raid(command) => raid::run(command),
@@ -127,6 +149,10 @@ fn main() -> ExitCode {
         Command::Df(args) => admin::run(&data, admin::AdminCommand::Df(args)),
         Command::Disk(command) => admin::run(&data, admin::AdminCommand::Disk(command)),
         Command::Sysstat(args) => admin::run(&data, admin::AdminCommand::Sysstat(args)),
+        Command::Sysconfig(args) => admin::run(&data, admin::AdminCommand::Sysconfig(args)),
+        Command::Version(args) => admin::version(&args),
+        Command::Reallocate(command) => admin::run(&data, admin::AdminCommand::Reallocate(command)),
+        Command::Priority(command) => admin::run(&data, admin::AdminCommand::Priority(command)),
     };
     match outcome {
         Ok(code) => code,
@@ -135,6 +161,28 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A command line clap refuses: its message and usage as clap prints them,
+/// or, when `--json` was asked for, `{"error":{"kind":"usage",…}}` on
+/// stdout; exit status 2 either way. Help and version requests are no
+/// errors and print as usual.
+fn usage_error(error: clap::Error) -> ! {
+    let json = std::env::args().skip(1).any(|arg| arg == "--json");
+    let usage = !matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if json && usage {
+        let message = error.render().to_string();
+        let reply =
+            serde_json::json!({ "error": { "kind": "usage", "message": message.trim_end() } });
+        println!("{reply:#}");
+        std::process::exit(2);
+    }
+    error.exit()
 }
 
 /// `--data` given to a command that has no data directory: a usage error, as
