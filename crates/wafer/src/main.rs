@@ -82,6 +82,20 @@ enum Command {
     /// FlexShare: a volume's cache policy.
     #[command(subcommand)]
     Priority(admin::PriorityCommand),
+    /// A completion script for SHELL, on stdout (e.g. `wafer completions
+    /// bash > /etc/bash_completion.d/wafer`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Man pages: wafer(1) on stdout, or with --dir a page per command
+    /// (wafer.1, wafer-aggr.1, wafer-aggr-status.1, ...) written into DIR.
+    Man {
+        /// The directory to write every page into.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// mimalloc rather than the system's malloc: the lab frees and allocates
@@ -134,7 +148,20 @@ fn main() -> ExitCode {
         .or_else(|| std::env::var_os(DATA_ENV).map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
     let outcome = match cli.command {
-        Command::Raid(_) | Command::Check(_) | Command::Lab(_) if data_given => refuse_data_dir(),
+        Command::Raid(_)
+        | Command::Check(_)
+        | Command::Lab(_)
+        | Command::Completions { .. }
+        | Command::Man { .. }
+            if data_given =>
+        {
+            refuse_data_dir()
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "wafer", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => man(dir.as_deref()),
         Command::Raid(command) => raid::run(command),
         Command::Check(args) => check::run(&args),
         Command::Lab(command) => {
@@ -161,6 +188,18 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `wafer man`: the top page on stdout, or every page into `dir`.
+fn man(dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    match dir {
+        None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?,
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            clap_mangen::generate_to(Cli::command(), dir)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A command line clap refuses: its message and usage as clap prints them,
