@@ -856,6 +856,7 @@ impl Engine {
         let slots = self.config.slots();
         SysstatReport {
             uptime_ns: self.clock.elapsed_ns(),
+            cpu_time_ns: crate::admin::process_cpu_time_ns().unwrap_or(0),
             committed_cp: self.filer.committed_cp().0,
             cps_by_type: c
                 .cps

@@ -611,9 +611,10 @@ fn human_size(bytes: u64) -> String {
 pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk\n\
     \x20                        in    out    read  write    hit  time  ty   util\n";
 
-/// One `sysstat -x` line: the rates between two samples. There is no CPU
-/// figure (the engine runs on one thread of many), so the column shows `-`.
-/// CP time is the share of the interval CPs ran; CP ty the type of most CPs
+/// One `sysstat -x` line: the rates between two samples. CPU is the
+/// server's CPU time over the interval, at most 100% (ONTAP's is the share
+/// of the interval at least one CPU was busy; the server's threads mostly
+/// take turns), `-` where the server cannot say. CP time is the share of the interval CPs ran; CP ty the type of most CPs
 /// in the interval; Disk util the busiest disk's share of the interval.
 pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
     let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
@@ -649,9 +650,13 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         .max()
         .unwrap_or(0);
     let util = ((busiest as f64 / 1e9 / seconds) * 100.0).min(100.0);
+    let cpu = match after.cpu_time_ns {
+        0 => "-".to_string(),
+        now => format!("{:.0}%", (rate(before.cpu_time_ns, now) / 1e7).min(100.0)),
+    };
     format!(
         "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>5} {:>3} {:>5.0}%",
-        "-",
+        cpu,
         ops,
         ops,
         net_in,
@@ -950,5 +955,28 @@ mod tests {
             assert_eq!(line.find("Pool0"), lines[0].find("POOL"), "{line}");
             assert_eq!(line.find(".img"), lines[0].find("SERIAL").map(|c| c + 5));
         }
+    }
+
+    #[test]
+    fn sysstat_shows_the_servers_cpu_under_the_cpu_heading() {
+        let before = SysstatReport {
+            uptime_ns: 1_000_000_000,
+            cpu_time_ns: 200_000_000,
+            ..SysstatReport::default()
+        };
+        let after = SysstatReport {
+            uptime_ns: 3_000_000_000,
+            cpu_time_ns: 900_000_000,
+            ..SysstatReport::default()
+        };
+        let line = sysstat_line(&before, &after);
+        let heading = SYSSTAT_HEADER.lines().next().expect("a heading");
+        let end = heading.find("CPU").expect("CPU") + 3;
+        assert_eq!(&line[..end], " 35%", "0.7 s of CPU in 2 s: {line}");
+        let unknown = SysstatReport {
+            cpu_time_ns: 0,
+            ..after
+        };
+        assert_eq!(&sysstat_line(&before, &unknown)[..end], "   -");
     }
 }
