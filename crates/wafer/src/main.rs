@@ -28,8 +28,9 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[command(name = "wafer", version, propagate_version = true)]
 struct Cli {
     /// The data directory of the filer to serve or administer (default
-    /// `$WAFER_DATA`, else `wafer-data`): for `serve` and the administrator's
-    /// commands only.
+    /// `$WAFER_DATA`, else `wafer-data` if it exists, else the user's
+    /// `~/.local/share/wafer` if it exists): for `serve` and the
+    /// administrator's commands only.
     #[arg(long, global = true, value_name = "DIR")]
     data: Option<PathBuf>,
     #[command(subcommand)]
@@ -146,7 +147,7 @@ fn main() -> ExitCode {
     let data = cli
         .data
         .or_else(|| std::env::var_os(DATA_ENV).map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
+        .unwrap_or_else(default_data);
     let outcome = match cli.command {
         Command::Raid(_)
         | Command::Check(_)
@@ -188,6 +189,25 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The data directory when neither `--data` nor `$WAFER_DATA` names one:
+/// `./wafer-data` if it exists, else the user's own, `wafer` in
+/// `$XDG_DATA_HOME` (by default `~/.local/share`), if that exists, else
+/// `./wafer-data`, where `serve` creates a new filer.
+fn default_data() -> PathBuf {
+    let here = PathBuf::from(DEFAULT_DATA);
+    if here.exists() {
+        return here;
+    }
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let user_data = env("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|home| PathBuf::from(home).join(".local/share")));
+    user_data
+        .map(|dir| dir.join("wafer"))
+        .filter(|dir| dir.exists())
+        .unwrap_or(here)
 }
 
 /// `wafer man`: the top page on stdout, or every page into `dir`.

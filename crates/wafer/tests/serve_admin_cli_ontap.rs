@@ -219,6 +219,19 @@ fn version_disk_show_sysconfig_r_and_wafer_data() {
         .expect("wafer runs");
     assert!(output.status.success(), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stdout).contains("vol0 online"));
+
+    // Without either, the user's own data directory, where it exists.
+    let user = tempfile::tempdir().expect("a data home");
+    std::os::unix::fs::symlink(&data, user.path().join("wafer")).expect("a link");
+    let output = Command::new(env!("CARGO_BIN_EXE_wafer"))
+        .args(["vol", "status", "vol0"])
+        .env_remove("WAFER_DATA")
+        .env("XDG_DATA_HOME", user.path())
+        .current_dir(user.path())
+        .output()
+        .expect("wafer runs");
+    assert!(output.status.success(), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("vol0 online"));
     server.stop();
 }
 
