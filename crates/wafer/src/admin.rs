@@ -340,6 +340,23 @@ pub enum PriorityCommand {
 /// `priority set`'s usage, as much of ONTAP's as wafer has.
 const PRIORITY_SET_USAGE: &str = "wafer priority set volume <vol_name> cache=keep|reuse|default";
 
+/// `wafer statit`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("phase").required(true))]
+pub struct StatitArgs {
+    /// Begins collecting: the counters now are kept (in DIR/statit.json).
+    #[arg(short = 'b', group = "phase")]
+    begin: bool,
+    /// Ends collecting and prints the per-second rates since -b.
+    #[arg(short = 'e', group = "phase")]
+    end: bool,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// Where `statit -b` keeps the counters it begins with.
+const STATIT_FILE: &str = "statit.json";
+
 /// `wafer sysconfig`.
 #[derive(Debug, Args)]
 pub struct SysconfigArgs {
@@ -395,6 +412,8 @@ pub enum AdminCommand {
     Reallocate(ReallocateCommand),
     /// `priority …`.
     Priority(PriorityCommand),
+    /// `statit -b | -e`.
+    Statit(StatitArgs),
 }
 
 impl AdminCommand {
@@ -438,6 +457,7 @@ impl AdminCommand {
             AdminCommand::Df(args) => &args.output,
             AdminCommand::Sysstat(args) => &args.output,
             AdminCommand::Sysconfig(args) => &args.output,
+            AdminCommand::Statit(args) => &args.output,
         };
         output.json
     }
@@ -555,6 +575,7 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             Err(error) => Err(error),
         },
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
+        AdminCommand::Statit(args) => statit(&mut ask, data, &args)?,
     };
     print_answer(json, answer)
 }
@@ -822,6 +843,40 @@ fn restore_target(
         (_, Some((volume, _))) => Ok((volume.to_string(), Some(target.to_string()))),
         (_, None) => Ok((target.to_string(), None)),
     }
+}
+
+/// `statit -b` keeps a sample of every counter; `statit -e` takes another
+/// and prints the rates between them (its reply, with --json, is the `-e`
+/// sample; the `-b` one is in the data directory's statit.json until then).
+fn statit(
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
+    data: &Path,
+    args: &StatitArgs,
+) -> anyhow::Result<Answer> {
+    let file = data.join(STATIT_FILE);
+    let sample = ask(AdminRequest::Sysstat)?;
+    if args.begin {
+        if let Ok(reply) = &sample {
+            std::fs::write(&file, serde_json::to_vec(reply)?)
+                .with_context(|| format!("statit -b: cannot write {}", file.display()))?;
+        }
+        return Ok(silent(sample));
+    }
+    let Ok(begun) = std::fs::read(&file) else {
+        let message = "statit -e: statistics collection has not begun (statit -b)".to_string();
+        return Ok(Err(refusal(AdminErrorKind::Invalid, message)));
+    };
+    let begun: AdminReply = serde_json::from_slice(&begun)
+        .with_context(|| format!("statit -e: {} is not a statit sample", file.display()))?;
+    let aggregate = ask(AdminRequest::AggrStatus)?;
+    let answer = sample.and_then(|now| {
+        let text = ontap::statit(&begun, &now, &aggregate?);
+        Ok((now, text))
+    });
+    if answer.is_ok() {
+        std::fs::remove_file(&file)?;
+    }
+    Ok(answer)
 }
 
 /// `snap restore`'s usage line, as ONTAP prints it.

@@ -76,6 +76,9 @@ enum Command {
     Sysconfig(admin::SysconfigArgs),
     /// This wafer's release.
     Version(admin::VersionArgs),
+    /// Per-disk statistics over a period: -b begins it, -e ends it and
+    /// prints them.
+    Statit(admin::StatitArgs),
     /// Reallocation: how contiguously a LUN lies on disk, and laying it out
     /// again.
     #[command(subcommand)]
@@ -179,6 +182,7 @@ fn main() -> ExitCode {
         Command::Sysstat(args) => admin::run(&data, admin::AdminCommand::Sysstat(args)),
         Command::Sysconfig(args) => admin::run(&data, admin::AdminCommand::Sysconfig(args)),
         Command::Version(args) => admin::version(&args),
+        Command::Statit(args) => admin::run(&data, admin::AdminCommand::Statit(args)),
         Command::Reallocate(command) => admin::run(&data, admin::AdminCommand::Reallocate(command)),
         Command::Priority(command) => admin::run(&data, admin::AdminCommand::Priority(command)),
     };

@@ -210,6 +210,18 @@ fn version_disk_show_sysconfig_r_and_wafer_data() {
     assert_eq!(sysconfig, exits(&data, &["aggr", "status", "-r"], 0).0);
     exits(&data, &["sysconfig"], 2);
 
+    let err = exits(&data, &["statit", "-e"], 1).1;
+    assert!(err.contains("has not begun"), "{err}");
+    assert_eq!(exits(&data, &["statit", "-b"], 0).0, "");
+    let statit = exits(&data, &["statit", "-e"], 0).0;
+    assert!(
+        statit.starts_with("Disk Statistics (per second)\n")
+            && statit.contains("\n/aggr0/plex0/rg0:\ndisk0 "),
+        "{statit}"
+    );
+    exits(&data, &["statit", "-e"], 1);
+    exits(&data, &["statit"], 2);
+
     // WAFER_DATA finds the server from any directory without --data.
     let output = Command::new(env!("CARGO_BIN_EXE_wafer"))
         .args(["vol", "status", "vol0"])

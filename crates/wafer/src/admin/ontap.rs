@@ -607,6 +607,105 @@ fn human_size(bytes: u64) -> String {
         })
 }
 
+/// `statit -e`'s Disk Statistics: per second between two samples, each
+/// RAID group's disks under its name. wafer times a disk's I/Os together,
+/// not by kind, so each kind's usecs is the disk's average per block; scrub
+/// and reconstruction I/O is counted with the user reads and the writes, so
+/// greads and gwrites stay 0.
+pub fn statit(before: &AdminReply, after: &AdminReply, aggregate: &AdminReply) -> String {
+    let (AdminReply::Sysstat(before), AdminReply::Sysstat(after), AdminReply::Aggregate(aggr)) =
+        (before, after, aggregate)
+    else {
+        return unexpected(after);
+    };
+    let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
+    let mut out = format!(
+        "Disk Statistics (per second)\n\
+         \tut% is the percent of time the disk was busy.\n\
+         \txfers is the number of data-transfer commands issued per second.\n\
+         \txfers = ureads + writes + cpreads + greads + gwrites\n\
+         \tchain is the average number of 4K blocks per command.\n\
+         \tusecs is the average disk round-trip time per 4K block.\n\n\
+         {:<16} ut%  xfers  ureads--chain-usecs writes--chain-usecs cpreads-chain-usecs greads--chain-usecs gwrites-chain-usecs\n",
+        "disk"
+    );
+    for group in &aggr.raid_groups {
+        let _ = writeln!(out, "/{}/plex0/rg{}:", aggr.name, group.group);
+        for disk in &group.disks {
+            let now = after.disks.iter().find(|d| d.slot == disk.slot);
+            let then = before.disks.iter().find(|d| d.slot == disk.slot);
+            if let Some(now) = now {
+                out.push_str(&statit_disk(then, now, seconds));
+            }
+        }
+    }
+    out
+}
+
+/// One disk's row of `statit`'s Disk Statistics.
+fn statit_disk(
+    before: Option<&wafer_server::admin::DiskCountersStatus>,
+    after: &wafer_server::admin::DiskCountersStatus,
+    seconds: f64,
+) -> String {
+    let zero = wafer_server::admin::DiskCountersStatus {
+        name: String::new(),
+        slot: after.slot,
+        user_reads: 0,
+        user_read_blocks: 0,
+        cp_reads: 0,
+        cp_read_blocks: 0,
+        writes: 0,
+        write_blocks: 0,
+        io_time_ns: 0,
+    };
+    let b = before.unwrap_or(&zero);
+    let since = |now: u64, then: u64| now.saturating_sub(then);
+    let kinds = [
+        (
+            since(after.user_reads, b.user_reads),
+            since(after.user_read_blocks, b.user_read_blocks),
+        ),
+        (
+            since(after.writes, b.writes),
+            since(after.write_blocks, b.write_blocks),
+        ),
+        (
+            since(after.cp_reads, b.cp_reads),
+            since(after.cp_read_blocks, b.cp_read_blocks),
+        ),
+        (0, 0),
+        (0, 0),
+    ];
+    let ops: u64 = kinds.iter().map(|k| k.0).sum();
+    let blocks: u64 = kinds.iter().map(|k| k.1).sum();
+    let busy_ns = after.io_time_ns.saturating_sub(b.io_time_ns);
+    let busy = ((busy_ns as f64 / 1e9 / seconds) * 100.0).min(100.0);
+    let mut row = format!(
+        "{:<15} {:>3.0} {:>6.2}",
+        after.name,
+        busy,
+        ops as f64 / seconds
+    );
+    let usecs_per_block = busy_ns / 1000 / blocks.max(1);
+    for (n, (ops, kind_blocks)) in kinds.into_iter().enumerate() {
+        let width = if n == 0 { 8 } else { 7 };
+        let (chain, usecs) = match ops {
+            0 => ("....".to_string(), ".".to_string()),
+            _ => (
+                format!("{:.2}", kind_blocks as f64 / ops as f64),
+                usecs_per_block.to_string(),
+            ),
+        };
+        let _ = write!(
+            row,
+            "{:>width$.2} {chain:>6} {usecs:>5}",
+            ops as f64 / seconds
+        );
+    }
+    row + "\n"
+}
+
 /// `sysstat -x`'s two header lines.
 pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk\n\
     \x20                        in    out    read  write    hit  time  ty   util\n";
@@ -978,5 +1077,65 @@ mod tests {
             ..after
         };
         assert_eq!(&sysstat_line(&before, &unknown)[..end], "   -");
+    }
+
+    /// wafl.md §12.2's Disk Statistics header and a row, whose columns a
+    /// wafer row must keep.
+    const STATIT_SAMPLE: &str = "disk             ut%  xfers  ureads--chain-usecs writes--chain-usecs cpreads-chain-usecs greads--chain-usecs gwrites-chain-usecs\n\
+        0a.01.0           9  15.21    0.00   ....     .   8.42  14.37   412   6.79   8.11   398   0.00   ....     .   0.00   ....     .\n";
+
+    #[test]
+    fn statit_rows_keep_ontaps_columns() {
+        let disk =
+            |user_reads, writes, cp_reads, io_time_ns| wafer_server::admin::DiskCountersStatus {
+                name: "0a.01.0".into(),
+                slot: 0,
+                user_reads,
+                user_read_blocks: 0,
+                cp_reads,
+                cp_read_blocks: cp_reads * 811 / 100,
+                writes,
+                write_blocks: writes * 1437 / 100,
+                io_time_ns,
+            };
+        let before = SysstatReport {
+            uptime_ns: 0,
+            disks: vec![disk(0, 0, 0, 0)],
+            ..SysstatReport::default()
+        };
+        let after = SysstatReport {
+            uptime_ns: 100_000_000_000,
+            disks: vec![disk(0, 842, 679, 9_000_000_000)],
+            ..SysstatReport::default()
+        };
+        let aggr = aggregate("aggr1", 1, 64);
+        let text = statit(
+            &AdminReply::Sysstat(Box::new(before)),
+            &AdminReply::Sysstat(Box::new(after)),
+            &reply(aggr),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        let sample: Vec<&str> = STATIT_SAMPLE.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("disk "))
+            .expect("a header");
+        assert_eq!(lines[header], sample[0]);
+        assert_eq!(lines[header + 1], "/aggr1/plex0/rg0:");
+        let row = lines[header + 2];
+        let ours: Vec<usize> = columns(row);
+        assert_eq!(ours, columns(sample[1]), "{row}\n{}", sample[1]);
+        assert!(
+            row.starts_with("0a.01.0           9  15.21    0.00   ....     .   8.42  14.37"),
+            "{row}"
+        );
+    }
+
+    /// Where each field of a row ends.
+    fn columns(row: &str) -> Vec<usize> {
+        let bytes = row.as_bytes();
+        (0..bytes.len())
+            .filter(|&i| bytes[i] != b' ' && bytes.get(i + 1).is_none_or(|b| *b == b' '))
+            .collect()
     }
 }
