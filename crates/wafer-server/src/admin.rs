@@ -135,6 +135,27 @@ pub enum AdminRequest {
     AggrScrubStop,
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
+    /// `reallocate measure PATH`: how contiguously a LUN lies on disk.
+    ReallocateMeasure {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
+    /// `reallocate start PATH`: rewrite a LUN contiguously, a batch per CP,
+    /// in the background (replacing any reallocation in progress).
+    ReallocateStart {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
+    /// `reallocate status`: the reallocation in progress, if any.
+    ReallocateStatus,
+    /// `priority set volume VOLUME cache=POLICY`: how the volume's blocks
+    /// age in the buffer cache.
+    PrioritySetCache {
+        /// The volume.
+        volume: String,
+        /// `keep`, `reuse` or `default`.
+        cache: String,
+    },
 }
 
 /// A LUN's new size: `{"to": BYTES}`, `{"grow": BYTES}` or `{"shrink": BYTES}`.
@@ -202,6 +223,36 @@ pub enum AdminReply {
     Aggregate(Box<AggregateStatus>),
     /// `sysstat`.
     Sysstat(Box<SysstatReport>),
+    /// `reallocate measure`.
+    ReallocateMeasure(ReallocationMeasure),
+    /// `reallocate status`: the reallocation in progress, if any.
+    Reallocation(Option<ReallocationStatus>),
+}
+
+/// What `reallocate measure` found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReallocationMeasure {
+    /// The LUN.
+    pub path: String,
+    /// Optimization rating, 1 (contiguous) to 10 (not optimal).
+    pub rating: u8,
+    /// The rating of the worst 1% of the LUN.
+    pub hotspot: u8,
+    /// The rating above which ONTAP reallocates.
+    pub threshold: u8,
+    /// ONTAP's line for it (`Allocation check on '…' is …`).
+    pub message: String,
+}
+
+/// A reallocation in progress (`reallocate status`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReallocationStatus {
+    /// The LUN.
+    pub path: String,
+    /// Blocks rewritten so far.
+    pub blocks_done: u64,
+    /// Blocks of the LUN.
+    pub blocks_total: u64,
 }
 
 /// Why a request failed.
@@ -446,10 +497,14 @@ pub struct BrokenDiskStatus {
 }
 
 /// `sysstat`: every counter, since the server started.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SysstatReport {
     /// Nanoseconds since the server started.
     pub uptime_ns: u64,
+    /// CPU time the server's process has used, user and system, in
+    /// nanoseconds (0 where the system does not say).
+    #[serde(default)]
+    pub cpu_time_ns: u64,
     /// The newest committed CP.
     pub committed_cp: u64,
     /// CPs completed, by `sysstat`'s type letter (T, F, B, H, U, S, Z).
@@ -484,7 +539,8 @@ pub struct SysstatReport {
     pub read_chains: u64,
     /// Blocks read in those chains.
     pub read_chain_blocks: u64,
-    /// Blocks whose checksum or identity failed and that RAID repaired.
+    /// Blocks whose checksum or identity failed on a read and that RAID
+    /// repaired (what a scrub repairs is counted in `aggr status`'s scrub).
     pub blocks_repaired: u64,
     /// Blocks reconstructed because their disk is failed.
     pub degraded_reads: u64,
@@ -548,6 +604,26 @@ pub struct NbdCountersStatus {
     pub block_status: u64,
     /// Requests answered with an error.
     pub errors: u64,
+}
+
+/// The CPU time this process has used, user and system, in nanoseconds:
+/// `/proc/self/stat`'s utime and stime, in Linux's USER_HZ of 100 ticks a
+/// second. None where there is no such file.
+pub fn process_cpu_time_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_time_from_stat(&stat)
+}
+
+/// utime + stime of a `/proc/PID/stat` line, in nanoseconds. The fields are
+/// counted after the command name's closing parenthesis, since the name may
+/// hold spaces.
+fn cpu_time_from_stat(stat: &str) -> Option<u64> {
+    const NS_PER_TICK: u64 = 1_000_000_000 / 100;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some((user + system) * NS_PER_TICK)
 }
 
 /// Why an admin client's request got no response.
@@ -648,6 +724,14 @@ mod tests {
         });
         let text = serde_json::to_string(&done).expect("encodes");
         assert_eq!(text, r#"{"ok":{"kind":"done","data":{"message":"ok"}}}"#);
+    }
+
+    #[test]
+    fn cpu_time_is_utime_plus_stime_after_the_name() {
+        let stat = "4242 (wafer (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0";
+        assert_eq!(cpu_time_from_stat(stat), Some(300 * 10_000_000));
+        assert_eq!(cpu_time_from_stat("garbage"), None);
+        assert!(process_cpu_time_ns().is_some(), "Linux has /proc/self/stat");
     }
 
     #[test]

@@ -20,7 +20,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use wafer_server::admin::{
-    AdminClient, AdminReply, AdminRequest, AdminResponse, SizeChange, SysstatReport,
+    AdminClient, AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, SizeChange,
+    SysstatReport,
 };
 
 use crate::size::{Size, size_change};
@@ -45,6 +46,8 @@ pub enum AggrCommand {
         /// Options, volumes, plex and RAID group states.
         #[arg(short = 'v', conflicts_with = "raid")]
         verbose: bool,
+        /// Only this aggregate (wafer has one, `aggr0`).
+        aggr: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -69,6 +72,12 @@ pub enum ScrubCommand {
     },
     /// How the scrub running, or the last one, is doing, and what it found.
     Status {
+        /// Each RAID group's state and the last scrub's findings (the only
+        /// layout wafer has; accepted as ONTAP spells it).
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Only this aggregate.
+        aggr: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -77,17 +86,22 @@ pub enum ScrubCommand {
 /// `wafer vol`.
 #[derive(Debug, Subcommand)]
 pub enum VolCommand {
-    /// Every volume's state.
+    /// Every volume's state, or one volume's.
     Status {
+        /// Only this volume.
+        volume: Option<String>,
         #[command(flatten)]
         output: Output,
     },
-    /// Creates a flexible volume of SIZE (k, m, g, t suffixes).
+    /// Creates a flexible volume: `vol create NAME [AGGR] SIZE` (k, m, g, t
+    /// suffixes); AGGR, as ONTAP asks for it, is the one aggregate, `aggr0`.
+    #[command(override_usage = "wafer vol create <NAME> [AGGR] <SIZE>")]
     Create {
         /// The volume's name.
         name: String,
-        /// Its size.
-        size: Size,
+        /// The containing aggregate, then the size; or the size alone.
+        #[arg(num_args = 1..=2, required = true, value_name = "AGGR] [SIZE")]
+        rest: Vec<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -106,11 +120,13 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Every LUN; -m shows how each is exported.
+    /// Every LUN, or the one at PATH; -m shows how each is exported.
     Show {
         /// The NBD export that serves each LUN.
         #[arg(short = 'm')]
         maps: bool,
+        /// Only this LUN (`/vol/VOLUME/LUN`).
+        path: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -168,15 +184,23 @@ pub enum SnapCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Puts a volume (or, with -s, one LUN) back as the snapshot holds it.
+    /// Puts a volume, or one LUN, back as the snapshot holds it:
+    /// `snap restore [-t vol|file] -s SNAPSHOT VOLUME|/vol/VOLUME/LUN`.
+    #[command(
+        override_usage = "wafer snap restore [-f] [-t vol | file] -s <snapshot_name> <vol_name | /vol/vol_name/lun>"
+    )]
     Restore {
-        /// The volume.
-        volume: String,
+        /// Restore without asking (wafer never asks; accepted for ONTAP's habit).
+        #[arg(short = 'f')]
+        force: bool,
+        /// What is restored: `vol` (a whole volume) or `file` (one LUN).
+        #[arg(short = 't', value_parser = ["vol", "file"])]
+        kind: Option<String>,
         /// The snapshot.
-        name: String,
-        /// Restore only this LUN (its name or `/vol/VOLUME/LUN`).
-        #[arg(short = 's', value_name = "LUN")]
-        lun: Option<String>,
+        #[arg(short = 's', value_name = "SNAPSHOT", required = true)]
+        snapshot: String,
+        /// The volume, or `/vol/VOLUME/LUN` for one LUN.
+        target: String,
         #[command(flatten)]
         output: Output,
     },
@@ -201,6 +225,12 @@ pub struct DfArgs {
 /// `wafer disk`.
 #[derive(Debug, Subcommand)]
 pub enum DiskCommand {
+    /// Every disk: RAID group members, spares and broken disks, with their
+    /// owner, pool and backing file.
+    Show {
+        #[command(flatten)]
+        output: Output,
+    },
     /// Fails a disk for good: its blocks are rebuilt from parity, onto a
     /// spare if there is one.
     Fail {
@@ -249,6 +279,116 @@ pub struct SysstatArgs {
     output: Output,
 }
 
+/// `wafer reallocate`.
+#[derive(Debug, Subcommand)]
+pub enum ReallocateCommand {
+    /// Rates how contiguously a LUN lies on disk, from 1 (contiguous) to 10
+    /// (not optimal), with the rating of its worst 1%, and prints ONTAP's line.
+    Measure {
+        /// Once (the only way wafer measures; accepted for ONTAP's habit).
+        #[arg(short = 'o')]
+        once: bool,
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Rewrites a LUN contiguously in the background, a batch per CP,
+    /// replacing any reallocation in progress.
+    Start {
+        /// Whatever the measured rating (wafer always reallocates; accepted
+        /// for ONTAP's habit).
+        #[arg(short = 'f')]
+        force: bool,
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// The reallocation in progress, if any.
+    Status {
+        /// Every field (the only layout wafer has).
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Only this LUN's.
+        path: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// `wafer priority`.
+#[derive(Debug, Subcommand)]
+pub enum PriorityCommand {
+    /// `priority set volume VOLUME cache=keep|reuse|default`: how long the
+    /// volume's blocks stay in the buffer cache (FlexShare's cache policy).
+    #[command(override_usage = PRIORITY_SET_USAGE)]
+    Set {
+        /// What is set: `volume`.
+        #[arg(value_parser = ["volume"])]
+        object: String,
+        /// The volume.
+        volume: String,
+        /// `cache=keep`, `cache=reuse` or `cache=default`.
+        #[arg(required = true, value_name = "cache=keep|reuse|default")]
+        settings: Vec<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// `priority set`'s usage, as much of ONTAP's as wafer has.
+const PRIORITY_SET_USAGE: &str = "wafer priority set volume <vol_name> cache=keep|reuse|default";
+
+/// `wafer statit`.
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("phase").required(true))]
+pub struct StatitArgs {
+    /// Begins collecting: the counters now are kept (in DIR/statit.json).
+    #[arg(short = 'b', group = "phase")]
+    begin: bool,
+    /// Ends collecting and prints the per-second rates since -b.
+    #[arg(short = 'e', group = "phase")]
+    end: bool,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// Where `statit -b` keeps the counters it begins with.
+const STATIT_FILE: &str = "statit.json";
+
+/// `wafer sysconfig`.
+#[derive(Debug, Args)]
+pub struct SysconfigArgs {
+    /// The RAID configuration: every aggregate's groups, spares and broken
+    /// disks (the only report wafer has; ONTAP requires -r for it).
+    #[arg(short = 'r', required = true)]
+    raid: bool,
+    #[command(flatten)]
+    output: Output,
+}
+
+/// `wafer version`.
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[command(flatten)]
+    output: Output,
+}
+
+/// `version`: the release of this wafer, as ONTAP's `version` words its
+/// own. It asks no server: the CLI and the server are one binary.
+pub fn version(args: &VersionArgs) -> anyhow::Result<ExitCode> {
+    let release = env!("CARGO_PKG_VERSION");
+    match args.output.json {
+        true => {
+            let reply = serde_json::json!({ "kind": "version", "data": { "release": release } });
+            println!("{reply:#}");
+        }
+        false => println!("wafer Release {release} 7-Mode"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// An admin command, with the data directory of the server it talks to.
 #[derive(Debug)]
 pub enum AdminCommand {
@@ -266,60 +406,126 @@ pub enum AdminCommand {
     Disk(DiskCommand),
     /// `sysstat`.
     Sysstat(SysstatArgs),
+    /// `sysconfig -r`.
+    Sysconfig(SysconfigArgs),
+    /// `reallocate …`.
+    Reallocate(ReallocateCommand),
+    /// `priority …`.
+    Priority(PriorityCommand),
+    /// `statit -b | -e`.
+    Statit(StatitArgs),
 }
 
+impl AdminCommand {
+    /// Whether the answer, or the error, is to be JSON.
+    pub fn json(&self) -> bool {
+        let output = match self {
+            AdminCommand::Aggr(AggrCommand::Status { output, .. })
+            | AdminCommand::Aggr(AggrCommand::Scrub(
+                ScrubCommand::Start { output }
+                | ScrubCommand::Stop { output }
+                | ScrubCommand::Status { output, .. },
+            ))
+            | AdminCommand::Vol(
+                VolCommand::Status { output, .. } | VolCommand::Create { output, .. },
+            )
+            | AdminCommand::Lun(
+                LunCommand::Create { output, .. }
+                | LunCommand::Show { output, .. }
+                | LunCommand::Resize { output, .. }
+                | LunCommand::Destroy { output, .. },
+            )
+            | AdminCommand::Snap(
+                SnapCommand::Create { output, .. }
+                | SnapCommand::List { output, .. }
+                | SnapCommand::Delete { output, .. }
+                | SnapCommand::Restore { output, .. },
+            )
+            | AdminCommand::Disk(
+                DiskCommand::Show { output }
+                | DiskCommand::Fail { output, .. }
+                | DiskCommand::Replace { output, .. }
+                | DiskCommand::Add { output }
+                | DiskCommand::Remove { output, .. },
+            ) => output,
+            AdminCommand::Reallocate(
+                ReallocateCommand::Measure { output, .. }
+                | ReallocateCommand::Start { output, .. }
+                | ReallocateCommand::Status { output, .. },
+            )
+            | AdminCommand::Priority(PriorityCommand::Set { output, .. }) => output,
+            AdminCommand::Df(args) => &args.output,
+            AdminCommand::Sysstat(args) => &args.output,
+            AdminCommand::Sysconfig(args) => &args.output,
+            AdminCommand::Statit(args) => &args.output,
+        };
+        output.json
+    }
+}
+
+/// What the server answered: a reply, or its refusal with its kind.
+type Asked = Result<AdminReply, AdminError>;
+
 /// Runs an admin command against the server of data directory `data`.
+/// With `--json`, a failure is JSON too: `{"error":{"kind":…,"message":…}}`,
+/// the server's kinds plus `unreachable` when there is no server.
 pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
-    let mut client = AdminClient::connect(data)
-        .with_context(|| format!("no server to administer in {}", data.display()))?;
-    let mut ask = |request: AdminRequest| -> anyhow::Result<Result<AdminReply, String>> {
-        match client.request(&request)? {
-            AdminResponse::Ok(reply) => Ok(Ok(reply)),
-            AdminResponse::Error(error) => Ok(Err(error.message)),
+    let json = command.json();
+    let mut client = match AdminClient::connect(data) {
+        Ok(client) => client,
+        Err(error) if json => {
+            let message = format!("no server to administer in {}: {error}", data.display());
+            print_error("unreachable", &message);
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error))
+                .with_context(|| format!("no server to administer in {}", data.display()));
         }
     };
-    let (json, answer) = match command {
+    let mut ask = |request: AdminRequest| -> anyhow::Result<Asked> {
+        match client.request(&request)? {
+            AdminResponse::Ok(reply) => Ok(Ok(reply)),
+            AdminResponse::Error(error) => Ok(Err(error)),
+        }
+    };
+    let answer = match command {
         AdminCommand::Aggr(AggrCommand::Status {
             raid,
             verbose,
-            output,
+            aggr: name,
+            ..
         }) => {
-            let aggregate = ask(AdminRequest::AggrStatus)?;
+            let aggregate = named_aggregate(ask(AdminRequest::AggrStatus)?, name.as_deref());
             let volumes = match verbose {
                 true => Some(ask(AdminRequest::VolStatus)?),
                 false => None,
             };
-            let text = aggregate.clone().and_then(|a| match (raid, volumes) {
-                (true, _) => Ok(ontap::aggr_status_r(&a)),
-                (false, Some(volumes)) => Ok(ontap::aggr_status_v(&a, &volumes?)),
-                (false, None) => Ok(ontap::aggr_status(&a)),
-            });
-            (output.json, aggregate.map(|a| (a, text)))
+            aggregate.and_then(|a| {
+                let text = match (raid, volumes) {
+                    (true, _) => ontap::aggr_status_r(&a),
+                    (false, Some(volumes)) => ontap::aggr_status_v(&a, &volumes?),
+                    (false, None) => ontap::aggr_status(&a),
+                };
+                Ok((a, text))
+            })
         }
-        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { output })) => {
-            (output.json, done(ask(AdminRequest::AggrScrubStart)?))
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { .. })) => {
+            done(ask(AdminRequest::AggrScrubStart)?)
         }
-        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Stop { output })) => {
-            (output.json, done(ask(AdminRequest::AggrScrubStop)?))
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Stop { .. })) => {
+            done(ask(AdminRequest::AggrScrubStop)?)
         }
-        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Status { output })) => (
-            output.json,
-            formatted(ask(AdminRequest::AggrStatus)?, ontap::aggr_scrub_status),
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Status { aggr, .. })) => formatted(
+            named_aggregate(ask(AdminRequest::AggrStatus)?, aggr.as_deref()),
+            ontap::aggr_scrub_status,
         ),
-        AdminCommand::Vol(VolCommand::Status { output }) => (
-            output.json,
-            formatted(ask(AdminRequest::VolStatus)?, ontap::vol_status),
+        AdminCommand::Vol(VolCommand::Status { volume, .. }) => formatted(
+            named_volume(ask(AdminRequest::VolStatus)?, volume.as_deref()),
+            ontap::vol_status,
         ),
-        AdminCommand::Vol(VolCommand::Create { name, size, output }) => {
-            let request = AdminRequest::VolCreate {
-                name: name.clone(),
-                size_bytes: size.0,
-            };
-            let reply = ask(request)?;
-            let text = format!(
-                "Creation of volume '{name}' with size {size} on containing aggregate has completed."
-            );
-            (output.json, reply.map(|r| (r, Ok(text))))
+        AdminCommand::Vol(VolCommand::Create { name, rest, .. }) => {
+            vol_create(&mut ask, name, &rest)?
         }
         AdminCommand::Lun(command) => lun(&mut ask, command)?,
         AdminCommand::Snap(command) => snap(&mut ask, command)?,
@@ -329,58 +535,172 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
                 false => AdminRequest::Df,
             };
             let human = args.human;
-            let reply = ask(request)?;
-            (args.output.json, formatted(reply, |r| ontap::df(r, human)))
+            formatted(ask(request)?, |r| ontap::df(r, human))
         }
-        AdminCommand::Disk(DiskCommand::Fail { disk, output }) => {
-            (output.json, done(ask(AdminRequest::DiskFail { disk })?))
+        AdminCommand::Disk(DiskCommand::Show { .. }) => {
+            formatted(ask(AdminRequest::AggrStatus)?, ontap::disk_show)
         }
-        AdminCommand::Disk(DiskCommand::Replace { disk, output }) => {
-            (output.json, done(ask(AdminRequest::DiskReplace { disk })?))
+        AdminCommand::Disk(DiskCommand::Fail { disk, .. }) => {
+            done(ask(AdminRequest::DiskFail { disk })?)
         }
-        AdminCommand::Disk(DiskCommand::Add { output }) => {
-            (output.json, done(ask(AdminRequest::DiskAdd)?))
+        AdminCommand::Disk(DiskCommand::Replace { disk, .. }) => {
+            done(ask(AdminRequest::DiskReplace { disk })?)
         }
-        AdminCommand::Disk(DiskCommand::Remove { disk, output }) => {
-            (output.json, done(ask(AdminRequest::DiskRemove { disk })?))
+        AdminCommand::Disk(DiskCommand::Add { .. }) => done(ask(AdminRequest::DiskAdd)?),
+        AdminCommand::Disk(DiskCommand::Remove { disk, .. }) => {
+            done(ask(AdminRequest::DiskRemove { disk })?)
         }
+        AdminCommand::Sysconfig(_) => {
+            formatted(ask(AdminRequest::AggrStatus)?, ontap::aggr_status_r)
+        }
+        AdminCommand::Reallocate(ReallocateCommand::Measure { path, .. }) => formatted(
+            ask(AdminRequest::ReallocateMeasure { path })?,
+            |r| match r {
+                AdminReply::ReallocateMeasure(m) => m.message.clone(),
+                other => format!("{other:?}"),
+            },
+        ),
+        AdminCommand::Reallocate(ReallocateCommand::Start { path, .. }) => {
+            done(ask(AdminRequest::ReallocateStart { path })?)
+        }
+        AdminCommand::Reallocate(ReallocateCommand::Status { path, .. }) => {
+            formatted(ask(AdminRequest::ReallocateStatus)?, |r| {
+                ontap::reallocate_status(r, path.as_deref())
+            })
+        }
+        AdminCommand::Priority(PriorityCommand::Set {
+            volume, settings, ..
+        }) => match cache_setting(&settings) {
+            Ok(cache) => silent(ask(AdminRequest::PrioritySetCache { volume, cache })?),
+            Err(error) => Err(error),
+        },
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
+        AdminCommand::Statit(args) => statit(&mut ask, data, &args)?,
     };
     print_answer(json, answer)
 }
 
-type Answer = Result<(AdminReply, Result<String, String>), String>;
+/// A reply and its ONTAP rendering, or the refusal.
+type Answer = Result<(AdminReply, String), AdminError>;
 
 /// A reply and its ONTAP rendering.
-fn formatted(reply: Result<AdminReply, String>, render: impl Fn(&AdminReply) -> String) -> Answer {
+fn formatted(reply: Asked, render: impl Fn(&AdminReply) -> String) -> Answer {
     reply.map(|r| {
         let text = render(&r);
-        (r, Ok(text))
+        (r, text)
     })
 }
 
-/// A change's reply: ONTAP says what was done in a sentence.
-fn done(reply: Result<AdminReply, String>) -> Answer {
+/// A change's reply: the server's sentence saying what was done.
+fn done(reply: Asked) -> Answer {
     formatted(reply, |r| match r {
         AdminReply::Done { message } => message.clone(),
         other => format!("{other:?}"),
     })
 }
 
-fn print_answer(json: bool, answer: Answer) -> anyhow::Result<ExitCode> {
-    match answer {
-        Ok((reply, text)) => {
-            match json {
-                true => println!("{}", serde_json::to_string_pretty(&reply)?),
-                false => print!("{}", with_newline(text.map_err(anyhow::Error::msg)?)),
+/// A change ONTAP carries out without a word (`lun create`, `snap create`,
+/// `snap delete`): nothing is printed, but `--json` still has the reply.
+fn silent(reply: Asked) -> Answer {
+    formatted(reply, |_| String::new())
+}
+
+/// The cache policy of `priority set`'s settings: `cache=` is the one
+/// wafer has.
+fn cache_setting(settings: &[String]) -> Result<String, AdminError> {
+    let mut cache = None;
+    for setting in settings {
+        match setting.split_once('=') {
+            Some(("cache", policy @ ("keep" | "reuse" | "default"))) => {
+                cache = Some(policy.to_string());
             }
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(message) => {
-            eprintln!("wafer: {message}");
-            Ok(ExitCode::FAILURE)
+            _ => {
+                let message = format!(
+                    "priority set: invalid setting '{setting}'\nusage: {PRIORITY_SET_USAGE}"
+                );
+                return Err(refusal(AdminErrorKind::Invalid, message));
+            }
         }
     }
+    cache.ok_or_else(|| refusal(AdminErrorKind::Invalid, PRIORITY_SET_USAGE.into()))
+}
+
+/// A client-side refusal, of the same schema as the server's.
+fn refusal(kind: AdminErrorKind, message: String) -> AdminError {
+    AdminError { kind, message }
+}
+
+/// The aggregate's status, if `name` (when given) names it.
+fn named_aggregate(reply: Asked, name: Option<&str>) -> Asked {
+    match (reply?, name) {
+        (AdminReply::Aggregate(a), Some(name)) if a.name != name => Err(refusal(
+            AdminErrorKind::NotFound,
+            format!("aggr status: No aggregate named '{name}' exists."),
+        )),
+        (reply, _) => Ok(reply),
+    }
+}
+
+/// Every volume's status, or only volume `name`'s.
+fn named_volume(reply: Asked, name: Option<&str>) -> Asked {
+    match (reply?, name) {
+        (AdminReply::Volumes(volumes), Some(name)) => only(
+            volumes,
+            |v| v.name == name,
+            AdminReply::Volumes,
+            format!("vol status: No volume named '{name}' exists."),
+        ),
+        (reply, _) => Ok(reply),
+    }
+}
+
+/// Every LUN, or only the one at `path`.
+fn named_lun(reply: Asked, path: Option<&str>) -> Asked {
+    match (reply?, path) {
+        (AdminReply::Luns(luns), Some(path)) => only(
+            luns,
+            |l| l.path == path,
+            AdminReply::Luns,
+            format!("lun show: {path}: No such LUN exists"),
+        ),
+        (reply, _) => Ok(reply),
+    }
+}
+
+/// The items `keep` keeps, as a reply; refused as not found if none.
+fn only<T>(
+    items: Vec<T>,
+    keep: impl Fn(&T) -> bool,
+    reply: impl Fn(Vec<T>) -> AdminReply,
+    missing: String,
+) -> Asked {
+    let kept: Vec<T> = items.into_iter().filter(|i| keep(i)).collect();
+    match kept.is_empty() {
+        true => Err(refusal(AdminErrorKind::NotFound, missing)),
+        false => Ok(reply(kept)),
+    }
+}
+
+fn print_error(kind: &str, message: &str) {
+    let error = serde_json::json!({ "error": { "kind": kind, "message": message } });
+    println!("{error:#}");
+}
+
+fn print_answer(json: bool, answer: Answer) -> anyhow::Result<ExitCode> {
+    let code = match answer.is_ok() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::FAILURE,
+    };
+    match (answer, json) {
+        (Ok((reply, _)), true) => println!("{}", serde_json::to_string_pretty(&reply)?),
+        (Ok((_, text)), false) => print!("{}", with_newline(text)),
+        (Err(error), true) => println!(
+            "{}",
+            serde_json::to_string_pretty(&AdminResponse::Error(error))?
+        ),
+        (Err(error), false) => eprintln!("wafer: {}", error.message),
+    }
+    Ok(code)
 }
 
 fn with_newline(text: String) -> String {
@@ -390,110 +710,214 @@ fn with_newline(text: String) -> String {
     }
 }
 
+/// `vol create NAME [AGGR] SIZE`: AGGR, when given, must be the aggregate.
+fn vol_create(
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
+    name: String,
+    rest: &[String],
+) -> anyhow::Result<Answer> {
+    let (aggr, size) = match rest {
+        [size] => (None, size),
+        [aggr, size] => (Some(aggr), size),
+        _ => unreachable!("clap takes one or two values"),
+    };
+    let size: Size = match size.parse() {
+        Ok(size) => size,
+        Err(error) => {
+            let message = format!("vol create: invalid size '{size}': {error}");
+            return Ok(Err(refusal(AdminErrorKind::Invalid, message)));
+        }
+    };
+    let aggregate = match ask(AdminRequest::AggrStatus)? {
+        Ok(AdminReply::Aggregate(a)) => a.name,
+        Ok(other) => bail!("unexpected aggr status reply {other:?}"),
+        Err(error) => return Ok(Err(error)),
+    };
+    if let Some(aggr) = aggr.filter(|a| **a != aggregate) {
+        let message = format!("vol create: No aggregate named '{aggr}' exists.");
+        return Ok(Err(refusal(AdminErrorKind::NotFound, message)));
+    }
+    let request = AdminRequest::VolCreate {
+        name: name.clone(),
+        size_bytes: size.0,
+    };
+    Ok(formatted(ask(request)?, |_| {
+        format!(
+            "Creation of volume '{name}' with size {} on containing aggregate\n\
+             '{aggregate}' has completed.",
+            ontap::ontap_size(size.0)
+        )
+    }))
+}
+
 fn lun(
-    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Result<AdminReply, String>>,
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
     command: LunCommand,
-) -> anyhow::Result<(bool, Answer)> {
+) -> anyhow::Result<Answer> {
     Ok(match command {
-        LunCommand::Create { size, path, output } => (
-            output.json,
-            done(ask(AdminRequest::LunCreate {
-                path,
-                size_bytes: size.0,
-            })?),
-        ),
-        LunCommand::Show { maps, output } => (
-            output.json,
-            formatted(ask(AdminRequest::LunShow)?, |r| match maps {
+        LunCommand::Create { size, path, .. } => silent(ask(AdminRequest::LunCreate {
+            path,
+            size_bytes: size.0,
+        })?),
+        LunCommand::Show { maps, path, .. } => formatted(
+            named_lun(ask(AdminRequest::LunShow)?, path.as_deref()),
+            |r| match maps {
                 true => ontap::lun_show_m(r),
                 false => ontap::lun_show(r),
-            }),
+            },
         ),
         LunCommand::Resize {
-            force,
-            path,
-            size,
-            output,
-        } => (
-            output.json,
-            done(ask(AdminRequest::LunResize { path, size, force })?),
-        ),
-        LunCommand::Destroy {
-            force,
-            path,
-            output,
-        } => (
-            output.json,
-            done(ask(AdminRequest::LunDestroy { path, force })?),
-        ),
+            force, path, size, ..
+        } => done(ask(AdminRequest::LunResize { path, size, force })?),
+        LunCommand::Destroy { force, path, .. } => {
+            done(ask(AdminRequest::LunDestroy { path, force })?)
+        }
     })
 }
 
 fn snap(
-    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Result<AdminReply, String>>,
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
     command: SnapCommand,
-) -> anyhow::Result<(bool, Answer)> {
+) -> anyhow::Result<Answer> {
     Ok(match command {
-        SnapCommand::Create {
-            volume,
-            name,
-            output,
-        } => (
-            output.json,
-            done(ask(AdminRequest::SnapCreate { volume, name })?),
-        ),
-        SnapCommand::List { volume, output } => {
+        SnapCommand::Create { volume, name, .. } => {
+            silent(ask(AdminRequest::SnapCreate { volume, name })?)
+        }
+        SnapCommand::List { volume, .. } => {
             let list = ask(AdminRequest::SnapList { volume })?;
             let space = ask(AdminRequest::Df)?;
-            let answer = list.map(|l| {
-                let text = space.map(|s| ontap::snap_list(&l, &s));
-                (l, text)
-            });
-            (output.json, answer)
+            list.and_then(|l| {
+                let text = ontap::snap_list(&l, &space?);
+                Ok((l, text))
+            })
         }
-        SnapCommand::Delete {
-            volume,
-            name,
-            output,
-        } => (
-            output.json,
-            done(ask(AdminRequest::SnapDelete { volume, name })?),
-        ),
+        SnapCommand::Delete { volume, name, .. } => {
+            silent(ask(AdminRequest::SnapDelete { volume, name })?)
+        }
         SnapCommand::Restore {
-            volume,
-            name,
-            lun,
-            output,
-        } => (
-            output.json,
-            done(ask(AdminRequest::SnapRestore { volume, name, lun })?),
-        ),
+            kind,
+            snapshot,
+            target,
+            ..
+        } => match restore_target(kind.as_deref(), &target) {
+            Ok((volume, None)) => {
+                let request = AdminRequest::SnapRestore {
+                    volume: volume.clone(),
+                    name: snapshot,
+                    lun: None,
+                };
+                formatted(ask(request)?, |_| {
+                    format!("Volume {volume}: revert successful.")
+                })
+            }
+            Ok((volume, lun)) => done(ask(AdminRequest::SnapRestore {
+                volume,
+                name: snapshot,
+                lun,
+            })?),
+            Err(error) => Err(error),
+        },
     })
 }
 
+/// What `snap restore [-t vol|file] TARGET` restores: a volume, or with a
+/// `/vol/VOLUME/LUN` path one LUN (`-t file`, or no -t).
+fn restore_target(
+    kind: Option<&str>,
+    target: &str,
+) -> Result<(String, Option<String>), AdminError> {
+    let lun = target
+        .strip_prefix("/vol/")
+        .and_then(|rest| rest.split_once('/'));
+    match (kind, lun) {
+        (Some("vol"), Some(_)) | (Some("file"), None) => Err(refusal(
+            AdminErrorKind::Invalid,
+            format!(
+                "snap restore: '{target}' is not a {}\n{SNAP_RESTORE_USAGE}",
+                match kind {
+                    Some("vol") => "volume name",
+                    _ => "path /vol/VOLUME/LUN",
+                }
+            ),
+        )),
+        (_, Some((volume, _))) => Ok((volume.to_string(), Some(target.to_string()))),
+        (_, None) => Ok((target.to_string(), None)),
+    }
+}
+
+/// `statit -b` keeps a sample of every counter; `statit -e` takes another
+/// and prints the rates between them (its reply, with --json, is the `-e`
+/// sample; the `-b` one is in the data directory's statit.json until then).
+fn statit(
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
+    data: &Path,
+    args: &StatitArgs,
+) -> anyhow::Result<Answer> {
+    let file = data.join(STATIT_FILE);
+    let sample = ask(AdminRequest::Sysstat)?;
+    if args.begin {
+        if let Ok(reply) = &sample {
+            std::fs::write(&file, serde_json::to_vec(reply)?)
+                .with_context(|| format!("statit -b: cannot write {}", file.display()))?;
+        }
+        return Ok(silent(sample));
+    }
+    let Ok(begun) = std::fs::read(&file) else {
+        let message = "statit -e: statistics collection has not begun (statit -b)".to_string();
+        return Ok(Err(refusal(AdminErrorKind::Invalid, message)));
+    };
+    let begun: AdminReply = serde_json::from_slice(&begun)
+        .with_context(|| format!("statit -e: {} is not a statit sample", file.display()))?;
+    let aggregate = ask(AdminRequest::AggrStatus)?;
+    let answer = sample.and_then(|now| {
+        let text = ontap::statit(&begun, &now, &aggregate?);
+        Ok((now, text))
+    });
+    if answer.is_ok() {
+        std::fs::remove_file(&file)?;
+    }
+    Ok(answer)
+}
+
+/// `snap restore`'s usage line, as ONTAP prints it.
+const SNAP_RESTORE_USAGE: &str = "usage: snap restore [-f] [-t vol | file] [-s <snapshot_name>] \
+    [-r <restore_as_path>] <vol_name | restore_from_path>";
+
 /// `sysstat -x`: a line per interval of rates between two counter samples,
-/// with the header again every 20 lines, as ONTAP prints it.
+/// with the header again every 20 lines, as ONTAP prints it. With `--json`,
+/// a line per sample: `{"kind":"sysstat","data":{…}}`, as `--json` wraps
+/// every other reply.
 fn sysstat(
-    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Result<AdminReply, String>>,
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
     args: &SysstatArgs,
 ) -> anyhow::Result<ExitCode> {
     if args.interval == 0 {
         bail!("the interval is at least 1 second");
     }
-    let mut sample = || -> anyhow::Result<Box<SysstatReport>> {
-        match ask(AdminRequest::Sysstat)? {
+    let json = args.output.json;
+    let mut sample = || -> anyhow::Result<Result<Box<SysstatReport>, AdminError>> {
+        Ok(match ask(AdminRequest::Sysstat)? {
             Ok(AdminReply::Sysstat(report)) => Ok(report),
             Ok(other) => bail!("unexpected sysstat reply {other:?}"),
-            Err(message) => bail!("{message}"),
-        }
+            Err(error) => Err(error),
+        })
     };
-    let mut previous = sample()?;
+    let mut previous = match sample()? {
+        Ok(report) => report,
+        Err(error) => return print_answer(json, Err(error)),
+    };
     let mut lines = 0u64;
     while args.count.is_none_or(|count| lines < count) {
         thread::sleep(Duration::from_secs(args.interval));
-        let current = sample()?;
-        match args.output.json {
-            true => println!("{}", serde_json::to_string(&current)?),
+        let current = match sample()? {
+            Ok(report) => report,
+            Err(error) => return print_answer(json, Err(error)),
+        };
+        match json {
+            true => println!(
+                "{}",
+                serde_json::to_string(&AdminReply::Sysstat(current.clone()))?
+            ),
             false => {
                 if lines % 20 == 0 {
                     print!("{}", ontap::SYSSTAT_HEADER);

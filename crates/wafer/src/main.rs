@@ -28,7 +28,9 @@ use clap::{CommandFactory, Parser, Subcommand};
 #[command(name = "wafer", version, propagate_version = true)]
 struct Cli {
     /// The data directory of the filer to serve or administer (default
-    /// `wafer-data`): for `serve` and the administrator's commands only.
+    /// `$WAFER_DATA`, else `wafer-data` if it exists, else the user's
+    /// `~/.local/share/wafer` if it exists): for `serve` and the
+    /// administrator's commands only.
     #[arg(long, global = true, value_name = "DIR")]
     data: Option<PathBuf>,
     #[command(subcommand)]
@@ -70,6 +72,34 @@ enum Command {
     Disk(admin::DiskCommand),
     /// Throughput, cache and CP figures, every INTERVAL seconds.
     Sysstat(admin::SysstatArgs),
+    /// The system's configuration: -r, the RAID configuration.
+    Sysconfig(admin::SysconfigArgs),
+    /// This wafer's release.
+    Version(admin::VersionArgs),
+    /// Per-disk statistics over a period: -b begins it, -e ends it and
+    /// prints them.
+    Statit(admin::StatitArgs),
+    /// Reallocation: how contiguously a LUN lies on disk, and laying it out
+    /// again.
+    #[command(subcommand)]
+    Reallocate(admin::ReallocateCommand),
+    /// FlexShare: a volume's cache policy.
+    #[command(subcommand)]
+    Priority(admin::PriorityCommand),
+    /// A completion script for SHELL, on stdout (e.g. `wafer completions
+    /// bash > /etc/bash_completion.d/wafer`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Man pages: wafer(1) on stdout, or with --dir a page per command
+    /// (wafer.1, wafer-aggr.1, wafer-aggr-status.1, ...) written into DIR.
+    Man {
+        /// The directory to write every page into.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// mimalloc rather than the system's malloc: the lab frees and allocates
@@ -117,12 +147,35 @@ fn keep_freed_memory(delay_ms: std::ffi::c_long) {
 /// The data directory when `--data` is not given.
 const DEFAULT_DATA: &str = "wafer-data";
 
+/// The environment variable naming the data directory when `--data` is not
+/// given, so that admin commands find their server from any directory.
+const DATA_ENV: &str = "WAFER_DATA";
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => usage_error(error),
+    };
     let data_given = cli.data.is_some();
-    let data = cli.data.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA));
+    let data = cli
+        .data
+        .or_else(|| std::env::var_os(DATA_ENV).map(PathBuf::from))
+        .unwrap_or_else(default_data);
     let outcome = match cli.command {
-        Command::Raid(_) | Command::Check(_) | Command::Lab(_) if data_given => refuse_data_dir(),
+        Command::Raid(_)
+        | Command::Check(_)
+        | Command::Lab(_)
+        | Command::Completions { .. }
+        | Command::Man { .. }
+            if data_given =>
+        {
+            refuse_data_dir()
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "wafer", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => man(dir.as_deref()),
         Command::Raid(command) => raid::run(command),
         Command::Check(args) => check::run(&args),
         Command::Lab(command) => {
@@ -140,6 +193,11 @@ fn main() -> ExitCode {
         Command::Df(args) => admin::run(&data, admin::AdminCommand::Df(args)),
         Command::Disk(command) => admin::run(&data, admin::AdminCommand::Disk(command)),
         Command::Sysstat(args) => admin::run(&data, admin::AdminCommand::Sysstat(args)),
+        Command::Sysconfig(args) => admin::run(&data, admin::AdminCommand::Sysconfig(args)),
+        Command::Version(args) => admin::version(&args),
+        Command::Statit(args) => admin::run(&data, admin::AdminCommand::Statit(args)),
+        Command::Reallocate(command) => admin::run(&data, admin::AdminCommand::Reallocate(command)),
+        Command::Priority(command) => admin::run(&data, admin::AdminCommand::Priority(command)),
     };
     match outcome {
         Ok(code) => code,
@@ -148,6 +206,59 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The data directory when neither `--data` nor `$WAFER_DATA` names one:
+/// `./wafer-data` if it exists, else the user's own, `wafer` in
+/// `$XDG_DATA_HOME` (by default `~/.local/share`), if that exists, else
+/// `./wafer-data`, where `serve` creates a new filer.
+fn default_data() -> PathBuf {
+    let here = PathBuf::from(DEFAULT_DATA);
+    if here.exists() {
+        return here;
+    }
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let user_data = env("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|home| PathBuf::from(home).join(".local/share")));
+    user_data
+        .map(|dir| dir.join("wafer"))
+        .filter(|dir| dir.exists())
+        .unwrap_or(here)
+}
+
+/// `wafer man`: the top page on stdout, or every page into `dir`.
+fn man(dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    match dir {
+        None => clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout())?,
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            clap_mangen::generate_to(Cli::command(), dir)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A command line clap refuses: its message and usage as clap prints them,
+/// or, when `--json` was asked for, `{"error":{"kind":"usage",…}}` on
+/// stdout; exit status 2 either way. Help and version requests are no
+/// errors and print as usual.
+fn usage_error(error: clap::Error) -> ! {
+    let json = std::env::args().skip(1).any(|arg| arg == "--json");
+    let usage = !matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if json && usage {
+        let message = error.render().to_string();
+        let reply =
+            serde_json::json!({ "error": { "kind": "usage", "message": message.trim_end() } });
+        println!("{reply:#}");
+        std::process::exit(2);
+    }
+    error.exit()
 }
 
 /// `--data` given to a command that has no data directory: a usage error, as

@@ -34,7 +34,7 @@ fn admin_commands_print_ontap_layouts_and_json() {
         "      dparity   disk0",
         "      parity    disk1",
         "Spare disks for block checksum",
-        "  spare     disk8",
+        "spare     disk8",
     ] {
         assert!(raid.contains(expected), "missing '{expected}' in:\n{raid}");
     }
@@ -44,7 +44,7 @@ fn admin_commands_print_ontap_layouts_and_json() {
     ok(&data, &["lun", "create", "-s", "16m", "/vol/vol0/logs"]);
     let luns = ok(&data, &["lun", "show"]);
     assert!(
-        luns.contains("/vol/vol0/logs") && luns.contains("16m (16777216)  (r/w, online)"),
+        luns.contains("/vol/vol0/logs") && luns.contains("16m (16777216)      (r/w, online)"),
         "{luns}"
     );
     let maps = ok(&data, &["lun", "show", "-m"]);
@@ -338,7 +338,7 @@ fn disk_add_gives_reconstruction_a_spare_and_broken_disks_are_shown_until_remove
     assert_eq!(broken, ["disk3.img", "disk4.img", "disk5.img"]);
     let raid = ok(&data, &["aggr", "status", "-r"]);
     assert!(
-        raid.contains("  Broken disks") && raid.contains("  failed    disk3 "),
+        raid.contains("\nBroken disks\n") && raid.contains("\nfailed    disk3 "),
         "{raid}"
     );
 
@@ -358,7 +358,7 @@ fn disk_add_gives_reconstruction_a_spare_and_broken_disks_are_shown_until_remove
     let server = serve_with(&scratch, SIZES);
     let raid = ok(&data, &["aggr", "status", "-r"]);
     assert!(
-        raid.contains("  failed    disk4 ") && !raid.contains("disk3 "),
+        raid.contains("\nfailed    disk4 ") && !raid.contains("disk3 "),
         "{raid}"
     );
     server.stop();

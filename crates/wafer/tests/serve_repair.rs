@@ -174,7 +174,7 @@ fn a_scrub_repairs_rot_in_blocks_nobody_reads() {
         "raid group /aggr0/plex0/rg0: is not being scrubbed.",
         "Last full scrub completed",
         "Scrub found 1 parity inconsistencies in /aggr0/plex0",
-        "Scrub found 1 media errors in /aggr0/plex0",
+        "Scrub found 1 checksum errors in /aggr0/plex0",
     ] {
         assert!(status.contains(line), "{line:?} missing:\n{status}");
     }

@@ -15,7 +15,7 @@ use std::fmt::Write;
 use std::sync::mpsc::Sender;
 
 use wafer_core::aggregate::Slot;
-use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
+use wafer_core::filer::{CachePolicy, Change, HostError, HostRequest, ReplyData};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::VolumeId;
 use wafer_raid::DiskIndex;
@@ -24,8 +24,8 @@ use super::{Engine, Stopping, Waiter};
 use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
     AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus,
-    RebuildProgress, ScrubProgress, SizeChange, SnapshotStatus, SysstatReport, VolumeSpaceStatus,
-    VolumeStatus,
+    ReallocationMeasure, ReallocationStatus, RebuildProgress, ScrubProgress, SizeChange,
+    SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{CONFIG_FILE, DiskState, SlotDisk};
@@ -37,7 +37,15 @@ enum Answer {
     Now(AdminReply),
     /// When the filer has applied this change; the message says what it did.
     Change(Change, String),
+    /// When the filer has answered this request, which changes no data
+    /// (`reallocate`); the message says what was done, or for a measurement
+    /// names the LUN.
+    Request(HostRequest, String),
 }
+
+/// The rating above which `reallocate measure` says ONTAP would reallocate
+/// (ONTAP's default threshold).
+const REALLOC_THRESHOLD: u8 = 4;
 
 impl Engine {
     /// Carries out an admin request, or starts to.
@@ -54,27 +62,40 @@ impl Engine {
             Err(refusal) => {
                 let _ = reply.send(AdminResponse::Error(refusal));
             }
+            Ok(Answer::Request(request, message)) => {
+                self.submit_admin(request, message, Vec::new(), reply);
+            }
             Ok(Answer::Change(change, message)) => {
                 // Ended before the filer sees the change, so that no request
                 // submitted after it can reach what it ends, or what a later
                 // change puts in its place.
                 let ended = self.end_incarnations(&change);
-                let request = HostRequest::Change(change);
-                match self.filer.submit(self.clock.now(), request) {
-                    Ok(id) => {
-                        let waiter = Waiter::Admin {
-                            reply,
-                            message,
-                            ended,
-                        };
-                        self.waiters.insert(id, waiter);
-                    }
-                    Err(busy) => {
-                        self.revive(ended);
-                        let refusal = error(AdminErrorKind::ShuttingDown, &busy.to_string());
-                        let _ = reply.send(AdminResponse::Error(refusal));
-                    }
-                }
+                self.submit_admin(HostRequest::Change(change), message, ended, reply);
+            }
+        }
+    }
+
+    /// Submits an admin request to the filer; answered by `admin_done`.
+    fn submit_admin(
+        &mut self,
+        request: HostRequest,
+        message: String,
+        ended: Vec<Ended>,
+        reply: Sender<AdminResponse>,
+    ) {
+        match self.filer.submit(self.clock.now(), request) {
+            Ok(id) => {
+                let waiter = Waiter::Admin {
+                    reply,
+                    message,
+                    ended,
+                };
+                self.waiters.insert(id, waiter);
+            }
+            Err(busy) => {
+                self.revive(ended);
+                let refusal = error(AdminErrorKind::ShuttingDown, &busy.to_string());
+                let _ = reply.send(AdminResponse::Error(refusal));
             }
         }
     }
@@ -88,6 +109,17 @@ impl Engine {
         result: Result<ReplyData, HostError>,
     ) {
         let response = match result {
+            Ok(ReplyData::Measure(measure)) => {
+                let line = measure.log_line(&message, REALLOC_THRESHOLD);
+                crate::log!("admin: {line}");
+                AdminResponse::Ok(AdminReply::ReallocateMeasure(ReallocationMeasure {
+                    path: message,
+                    rating: measure.rating,
+                    hotspot: measure.hotspot,
+                    threshold: REALLOC_THRESHOLD,
+                    message: line,
+                }))
+            }
             Ok(_) => {
                 self.publish_catalogue();
                 crate::log!("admin: {message}");
@@ -219,6 +251,39 @@ impl Engine {
             AdminRequest::AggrScrubStart => Answer::Now(self.start_scrub()?),
             AdminRequest::AggrScrubStop => Answer::Now(self.stop_scrub()?),
             AdminRequest::Sysstat => Answer::Now(AdminReply::Sysstat(Box::new(self.sysstat()))),
+            AdminRequest::ReallocateMeasure { path } => {
+                let lun = self.lun_id(&path)?;
+                Answer::Request(HostRequest::ReallocateMeasure { lun }, path)
+            }
+            AdminRequest::ReallocateStart { path } => {
+                let lun = self.lun_id(&path)?;
+                let message = format!("Reallocation scan will be started on '{path}'.");
+                Answer::Request(HostRequest::ReallocateStart { lun }, message)
+            }
+            AdminRequest::ReallocateStatus => {
+                Answer::Now(AdminReply::Reallocation(self.filer.realloc_status().map(
+                    |(lun, done, total)| ReallocationStatus {
+                        path: self.lun_path(lun),
+                        blocks_done: done,
+                        blocks_total: total,
+                    },
+                )))
+            }
+            AdminRequest::PrioritySetCache { volume, cache } => {
+                let policy = match cache.as_str() {
+                    "keep" => CachePolicy::Keep,
+                    "reuse" => CachePolicy::Reuse,
+                    "default" => CachePolicy::Default,
+                    other => {
+                        return Err(invalid(&format!(
+                            "cache={other}: the cache policy is keep, reuse or default"
+                        )));
+                    }
+                };
+                let message = format!("volume {volume} cache policy set to {cache}");
+                let volume = self.volume_id(&volume)?;
+                Answer::Change(Change::SetCachePolicy { volume, policy }, message)
+            }
         })
     }
 
@@ -289,6 +354,24 @@ impl Engine {
                 if open == 1 { "" } else { "s" },
                 if open == 1 { "it" } else { "them" },
             ))),
+        }
+    }
+
+    /// LUN `lun`'s path, `/vol/VOLUME/LUN`.
+    fn lun_path(&self, lun: LunId) -> String {
+        let volume = self
+            .filer
+            .volumes()
+            .into_iter()
+            .find(|(id, _)| *id == lun.volume);
+        let name = self
+            .filer
+            .luns(lun.volume)
+            .into_iter()
+            .find(|(id, ..)| *id == lun);
+        match (volume, name) {
+            (Some((_, volume)), Some((_, name, _))) => format!("/vol/{volume}/{name}"),
+            _ => format!("LUN {} of volume {}", lun.file.0, lun.volume.0),
         }
     }
 
@@ -773,6 +856,7 @@ impl Engine {
         let slots = self.config.slots();
         SysstatReport {
             uptime_ns: self.clock.elapsed_ns(),
+            cpu_time_ns: crate::admin::process_cpu_time_ns().unwrap_or(0),
             committed_cp: self.filer.committed_cp().0,
             cps_by_type: c
                 .cps

@@ -33,7 +33,7 @@ fn status_table(aggr: &AggregateStatus, options: &[String]) -> String {
     let mut out = format!("{:>15} {:<15} {:<17} Options\n", "Aggr", "State", "Status");
     for n in 0..options.len().max(statuses.len()) {
         let (name, state) = match n {
-            0 => (aggr.name.as_str(), aggr.state.as_str()),
+            0 => (aggr.name.as_str(), aggr_state(aggr)),
             _ => ("", ""),
         };
         let status = statuses.get(n).map_or("", String::as_str);
@@ -44,15 +44,41 @@ fn status_table(aggr: &AggregateStatus, options: &[String]) -> String {
     out
 }
 
+/// The aggregate's State: ONTAP's states are online, restricted and
+/// offline; degraded is a status, so an aggregate serving while degraded
+/// (the server's `degraded`) is online.
+fn aggr_state(aggr: &AggregateStatus) -> &str {
+    match aggr.state.as_str() {
+        "degraded" => "online",
+        state => state,
+    }
+}
+
+/// `degraded` or `double degraded` when RAID groups have failed disks not
+/// yet being reconstructed: by the most failed disks of any group.
+fn degradation(aggr: &AggregateStatus) -> Option<&'static str> {
+    let failed = |g: &RaidGroupStatus| {
+        g.disks
+            .iter()
+            .filter(|d| d.state == wafer_server::DiskState::Failed)
+            .count()
+    };
+    match aggr.raid_groups.iter().map(failed).max().unwrap_or(0) {
+        0 if aggr.raid_groups.iter().any(|g| g.state == "degraded") => Some("degraded"),
+        0 => None,
+        1 => Some("degraded"),
+        _ => Some("double degraded"),
+    }
+}
+
 /// The Status column's lines: type and role, degraded or reconstructing
 /// groups, and the block format.
 fn aggregate_statuses(aggr: &AggregateStatus) -> Vec<String> {
     let mut lines = vec![format!("{}, aggr", raid_type(aggr))];
-    let degraded = aggr.raid_groups.iter().any(|g| g.state == "degraded");
     if aggr.rebuild.as_ref().is_some_and(|r| r.spare_assigned) {
         lines.push("reconstruct".into());
-    } else if degraded {
-        lines.push("degraded".into());
+    } else if let Some(degraded) = degradation(aggr) {
+        lines.push(degraded.into());
     }
     lines.push("64-bit".into());
     lines
@@ -86,10 +112,11 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
         return unexpected(reply);
     };
     let mut out = format!(
-        "Aggregate {} ({}, {}) (block checksums)\n",
+        "Aggregate {} ({}, {}{}) (block checksums)\n",
         aggr.name,
-        aggr.state,
-        raid_type(aggr)
+        aggr_state(aggr),
+        raid_type(aggr),
+        degradation(aggr).map_or(String::new(), |d| format!(", {d}"))
     );
     let plex_state = plex_state(aggr);
     let _ = writeln!(
@@ -111,16 +138,16 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
         }
         out.push('\n');
     }
-    out.push_str("\n  Spare disks\n\n");
-    out.push_str(&disk_table_header("  RAID Disk"));
-    out.push_str("  Spare disks for block checksum\n");
+    out.push_str("\nSpare disks\n\n");
+    out.push_str(&disk_table_header("RAID Disk"));
+    out.push_str("Spare disks for block checksum\n");
     if aggr.spares.is_empty() {
-        out.push_str("  (none)\n");
+        out.push_str("(none)\n");
     }
     for spare in &aggr.spares {
         let _ = writeln!(
             out,
-            "  {:<9} {:<15} {}",
+            "{:<9} {:<15} {}",
             "spare",
             spare.name,
             disk_columns(spare.size_bytes, spare.size_bytes)
@@ -136,15 +163,15 @@ fn broken_disks(aggr: &AggregateStatus) -> String {
     if aggr.broken.is_empty() {
         return String::new();
     }
-    let header = disk_table_header("  RAID Disk");
+    let header = disk_table_header("RAID Disk");
     let width = header.lines().map(str::len).max().unwrap_or(0);
-    let mut out = "\n  Broken disks\n\n".to_string();
+    let mut out = "\nBroken disks\n\n".to_string();
     for (line, file) in header.lines().zip(["File", "----"]) {
         let _ = writeln!(out, "{line:<width$}    {file}");
     }
     for disk in &aggr.broken {
         let columns = disk_columns(disk.size_bytes, disk.size_bytes);
-        let row = format!("  {:<9} {:<15} {columns}", "failed", disk.name);
+        let row = format!("{:<9} {:<15} {columns}", "failed", disk.name);
         let _ = writeln!(out, "{row:<width$}    {}", disk.file);
     }
     out
@@ -191,7 +218,7 @@ pub fn aggr_scrub_status(reply: &AdminReply) -> String {
                 out,
                 "\t{what}: {} of {} stripes verified.\n\
                  \tScrub found {} parity inconsistencies in /{}/plex0 (rewritten).\n\
-                 \tScrub found {} media errors in /{}/plex0 (blocks repaired).\n\
+                 \tScrub found {} checksum errors in /{}/plex0 (blocks repaired).\n\
                  \tScrub left {} stripes as found (damage beyond what RAID repairs).",
                 s.stripes_verified,
                 s.stripes_total,
@@ -259,6 +286,61 @@ fn disk_columns(used_bytes: u64, phys_bytes: u64) -> String {
     format!("-   -     -   -    0    FILE    -  {used:<17} {phys}")
 }
 
+/// `disk show`: every disk the filer owns (RAID group members, spares,
+/// broken disks), in 7-Mode's ownership layout. The owner and home are the
+/// node, `wafer`; the pool is Pool0; the serial number is the disk's file.
+pub fn disk_show(reply: &AdminReply) -> String {
+    let AdminReply::Aggregate(aggr) = reply else {
+        return unexpected(reply);
+    };
+    let mut out = format!(
+        "{:<12} {:<24} {:<6} {:<21} {}\n{} {:<24} {:<6} {:<21} {}\n",
+        "  DISK",
+        "OWNER",
+        "POOL",
+        "SERIAL NUMBER",
+        "HOME",
+        "-".repeat(12),
+        "-".repeat(13),
+        "-".repeat(5),
+        "-".repeat(13),
+        "-".repeat(13)
+    );
+    let members = aggr.raid_groups.iter().flat_map(|g| &g.disks);
+    let disks = members
+        .chain(&aggr.spares)
+        .map(|d| (&d.name, &d.file))
+        .chain(aggr.broken.iter().map(|d| (&d.name, &d.file)));
+    for (name, file) in disks {
+        let _ = writeln!(
+            out,
+            "{name:<12} {:<24} {:<6} {file:<21} wafer",
+            "wafer", "Pool0"
+        );
+    }
+    out
+}
+
+/// `reallocate status [PATH]`: the reallocation in progress, in the layout
+/// of 7-Mode's `reallocate status -v` (what wafer has of it).
+pub fn reallocate_status(reply: &AdminReply, path: Option<&str>) -> String {
+    let AdminReply::Reallocation(job) = reply else {
+        return unexpected(reply);
+    };
+    let mut out = "Reallocation scans are on\n".to_string();
+    match job.as_ref().filter(|j| path.is_none_or(|p| p == j.path)) {
+        Some(job) => {
+            let _ = writeln!(
+                out,
+                "{}:\n        State: Reallocating: block {} of {}",
+                job.path, job.blocks_done, job.blocks_total
+            );
+        }
+        None => out.push_str("No reallocation status.\n"),
+    }
+    out
+}
+
 /// `aggr status -v`: options, volumes, plex and group states.
 pub fn aggr_status_v(reply: &AdminReply, volumes: &AdminReply) -> String {
     let (AdminReply::Aggregate(aggr), AdminReply::Volumes(vols)) = (reply, volumes) else {
@@ -321,15 +403,16 @@ pub fn lun_show(reply: &AdminReply) -> String {
     };
     luns.iter()
         .map(|lun| {
-            let size = format!("{} ({})", ontap_size(lun.size_bytes), lun.size_bytes);
-            format!("        {:<30} {:>22}  (r/w, online)\n", lun.path, size)
+            let bytes = format!("({})", lun.size_bytes);
+            let size = format!("{:>4} {bytes:<14}", ontap_size(lun.size_bytes));
+            format!("        {:<28} {size}  (r/w, online)\n", lun.path)
         })
         .collect()
 }
 
 /// A size as ONTAP's LUN commands print it: the largest of t, g, m, k that
 /// divides it, else bytes (`2g`, `512m`, `4100k`).
-fn ontap_size(bytes: u64) -> String {
+pub fn ontap_size(bytes: u64) -> String {
     [(40, 't'), (30, 'g'), (20, 'm'), (10, 'k')]
         .iter()
         .find(|(shift, _)| bytes != 0 && bytes % (1u64 << shift) == 0)
@@ -366,7 +449,7 @@ pub fn snap_list(reply: &AdminReply, space: &AdminReply) -> String {
     else {
         return unexpected(reply);
     };
-    let mut out = format!("Volume {volume}\nworking...\n\n");
+    let mut out = format!("volume {volume}\nworking...\n\n");
     if snapshots.is_empty() {
         out.push_str("No snapshots exist.\n");
         return out;
@@ -524,13 +607,113 @@ fn human_size(bytes: u64) -> String {
         })
 }
 
+/// `statit -e`'s Disk Statistics: per second between two samples, each
+/// RAID group's disks under its name. wafer times a disk's I/Os together,
+/// not by kind, so each kind's usecs is the disk's average per block; scrub
+/// and reconstruction I/O is counted with the user reads and the writes, so
+/// greads and gwrites stay 0.
+pub fn statit(before: &AdminReply, after: &AdminReply, aggregate: &AdminReply) -> String {
+    let (AdminReply::Sysstat(before), AdminReply::Sysstat(after), AdminReply::Aggregate(aggr)) =
+        (before, after, aggregate)
+    else {
+        return unexpected(after);
+    };
+    let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
+    let mut out = format!(
+        "Disk Statistics (per second)\n\
+         \tut% is the percent of time the disk was busy.\n\
+         \txfers is the number of data-transfer commands issued per second.\n\
+         \txfers = ureads + writes + cpreads + greads + gwrites\n\
+         \tchain is the average number of 4K blocks per command.\n\
+         \tusecs is the average disk round-trip time per 4K block.\n\n\
+         {:<16} ut%  xfers  ureads--chain-usecs writes--chain-usecs cpreads-chain-usecs greads--chain-usecs gwrites-chain-usecs\n",
+        "disk"
+    );
+    for group in &aggr.raid_groups {
+        let _ = writeln!(out, "/{}/plex0/rg{}:", aggr.name, group.group);
+        for disk in &group.disks {
+            let now = after.disks.iter().find(|d| d.slot == disk.slot);
+            let then = before.disks.iter().find(|d| d.slot == disk.slot);
+            if let Some(now) = now {
+                out.push_str(&statit_disk(then, now, seconds));
+            }
+        }
+    }
+    out
+}
+
+/// One disk's row of `statit`'s Disk Statistics.
+fn statit_disk(
+    before: Option<&wafer_server::admin::DiskCountersStatus>,
+    after: &wafer_server::admin::DiskCountersStatus,
+    seconds: f64,
+) -> String {
+    let zero = wafer_server::admin::DiskCountersStatus {
+        name: String::new(),
+        slot: after.slot,
+        user_reads: 0,
+        user_read_blocks: 0,
+        cp_reads: 0,
+        cp_read_blocks: 0,
+        writes: 0,
+        write_blocks: 0,
+        io_time_ns: 0,
+    };
+    let b = before.unwrap_or(&zero);
+    let since = |now: u64, then: u64| now.saturating_sub(then);
+    let kinds = [
+        (
+            since(after.user_reads, b.user_reads),
+            since(after.user_read_blocks, b.user_read_blocks),
+        ),
+        (
+            since(after.writes, b.writes),
+            since(after.write_blocks, b.write_blocks),
+        ),
+        (
+            since(after.cp_reads, b.cp_reads),
+            since(after.cp_read_blocks, b.cp_read_blocks),
+        ),
+        (0, 0),
+        (0, 0),
+    ];
+    let ops: u64 = kinds.iter().map(|k| k.0).sum();
+    let blocks: u64 = kinds.iter().map(|k| k.1).sum();
+    let busy_ns = after.io_time_ns.saturating_sub(b.io_time_ns);
+    let busy = ((busy_ns as f64 / 1e9 / seconds) * 100.0).min(100.0);
+    let mut row = format!(
+        "{:<15} {:>3.0} {:>6.2}",
+        after.name,
+        busy,
+        ops as f64 / seconds
+    );
+    let usecs_per_block = busy_ns / 1000 / blocks.max(1);
+    for (n, (ops, kind_blocks)) in kinds.into_iter().enumerate() {
+        let width = if n == 0 { 8 } else { 7 };
+        let (chain, usecs) = match ops {
+            0 => ("....".to_string(), ".".to_string()),
+            _ => (
+                format!("{:.2}", kind_blocks as f64 / ops as f64),
+                usecs_per_block.to_string(),
+            ),
+        };
+        let _ = write!(
+            row,
+            "{:>width$.2} {chain:>6} {usecs:>5}",
+            ops as f64 / seconds
+        );
+    }
+    row + "\n"
+}
+
 /// `sysstat -x`'s two header lines.
 pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk\n\
     \x20                        in    out    read  write    hit  time  ty   util\n";
 
-/// One `sysstat -x` line: the rates between two samples. There is no CPU
-/// figure (the engine runs on one thread of many), so the column shows `-`.
-/// CP time is the share of the interval CPs ran; CP ty the type of most CPs
+/// One `sysstat -x` line: the rates between two samples. CPU is the
+/// server's CPU time over the interval, at most 100% (ONTAP's is the share
+/// of the interval at least one CPU was busy; the server's threads mostly
+/// take turns), `-` where the server cannot say. CP time is the share of the interval CPs ran; CP ty the type of most CPs
 /// in the interval; Disk util the busiest disk's share of the interval.
 pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
     let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
@@ -566,9 +749,13 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         .max()
         .unwrap_or(0);
     let util = ((busiest as f64 / 1e9 / seconds) * 100.0).min(100.0);
+    let cpu = match after.cpu_time_ns {
+        0 => "-".to_string(),
+        now => format!("{:.0}%", (rate(before.cpu_time_ns, now) / 1e7).min(100.0)),
+    };
     format!(
         "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>5} {:>3} {:>5.0}%",
-        "-",
+        cpu,
         ops,
         ops,
         net_in,
@@ -647,10 +834,10 @@ mod tests {
         aggr.broken = vec![broken("disk3"), broken("disk12")];
         let text = broken_disks(&aggr);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[1], "  Broken disks");
+        assert_eq!(lines[1], "Broken disks");
         let column = lines[3].find("File").expect("a File heading");
         for (row, file) in lines[5..].iter().zip(["disk3.img", "disk12.img"]) {
-            assert!(row.starts_with("  failed    disk"), "{row}");
+            assert!(row.starts_with("failed    disk"), "{row}");
             assert_eq!(row.find(file), Some(column), "{text}");
         }
     }
@@ -666,5 +853,289 @@ mod tests {
         assert_eq!(ontap_size(1000), "1000");
         assert_eq!(percent(1, 3), 33);
         assert_eq!(percent(5, 0), 0);
+    }
+
+    /// An aggregate `name` of one RAID-DP group of `disks` disks of `mib`
+    /// MiB, the group using all of each, with spare disk `spare`.
+    fn aggregate(name: &str, disks: u32, mib: u64) -> AggregateStatus {
+        let disk = |slot: u32, role: &str| DiskStatus {
+            name: format!("disk{slot}"),
+            slot,
+            role: role.into(),
+            position: None,
+            state: wafer_server::DiskState::InService,
+            failed_reason: None,
+            file: format!("disk{slot}.img"),
+            size_bytes: mib << 20,
+        };
+        let roles = ["dparity", "parity"]
+            .into_iter()
+            .chain(std::iter::repeat("data"));
+        AggregateStatus {
+            name: name.into(),
+            state: "online".into(),
+            committed_cp: 1,
+            raid_groups: vec![RaidGroupStatus {
+                group: 0,
+                raid_type: "raid_dp".into(),
+                state: "normal".into(),
+                blocks_per_disk: (mib << 20) / 4096,
+                tolerated_failures: 2,
+                disks: (0..disks).zip(roles).map(|(s, r)| disk(s, r)).collect(),
+            }],
+            spares: vec![disk(disks, "spare")],
+            broken: Vec::new(),
+            rebuild: None,
+            scrub: None,
+        }
+    }
+
+    fn reply(aggr: AggregateStatus) -> AdminReply {
+        AdminReply::Aggregate(Box::new(aggr))
+    }
+
+    /// wafl.md §12.3, `aggr status` (S-ELATOV12).
+    const AGGR_STATUS_SAMPLE: &str = "           Aggr State           Status            Options\n\
+        \x20         aggr1 online          raid_dp, aggr     raidsize=16\n\
+        \x20                               64-bit\n";
+
+    #[test]
+    fn aggr_status_is_ontaps_sample_to_the_column() {
+        assert_eq!(
+            aggr_status(&reply(aggregate("aggr1", 16, 64))),
+            AGGR_STATUS_SAMPLE
+        );
+    }
+
+    #[test]
+    fn a_degraded_aggregate_is_online_with_degraded_as_its_status() {
+        let mut aggr = aggregate("aggr1", 16, 64);
+        aggr.state = "degraded".into();
+        aggr.raid_groups[0].state = "degraded".into();
+        aggr.raid_groups[0].disks[3].state = wafer_server::DiskState::Failed;
+        let text = aggr_status(&reply(aggr.clone()));
+        let sample: Vec<&str> = AGGR_STATUS_SAMPLE.lines().collect();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], sample[1], "State stays online");
+        let status = sample[0].find("Status").expect("a Status heading");
+        assert_eq!(lines[2].find("degraded"), Some(status), "{text}");
+        assert_eq!(lines[3].trim(), "64-bit");
+        let raid = aggr_status_r(&reply(aggr.clone()));
+        assert!(
+            raid.starts_with("Aggregate aggr1 (online, raid_dp, degraded) (block checksums)\n"),
+            "{raid}"
+        );
+        aggr.raid_groups[0].disks[4].state = wafer_server::DiskState::Failed;
+        assert!(aggr_status(&reply(aggr)).contains("double degraded"));
+    }
+
+    /// wafl.md §12.3, `aggr status -r` (S-ELATOV12): the lines up to the
+    /// first disk, and that disk's row.
+    const AGGR_STATUS_R_SAMPLE: &str = "Aggregate aggr1 (online, raid_dp) (block checksums)\n\
+        \x20 Plex /aggr1/plex0 (online, normal, active, pool0)\n\
+        \x20   RAID group /aggr1/plex0/rg0 (normal)\n\
+        \n\
+        \x20     RAID Disk Device          HA  SHELF BAY CHAN Pool Type  RPM  Used (MB/blks)    Phys (MB/blks)\n\
+        \x20     --------- ------          ------------- ---- ---- ---- ----- --------------    --------------\n\
+        \x20     dparity   0a.01.0         0a    1   0   SA:A   0  BSAS  7200 847555/1735794176 847884/1736466816\n";
+
+    #[test]
+    fn aggr_status_r_has_ontaps_headings_and_columns() {
+        let text = aggr_status_r(&reply(aggregate("aggr1", 16, 64)));
+        let lines: Vec<&str> = text.lines().collect();
+        let sample: Vec<&str> = AGGR_STATUS_R_SAMPLE.lines().collect();
+        assert_eq!(lines[..6], sample[..6], "{text}");
+        let row = lines[6];
+        for (field, ours) in [
+            ("dparity", "dparity"),
+            ("0a.01.0", "disk0"),
+            ("847555/", "64/"),
+        ] {
+            assert_eq!(row.find(ours), sample[6].find(field), "{field}: {row}");
+        }
+        assert_eq!(row.find("64/131072 "), sample[6].find("847555/"));
+        assert!(row.ends_with(" 64/131072"), "Phys: {row}");
+        // Spare and broken disks are listed from the first column, as ONTAP
+        // lists them (S-JPNOTES), under headings of their own.
+        let spares = lines
+            .iter()
+            .position(|l| *l == "Spare disks")
+            .expect("Spare disks");
+        assert!(lines[spares + 2].starts_with("RAID Disk Device"), "{text}");
+        assert_eq!(lines[spares + 4], "Spare disks for block checksum");
+        let spare = lines[spares + 5];
+        assert!(spare.starts_with("spare     disk16 "), "{spare}");
+        assert_eq!(spare.find("64/"), lines[spares + 2].find("Used"));
+    }
+
+    /// wafl.md §12.5, `lun show PATH` and `lun show -v`'s first line.
+    #[test]
+    fn lun_show_is_ontaps_sample_to_the_column() {
+        let lun = |path: &str, size_bytes: u64| wafer_server::admin::LunStatus {
+            path: path.into(),
+            volume: String::new(),
+            name: String::new(),
+            size_bytes,
+            file_id: 64,
+            lun_id: Some(0),
+            export: String::new(),
+        };
+        let luns = AdminReply::Luns(vec![
+            lun("/vol/pocvol3/poclun3", 2 << 30),
+            lun("/vol/karim_vol/my_lun", 100 << 30),
+        ]);
+        assert_eq!(
+            lun_show(&luns),
+            "        /vol/pocvol3/poclun3           2g (2147483648)    (r/w, online)\n\
+             \x20       /vol/karim_vol/my_lun        100g (107374182400)  (r/w, online)\n"
+        );
+    }
+
+    /// wafl.md §12.4, `snap list pocvol` (S-JPNOTES).
+    #[test]
+    fn snap_list_is_ontaps_sample_to_the_column() {
+        let snapshots = AdminReply::Snapshots {
+            volume: "pocvol".into(),
+            snapshots: vec![SnapshotStatus {
+                id: 1,
+                name: "snap1".into(),
+                cp: 3,
+                created_unix_ns: 1_779_013_927 * 1_000_000_000,
+                held_bytes: 10 << 20,
+                exclusive_bytes: 1 << 20,
+            }],
+        };
+        let space = AdminReply::VolumeSpace(vec![VolumeSpaceStatus {
+            volume: "pocvol".into(),
+            size_bytes: 1000 << 20,
+            active_total_bytes: 800 << 20,
+            snapshot_reserve_bytes: 200 << 20,
+            lun_reserved_bytes: 0,
+            lun_written_bytes: 0,
+            metadata_bytes: 0,
+            overwrite_reserve_bytes: 0,
+            snapshot_used_bytes: 1 << 20,
+            snapshot_spill_bytes: 0,
+            used_bytes: 99 << 20,
+            available_bytes: 0,
+        }]);
+        assert_eq!(
+            snap_list(&snapshots, &space),
+            "volume pocvol\n\
+             working...\n\
+             \n\
+             \x20 %/used       %/total  date          name\n\
+             ----------  ----------  ------------  --------\n\
+             \x20 1% ( 1%)    0% ( 0%)  May 17 10:32  snap1\n"
+        );
+    }
+
+    #[test]
+    fn disk_show_lists_every_disk_under_7_modes_headings() {
+        let mut aggr = aggregate("aggr0", 3, 64);
+        aggr.broken.push(wafer_server::admin::BrokenDiskStatus {
+            name: "disk9".into(),
+            failed_reason: None,
+            file: "disk9.img".into(),
+            size_bytes: 64 << 20,
+        });
+        let text = disk_show(&reply(aggr));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "  DISK       OWNER                    POOL   SERIAL NUMBER         HOME"
+        );
+        let names: Vec<&str> = lines[2..]
+            .iter()
+            .map(|l| l.split_whitespace().next().expect("a name"))
+            .collect();
+        assert_eq!(names, ["disk0", "disk1", "disk2", "disk3", "disk9"]);
+        for line in &lines[2..] {
+            assert_eq!(line.find("Pool0"), lines[0].find("POOL"), "{line}");
+            assert_eq!(line.find(".img"), lines[0].find("SERIAL").map(|c| c + 5));
+        }
+    }
+
+    #[test]
+    fn sysstat_shows_the_servers_cpu_under_the_cpu_heading() {
+        let before = SysstatReport {
+            uptime_ns: 1_000_000_000,
+            cpu_time_ns: 200_000_000,
+            ..SysstatReport::default()
+        };
+        let after = SysstatReport {
+            uptime_ns: 3_000_000_000,
+            cpu_time_ns: 900_000_000,
+            ..SysstatReport::default()
+        };
+        let line = sysstat_line(&before, &after);
+        let heading = SYSSTAT_HEADER.lines().next().expect("a heading");
+        let end = heading.find("CPU").expect("CPU") + 3;
+        assert_eq!(&line[..end], " 35%", "0.7 s of CPU in 2 s: {line}");
+        let unknown = SysstatReport {
+            cpu_time_ns: 0,
+            ..after
+        };
+        assert_eq!(&sysstat_line(&before, &unknown)[..end], "   -");
+    }
+
+    /// wafl.md §12.2's Disk Statistics header and a row, whose columns a
+    /// wafer row must keep.
+    const STATIT_SAMPLE: &str = "disk             ut%  xfers  ureads--chain-usecs writes--chain-usecs cpreads-chain-usecs greads--chain-usecs gwrites-chain-usecs\n\
+        0a.01.0           9  15.21    0.00   ....     .   8.42  14.37   412   6.79   8.11   398   0.00   ....     .   0.00   ....     .\n";
+
+    #[test]
+    fn statit_rows_keep_ontaps_columns() {
+        let disk =
+            |user_reads, writes, cp_reads, io_time_ns| wafer_server::admin::DiskCountersStatus {
+                name: "0a.01.0".into(),
+                slot: 0,
+                user_reads,
+                user_read_blocks: 0,
+                cp_reads,
+                cp_read_blocks: cp_reads * 811 / 100,
+                writes,
+                write_blocks: writes * 1437 / 100,
+                io_time_ns,
+            };
+        let before = SysstatReport {
+            uptime_ns: 0,
+            disks: vec![disk(0, 0, 0, 0)],
+            ..SysstatReport::default()
+        };
+        let after = SysstatReport {
+            uptime_ns: 100_000_000_000,
+            disks: vec![disk(0, 842, 679, 9_000_000_000)],
+            ..SysstatReport::default()
+        };
+        let aggr = aggregate("aggr1", 1, 64);
+        let text = statit(
+            &AdminReply::Sysstat(Box::new(before)),
+            &AdminReply::Sysstat(Box::new(after)),
+            &reply(aggr),
+        );
+        let lines: Vec<&str> = text.lines().collect();
+        let sample: Vec<&str> = STATIT_SAMPLE.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("disk "))
+            .expect("a header");
+        assert_eq!(lines[header], sample[0]);
+        assert_eq!(lines[header + 1], "/aggr1/plex0/rg0:");
+        let row = lines[header + 2];
+        let ours: Vec<usize> = columns(row);
+        assert_eq!(ours, columns(sample[1]), "{row}\n{}", sample[1]);
+        assert!(
+            row.starts_with("0a.01.0           9  15.21    0.00   ....     .   8.42  14.37"),
+            "{row}"
+        );
+    }
+
+    /// Where each field of a row ends.
+    fn columns(row: &str) -> Vec<usize> {
+        let bytes = row.as_bytes();
+        (0..bytes.len())
+            .filter(|&i| bytes[i] != b' ' && bytes.get(i + 1).is_none_or(|b| *b == b' '))
+            .collect()
     }
 }
