@@ -554,6 +554,9 @@ pub struct SysstatReport {
     pub disks: Vec<DiskCountersStatus>,
     /// The NBD front end.
     pub nbd: NbdCountersStatus,
+    /// The NVLog file or device.
+    #[serde(default)]
+    pub nvlog: crate::NvlogCountersStatus,
 }
 
 /// One disk's counters (`statit`'s raw material).

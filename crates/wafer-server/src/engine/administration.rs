@@ -903,6 +903,7 @@ impl Engine {
                 .shared
                 .counters
                 .status(self.shared.stop.connections_open()),
+            nvlog: self.shared.nvlog.status(),
         }
     }
 }

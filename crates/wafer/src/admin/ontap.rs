@@ -707,14 +707,16 @@ fn statit_disk(
 }
 
 /// `sysstat -x`'s two header lines.
-pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk\n\
-    \x20                        in    out    read  write    hit  time  ty   util\n";
+pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk   NVLog\n\
+    \x20                        in    out    read  write    hit  time  ty   util    kB/s\n";
 
 /// One `sysstat -x` line: the rates between two samples. CPU is the
 /// server's CPU time over the interval, at most 100% (ONTAP's is the share
 /// of the interval at least one CPU was busy; the server's threads mostly
 /// take turns), `-` where the server cannot say. CP time is the share of the interval CPs ran; CP ty the type of most CPs
-/// in the interval; Disk util the busiest disk's share of the interval.
+/// in the interval; Disk util the busiest disk's share of the interval;
+/// NVLog kB/s what the server wrote to its NVLog (ONTAP's `sysstat` has no
+/// such column: it comes after ONTAP's, where a separate log device shows).
 pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
     let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
     let rate = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / seconds;
@@ -754,7 +756,7 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         now => format!("{:.0}%", (rate(before.cpu_time_ns, now) / 1e7).min(100.0)),
     };
     format!(
-        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>5} {:>3} {:>5.0}%",
+        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>5} {:>3} {:>5.0}% {:>7.0}",
         cpu,
         ops,
         ops,
@@ -768,7 +770,8 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
             (rate(before.cp_time_ns, after.cp_time_ns) / 1e7).min(100.0)
         ),
         cp_type(before, after),
-        util
+        util,
+        rate(before.nvlog.bytes_written, after.nvlog.bytes_written) / 1024.0
     )
 }
 
@@ -1077,6 +1080,32 @@ mod tests {
             ..after
         };
         assert_eq!(&sysstat_line(&before, &unknown)[..end], "   -");
+    }
+
+    #[test]
+    fn sysstat_shows_nvlog_kilobytes_per_second_under_their_heading() {
+        let before = SysstatReport {
+            uptime_ns: 1_000_000_000,
+            ..SysstatReport::default()
+        };
+        let mut after = SysstatReport {
+            uptime_ns: 3_000_000_000,
+            ..SysstatReport::default()
+        };
+        after.nvlog.bytes_written = 2 * 1024 * 1000;
+        let line = sysstat_line(&before, &after);
+        let heading = SYSSTAT_HEADER.lines().next().expect("a heading");
+        let column = heading.find("NVLog").expect("NVLog") + "NVLog".len();
+        assert_eq!(
+            line.len(),
+            column,
+            "the column ends where its heading does: {line}"
+        );
+        assert_eq!(
+            line[column - 7..].trim(),
+            "1000",
+            "2,048,000 bytes in 2 s: {line}"
+        );
     }
 
     /// wafl.md §12.2's Disk Statistics header and a row, whose columns a
