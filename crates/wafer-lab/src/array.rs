@@ -7,7 +7,7 @@
 //! ([`crate::run()`]) hands it host I/Os with [`Array::submit`], asks when it
 //! next has something to do with [`Array::next_event`], and lets it run up to
 //! an instant with [`Array::advance`], which reports the host I/Os finished by
-//! then. The call order is the devices' (`wafer_sim::device::Device`): before
+//! then. The call order is the devices' (`wafer_devices::Device`): before
 //! `submit(now, ..)` the array has been advanced through every event earlier
 //! than `now`; after `submit` or `advance`, `next_event` is read again (a
 //! submission may create an event at `now` itself); time never goes backwards.
@@ -206,7 +206,7 @@ impl DiskStats {
     }
 
     /// Adds a finished command's arm movement.
-    pub fn count_seek(&mut self, service: &wafer_sim::device::Service) {
+    pub fn count_seek(&mut self, service: &wafer_devices::Service) {
         self.seek_ns += service.seek.0;
         self.seek_cylinders += service.seek_cylinders;
     }

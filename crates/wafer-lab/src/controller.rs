@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Deserialize;
 use wafer_core::units::{Duration, Instant};
-use wafer_sim::device::DeviceRequest;
+use wafer_devices::DeviceRequest;
 
 /// The controller file built into the lab.
 pub const CONTROLLERS_TOML: &str = include_str!("../controllers.toml");
@@ -216,7 +216,7 @@ impl Controller {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wafer_sim::device::Op;
+    use wafer_devices::Op;
 
     fn read(id: u64) -> DeviceRequest {
         DeviceRequest {

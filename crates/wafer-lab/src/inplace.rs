@@ -32,7 +32,7 @@
 //! drives keep their own), sparing and rebuild, copy-on-first-write
 //! snapshots. The LUN occupies the lowest addresses of every disk.
 //!
-//! The disks are `wafer_sim::device` models, driven by the devices' call
+//! The disks are `wafer_devices` models, driven by the devices' call
 //! order: inside [`Array::advance`] the array always moves to the earliest
 //! event of any disk or of the cache, so a disk is never handed a request
 //! while it still has an earlier event pending. Everything is deterministic.
@@ -45,8 +45,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
-use wafer_sim::device::params::{Catalog, Drive};
-use wafer_sim::device::{BLOCK_BYTES, Completion, Device, DeviceRequest, NextEvents, Op, sooner};
+use wafer_devices::params::{Catalog, Drive};
+use wafer_devices::{BLOCK_BYTES, Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 
 use crate::array::{Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan};
 use crate::controller::{Controller, ControllerSpec};

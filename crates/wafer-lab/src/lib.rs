@@ -2,7 +2,7 @@
 //! virtual time.
 //!
 //! An [`array::Array`] is a storage array seen from the host, a sans-I/O
-//! state machine over modelled disks (`wafer_sim::device`). The lab has an
+//! state machine over modelled disks (`wafer_devices`). The lab has an
 //! in-place RAID-5 comparator ([`inplace`]) and the wafer filer itself, the
 //! engine unchanged on modelled drives ([`wafer`]). A [`workload::Workload`] (from an IOmeter
 //! access specification or a fio job file) drives arrays through

@@ -40,9 +40,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use toml::{Table, Value};
 use wafer_core::units::Duration;
+use wafer_devices::BLOCK_BYTES;
+use wafer_devices::params::{Catalog, Drive};
 use wafer_raid::RaidType;
-use wafer_sim::device::BLOCK_BYTES;
-use wafer_sim::device::params::{Catalog, Drive};
 
 use self::fields::Fields;
 use crate::controller::{ControllerCatalog, ControllerSpec};

@@ -41,9 +41,9 @@ use wafer_core::nvlog::{LoggedOp, LunId};
 use wafer_core::payload::StampRead;
 use wafer_core::units::{DiskId, Duration, Instant, Pvbn};
 use wafer_core::{BLOCK_SIZE, Filer, Stamps};
+use wafer_devices::params::{Catalog, Drive};
+use wafer_devices::{Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 use wafer_raid::{Dbn, RaidGroupGeometry};
-use wafer_sim::device::params::{Catalog, Drive};
-use wafer_sim::device::{Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 
 use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,

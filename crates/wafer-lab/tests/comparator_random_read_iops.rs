@@ -13,11 +13,11 @@
 //! disks.
 
 use wafer_core::units::Duration;
+use wafer_devices::params::Catalog;
+use wafer_devices::single_disk::random_reads;
 use wafer_lab::inplace::{InPlaceArray, InPlaceSpec};
 use wafer_lab::workload::{AccessLine, Distribution, Prepare, Region, Timing, Workload};
 use wafer_lab::{Array, RunOptions, run};
-use wafer_sim::device::params::Catalog;
-use wafer_sim::device::single_disk::random_reads;
 
 #[test]
 fn random_read_iops_at_depth_150_is_plausible() {

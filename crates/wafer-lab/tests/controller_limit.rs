@@ -7,13 +7,13 @@
 //! than the cap, so the cap is the controller's doing.
 
 use wafer_core::units::Duration;
+use wafer_devices::params::Catalog;
 use wafer_lab::controller::ControllerSpec;
 use wafer_lab::report::ArrayReport;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
 use wafer_lab::{Array, InPlaceArray, InPlaceSpec, RunOptions, WaferArray, WaferSpec, run};
 use wafer_raid::RaidType;
-use wafer_sim::device::params::Catalog;
 
 fn controller(per_command_us: u64) -> ControllerSpec {
     ControllerSpec {

@@ -2,9 +2,9 @@
 //! experiments.md's E1 says.
 
 use wafer_core::units::Duration;
+use wafer_devices::params::Catalog;
 use wafer_lab::scenario::{ArraySpec, Scenario};
 use wafer_raid::RaidType;
-use wafer_sim::device::params::Catalog;
 
 const E1: &str = include_str!("../../../scenarios/e1-fas2050-iometer.toml");
 

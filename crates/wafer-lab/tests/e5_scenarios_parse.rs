@@ -2,9 +2,9 @@
 //! experiments.md's E5 says: SQLIO's 8 KiB reads, random and sequential, on
 //! 16 data disks of 15K rpm.
 
+use wafer_devices::params::Catalog;
 use wafer_lab::scenario::{ArraySpec, Scenario};
 use wafer_raid::RaidType;
-use wafer_sim::device::params::Catalog;
 
 const RANDOM: &str = include_str!("../../../scenarios/e5-sqlio-8k-random.toml");
 const SEQUENTIAL: &str = include_str!("../../../scenarios/e5-sqlio-8k-sequential.toml");

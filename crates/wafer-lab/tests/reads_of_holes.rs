@@ -5,10 +5,10 @@
 //! the reads.
 
 use wafer_core::units::Duration;
+use wafer_devices::params::Catalog;
 use wafer_lab::scenario::ArraySpec;
 use wafer_lab::wafer::MEMORY_READ_LATENCY;
 use wafer_lab::{Array, InPlaceArray, LabReport, Scenario, WaferArray, run_each};
-use wafer_sim::device::params::Catalog;
 
 /// A scenario of 4 KiB random I/O over the first GiB of a 2 GiB LUN, one
 /// 200 ms segment, with `rw` and `extra` as fio options.

@@ -3,11 +3,11 @@
 //! writes, and the same seed gives the same report.
 
 use wafer_core::units::Duration;
+use wafer_devices::params::Catalog;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
 use wafer_lab::{Array, Progress, RunOptions, WaferArray, WaferSpec, run};
 use wafer_raid::RaidType;
-use wafer_sim::device::params::Catalog;
 
 fn array(cache_mib: Option<u32>) -> Box<dyn Array> {
     let spec = WaferSpec {

@@ -8,5 +8,4 @@
 //! block, with every fault but the crash (a stamp filer does not mount).
 
 pub mod check;
-pub mod device;
 pub mod world;

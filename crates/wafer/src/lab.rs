@@ -19,10 +19,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use wafer_sim::device::BLOCK_BYTES;
-use wafer_sim::device::params::{Catalog, Drive};
-use wafer_sim::device::reference::{self, ClassReference};
-use wafer_sim::device::single_disk::{RandomReadReport, random_reads};
+use wafer_devices::BLOCK_BYTES;
+use wafer_devices::params::{Catalog, Drive};
+use wafer_devices::reference::{self, ClassReference};
+use wafer_devices::single_disk::{RandomReadReport, random_reads};
 
 use crate::size::Size;
 

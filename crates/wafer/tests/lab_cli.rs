@@ -7,8 +7,8 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+use wafer_devices::params::Catalog;
 use wafer_lab::{Array, ArraySpec, InPlaceArray, Scenario, run_each};
-use wafer_sim::device::params::Catalog;
 
 /// E1's shape in miniature: two small in-place arrays (so two jobs), two
 /// one-second segments on a 1 GiB test file.

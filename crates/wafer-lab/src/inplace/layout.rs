@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use wafer_sim::device::BLOCK_BYTES;
+use wafer_devices::BLOCK_BYTES;
 
 /// Where a RAID-5 stripe set puts its chunks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 use std::fmt::Write;
 
 use super::{ArrayReport, IntervalReport};
-use wafer_sim::device::BLOCK_BYTES;
+use wafer_devices::BLOCK_BYTES;
 
 /// The column heads (a string continuation would strip the first line's
 /// leading blanks, so the lines are spelled out).

@@ -6,10 +6,10 @@
 #![allow(dead_code)]
 
 use wafer_core::units::Duration;
+use wafer_devices::params::Catalog;
 use wafer_lab::inplace::{CacheSpec, InPlaceArray, InPlaceSpec};
 use wafer_lab::workload::{AccessLine, Distribution, Prepare, Region, Timing, Workload};
 use wafer_lab::{Array, LabReport, RunOptions, run};
-use wafer_sim::device::params::Catalog;
 
 pub fn workload() -> Workload {
     let line = |size_bytes, percent| AccessLine {

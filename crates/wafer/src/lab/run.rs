@@ -36,12 +36,12 @@ use std::{fs, thread};
 
 use anyhow::{Context, bail};
 use clap::Args;
+use wafer_devices::params::Catalog;
 use wafer_lab::report::{ArrayReport, fio, mechanisms, statit, svg, sysstat};
 use wafer_lab::{
     Array, ArraySpec, InPlaceArray, LabReport, Progress as LabProgress, Scenario, WaferArray,
     Workload,
 };
-use wafer_sim::device::params::Catalog;
 
 use super::spill::{FileSpill, MemoryBudget};
 

@@ -16,9 +16,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use wafer_devices::params::{Catalog, Drive};
+use wafer_devices::single_disk::random_reads;
 use wafer_raid::RaidType;
-use wafer_sim::device::params::{Catalog, Drive};
-use wafer_sim::device::single_disk::random_reads;
 
 /// Bytes a `statit` chain element moves: one 4 KiB block.
 const BLOCK_BYTES: f64 = 4096.0;

@@ -4,9 +4,9 @@
 use wafer_rng::Rng;
 
 use super::*;
-use crate::device::params::{Catalog, Drive};
-use crate::device::reference;
-use crate::device::single_disk::{random_reads, run_closed_loop, summarize};
+use crate::params::{Catalog, Drive};
+use crate::reference;
+use crate::single_disk::{random_reads, run_closed_loop, summarize};
 
 const HDDS: [&str; 3] = ["fc15k-144g", "sas10k-450g", "sata7k-1t"];
 
@@ -17,8 +17,8 @@ fn model(name: &str) -> HddModel {
     }
 }
 
-fn spec_seek(name: &str, op: Op) -> crate::device::params::SeekSpec {
-    let table = crate::device::params::DRIVES_TOML
+fn spec_seek(name: &str, op: Op) -> crate::params::SeekSpec {
+    let table = crate::params::DRIVES_TOML
         .split("\n[")
         .find(|t| t.starts_with(&format!("hdd.{name}]")))
         .expect("the drive's table");
@@ -30,7 +30,7 @@ fn spec_seek(name: &str, op: Op) -> crate::device::params::SeekSpec {
         Op::Read => "seek_read",
         Op::Write => "seek_write",
     };
-    crate::device::params::SeekSpec {
+    crate::params::SeekSpec {
         track_ms: value(&format!("{prefix}.track_ms")),
         average_ms: value(&format!("{prefix}.average_ms")),
         full_ms: value(&format!("{prefix}.full_ms")),

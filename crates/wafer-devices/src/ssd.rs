@@ -36,8 +36,8 @@ use std::fmt;
 
 use wafer_core::units::{Duration, Instant};
 
-use super::params::SsdSpec;
-use super::{
+use crate::params::SsdSpec;
+use crate::{
     BLOCK_BYTES, Completion, Device, DeviceRequest, Op, RequestError, Service, block_transfer_ns,
     check_call_order, check_request,
 };
@@ -316,8 +316,8 @@ mod tests {
     use wafer_rng::Rng;
 
     use super::*;
-    use crate::device::params::{Catalog, Drive};
-    use crate::device::single_disk::{random_reads, run_closed_loop, summarize};
+    use crate::params::{Catalog, Drive};
+    use crate::single_disk::{random_reads, run_closed_loop, summarize};
 
     fn ssd() -> Ssd {
         match Catalog::builtin()

@@ -16,7 +16,7 @@
 use wafer_core::units::{Duration, Instant};
 use wafer_rng::Rng;
 
-use super::{Completion, Device, DeviceRequest, Op};
+use crate::{Completion, Device, DeviceRequest, Op};
 
 /// Events a closed loop may take per completion before it is declared stuck:
 /// a request costs a device at most a dispatch, a completion and a
@@ -140,7 +140,7 @@ pub fn summarize(queue_depth: u32, completions: &[Completion]) -> RandomReadRepo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::params::Catalog;
+    use crate::params::Catalog;
 
     #[test]
     fn the_same_seed_gives_the_same_run() {

@@ -54,8 +54,8 @@ use wafer_core::units::{Duration, Instant};
 use self::cache::SegmentCache;
 use self::geometry::{Geometry, GeometryInputs, Location, blocks_per_track};
 use self::seek::{ArmPosition, Mechanics, sequential_switch_ns};
-use super::params::HddSpec;
-use super::{
+use crate::params::HddSpec;
+use crate::{
     BLOCK_BYTES, Completion, Device, DeviceRequest, Op, RequestError, Service, block_transfer_ns,
     check_call_order, check_request, ms_to_ns, sooner,
 };

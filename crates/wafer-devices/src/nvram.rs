@@ -14,8 +14,8 @@ use std::fmt;
 
 use wafer_core::units::{Duration, Instant};
 
-use super::params::NvramSpec;
-use super::{
+use crate::params::NvramSpec;
+use crate::{
     BLOCK_BYTES, Completion, Device, DeviceRequest, RequestError, Service, block_transfer_ns,
     check_call_order, check_request,
 };
@@ -132,8 +132,8 @@ impl Device for Nvram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::Op;
-    use crate::device::single_disk::run_closed_loop;
+    use crate::Op;
+    use crate::single_disk::run_closed_loop;
 
     fn card() -> Nvram {
         Nvram::new(NvramModel::new(

@@ -29,8 +29,8 @@
 //! surface costs the larger of the two, since the new head settles during the
 //! seek (DiskSim's `hplplus10` rule).
 
-use super::super::params::SeekSpec;
-use super::super::{Op, ms_to_ns};
+use crate::params::SeekSpec;
+use crate::{Op, ms_to_ns};
 
 /// Lee's curve for one operation, in nanoseconds.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,14 +14,14 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::Device;
-use super::hdd::geometry::blocks_per_track;
-use super::hdd::{Hdd, HddModel, HddOptions};
-use super::nvram::{Nvram, NvramModel};
-use super::ssd::{Ssd, SsdModel};
+use crate::Device;
+use crate::hdd::geometry::blocks_per_track;
+use crate::hdd::{Hdd, HddModel, HddOptions};
+use crate::nvram::{Nvram, NvramModel};
+use crate::ssd::{Ssd, SsdModel};
 
 /// The drive file built into the lab.
-pub const DRIVES_TOML: &str = include_str!("../../drives.toml");
+pub const DRIVES_TOML: &str = include_str!("../drives.toml");
 
 /// A datasheet's three seek times for one operation, without controller
 /// overhead.

@@ -1,6 +1,12 @@
 //! Device models for the performance lab: hard disks, SSDs and NVRAM in virtual
 //! time.
 //!
+//! The models stand beside the engine, not inside it or its simulator: the lab
+//! (`wafer-lab`) and the `wafer` command drive them, the filer engine never
+//! sees them, and they take only the core's units of time from `wafer-core`.
+//! Like the engine they are pure (no clock, thread, file or socket), so the
+//! lab's reports depend on nothing but the scenario and its seed.
+//!
 //! A device is a sans-I/O state machine that the lab's discrete-event loop
 //! drives through [`Device`]: it hands the device requests with
 //! [`Device::submit`], asks when the device next has something to do with

@@ -29,8 +29,8 @@
 //!   at `n / (n + skew)` of the media rate, about 90 % for the drives modelled
 //!   (device-models.md §1.4 works an example at 82 %).
 
-use super::super::BLOCK_BYTES;
 use super::seek::ArmPosition;
+use crate::BLOCK_BYTES;
 
 /// Nanoseconds in a minute, for turning rpm into a revolution time.
 const NS_PER_MINUTE: u64 = 60_000_000_000;
