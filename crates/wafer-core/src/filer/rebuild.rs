@@ -81,10 +81,17 @@ struct IdentityWindow {
     blocks: BTreeMap<u64, Identity>,
 }
 
+/// Where the rebuild's spare stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Assignment {
+    /// Not asked for yet (the rebuild is not recorded yet).
     Pending,
+    /// Asked for; the driver has not answered.
     Requested,
+    /// Asked for, and a spare was added since: a refusal may have been
+    /// decided before the driver had that spare, so it is asked again.
+    RequestedBeforeNewSpare,
+    /// The spare is in the failed disk's place.
     Assigned,
 }
 
@@ -240,9 +247,15 @@ impl<P: Payload> Filer<P> {
     }
 
     /// The driver has a new spare: a failed disk waiting for one gets it
-    /// (after a CP, started now if the filer is idle).
+    /// (after a CP, started now if the filer is idle). A spare asked for and
+    /// not answered yet is asked for again should the answer be a refusal:
+    /// the driver may have decided it before it had this spare, and the
+    /// failed disk would otherwise wait for ever.
     pub fn spare_added(&mut self) {
         self.spares_exhausted = false;
+        if let Some(r) = (self.rebuild.as_mut()).filter(|r| r.assignment == Assignment::Requested) {
+            r.assignment = Assignment::RequestedBeforeNewSpare;
+        }
         let waiting = self.rebuild.is_none() && self.first_failed_disk().is_some();
         if waiting && self.cp.is_none() && matches!(self.phase, Phase::Online) {
             self.start_cp(super::CpReason::Sync);
@@ -263,6 +276,14 @@ impl<P: Payload> Filer<P> {
                 }
             }
             IoResult::DiskFailed | IoResult::Unwritable | IoResult::Read(_) => {
+                let r = self
+                    .rebuild
+                    .as_mut()
+                    .expect("a rebuild asked for the spare");
+                if r.assignment == Assignment::RequestedBeforeNewSpare {
+                    r.assignment = Assignment::Pending;
+                    return self.request_spare();
+                }
                 self.spares_exhausted = true;
                 self.rebuild = None;
             }
