@@ -35,6 +35,7 @@
 
 use core::ops::Range;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use super::blockio::ReadPurpose;
 use super::meta::FileRef;
@@ -142,18 +143,13 @@ impl<P: Payload> Filer<P> {
         let mut seen = std::collections::BTreeSet::new();
         absent.retain(|(lun, node, _)| seen.insert((*lun, *node)));
         self.fault_waits.insert(id, absent.len());
-        for (lun, node, _) in &absent {
-            if let Some((_, waiters)) = self.node_loads.get_mut(&(*lun, *node)) {
-                waiters.push(id);
-            }
-        }
         self.read_indirect(absent, Some(id));
         Fault::Waiting
     }
 
     /// Issues reads of indirect blocks for request `waiter` (none when the
-    /// filer keeps trees whole for itself), skipping those already on their
-    /// way.
+    /// filer keeps trees whole for itself); one already on its way gets the
+    /// waiter and is not read twice.
     fn read_indirect(
         &mut self,
         nodes: Vec<(LunId, NodeId, crate::format::BlockPtr)>,
@@ -161,11 +157,15 @@ impl<P: Payload> Filer<P> {
     ) {
         let mut reads = Vec::new();
         for (lun, node, ptr) in nodes {
-            if self.node_loads.contains_key(&(lun, node)) {
-                continue;
+            match self.node_loads.entry((lun, node)) {
+                Entry::Occupied(mut load) => {
+                    load.get_mut().1.extend(waiter);
+                    continue;
+                }
+                Entry::Vacant(load) => {
+                    load.insert((ptr, waiter.into_iter().collect()));
+                }
             }
-            self.node_loads
-                .insert((lun, node), (ptr, waiter.into_iter().collect()));
             self.counters.indirect_reads += 1;
             let purpose = ReadPurpose::Indirect(lun, node);
             reads.push(self.block_read(FileRef::Lun(lun), node.0, node.1, ptr, purpose));
