@@ -16,7 +16,7 @@
 //! integers are little-endian. Decoders validate everything and never panic;
 //! byte diagrams are in `docs/FORMAT.md`.
 
-use crate::units::{CpCount, Fbn, FileId, Pvbn, VolumeId, Vvbn};
+use crate::units::{AggrId, CpCount, Fbn, FileId, Pvbn, VolumeId, Vvbn};
 use crate::{BLOCK_SIZE, Block};
 
 /// Bytes of the trailer kept beside each block.
@@ -405,6 +405,11 @@ pub struct Superblock {
     pub volumes: Inode,
     /// A disk being rebuilt onto a spare, and how far.
     pub rebuild: Option<RebuildRecord>,
+    /// The aggregate's identifier within its node (0 on disks written
+    /// before nodes served several aggregates, where the bytes were zero).
+    pub aggregate: AggrId,
+    /// The aggregate's name (`aggr0` where none was recorded).
+    pub name: String,
 }
 
 /// A reconstruction in progress, as the superblock records it: the disk in
@@ -435,6 +440,10 @@ fn superblock_hash(bytes: &[u8]) -> u64 {
 }
 const GROUP_RECORDS_AT: usize = 1024;
 const REBUILD_AT: usize = 800;
+const AGGREGATE_AT: usize = 832;
+const NAME_AT: usize = 840;
+/// The name an aggregate has when its superblock records none.
+pub const DEFAULT_AGGREGATE_NAME: &str = "aggr0";
 
 impl Superblock {
     /// Encodes into one block, with its own checksum in the last 4 bytes.
@@ -455,6 +464,10 @@ impl Superblock {
             put_u16(&mut out, REBUILD_AT + 4, rebuild.disk);
             put_u64(&mut out, REBUILD_AT + 8, rebuild.cursor);
         }
+        assert!(self.name.len() <= NAME_MAX, "aggregate name too long");
+        put_u32(&mut out, AGGREGATE_AT, self.aggregate.0);
+        out[AGGREGATE_AT + 4] = self.name.len() as u8;
+        out[NAME_AT..NAME_AT + self.name.len()].copy_from_slice(self.name.as_bytes());
         for (n, group) in self.groups.iter().enumerate() {
             let at = GROUP_RECORDS_AT + n * 16;
             out[at] = u8::from(group.raid_dp);
@@ -496,7 +509,20 @@ impl Superblock {
             disk: get_u16(block, REBUILD_AT + 4),
             cursor: get_u64(block, REBUILD_AT + 8),
         });
+        let name_len = usize::from(block[AGGREGATE_AT + 4]).min(NAME_MAX);
+        let name = match std::str::from_utf8(&block[NAME_AT..NAME_AT + name_len]) {
+            Ok("") => DEFAULT_AGGREGATE_NAME.to_string(),
+            Ok(name) => name.to_string(),
+            Err(_) => {
+                return Err(FormatError::Corrupt {
+                    what: "superblock",
+                    detail: "the aggregate's name is not UTF-8".into(),
+                });
+            }
+        };
         Ok(Superblock {
+            aggregate: AggrId(get_u32(block, AGGREGATE_AT)),
+            name,
             cp: CpCount(get_u64(block, 16)),
             rebuild,
             groups,
@@ -649,6 +675,8 @@ mod tests {
             activemap: Inode::free(),
             volumes: Inode::free(),
             rebuild: None,
+            aggregate: AggrId(0),
+            name: DEFAULT_AGGREGATE_NAME.into(),
         }
     }
 
@@ -676,6 +704,8 @@ mod tests {
                 disk: 3,
                 cursor: 999,
             }),
+            aggregate: AggrId(7),
+            name: "aggr_sas".into(),
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block), Ok(superblock));

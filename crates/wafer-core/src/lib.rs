@@ -18,6 +18,7 @@ pub mod bitmap;
 pub mod filer;
 pub mod fixed_map;
 pub mod format;
+pub mod node;
 pub mod nvlog;
 pub mod payload;
 pub mod space;

@@ -15,7 +15,7 @@
 //! is recognised and dropped, never replayed.
 
 use crate::format::{FormatError, NAME_MAX, get_u32, get_u64, put_u32, put_u64};
-use crate::units::{CpCount, FileId, VolumeId};
+use crate::units::{AggrId, CpCount, FileId, VolumeId};
 
 /// How a volume's blocks age in the buffer cache (ONTAP's FlexShare `cache=`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -154,13 +154,16 @@ pub enum LoggedOp {
 pub struct NvRecord {
     /// Position in the global order of operations.
     pub seq: u64,
-    /// The CP that will contain the operation.
+    /// The CP that will contain the operation, in its aggregate's count.
     pub generation: CpCount,
+    /// The aggregate whose change it is: a node's aggregates share one log,
+    /// and each replays its own records only.
+    pub aggregate: AggrId,
     /// The operation.
     pub op: LoggedOp,
 }
 
-const HEADER: usize = 24;
+const HEADER: usize = 28;
 
 /// Where an operation's bytes go: into a record, or only counted.
 trait ByteSink {
@@ -200,6 +203,7 @@ impl NvRecord {
         put_u32(&mut out, 0, length);
         put_u64(&mut out, 8, self.seq);
         put_u64(&mut out, 16, self.generation.0);
+        put_u32(&mut out, 24, self.aggregate.0);
         let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..4]), &out[8..]);
         put_u32(&mut out, 4, crc);
         out
@@ -322,6 +326,7 @@ impl NvRecord {
         let record = NvRecord {
             seq: get_u64(record, 8),
             generation: CpCount(get_u64(record, 16)),
+            aggregate: AggrId(get_u32(record, 24)),
             op,
         };
         Ok((record, length))
@@ -626,6 +631,7 @@ mod tests {
             .map(|(n, op)| NvRecord {
                 seq: n as u64,
                 generation: CpCount(9),
+                aggregate: AggrId(n as u32 % 3),
                 op,
             })
             .collect()

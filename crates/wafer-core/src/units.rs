@@ -75,6 +75,11 @@ block_number!(
     Fbn
 );
 
+/// An aggregate's identifier within its node, recorded in its superblock
+/// and in every NVLog record of its changes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AggrId(pub u32);
+
 /// A flexible volume's identifier within its aggregate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct VolumeId(pub u32);

@@ -380,6 +380,7 @@ mod tests {
         NvRecord {
             seq,
             generation: CpCount(1),
+            aggregate: wafer_core::units::AggrId(0),
             op,
         }
     }

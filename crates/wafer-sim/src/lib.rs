@@ -8,4 +8,6 @@
 //! block, with every fault but the crash (a stamp filer does not mount).
 
 pub mod check;
+pub mod node_check;
+pub mod node_world;
 pub mod world;

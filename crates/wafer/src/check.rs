@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use wafer_sim::check::{CheckConfig, CheckFailure, CheckReport, PayloadKind, run as run_seed};
+use wafer_sim::node_check::{NodeCheckConfig, NodeCheckReport, run as run_node_seed};
 
 /// Options of `wafer check`.
 #[derive(Debug, Args)]
@@ -37,6 +38,11 @@ pub struct CheckArgs {
     /// workload's eight in flight, so that it refuses some as busy.
     #[arg(long)]
     bound_requests: bool,
+    /// Run nodes of 1 to 3 aggregates over one NVLog instead: --ops writes
+    /// spread over every aggregate's LUN, a crash and a full read-back every
+    /// 40, aggregates taken offline and back and disks lost between.
+    #[arg(long, conflicts_with_all = ["payload", "bound_requests"])]
+    node: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -89,6 +95,9 @@ impl PayloadArg {
 
 /// Runs the seeds; exit status 1 on the first failure.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    if args.node {
+        return Ok(run_nodes(args));
+    }
     let mut totals = Totals::default();
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
         match run_one(args, seed) {
@@ -119,6 +128,69 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs the node seeds; exit status 1 on the first failure.
+fn run_nodes(args: &CheckArgs) -> ExitCode {
+    let mut totals = NodeCheckReport::default();
+    for seed in args.seed..args.seed.saturating_add(args.seeds) {
+        let config = NodeCheckConfig {
+            rounds: args.ops.div_ceil(40).max(1),
+            faults: !args.no_faults,
+            ..NodeCheckConfig::for_seed(seed)
+        };
+        let outcome = std::panic::catch_unwind(|| run_node_seed(&config))
+            .unwrap_or_else(|panic| Err(format!("engine assertion failed: {}", message(&panic))));
+        match outcome {
+            Ok(report) => {
+                if args.verbose {
+                    println!(
+                        "seed {seed}: ok: {} aggregates, {report:?}",
+                        config.aggregates
+                    );
+                }
+                totals.crashes += report.crashes;
+                totals.writes += report.writes;
+                totals.blocks_checked += report.blocks_checked;
+                totals.offlines += report.offlines;
+                totals.disks_lost += report.disks_lost;
+            }
+            Err(reason) => {
+                println!(
+                    "check FAILED at seed {seed} ({} aggregates): {reason}",
+                    config.aggregates
+                );
+                let faults = if args.no_faults { " --no-faults" } else { "" };
+                println!(
+                    "replay: wafer check --node --seed {seed} --ops {}{faults}",
+                    args.ops
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!(
+        "check passed: {} node seeds from {} (1 to 3 aggregates), {} writes acknowledged, \
+         {} crashes survived, {} blocks read back, {} aggregates taken offline and back, \
+         {} disks lost",
+        args.seeds,
+        args.seed,
+        totals.writes,
+        totals.crashes,
+        totals.blocks_checked,
+        totals.offlines,
+        totals.disks_lost
+    );
+    ExitCode::SUCCESS
+}
+
+/// A panic's message.
+fn message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
+}
+
 /// Runs one seed; an engine assertion is a failure of that seed.
 fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
     let config = CheckConfig {
@@ -130,14 +202,9 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default();
         Err(CheckFailure {
             seed,
-            reason: format!("engine assertion failed: {message}"),
+            reason: format!("engine assertion failed: {}", message(&panic)),
         })
     })
 }

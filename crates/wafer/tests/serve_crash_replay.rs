@@ -98,12 +98,14 @@ fn acknowledged_writes_survive_sigkill() {
 fn write_records(bytes: &[u8]) -> Vec<usize> {
     let mut writes = Vec::new();
     let mut at = 0;
-    while at + 25 <= bytes.len() {
+    // A record: length, CRC, sequence, generation, aggregate (28 bytes),
+    // then the operation's tag (1 for a write).
+    while at + 29 <= bytes.len() {
         let length = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        if length <= 24 || at + length > bytes.len() {
+        if length <= 28 || at + length > bytes.len() {
             break;
         }
-        if bytes[at + 24] == 1 {
+        if bytes[at + 28] == 1 {
             writes.push(at);
         }
         at += length;

@@ -329,6 +329,12 @@ pub enum Sabotage {
     /// A block the aggregate lets go of stays marked in use: a leak, which
     /// no read notices and the invariants checked at the CP's commit must.
     LeakFreedBlocks,
+    /// Mounting replays every record of the node's shared NVLog newer than
+    /// the aggregate's CP, its own and other aggregates' alike.
+    ReplayForeignRecords,
+    /// A node resets an NVLog half as soon as it is not the active one,
+    /// whether or not every aggregate has committed the records in it.
+    EarlyLogReset,
 }
 
 impl Default for Options {

@@ -557,6 +557,7 @@ impl<P: Payload> Filer<P> {
         let record = crate::nvlog::NvRecord {
             seq: self.next_seq,
             generation: number,
+            aggregate: self.id,
             op: crate::nvlog::LoggedOp::DirtyStripes { stripes },
         };
         self.next_seq += 1;
@@ -939,6 +940,8 @@ impl<P: Payload> Filer<P> {
         let number = cp.number;
         let rebuild = self.rebuild_record();
         let superblock = Superblock {
+            aggregate: self.id,
+            name: self.name.clone(),
             cp: number,
             rebuild,
             groups: self.layout.records(),

@@ -65,7 +65,7 @@ use crate::format::{BlockPtr, NAME_MAX};
 use crate::nvlog::{Append, Halves, LoggedOp, LunId, NvRecord};
 use crate::payload::{Bytes, Payload, blocks_covered};
 use crate::space::{Allocator, PendingFrees};
-use crate::units::{CpCount, Fbn, FileId, Instant, Pvbn, VolumeId};
+use crate::units::{AggrId, CpCount, Fbn, FileId, Instant, Pvbn, VolumeId};
 
 /// The aggregate-level state: its map, its volume table and its allocator.
 #[derive(Clone, Debug)]
@@ -183,6 +183,9 @@ type PendingIo<D> = (
 /// (real bytes unless the lab asks for stamps).
 #[derive(Debug)]
 pub struct Filer<P: Payload = Bytes> {
+    /// The aggregate's identifier and name within its node.
+    id: AggrId,
+    name: String,
     layout: Layout,
     options: Options,
     phase: Phase<P::Unit>,
@@ -276,6 +279,8 @@ impl<P: Payload> Filer<P> {
             ..Counters::default()
         };
         Filer {
+            id: AggrId(0),
+            name: crate::format::DEFAULT_AGGREGATE_NAME.to_string(),
             aggregate: Aggregate {
                 activemap,
                 activemap_file: MetaFile::default(),
@@ -337,7 +342,27 @@ impl<P: Payload> Filer<P> {
     /// Creates a new, empty aggregate on blank disks. The filer is online once
     /// the first CP (which writes the superblock) has committed.
     pub fn format(layout: Layout, options: Options, now: Instant) -> Filer<P> {
+        let name = crate::format::DEFAULT_AGGREGATE_NAME;
+        Filer::format_aggregate(AggrId(0), name, layout, options, now)
+    }
+
+    /// Creates a new, empty aggregate `id` called `name` on blank disks,
+    /// as a node does for each aggregate it serves: its superblock and its
+    /// NVLog records carry `id`.
+    ///
+    /// # Panics
+    /// If `name` is longer than [`NAME_MAX`] bytes.
+    pub fn format_aggregate(
+        id: AggrId,
+        name: &str,
+        layout: Layout,
+        options: Options,
+        now: Instant,
+    ) -> Filer<P> {
+        assert!(name.len() <= NAME_MAX, "aggregate name too long");
         let mut filer = Filer::empty(layout, options, now);
+        filer.id = id;
+        filer.name = name.to_string();
         // Every map block is dirty so that the first image is complete.
         for block in 0..filer.aggregate.activemap.blocks() {
             filer.aggregate.activemap_file.dirty.insert(block);
@@ -392,6 +417,39 @@ impl<P: Payload> Filer<P> {
     /// The newest committed CP.
     pub fn committed_cp(&self) -> CpCount {
         self.committed
+    }
+
+    /// The aggregate's identifier within its node (as its superblock says,
+    /// once mounted).
+    pub fn aggregate_id(&self) -> AggrId {
+        self.id
+    }
+
+    /// The aggregate's name.
+    pub fn aggregate_name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether a CP is running.
+    pub fn cp_running(&self) -> bool {
+        self.cp.is_some()
+    }
+
+    /// Whether anything changed since the last CP began: dirty blocks, or
+    /// records in the NVLog's active half.
+    pub fn has_uncommitted(&self) -> bool {
+        !self.dirty.is_empty() || self.halves.active_used() > 0
+    }
+
+    /// Starts a CP for `reason` now, if the filer is online and none is
+    /// running: a node starts one in every aggregate when any of them starts
+    /// one, so that the log they share is released together.
+    pub fn start_cp_now(&mut self, now: Instant, reason: CpReason) {
+        self.now = now;
+        if self.is_online() && self.cp.is_none() {
+            self.start_cp(reason);
+            self.tend_indirect();
+        }
     }
 
     /// The aggregate's layout.
@@ -708,6 +766,7 @@ impl<P: Payload> Filer<P> {
         let record = NvRecord {
             seq: self.next_seq,
             generation: self.generation(),
+            aggregate: self.id,
             op,
         };
         let half = match self.halves.append(record.encoded_len() as u64) {

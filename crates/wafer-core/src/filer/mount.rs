@@ -196,6 +196,8 @@ impl<P: Payload> Filer<P> {
             }
         }
         self.committed = superblock.cp;
+        self.id = superblock.aggregate;
+        self.name = superblock.name;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
         self.aggregate.volume_table = MetaFile::from_inode(&superblock.volumes);
         self.read_roots(FileRef::AggregateMap);
@@ -450,10 +452,13 @@ impl<P: Payload> Filer<P> {
         let records = core::mem::take(&mut self.mount_state().records);
         self.next_seq = records.iter().map(|r| r.seq + 1).max().unwrap_or(0);
         let skip = self.sabotaged(super::Sabotage::SkipReplay);
-        let committed = self.committed;
+        let foreign_too = self.sabotaged(super::Sabotage::ReplayForeignRecords);
+        let (committed, id) = (self.committed, self.id);
+        // A node's aggregates share the log: each replays its own records.
         let newer: VecDeque<NvRecord> = records
             .into_iter()
             .filter(|r| r.generation > committed && !skip)
+            .filter(|r| r.aggregate == id || foreign_too)
             .collect();
         self.warn_of_damage(&newer);
         self.mount_state().to_replay = newer;
