@@ -75,6 +75,18 @@ impl Bitmap {
         }
     }
 
+    /// Grows to `len` bits; the new ones are clear (an aggregate given more
+    /// disks).
+    ///
+    /// # Panics
+    /// If `len` is below the current length.
+    pub fn grow(&mut self, len: u64) {
+        assert!(len >= self.len, "a bitmap only grows");
+        let clear = Arc::new(Chunk::new([0; WORDS_PER_BLOCK]));
+        self.chunks.resize(len.div_ceil(BITS_PER_BLOCK) as usize, clear);
+        self.len = len;
+    }
+
     /// Number of bits.
     pub fn len(&self) -> u64 {
         self.len

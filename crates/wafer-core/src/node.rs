@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::aggregate::Layout;
 use crate::filer::{
-    Busy, Change, CpReason, Filer, HostError, HostRequest, Io, IoId, IoOp, IoResult, Options,
+    Busy, Change, CpReason, Filer, GrowError, HostError, HostRequest, Io, IoId, IoOp, IoResult, Options,
     Reply, ReplyData, RequestId,
 };
 use crate::format::NAME_MAX;
@@ -105,6 +105,9 @@ pub enum AggrError {
     /// The name is empty or too long.
     #[error("an aggregate's name must be 1 to {NAME_MAX} bytes: {0:?}")]
     BadName(String),
+    /// The disks cannot be added as asked.
+    #[error(transparent)]
+    Grow(#[from] GrowError),
     /// No aggregate has that id.
     #[error("no such aggregate")]
     NotFound,
@@ -321,6 +324,22 @@ impl<P: Payload> Node<P> {
         if let Some(engine) = member.engine.as_mut() {
             engine.start_cp_now(now, CpReason::Sync);
         }
+        self.settle(id);
+        Ok(())
+    }
+
+    /// Adds blank disks to an online aggregate: `grown` is its layout with
+    /// them, a new RAID group or data disks at the end of the last group
+    /// ([`Filer::add_disks`]). The driver records the disks first.
+    pub fn add_disks(&mut self, now: Instant, id: AggrId, grown: Layout) -> Result<(), AggrError> {
+        self.now = now;
+        let member = self.members.get_mut(&id).ok_or(AggrError::NotFound)?;
+        if member.state != AggrState::Online {
+            return Err(member.wrong_state("it must be online"));
+        }
+        let engine = member.engine.as_mut().expect("an online aggregate has an engine");
+        engine.add_disks(now, grown.clone())?;
+        member.layout = grown;
         self.settle(id);
         Ok(())
     }

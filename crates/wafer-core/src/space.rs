@@ -43,6 +43,16 @@ impl PendingFrees {
         }
     }
 
+    /// Room for block numbers `0..len` from now on.
+    pub fn grow(&mut self, len: u64) {
+        self.held.grow(len);
+    }
+
+    /// The blocks held.
+    pub fn held(&self) -> &Bitmap {
+        &self.held
+    }
+
     /// Holds `block` until CP `release_after` has committed.
     pub fn hold(&mut self, block: u64, release_after: CpCount) {
         assert!(self.held.set(block), "block {block} freed twice");

@@ -5,6 +5,7 @@
 //! flight at once, and ends each round with a crash and a remount. Between
 //! rounds it takes a random aggregate offline and back, and loses disks
 //! within RAID-DP's promise (at most two per aggregate, each its own RAID
+//! group), and add disks (a data disk to the last RAID group, or a new
 //! group). After every remount each block of every LUN is read back: it must
 //! hold the last acknowledged write's bytes, or those of a write in flight
 //! at the crash. A node that replays a record into the wrong aggregate, or
@@ -77,6 +78,8 @@ pub struct NodeCheckReport {
     pub offlines: u64,
     /// Disks lost.
     pub disks_lost: u64,
+    /// Times disks were added to an aggregate.
+    pub disks_added: u64,
 }
 
 /// An aggregate of one RAID-DP group of six disks, 16 MiB each.
@@ -208,7 +211,7 @@ fn administer(
 ) -> Result<(), String> {
     let aggregates = world.aggregates().len() as u64;
     let aggregate = AggrId(rng.below(aggregates) as u32);
-    match rng.below(3) {
+    match rng.below(4) {
         0 => {
             let now = world.now();
             let offline = world.node.offline_aggregate(now, aggregate);
@@ -232,9 +235,32 @@ fn administer(
                 report.disks_lost += 1;
             }
         }
+        2 => {
+            let layout = world.node.layout(aggregate).expect("a member").clone();
+            if layout.groups().len() < 3 {
+                let grown = grown_layout(&layout, rng.chance(1, 2));
+                let added = world.add_disks(aggregate, grown);
+                added.map_err(|e| format!("add disks: {e}"))?;
+                report.disks_added += 1;
+            }
+        }
         _ => {}
     }
     Ok(())
+}
+
+/// `layout` with a data disk added to its last group, or with a new
+/// RAID-DP group of four disks.
+fn grown_layout(layout: &Layout, new_group: bool) -> Layout {
+    let mut groups = layout.groups().to_vec();
+    let last = groups.last_mut().expect("a group");
+    if new_group || last.group_size() >= 8 {
+        groups.push(RaidGroupGeometry::new(RaidType::RaidDp, 4, 4096).expect("valid"));
+    } else {
+        let wider = RaidGroupGeometry::new(last.raid_type(), last.group_size() as u16 + 1, 4096);
+        *last = wider.expect("valid");
+    }
+    Layout::new(groups, 0).expect("valid")
 }
 
 fn all_online(world: &NodeWorld) -> Result<(), String> {

@@ -295,6 +295,20 @@ impl NodeWorld {
         id
     }
 
+    /// Adds blank disks to an aggregate: recorded first, as a driver's
+    /// configuration does, then given to the node.
+    pub fn add_disks(
+        &mut self,
+        aggregate: AggrId,
+        grown: Layout,
+    ) -> Result<(), wafer_core::node::AggrError> {
+        let now = self.now;
+        self.node.add_disks(now, aggregate, grown.clone())?;
+        self.layouts.insert(aggregate, grown);
+        self.collect_io();
+        Ok(())
+    }
+
     /// Collects what a node call outside the world issued.
     pub fn after_node_call(&mut self) {
         self.collect_io();

@@ -261,3 +261,105 @@ fn volume_names_are_unique_across_the_node() {
     let reply = world.request(Some(AggrId(1)), HostRequest::Change(again));
     assert!(reply.is_err(), "a second vol0 on aggr1: {reply:?}");
 }
+
+/// `layout()` with `extra` data disks in its group, or with a second group
+/// of `extra` + 2 disks.
+fn grown(extra: u16, new_group: bool) -> wafer_core::aggregate::Layout {
+    use wafer_raid::{RaidGroupGeometry, RaidType};
+    let first = RaidGroupGeometry::new(RaidType::RaidDp, 6 + extra * u16::from(!new_group), 4096);
+    let mut groups = vec![first.expect("valid")];
+    if new_group {
+        groups.push(RaidGroupGeometry::new(RaidType::RaidDp, 2 + extra, 4096).expect("valid"));
+    }
+    wafer_core::aggregate::Layout::new(groups, 0).expect("valid")
+}
+
+/// A 40 MiB volume on aggr1.
+fn big_volume(world: &mut NodeWorld) -> Result<wafer_core::units::VolumeId, String> {
+    let create = Change::CreateVolume {
+        name: "vol_big".into(),
+        size_bytes: 40 << 20,
+    };
+    match world.request(Some(AggrId(1)), HostRequest::Change(create)) {
+        Ok(ReplyData::Volume(volume)) => Ok(volume),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+fn free_blocks(world: &NodeWorld, id: u32) -> u64 {
+    let aggregate = world.node.aggregate(AggrId(id)).expect("serving");
+    aggregate.aggregate_space().available_bytes / 4096
+}
+
+#[test]
+fn disks_added_to_an_aggregate_add_space_and_survive_crashes() {
+    for (seed, new_group) in [(21, false), (22, true), (23, false), (24, true)] {
+        let mut world = node(2, options(), seed);
+        let lun = lun_on(&mut world, AggrId(1), "vol1");
+        for block in 0..LUN_BLOCKS {
+            world
+                .request(None, write(lun, block, block as u8 | 1))
+                .expect("written");
+        }
+        let before = free_blocks(&world, 1);
+        assert!(
+            big_volume(&mut world).is_err(),
+            "a 40 MiB volume fit beside a 24 MiB one in 64 MiB"
+        );
+        world
+            .add_disks(AggrId(1), grown(2, new_group))
+            .expect("disks added");
+        // Odd seeds crash before the CP that takes the disks has issued a
+        // write: the mount finds the configured layout extending the
+        // superblock's.
+        if seed % 2 == 1 {
+            world.crash_and_remount();
+        }
+        world.run_until_settled();
+        let after = free_blocks(&world, 1);
+        assert!(
+            after >= before + 2 * 4096 - 64,
+            "seed {seed}: {before} free blocks, then {after}"
+        );
+        assert_eq!(world.node.layout(AggrId(1)), Some(&grown(2, new_group)));
+        // The new space takes a volume that did not fit before, and data.
+        let volume = big_volume(&mut world).expect("room for the big volume");
+        let create = Change::CreateLun {
+            volume,
+            name: "lun0".into(),
+            size_bytes: LUN_BLOCKS * 4096,
+        };
+        let Ok(ReplyData::Lun(big)) = world.request(None, HostRequest::Change(create)) else {
+            panic!("no LUN in the big volume");
+        };
+        for block in 0..LUN_BLOCKS {
+            world.request(None, write(big, block, 0x5a)).expect("written");
+        }
+        world.crash_and_remount();
+        for block in 0..LUN_BLOCKS {
+            assert_eq!(read_block(&mut world, lun, block)[0], block as u8 | 1);
+            assert_eq!(read_block(&mut world, big, block)[0], 0x5a);
+        }
+        world.node.check_invariants().expect("invariants hold");
+    }
+}
+
+#[test]
+fn disks_that_do_not_extend_the_aggregate_are_refused() {
+    let mut world = node(1, options(), 31);
+    let shrunk = {
+        use wafer_raid::{RaidGroupGeometry, RaidType};
+        let group = RaidGroupGeometry::new(RaidType::RaidDp, 5, 4096).expect("valid");
+        wafer_core::aggregate::Layout::new(vec![group], 0).expect("valid")
+    };
+    let other_size = {
+        use wafer_raid::{RaidGroupGeometry, RaidType};
+        let group = RaidGroupGeometry::new(RaidType::RaidDp, 7, 8192).expect("valid");
+        wafer_core::aggregate::Layout::new(vec![group], 0).expect("valid")
+    };
+    for refused in [shrunk, other_size, layout()] {
+        let result = world.add_disks(AggrId(0), refused.clone());
+        assert!(result.is_err(), "{refused:?} accepted");
+    }
+    assert_eq!(world.node.layout(AggrId(0)), Some(&layout()));
+}

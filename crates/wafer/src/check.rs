@@ -152,6 +152,7 @@ fn run_nodes(args: &CheckArgs) -> ExitCode {
                 totals.blocks_checked += report.blocks_checked;
                 totals.offlines += report.offlines;
                 totals.disks_lost += report.disks_lost;
+                totals.disks_added += report.disks_added;
             }
             Err(reason) => {
                 println!(
@@ -170,14 +171,15 @@ fn run_nodes(args: &CheckArgs) -> ExitCode {
     println!(
         "check passed: {} node seeds from {} (1 to 3 aggregates), {} writes acknowledged, \
          {} crashes survived, {} blocks read back, {} aggregates taken offline and back, \
-         {} disks lost",
+         {} disks lost, disks added {} times",
         args.seeds,
         args.seed,
         totals.writes,
         totals.crashes,
         totals.blocks_checked,
         totals.offlines,
-        totals.disks_lost
+        totals.disks_lost,
+        totals.disks_added
     );
     ExitCode::SUCCESS
 }

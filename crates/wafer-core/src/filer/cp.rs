@@ -151,6 +151,7 @@ impl<P: Payload> Filer<P> {
     /// Starts a CP; `keeps_log` for one that replay runs before it is done.
     pub(super) fn start_cp_logging(&mut self, reason: CpReason, keeps_log: bool) {
         assert!(self.cp.is_none(), "one CP at a time");
+        self.apply_growth();
         let number = CpCount(self.committed.0 + 1);
         let half = match keeps_log {
             true => self.halves.active_half(),

@@ -25,6 +25,7 @@ mod blockio;
 mod cache;
 mod container;
 mod cp;
+mod grow;
 mod indirect;
 pub mod meta;
 mod mount;
@@ -45,6 +46,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use wafer_raid::DiskSet;
 
 pub use api::*;
+pub use grow::{GrowError, check_extension};
 use blockio::{BlockRead, ReadPurpose, RepairJob};
 use cache::{BlockState, BufferCache, CacheEntry};
 use cp::Cp;
@@ -244,6 +246,8 @@ pub struct Filer<P: Payload = Bytes> {
     /// marks may be written until a newer CP has committed without it.
     committed_map: Bitmap,
     realloc: Option<realloc::ReallocJob>,
+    /// Disks added, to take into use when the next CP starts.
+    growth: Option<Layout>,
     rebuild: Option<rebuild::Rebuild>,
     scrub: Option<scrub::Scrub>,
     /// The driver said it has no spare left.
@@ -311,6 +315,7 @@ impl<P: Payload> Filer<P> {
             written,
             committed_map: Bitmap::new(total),
             realloc: None,
+            growth: None,
             rebuild: None,
             scrub: None,
             spares_exhausted: no_spares,

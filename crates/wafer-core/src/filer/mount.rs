@@ -49,6 +49,9 @@ pub(super) struct Mount<U: StripeUnit> {
     /// Whether the last replay CP (the one that releases the log) has started.
     final_cp: bool,
     pub(super) resync: Option<super::resync::Resync<U>>,
+    /// The pvbn count the superblock's layout has, where the configured
+    /// layout extends it with disks added just before a crash.
+    grown_from: Option<u64>,
 }
 
 impl Filer<Bytes> {
@@ -76,6 +79,7 @@ impl Filer<Bytes> {
             to_replay: VecDeque::new(),
             final_cp: false,
             resync: None,
+            grown_from: None,
         }));
         for disk in disks {
             filer.issue(
@@ -185,10 +189,19 @@ impl<P: Payload> Filer<P> {
         // Spares are the driver's to count: one may have taken a failed
         // disk's place since this superblock was written.
         if superblock.groups != self.layout.records() {
-            return self.fail_mount(format!(
-                "the disks hold an aggregate of {} RAID groups laid out differently from the configuration",
-                superblock.groups.len()
-            ));
+            // Disks added whose CP never committed: the configuration names
+            // them, the superblock does not yet (see `grow`).
+            let on_disk = Layout::from_records(&superblock.groups, self.layout.spares());
+            match on_disk.map(|old| (super::check_extension(&old, &self.layout), old)) {
+                Ok((Ok(()), old)) => self.mount_state().grown_from = Some(old.total_blocks()),
+                _ => {
+                    return self.fail_mount(format!(
+                        "the disks hold an aggregate of {} RAID groups laid out differently \
+                         from the configuration",
+                        superblock.groups.len()
+                    ));
+                }
+            }
         }
         if let Some(record) = superblock.rebuild {
             if let Err(reason) = self.resume_rebuild(record) {
@@ -387,6 +400,9 @@ impl<P: Payload> Filer<P> {
         }
         if let Err(reason) = self.rebuild_snapshot_maps() {
             return self.fail_mount(reason);
+        }
+        if let Some(old_total) = self.mount_state().grown_from {
+            self.claim_blocks_from(old_total);
         }
         let activemap = &self.aggregate.activemap;
         self.aggregate.allocator = Allocator::new(&self.layout, activemap);

@@ -24,15 +24,31 @@ pub(super) struct WrittenSums {
 impl WrittenSums {
     /// Nothing known yet.
     pub(super) fn new(layout: &Layout) -> WrittenSums {
-        let blocks: Vec<u64> = (0..layout.disk_count())
-            .map(|id| match layout.slot(DiskId(id)) {
+        let mut sums = WrittenSums {
+            sums: Vec::new(),
+            known: Vec::new(),
+        };
+        sums.grow(layout);
+        sums
+    }
+
+    /// Room for the disks of `layout`, which extends the layout so far
+    /// (disks were added): what is known of the disks already members stays.
+    pub(super) fn grow(&mut self, layout: &Layout) {
+        for id in 0..layout.disk_count() {
+            let blocks = match layout.slot(DiskId(id)) {
                 Some(Slot::Member { group, .. }) => layout.groups()[group].blocks_per_disk(),
                 _ => 0,
-            })
-            .collect();
-        WrittenSums {
-            sums: blocks.iter().map(|&n| vec![0; n as usize]).collect(),
-            known: blocks.iter().map(|&n| Bitmap::new(n)).collect(),
+            };
+            let d = id as usize;
+            if d >= self.sums.len() {
+                self.sums.push(Vec::new());
+                self.known.push(Bitmap::new(0));
+            }
+            if (self.sums[d].len() as u64) < blocks {
+                self.sums[d].resize(blocks as usize, 0);
+                self.known[d].grow(blocks);
+            }
         }
     }
 
