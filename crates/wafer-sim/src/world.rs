@@ -18,7 +18,11 @@
 //! - **host refusal**: writes to some disks (or all) answer `Unwritable`, as
 //!   a full host file system or an immutable disk file does, and land
 //!   nothing, until the filer is mounted again (space came back); any number
-//!   of disks, beyond the promise too, since no disk has failed;
+//!   of disks, beyond the promise too, since no disk has failed. But a
+//!   refused write leaves its stripe half written (the rest of the CP's
+//!   writes to it may land), which is the write hole a crash leaves: so, as
+//!   at a crash, a write to a stripe that already holds a fault (a dead disk,
+//!   a damaged block) is not refused but lands;
 //! - **crash**: the filer vanishes; writes in flight land whole, torn, or not at
 //!   all; NVRAM appends in flight persist as a prefix, the last one possibly
 //!   torn. The filer then mounts again from what is there. A stripe left half
@@ -437,8 +441,9 @@ impl<P: SimPayload> World<P> {
                 if self.disks[disk.0 as usize].dead {
                     return IoResult::DiskFailed;
                 }
-                if self.refusing.contains(disk) {
-                    self.refuse(*disk, dbn.0, sectors.len() as u64);
+                let count = sectors.len() as u64;
+                if self.refusing.contains(disk) && !self.holds_fault(*disk, dbn.0, count) {
+                    self.refuse(*disk, dbn.0, count);
                     return IoResult::Unwritable;
                 }
                 for (n, sector) in sectors.iter().enumerate() {
@@ -555,6 +560,15 @@ impl<P: SimPayload> World<P> {
             self.unprotected
                 .extend((dbn..dbn + count).map(|at| (group, at)));
         }
+    }
+
+    /// Whether a stripe of the `count` blocks from `dbn` of `disk` holds a
+    /// fault already: a disk out of service or a damaged block. Such a stripe
+    /// has no redundancy to spare for a write hole too: with its parity
+    /// rewritten and a block of it not (or the reverse), a block that lives
+    /// only in parity, or stands in for a damaged one, cannot be rebuilt.
+    fn holds_fault(&self, disk: DiskId, dbn: u64, count: u64) -> bool {
+        (dbn..dbn + count).any(|at| self.stripe_faults(disk, at) > 0)
     }
 
     /// Whether a crash left the stripe of (`disk`, `dbn`) half written.
