@@ -83,7 +83,8 @@ impl Bitmap {
     pub fn grow(&mut self, len: u64) {
         assert!(len >= self.len, "a bitmap only grows");
         let clear = Arc::new(Chunk::new([0; WORDS_PER_BLOCK]));
-        self.chunks.resize(len.div_ceil(BITS_PER_BLOCK) as usize, clear);
+        self.chunks
+            .resize(len.div_ceil(BITS_PER_BLOCK) as usize, clear);
         self.len = len;
     }
 

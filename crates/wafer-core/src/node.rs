@@ -39,8 +39,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::aggregate::Layout;
 use crate::filer::{
-    Busy, Change, CpReason, Filer, GrowError, HostError, HostRequest, Io, IoId, IoOp, IoResult, Options,
-    Reply, ReplyData, RequestId,
+    Busy, Change, CpReason, Filer, GrowError, HostError, HostRequest, Io, IoId, IoOp, IoResult,
+    Options, Reply, ReplyData, RequestId,
 };
 use crate::format::NAME_MAX;
 use crate::nvlog::{LoggedOp, LunId, NvRecord};
@@ -337,7 +337,10 @@ impl<P: Payload> Node<P> {
         if member.state != AggrState::Online {
             return Err(member.wrong_state("it must be online"));
         }
-        let engine = member.engine.as_mut().expect("an online aggregate has an engine");
+        let engine = member
+            .engine
+            .as_mut()
+            .expect("an online aggregate has an engine");
         engine.add_disks(now, grown.clone())?;
         member.layout = grown;
         self.settle(id);

@@ -333,7 +333,9 @@ fn disks_added_to_an_aggregate_add_space_and_survive_crashes() {
             panic!("no LUN in the big volume");
         };
         for block in 0..LUN_BLOCKS {
-            world.request(None, write(big, block, 0x5a)).expect("written");
+            world
+                .request(None, write(big, block, 0x5a))
+                .expect("written");
         }
         world.crash_and_remount();
         for block in 0..LUN_BLOCKS {

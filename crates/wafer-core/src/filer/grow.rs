@@ -51,7 +51,9 @@ pub fn check_extension(old: &Layout, grown: &Layout) -> Result<(), GrowError> {
         let same_kind =
             was.raid_type() == now.raid_type() && was.blocks_per_disk() == now.blocks_per_disk();
         if !same_kind || (n < last && was.group_size() != now.group_size()) {
-            return refuse(format!("RAID group {n} would change other than by new disks"));
+            return refuse(format!(
+                "RAID group {n} would change other than by new disks"
+            ));
         }
         if now.group_size() < was.group_size() {
             return refuse(format!("RAID group {n} would lose disks"));

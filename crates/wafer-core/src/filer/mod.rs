@@ -46,10 +46,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use wafer_raid::DiskSet;
 
 pub use api::*;
-pub use grow::{GrowError, check_extension};
 use blockio::{BlockRead, ReadPurpose, RepairJob};
 use cache::{BlockState, BufferCache, CacheEntry};
 use cp::Cp;
+pub use grow::{GrowError, check_extension};
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
 pub use realloc::{REALLOC_BLOCKS_PER_CP, ReallocMeasure};
