@@ -36,7 +36,7 @@ const CHECKED_AT_COMMIT_MAX_BLOCKS: u64 = 1 << 18;
 impl<P: Payload> Filer<P> {
     /// Checks every invariant; call only when no I/O is in flight.
     pub fn check_invariants(&self) -> Result<(), String> {
-        if self.cp.is_some() || !self.io_pending.is_empty() {
+        if self.cp.is_some() || !self.outbox.nothing_pending() {
             return Err("invariants are checked only when the filer is quiescent".into());
         }
         self.invariants_hold()

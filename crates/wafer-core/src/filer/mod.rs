@@ -30,6 +30,7 @@ mod indirect;
 pub mod meta;
 mod mount;
 mod node_ages;
+mod outbox;
 mod realloc;
 mod rebuild;
 mod resync;
@@ -255,13 +256,7 @@ pub struct Filer<P: Payload = Bytes> {
     /// A rebuild finished and no committed superblock says so yet.
     rebuild_done_unrecorded: bool,
     next_repair: u64,
-    io_out: VecDeque<Io<P>>,
-    io_pending: FixedMap<IoId, PendingIo<P::ReadData>>,
-    next_io: u64,
-    replies: VecDeque<Reply<P::ReadData>>,
-    next_request: u64,
-    /// Requests submitted whose replies have not been polled.
-    requests_held: usize,
+    outbox: outbox::Outbox<P, PendingIo<P::ReadData>>,
     counters: Counters,
 }
 
@@ -334,12 +329,7 @@ impl<P: Payload> Filer<P> {
             indirect_floor: (CpCount(0), 0),
             data_floor: (CpCount(0), 0),
             next_repair: 0,
-            io_out: VecDeque::new(),
-            io_pending: FixedMap::default(),
-            next_io: 0,
-            replies: VecDeque::new(),
-            next_request: 0,
-            requests_held: 0,
+            outbox: outbox::Outbox::default(),
             counters,
         }
     }
@@ -543,13 +533,10 @@ impl<P: Payload> Filer<P> {
         if !self.is_online() {
             return Err(Busy::NotOnline);
         }
-        if self.requests_held >= self.options.max_requests {
-            self.counters.busy_refusals += 1;
-            return Err(Busy::Full(self.requests_held));
-        }
-        let id = RequestId(self.next_request);
-        self.next_request += 1;
-        self.requests_held += 1;
+        let id = self
+            .outbox
+            .admit(self.options.max_requests)
+            .inspect_err(|_| self.counters.busy_refusals += 1)?;
         self.dispatch(id, request);
         self.tend_indirect();
         Ok(id)
@@ -557,15 +544,12 @@ impl<P: Payload> Filer<P> {
 
     /// The next I/O for the driver to perform.
     pub fn poll_io(&mut self) -> Option<Io<P>> {
-        self.io_out.pop_front()
+        self.outbox.poll_io()
     }
 
     /// The next reply to a host request.
     pub fn poll_reply(&mut self) -> Option<Reply<P::ReadData>> {
-        let reply = self.replies.pop_front()?;
-        self.requests_held = (self.requests_held.checked_sub(1))
-            .expect("every reply answers a request submitted once");
-        Some(reply)
+        self.outbox.poll_reply()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
@@ -587,10 +571,7 @@ impl<P: Payload> Filer<P> {
     /// An I/O has completed.
     pub fn handle_io_done(&mut self, now: Instant, id: IoId, result: IoResult<P>) {
         self.now = now;
-        let (purpose, disk, issued) = self
-            .io_pending
-            .remove(&id)
-            .expect("completion of an I/O that is not pending");
+        let (purpose, disk, issued) = self.outbox.complete(id);
         if let Some((disk, kind)) = disk {
             self.counters.disks[disk.0 as usize].add_latency(kind, now - issued);
         }
@@ -618,7 +599,7 @@ impl<P: Payload> Filer<P> {
             IoPurpose::SuperblockRead { disk } => self.superblock_read(disk, result),
             IoPurpose::Append { request } => {
                 if let Some((id, result)) = request {
-                    self.replies.push_back(Reply { id, result });
+                    self.outbox.reply(id, result);
                 }
             }
             IoPurpose::StripesLogged => self.issue_stripes(),
@@ -685,14 +666,11 @@ impl<P: Payload> Filer<P> {
             self.counters.disks[id.0 as usize].count_issued(kind, blocks);
         }
         let disk = disk.map(|(id, kind, _)| (id, kind));
-        let id = IoId(self.next_io);
-        self.next_io += 1;
-        self.io_pending.insert(id, (purpose, disk, self.now));
-        self.io_out.push_back(Io { id, op });
+        self.outbox.issue(op, (purpose, disk, self.now));
     }
 
     fn reply(&mut self, id: RequestId, result: Result<ReplyData<P::ReadData>, HostError>) {
-        self.replies.push_back(Reply { id, result });
+        self.outbox.reply(id, result);
     }
 
     fn dispatch(&mut self, id: RequestId, request: HostRequest) {
