@@ -10,6 +10,8 @@
 //! back in place so the damage does not linger. A block on a failed disk goes
 //! straight to reconstruction.
 
+use std::collections::BTreeMap;
+
 use wafer_raid::{Dbn, DiskIndex, DiskSet, StripeUnit};
 
 use super::meta::FileRef;
@@ -45,9 +47,25 @@ pub(super) struct BlockRead {
     attempt: u8,
 }
 
+/// The repairs in progress, by job number; private to this module.
+#[derive(Clone, Debug)]
+pub(super) struct Repairs<P: Payload> {
+    jobs: BTreeMap<u64, RepairJob<P>>,
+    next: u64,
+}
+
+impl<P: Payload> Default for Repairs<P> {
+    fn default() -> Repairs<P> {
+        Repairs {
+            jobs: BTreeMap::new(),
+            next: 0,
+        }
+    }
+}
+
 /// A stripe being read to rebuild one block.
 #[derive(Clone, Debug)]
-pub(super) struct RepairJob<P: Payload> {
+struct RepairJob<P: Payload> {
     read: BlockRead,
     failed: DiskSet,
     stripe: Vec<Option<P::Unit>>,
@@ -163,9 +181,9 @@ impl<P: Payload> Filer<P> {
         let Ok(reads) = geometry.reconstruction_reads(failed) else {
             return self.deliver(read.purpose, None);
         };
-        let job = self.next_repair;
-        self.next_repair += 1;
-        self.repairs.insert(
+        let job = self.repairs.next;
+        self.repairs.next += 1;
+        self.repairs.jobs.insert(
             job,
             RepairJob {
                 read: read.clone(),
@@ -191,7 +209,7 @@ impl<P: Payload> Filer<P> {
 
     /// A block of a repair stripe has arrived.
     pub(super) fn repair_read(&mut self, job_id: u64, disk: DiskIndex, result: IoResult<P>) {
-        let job = self.repairs.get_mut(&job_id).expect("a repair job");
+        let job = self.repairs.jobs.get_mut(&job_id).expect("a repair job");
         let content = match result {
             IoResult::Read(mut sectors) => sectors.pop().flatten().map(|s| P::unit(&s.data)),
             IoResult::Done | IoResult::DiskFailed | IoResult::Unwritable => None,
@@ -204,7 +222,7 @@ impl<P: Payload> Filer<P> {
         if job.reads_left > 0 {
             return;
         }
-        let job = self.repairs.remove(&job_id).expect("a repair job");
+        let job = self.repairs.jobs.remove(&job_id).expect("a repair job");
         self.continue_repair(job_id, job);
     }
 
@@ -237,7 +255,7 @@ impl<P: Payload> Filer<P> {
         if !missing.is_empty() {
             job.reads_left = missing.len();
             let dbn = job.read.at.dbn;
-            self.repairs.insert(job_id, job);
+            self.repairs.jobs.insert(job_id, job);
             for disk in missing.iter() {
                 self.issue(
                     IoOp::Read {

@@ -34,16 +34,69 @@
 //! byte filer's.
 
 use core::ops::Range;
-use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::blockio::ReadPurpose;
 use super::meta::FileRef;
+use super::node_ages::NodeAges;
 use super::{CpReason, Filer, HostRequest, Phase, RequestId};
-use crate::fixed_map::{FixedHash, mix_words};
+use crate::fixed_map::{FixedHash, FixedMap, mix_words};
+use crate::format::BlockPtr;
 use crate::nvlog::{Change, LoggedOp, LunId};
 use crate::payload::{Payload, blocks_covered};
 use crate::tree::NodeId;
+use crate::units::CpCount;
+
+/// The indirect-block cache's own state, private to this module.
+#[derive(Debug)]
+pub(super) struct IndirectState {
+    /// Indirect blocks being read, with the pointer each read follows.
+    node_loads: BTreeMap<(LunId, NodeId), (BlockPtr, Vec<RequestId>)>,
+    /// Requests waiting for indirect blocks, with how many of their reads
+    /// are still out.
+    fault_waits: BTreeMap<RequestId, usize>,
+    /// Host requests (not changes) waiting for indirect blocks.
+    faulting: Vec<(RequestId, HostRequest)>,
+    /// Indirect blocks that could not be read, until the requests waiting
+    /// for them have been failed.
+    unreadable: BTreeSet<(LunId, NodeId)>,
+    /// When each resident indirect block of a LUN was last used.
+    indirect_use: NodeAges,
+    /// A stamp filer's evicted indirect blocks (its disks hold digests).
+    evicted_nodes: FixedMap<(LunId, NodeId), crate::tree::Node>,
+    /// The driver keeps every indirect block resident.
+    pin_indirect: bool,
+    /// No indirect block has been evicted since every tree was last seen
+    /// whole (while pinned, trees stay whole once they are).
+    indirect_whole: bool,
+    /// What the cache held after the last eviction of indirect blocks, and
+    /// the newest CP then: pinned nodes can keep the cache over its budget,
+    /// and scanning them again is futile until it grows by a batch or a CP
+    /// unpins some.
+    indirect_floor: (CpCount, usize),
+}
+
+impl IndirectState {
+    pub(super) fn new() -> IndirectState {
+        IndirectState {
+            node_loads: BTreeMap::new(),
+            fault_waits: BTreeMap::new(),
+            faulting: Vec::new(),
+            unreadable: BTreeSet::new(),
+            indirect_use: NodeAges::default(),
+            evicted_nodes: FixedMap::default(),
+            pin_indirect: false,
+            indirect_whole: true,
+            indirect_floor: (CpCount(0), 0),
+        }
+    }
+
+    /// Host request `id` waits for the indirect blocks it needs.
+    pub(super) fn park(&mut self, id: RequestId, request: HostRequest) {
+        self.faulting.push((id, request));
+    }
+}
 use crate::units::Fbn;
 
 /// Whether a request's indirect blocks are all in memory.
@@ -115,7 +168,7 @@ impl<P: Payload> Filer<P> {
     /// level-1 blocks take seconds of CPU. It waits only for the reads it
     /// asked for, so other requests' reads cannot keep it waiting.
     pub(super) fn fault_in(&mut self, id: RequestId, needs: Vec<(LunId, Range<u64>)>) -> Fault {
-        if self.fault_waits.contains_key(&id) {
+        if self.indirect.fault_waits.contains_key(&id) {
             return Fault::Waiting;
         }
         let mut absent: Vec<(LunId, NodeId, crate::format::BlockPtr)> = needs
@@ -136,13 +189,13 @@ impl<P: Payload> Filer<P> {
         }
         if absent
             .iter()
-            .any(|(lun, node, _)| self.unreadable.contains(&(*lun, *node)))
+            .any(|(lun, node, _)| self.indirect.unreadable.contains(&(*lun, *node)))
         {
             return Fault::Unreadable;
         }
         let mut seen = std::collections::BTreeSet::new();
         absent.retain(|(lun, node, _)| seen.insert((*lun, *node)));
-        self.fault_waits.insert(id, absent.len());
+        self.indirect.fault_waits.insert(id, absent.len());
         self.read_indirect(absent, Some(id));
         Fault::Waiting
     }
@@ -157,7 +210,7 @@ impl<P: Payload> Filer<P> {
     ) {
         let mut reads = Vec::new();
         for (lun, node, ptr) in nodes {
-            match self.node_loads.entry((lun, node)) {
+            match self.indirect.node_loads.entry((lun, node)) {
                 Entry::Occupied(mut load) => {
                     load.get_mut().1.extend(waiter);
                     continue;
@@ -183,17 +236,19 @@ impl<P: Payload> Filer<P> {
         content: Option<P::Content>,
     ) {
         let (ptr, waiters) = self
+            .indirect
             .node_loads
             .remove(&(lun, node))
             .expect("an indirect read that was issued");
         for waiter in waiters {
             let left = self
+                .indirect
                 .fault_waits
                 .get_mut(&waiter)
                 .expect("a waiting request");
             *left -= 1;
             if *left == 0 {
-                self.fault_waits.remove(&waiter);
+                self.indirect.fault_waits.remove(&waiter);
             }
         }
         match content {
@@ -202,6 +257,7 @@ impl<P: Payload> Filer<P> {
                     Some(bytes) => self.lun_tree_mut(lun).load_node(node, bytes),
                     None => {
                         let pointers = self
+                            .indirect
                             .evicted_nodes
                             .remove(&(lun, node))
                             .expect("a stamp filer keeps what it evicts");
@@ -213,16 +269,16 @@ impl<P: Payload> Filer<P> {
                         self.lun_tree_mut(lun).restore_node(node, pointers);
                     }
                 }
-                self.indirect_use.set(lun, node, self.use_clock);
+                self.indirect.indirect_use.set(lun, node, self.use_clock);
             }
             Some(_) => {}
             None => {
                 self.counters.unrecoverable_blocks += 1;
-                self.unreadable.insert((lun, node));
+                self.indirect.unreadable.insert((lun, node));
             }
         }
         self.restart_faulting();
-        self.unreadable.clear();
+        self.indirect.unreadable.clear();
         self.rebuild_when_whole();
     }
 
@@ -243,7 +299,7 @@ impl<P: Payload> Filer<P> {
 
     /// Starts again every request that waited for indirect blocks.
     fn restart_faulting(&mut self) {
-        for (id, request) in core::mem::take(&mut self.faulting) {
+        for (id, request) in core::mem::take(&mut self.indirect.faulting) {
             self.dispatch(id, request);
         }
         self.resume_stalled();
@@ -254,7 +310,7 @@ impl<P: Payload> Filer<P> {
     fn rebuild_when_whole(&mut self) {
         let idle = self.cp.is_none() && matches!(self.phase, Phase::Online);
         let wanted = self.rebuild_wants_cp() || self.scrub_wants_cp();
-        if idle && self.node_loads.is_empty() && wanted {
+        if idle && self.indirect.node_loads.is_empty() && wanted {
             self.start_cp(CpReason::Sync);
         }
     }
@@ -263,7 +319,7 @@ impl<P: Payload> Filer<P> {
     /// snapshot or a scrub naming damaged blocks in progress, or the driver
     /// asked.
     fn indirect_pinned(&self) -> bool {
-        self.pin_indirect
+        self.indirect.pin_indirect
             || self.rebuild.is_some()
             || self.realloc.is_some()
             || self.scrub_needs_names()
@@ -287,7 +343,7 @@ impl<P: Payload> Filer<P> {
     /// `pinned`; [`indirect_complete`](Self::indirect_complete) tells when
     /// they all are. The simulator pins before it checks invariants.
     pub fn pin_indirect(&mut self, pinned: bool) {
-        self.pin_indirect = pinned;
+        self.indirect.pin_indirect = pinned;
         self.tend_indirect();
     }
 
@@ -323,7 +379,7 @@ impl<P: Payload> Filer<P> {
             return;
         }
         if self.indirect_pinned() {
-            if self.indirect_whole {
+            if self.indirect.indirect_whole {
                 return;
             }
             let absent: Vec<_> = self
@@ -334,7 +390,7 @@ impl<P: Payload> Filer<P> {
                         .map(move |(node, ptr)| (lun, node, ptr))
                 })
                 .collect();
-            self.indirect_whole = absent.is_empty() && self.node_loads.is_empty();
+            self.indirect.indirect_whole = absent.is_empty() && self.indirect.node_loads.is_empty();
             return self.read_indirect(absent, None);
         }
         if self.cp.is_none() {
@@ -350,7 +406,13 @@ impl<P: Payload> Filer<P> {
         let limit = self.options.cache_blocks + self.dirty.len();
         let total = self.cache.len() + resident;
         let batch = self.options.cache_blocks / 16;
-        if !super::eviction_due(self.indirect_floor, self.committed, total, limit, batch) {
+        if !super::eviction_due(
+            self.indirect.indirect_floor,
+            self.committed,
+            total,
+            limit,
+            batch,
+        ) {
             return;
         }
         let excess = total - limit + batch;
@@ -367,7 +429,7 @@ impl<P: Payload> Filer<P> {
                         || self.loading_under(lun, node)
                         || waited_for(&waiting, lun, node);
                     if l.tree.is_evictable(node) && !busy {
-                        let age = self.indirect_use.age(lun, node);
+                        let age = self.indirect.indirect_use.age(lun, node);
                         victims.push((v.cache_policy, age, lun, node));
                     }
                 }
@@ -376,14 +438,14 @@ impl<P: Payload> Filer<P> {
         if excess < victims.len() {
             victims.select_nth_unstable(excess);
         }
-        self.indirect_floor = (self.committed, total - excess.min(victims.len()));
+        self.indirect.indirect_floor = (self.committed, total - excess.min(victims.len()));
         for (_, _, lun, node) in victims.into_iter().take(excess) {
-            self.indirect_whole = false;
+            self.indirect.indirect_whole = false;
             let pointers = self.lun_tree_mut(lun).evict(node);
-            self.indirect_use.forget(lun, node);
+            self.indirect.indirect_use.forget(lun, node);
             self.counters.indirect_evictions += 1;
             if !P::READS_METADATA {
-                self.evicted_nodes.insert((lun, node), pointers);
+                self.indirect.evicted_nodes.insert((lun, node), pointers);
             }
         }
     }
@@ -401,7 +463,11 @@ impl<P: Payload> Filer<P> {
     /// resident nodes stay, or a request needing more of a tree than the
     /// cache holds would never find it all in memory at once.
     fn waiting_ranges(&self) -> BTreeMap<LunId, Vec<Range<u64>>> {
-        let requests = self.faulting.iter().map(|(_, r)| self.request_needs(r));
+        let requests = self
+            .indirect
+            .faulting
+            .iter()
+            .map(|(_, r)| self.request_needs(r));
         let changes = self.stalled.iter().map(|(_, op)| self.op_needs(op));
         let mut out: BTreeMap<LunId, Vec<Range<u64>>> = BTreeMap::new();
         for (lun, range) in requests.chain(changes).flatten() {
@@ -426,7 +492,8 @@ impl<P: Payload> Filer<P> {
     fn loading_under(&self, lun: LunId, (level, index): NodeId) -> bool {
         let first = index * crate::format::POINTERS_PER_BLOCK as u64;
         let last = first + crate::format::POINTERS_PER_BLOCK as u64;
-        self.node_loads
+        self.indirect
+            .node_loads
             .range((lun, (level - 1, first))..(lun, (level - 1, last)))
             .next()
             .is_some()
@@ -436,7 +503,7 @@ impl<P: Payload> Filer<P> {
     /// indirect block over each is as recently used as the block was.
     pub(super) fn note_data_evicted(&mut self, evicted: Vec<((LunId, Fbn), u64)>) {
         let per_node = crate::format::POINTERS_PER_BLOCK as u64;
-        self.indirect_use.raise_level1(
+        self.indirect.indirect_use.raise_level1(
             evicted
                 .into_iter()
                 .map(|((lun, fbn), last_use)| (lun, fbn.0 / per_node, last_use)),

@@ -42,12 +42,12 @@ mod space;
 mod written;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use wafer_raid::DiskSet;
 
 pub use api::*;
-use blockio::{BlockRead, ReadPurpose, RepairJob};
+use blockio::{BlockRead, ReadPurpose};
 use cache::{BlockState, BufferCache, CacheEntry};
 use cp::Cp;
 pub use grow::{GrowError, check_extension};
@@ -213,33 +213,11 @@ pub struct Filer<P: Payload = Bytes> {
     last_cp_end: Instant,
     now: Instant,
     failed: Vec<DiskSet>,
-    repairs: BTreeMap<u64, RepairJob<P>>,
+    repairs: blockio::Repairs<P>,
     next_fill: u64,
     parked_reads: Vec<BlockRead>,
-    /// Indirect blocks being read, with the pointer each read follows.
-    node_loads: BTreeMap<(LunId, crate::tree::NodeId), (BlockPtr, Vec<RequestId>)>,
-    /// Requests waiting for indirect blocks, with how many of their reads
-    /// are still out.
-    fault_waits: BTreeMap<RequestId, usize>,
-    /// Host requests (not changes) waiting for indirect blocks.
-    faulting: Vec<(RequestId, HostRequest)>,
-    /// Indirect blocks that could not be read, until the requests waiting
-    /// for them have been failed.
-    unreadable: BTreeSet<(LunId, crate::tree::NodeId)>,
-    /// When each resident indirect block of a LUN was last used.
-    indirect_use: node_ages::NodeAges,
-    /// A stamp filer's evicted indirect blocks (its disks hold digests).
-    evicted_nodes: FixedMap<(LunId, crate::tree::NodeId), crate::tree::Node>,
-    /// The driver keeps every indirect block resident.
-    pin_indirect: bool,
-    /// No indirect block has been evicted since every tree was last seen
-    /// whole (while pinned, trees stay whole once they are).
-    indirect_whole: bool,
-    /// What the cache held after the last eviction of indirect blocks, and
-    /// the newest CP then: pinned nodes can keep the cache over its budget,
-    /// and scanning them again is futile until it grows by a batch or a CP
-    /// unpins some.
-    indirect_floor: (CpCount, usize),
+    /// The indirect-block cache: reads in flight, waiters, ages.
+    indirect: indirect::IndirectState,
     /// The same for data blocks.
     data_floor: (CpCount, usize),
     written: WrittenSums,
@@ -255,7 +233,6 @@ pub struct Filer<P: Payload = Bytes> {
     spares_exhausted: bool,
     /// A rebuild finished and no committed superblock says so yet.
     rebuild_done_unrecorded: bool,
-    next_repair: u64,
     outbox: outbox::Outbox<P, PendingIo<P::ReadData>>,
     counters: Counters,
 }
@@ -315,20 +292,11 @@ impl<P: Payload> Filer<P> {
             scrub: None,
             spares_exhausted: no_spares,
             rebuild_done_unrecorded: false,
-            repairs: BTreeMap::new(),
+            repairs: blockio::Repairs::default(),
             next_fill: 0,
             parked_reads: Vec::new(),
-            node_loads: BTreeMap::new(),
-            fault_waits: BTreeMap::new(),
-            faulting: Vec::new(),
-            unreadable: BTreeSet::new(),
-            indirect_use: node_ages::NodeAges::default(),
-            evicted_nodes: FixedMap::default(),
-            pin_indirect: false,
-            indirect_whole: true,
-            indirect_floor: (CpCount(0), 0),
+            indirect: indirect::IndirectState::new(),
             data_floor: (CpCount(0), 0),
-            next_repair: 0,
             outbox: outbox::Outbox::default(),
             counters,
         }
@@ -687,7 +655,7 @@ impl<P: Payload> Filer<P> {
         }
         match self.fault_in(id, self.request_needs(&request)) {
             indirect::Fault::Ready => {}
-            indirect::Fault::Waiting => return self.faulting.push((id, request)),
+            indirect::Fault::Waiting => return self.indirect.park(id, request),
             indirect::Fault::Unreadable => return self.reply(id, Err(HostError::Io)),
         }
         match request {
