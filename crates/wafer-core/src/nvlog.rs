@@ -476,9 +476,89 @@ fn claimed_length(bytes: &[u8]) -> Option<usize> {
     (length > HEADER && length <= bytes.len()).then_some(length)
 }
 
+/// An aggregate's port on the NVLog: the space its records take in each
+/// half, and their sequence numbers.
+#[derive(Clone, Debug)]
+pub struct LogPort {
+    halves: Halves,
+    next_seq: u64,
+}
+
+impl LogPort {
+    /// A port on two empty halves of `capacity_bytes` each.
+    pub fn new(capacity_bytes: u64) -> LogPort {
+        LogPort {
+            halves: Halves::new(capacity_bytes),
+            next_seq: 0,
+        }
+    }
+
+    /// Logs `op` of `aggregate` for the CP `generation` in the active half,
+    /// if it fits: the half and the record, which takes the next sequence
+    /// number; else `op` back.
+    pub fn append(
+        &mut self,
+        generation: CpCount,
+        aggregate: AggrId,
+        op: LoggedOp,
+    ) -> Result<(u8, NvRecord), LoggedOp> {
+        let record = NvRecord {
+            seq: self.next_seq,
+            generation,
+            aggregate,
+            op,
+        };
+        match self.halves.append(record.encoded_len() as u64) {
+            Append::Logged { half } => {
+                self.next_seq += 1;
+                Ok((half, record))
+            }
+            Append::HalfFull => Err(record.op),
+        }
+    }
+
+    /// A record a CP writes about itself (its dirty stripes), into the half
+    /// it froze: outside the halves' accounting.
+    pub fn cp_record(&mut self, generation: CpCount, aggregate: AggrId, op: LoggedOp) -> NvRecord {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        NvRecord {
+            seq,
+            generation,
+            aggregate,
+            op,
+        }
+    }
+
+    /// Numbers new records after every one of `replayed`.
+    pub fn resume_after(&mut self, replayed: &[NvRecord]) {
+        self.next_seq = replayed.iter().map(|r| r.seq + 1).max().unwrap_or(0);
+    }
+
+    /// The half new records go to.
+    pub fn active_half(&self) -> u8 {
+        self.halves.active_half()
+    }
+
+    /// Bytes used in the active half.
+    pub fn active_used(&self) -> u64 {
+        self.halves.active_used()
+    }
+
+    /// Freezes the active half for a CP; returns it.
+    pub fn freeze(&mut self) -> u8 {
+        self.halves.freeze()
+    }
+
+    /// Releases the frozen half once its CP is on disk; returns it.
+    pub fn release(&mut self) -> u8 {
+        self.halves.release()
+    }
+}
+
 /// Which half an append went to, or why it must wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Append {
+enum Append {
     /// The record fits the active half.
     Logged {
         /// The half.
@@ -490,7 +570,7 @@ pub enum Append {
 
 /// Space accounting of the two halves.
 #[derive(Clone, Debug)]
-pub struct Halves {
+struct Halves {
     capacity_bytes: u64,
     used_bytes: [u64; 2],
     active: u8,
@@ -499,7 +579,7 @@ pub struct Halves {
 
 impl Halves {
     /// Two empty halves of `capacity_bytes` each.
-    pub fn new(capacity_bytes: u64) -> Halves {
+    fn new(capacity_bytes: u64) -> Halves {
         Halves {
             capacity_bytes,
             used_bytes: [0, 0],
@@ -509,7 +589,7 @@ impl Halves {
     }
 
     /// Room for a record of `length` bytes in the active half?
-    pub fn append(&mut self, length: u64) -> Append {
+    fn append(&mut self, length: u64) -> Append {
         let half = usize::from(self.active);
         if self.used_bytes[half] + length > self.capacity_bytes && self.used_bytes[half] > 0 {
             return Append::HalfFull;
@@ -519,30 +599,20 @@ impl Halves {
     }
 
     /// The half new records go to.
-    pub fn active_half(&self) -> u8 {
+    fn active_half(&self) -> u8 {
         self.active
     }
 
     /// Bytes used in the active half.
-    pub fn active_used(&self) -> u64 {
+    fn active_used(&self) -> u64 {
         self.used_bytes[usize::from(self.active)]
-    }
-
-    /// Capacity of one half.
-    pub fn capacity(&self) -> u64 {
-        self.capacity_bytes
-    }
-
-    /// Whether a CP is holding a frozen half.
-    pub fn is_frozen(&self) -> bool {
-        self.frozen.is_some()
     }
 
     /// Freezes the active half for a CP and switches logging to the other.
     ///
     /// # Panics
     /// If a half is already frozen (one CP at a time).
-    pub fn freeze(&mut self) -> u8 {
+    fn freeze(&mut self) -> u8 {
         assert!(self.frozen.is_none(), "a half is already frozen");
         let frozen = self.active;
         self.frozen = Some(frozen);
@@ -551,7 +621,7 @@ impl Halves {
     }
 
     /// Releases the frozen half once its CP is on disk; returns it.
-    pub fn release(&mut self) -> u8 {
+    fn release(&mut self) -> u8 {
         let half = self.frozen.take().expect("a frozen half to release");
         self.used_bytes[usize::from(half)] = 0;
         half
@@ -702,6 +772,6 @@ mod tests {
         assert_eq!(halves.freeze(), 0);
         assert_eq!(halves.append(60), Append::Logged { half: 1 });
         assert_eq!(halves.release(), 0);
-        assert!(!halves.is_frozen());
+        assert!(halves.frozen.is_none());
     }
 }

@@ -154,8 +154,8 @@ impl<P: Payload> Filer<P> {
         self.apply_growth();
         let number = CpCount(self.committed.0 + 1);
         let half = match keeps_log {
-            true => self.halves.active_half(),
-            false => self.halves.freeze(),
+            true => self.log.active_half(),
+            false => self.log.freeze(),
         };
         let mut cp = Cp {
             number,
@@ -555,13 +555,8 @@ impl<P: Payload> Filer<P> {
             .keys()
             .map(|&(group, dbn)| (group as u32, dbn))
             .collect();
-        let record = crate::nvlog::NvRecord {
-            seq: self.next_seq,
-            generation: number,
-            aggregate: self.id,
-            op: crate::nvlog::LoggedOp::DirtyStripes { stripes },
-        };
-        self.next_seq += 1;
+        let op = crate::nvlog::LoggedOp::DirtyStripes { stripes };
+        let record = self.log.cp_record(number, self.id, op);
         let cp = self.cp.as_mut().expect("a CP");
         cp.staged = by_stripe;
         let half = cp.half;
@@ -1020,7 +1015,7 @@ impl<P: Payload> Filer<P> {
         }
         self.check_invariants_at_commit();
         if !cp.keeps_log {
-            let half = self.halves.release();
+            let half = self.log.release();
             self.issue(IoOp::NvlogReset { half }, IoPurpose::Reset);
         }
         for key in &cp.pinned {

@@ -65,7 +65,7 @@ use crate::aggregate::Layout;
 use crate::bitmap::Bitmap;
 use crate::fixed_map::FixedMap;
 use crate::format::{BlockPtr, NAME_MAX};
-use crate::nvlog::{Append, Halves, LoggedOp, LunId, NvRecord};
+use crate::nvlog::{LogPort, LoggedOp, LunId};
 use crate::payload::{Bytes, Payload, blocks_covered};
 use crate::space::{Allocator, PendingFrees};
 use crate::units::{AggrId, CpCount, Fbn, FileId, Instant, Pvbn, VolumeId};
@@ -201,8 +201,7 @@ pub struct Filer<P: Payload = Bytes> {
     /// write adds to, and that a CP sorts once when it takes it.
     dirty: FixedMap<(LunId, Fbn), ()>,
     use_clock: u64,
-    halves: Halves,
-    next_seq: u64,
+    log: LogPort,
     /// What mounting worked around, for the driver to report.
     mount_warnings: Vec<String>,
     stalled: VecDeque<(RequestId, LoggedOp)>,
@@ -247,7 +246,7 @@ impl<P: Payload> Filer<P> {
         activemap.set(0);
         let allocator = Allocator::new(&layout, &activemap);
         let groups = layout.groups().len();
-        let halves = Halves::new(options.nvlog_half_bytes);
+        let log = LogPort::new(options.nvlog_half_bytes);
         let written = WrittenSums::new(&layout);
         let no_spares = layout.spares() == 0;
         let counters = Counters {
@@ -273,8 +272,7 @@ impl<P: Payload> Filer<P> {
             cache: BufferCache::default(),
             dirty: FixedMap::default(),
             use_clock: 0,
-            halves,
-            next_seq: 0,
+            log,
             mount_warnings: Vec::new(),
             stalled: VecDeque::new(),
             reads: FixedMap::default(),
@@ -401,7 +399,7 @@ impl<P: Payload> Filer<P> {
     /// Whether anything changed since the last CP began: dirty blocks, or
     /// records in the NVLog's active half.
     pub fn has_uncommitted(&self) -> bool {
-        !self.dirty.is_empty() || self.halves.active_used() > 0
+        !self.dirty.is_empty() || self.log.active_used() > 0
     }
 
     /// Starts a CP for `reason` now, if the filer is online and none is
@@ -522,7 +520,7 @@ impl<P: Payload> Filer<P> {
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let idle = self.dirty.is_empty() && self.halves.active_used() == 0;
+        let idle = self.dirty.is_empty() && self.log.active_used() == 0;
         (self.is_online() && self.cp.is_none() && !idle)
             .then(|| self.last_cp_end + self.options.cp_interval)
     }
@@ -714,25 +712,18 @@ impl<P: Payload> Filer<P> {
             }
             return self.stalled.push_back((id, op));
         }
-        let record = NvRecord {
-            seq: self.next_seq,
-            generation: self.generation(),
-            aggregate: self.id,
-            op,
-        };
-        let half = match self.halves.append(record.encoded_len() as u64) {
-            Append::Logged { half } => half,
-            Append::HalfFull if self.cp.is_some() => {
+        let (half, record) = match self.log.append(self.generation(), self.id, op) {
+            Ok(logged) => logged,
+            Err(op) if self.cp.is_some() => {
                 self.counters.back_to_back_waits += 1;
                 self.next_cp_reason = Some(CpReason::BackToBack);
-                return self.stalled.push_back((id, record.op));
+                return self.stalled.push_back((id, op));
             }
-            Append::HalfFull => {
+            Err(op) => {
                 self.start_cp(CpReason::NvlogFull);
-                return self.modify(id, record.op);
+                return self.modify(id, op);
             }
         };
-        self.next_seq += 1;
         let result = self.apply(record.generation, &record.op);
         // A snapshot is answered when the CP that takes it commits.
         let snapshot = match (&record.op, &result) {

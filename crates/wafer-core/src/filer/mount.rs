@@ -466,7 +466,7 @@ impl<P: Payload> Filer<P> {
     /// Replays the operations newer than the mounted CP, then commits them.
     pub(super) fn replay(&mut self) {
         let records = core::mem::take(&mut self.mount_state().records);
-        self.next_seq = records.iter().map(|r| r.seq + 1).max().unwrap_or(0);
+        self.log.resume_after(&records);
         let skip = self.sabotaged(super::Sabotage::SkipReplay);
         let foreign_too = self.sabotaged(super::Sabotage::ReplayForeignRecords);
         let (committed, id) = (self.committed, self.id);
@@ -532,7 +532,7 @@ impl<P: Payload> Filer<P> {
         self.phase = Phase::Online;
         // The CP released the half it froze; the other may still hold replayed
         // records, and new records go there next, after this reset.
-        let active = self.halves.active_half();
+        let active = self.log.active_half();
         self.issue(IoOp::NvlogReset { half: active }, IoPurpose::Reset);
     }
 }
