@@ -69,7 +69,9 @@ pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
 pub use nvlog::NvlogCountersStatus;
-pub use server::{LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport};
+pub use server::{
+    AggregateSummary, LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport,
+};
 pub use stream::ListenAddress;
 
 /// The NBD port (IANA-assigned), where `wafer serve` listens by default.

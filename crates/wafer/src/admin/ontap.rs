@@ -19,12 +19,46 @@ fn unexpected(reply: &AdminReply) -> String {
     format!("unexpected reply from the server: {reply:?}\n")
 }
 
-/// `aggr status`.
+/// The aggregates of an `aggr status` reply: one, or every one.
+fn aggregates_of(reply: &AdminReply) -> Option<Vec<&AggregateStatus>> {
+    match reply {
+        AdminReply::Aggregate(aggr) => Some(vec![aggr]),
+        AdminReply::Aggregates(all) => Some(all.iter().collect()),
+        _ => None,
+    }
+}
+
+/// `aggr status`: one table of every aggregate; a failed aggregate's reason
+/// follows the table.
 pub fn aggr_status(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
-    status_table(aggr, &[format!("raidsize={}", raid_size(aggr))])
+    let mut out = String::new();
+    for (n, aggr) in aggregates.iter().enumerate() {
+        let options = match aggr.state.as_str() {
+            "failed" | "offline" => Vec::new(),
+            _ => vec![format!("raidsize={}", raid_size(aggr))],
+        };
+        let table = status_table(aggr, &options);
+        match n {
+            0 => out.push_str(&table),
+            _ => out.extend(table.lines().skip(1).map(|l| format!("{l}\n"))),
+        }
+    }
+    out.push_str(&failure_reasons(&aggregates));
+    out
+}
+
+/// Why each failed aggregate failed, a line each.
+fn failure_reasons(aggregates: &[&AggregateStatus]) -> String {
+    let mut out = String::new();
+    for aggr in aggregates {
+        if let Some(reason) = &aggr.failed_reason {
+            let _ = writeln!(out, "Aggregate {} failed: {reason}", aggr.name);
+        }
+    }
+    out
 }
 
 /// The Aggr/State/Status/Options table, one aggregate, options one per line.
@@ -106,11 +140,40 @@ fn raid_size(aggr: &AggregateStatus) -> usize {
         .unwrap_or(0)
 }
 
-/// `aggr status -r`: every RAID group with its disks, then spares.
+/// `aggr status -r`: every aggregate's RAID groups with their disks, then
+/// every spare, then broken disks.
 pub fn aggr_status_r(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
+    let mut out = String::new();
+    for aggr in &aggregates {
+        out.push_str(&aggregate_groups_r(aggr));
+    }
+    out.push_str("\nSpare disks\n\n");
+    out.push_str(&disk_table_header("RAID Disk"));
+    out.push_str("Spare disks for block checksum\n");
+    let spares: Vec<&DiskStatus> = aggregates.iter().flat_map(|a| &a.spares).collect();
+    if spares.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for spare in spares {
+        let _ = writeln!(
+            out,
+            "{:<9} {:<15} {}",
+            "spare",
+            spare.name,
+            disk_columns(spare.size_bytes, spare.size_bytes)
+        );
+    }
+    for aggr in &aggregates {
+        out.push_str(&broken_disks(aggr));
+    }
+    out
+}
+
+/// One aggregate's part of `aggr status -r`: its plex and RAID groups.
+fn aggregate_groups_r(aggr: &AggregateStatus) -> String {
     let mut out = format!(
         "Aggregate {} ({}, {}{}) (block checksums)\n",
         aggr.name,
@@ -118,10 +181,17 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
         raid_type(aggr),
         degradation(aggr).map_or(String::new(), |d| format!(", {d}"))
     );
+    if let Some(reason) = &aggr.failed_reason {
+        let _ = writeln!(out, "  Failed: {reason}");
+    }
     let plex_state = plex_state(aggr);
+    let plex = match aggr_state(aggr) {
+        "online" => "online",
+        other => other,
+    };
     let _ = writeln!(
         out,
-        "  Plex /{}/plex0 (online, {plex_state}, active, pool0)",
+        "  Plex /{}/plex0 ({plex}, {plex_state}, active, pool0)",
         aggr.name
     );
     for group in &aggr.raid_groups {
@@ -138,22 +208,6 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
         }
         out.push('\n');
     }
-    out.push_str("\nSpare disks\n\n");
-    out.push_str(&disk_table_header("RAID Disk"));
-    out.push_str("Spare disks for block checksum\n");
-    if aggr.spares.is_empty() {
-        out.push_str("(none)\n");
-    }
-    for spare in &aggr.spares {
-        let _ = writeln!(
-            out,
-            "{:<9} {:<15} {}",
-            "spare",
-            spare.name,
-            disk_columns(spare.size_bytes, spare.size_bytes)
-        );
-    }
-    out.push_str(&broken_disks(aggr));
     out
 }
 
@@ -180,9 +234,13 @@ fn broken_disks(aggr: &AggregateStatus) -> String {
 /// `aggr scrub status -v`: each RAID group's scrub state, then what the scrub
 /// found, as ONTAP's scrub summary messages word it.
 pub fn aggr_scrub_status(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
+    aggregates.into_iter().map(aggregate_scrub_status).collect()
+}
+
+fn aggregate_scrub_status(aggr: &AggregateStatus) -> String {
     let mut out = String::new();
     for group in &aggr.raid_groups {
         let state = match &aggr.scrub {
@@ -290,7 +348,7 @@ fn disk_columns(used_bytes: u64, phys_bytes: u64) -> String {
 /// broken disks), in 7-Mode's ownership layout. The owner and home are the
 /// node, `wafer`; the pool is Pool0; the serial number is the disk's file.
 pub fn disk_show(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
     let mut out = format!(
@@ -306,11 +364,13 @@ pub fn disk_show(reply: &AdminReply) -> String {
         "-".repeat(13),
         "-".repeat(13)
     );
-    let members = aggr.raid_groups.iter().flat_map(|g| &g.disks);
-    let disks = members
-        .chain(&aggr.spares)
-        .map(|d| (&d.name, &d.file))
-        .chain(aggr.broken.iter().map(|d| (&d.name, &d.file)));
+    let disks = aggregates.iter().flat_map(|aggr| {
+        let members = aggr.raid_groups.iter().flat_map(|g| &g.disks);
+        members
+            .chain(&aggr.spares)
+            .map(|d| (&d.name, &d.file))
+            .chain(aggr.broken.iter().map(|d| (&d.name, &d.file)))
+    });
     for (name, file) in disks {
         let _ = writeln!(
             out,
@@ -343,9 +403,25 @@ pub fn reallocate_status(reply: &AdminReply, path: Option<&str>) -> String {
 
 /// `aggr status -v`: options, volumes, plex and group states.
 pub fn aggr_status_v(reply: &AdminReply, volumes: &AdminReply) -> String {
-    let (AdminReply::Aggregate(aggr), AdminReply::Volumes(vols)) = (reply, volumes) else {
+    let (Some(aggregates), AdminReply::Volumes(vols)) = (aggregates_of(reply), volumes) else {
         return unexpected(reply);
     };
+    let mut out = String::new();
+    for (n, aggr) in aggregates.iter().enumerate() {
+        let one = aggregate_status_v(aggr, vols);
+        match n {
+            0 => out.push_str(&one),
+            _ => out.extend(one.lines().skip(1).map(|l| format!("{l}\n"))),
+        }
+    }
+    out.push_str(&failure_reasons(&aggregates));
+    out
+}
+
+fn aggregate_status_v(
+    aggr: &AggregateStatus,
+    vols: &[wafer_server::admin::VolumeStatus],
+) -> String {
     let options = [
         "nosnap=off, raidtype=".to_string() + raid_type(aggr) + ",",
         format!("raidsize={},", raid_size(aggr)),
@@ -353,7 +429,11 @@ pub fn aggr_status_v(reply: &AdminReply, volumes: &AdminReply) -> String {
         "lost_write_protect=on".into(),
     ];
     let mut out = status_table(aggr, &options);
-    let names: Vec<&str> = vols.iter().map(|v| v.name.as_str()).collect();
+    let names: Vec<&str> = vols
+        .iter()
+        .filter(|v| v.aggregate.is_empty() || v.aggregate == aggr.name)
+        .map(|v| v.name.as_str())
+        .collect();
     let listed = match names.is_empty() {
         true => "<none>".to_string(),
         false => names.join(", "),
@@ -540,30 +620,9 @@ pub fn df(reply: &AdminReply, human: bool) -> String {
             }
             out
         }
-        AdminReply::AggregateSpace(aggr) => {
-            let mut out = format!(
-                "{:<24} {size_heading:>10} {:>10} {:>10} capacity\n",
-                "Aggregate", "used", "avail"
-            );
-            let _ = writeln!(
-                out,
-                "{:<24} {:>10} {:>10} {:>10} {:>7}%",
-                aggr.aggregate,
-                unit(aggr.total_bytes),
-                unit(aggr.used_bytes),
-                unit(aggr.available_bytes),
-                percent(aggr.used_bytes, aggr.total_bytes)
-            );
-            let _ = writeln!(
-                out,
-                "{:<24} {:>10} {:>10} {:>10} {:>8}",
-                format!("{}/.snapshot", aggr.aggregate),
-                unit(0),
-                unit(0),
-                unit(0),
-                "---%"
-            );
-            out
+        AdminReply::AggregateSpace(aggr) => aggregate_df(&[aggr], size_heading, &unit),
+        AdminReply::AggregateSpaces(all) => {
+            aggregate_df(&all.iter().collect::<Vec<_>>(), size_heading, &unit)
         }
         other => unexpected(other),
     }
@@ -706,6 +765,39 @@ fn statit_disk(
     row + "\n"
 }
 
+/// `df -A`: each aggregate's line and its `.snapshot` line.
+fn aggregate_df(
+    aggregates: &[&wafer_server::admin::AggregateSpaceStatus],
+    size_heading: &str,
+    unit: &dyn Fn(u64) -> String,
+) -> String {
+    let mut out = format!(
+        "{:<24} {size_heading:>10} {:>10} {:>10} capacity\n",
+        "Aggregate", "used", "avail"
+    );
+    for aggr in aggregates {
+        let _ = writeln!(
+            out,
+            "{:<24} {:>10} {:>10} {:>10} {:>7}%",
+            aggr.aggregate,
+            unit(aggr.total_bytes),
+            unit(aggr.used_bytes),
+            unit(aggr.available_bytes),
+            percent(aggr.used_bytes, aggr.total_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "{:<24} {:>10} {:>10} {:>10} {:>8}",
+            format!("{}/.snapshot", aggr.aggregate),
+            unit(0),
+            unit(0),
+            unit(0),
+            "---%"
+        );
+    }
+    out
+}
+
 /// `sysstat -x`'s two header lines.
 pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk   NVLog\n\
     \x20                        in    out    read  write    hit  time  ty   util    kB/s\n";
@@ -825,7 +917,9 @@ mod tests {
         };
         let mut aggr = AggregateStatus {
             name: "aggr0".into(),
+            id: 0,
             state: "online".into(),
+            failed_reason: None,
             committed_cp: 1,
             raid_groups: Vec::new(),
             spares: Vec::new(),
@@ -876,7 +970,9 @@ mod tests {
             .chain(std::iter::repeat("data"));
         AggregateStatus {
             name: name.into(),
+            id: 0,
             state: "online".into(),
+            failed_reason: None,
             committed_cp: 1,
             raid_groups: vec![RaidGroupStatus {
                 group: 0,
