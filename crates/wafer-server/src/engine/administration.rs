@@ -496,7 +496,26 @@ impl Engine {
                 })
             })
             .collect();
-        let now: Vec<LunNow> = present.iter().map(|(_, l)| l.clone()).collect();
+        let mut now: Vec<LunNow> = present.iter().map(|(_, l)| l.clone()).collect();
+        // The LUNs of an aggregate not serving (offline, failed) keep their
+        // IDs: records of volumes no serving aggregate holds stay.
+        let serving: Vec<String> = view::volumes(&self.node)
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect();
+        for record in &self.config.luns {
+            let volume = record
+                .path
+                .strip_prefix("/vol/")
+                .and_then(|p| p.split_once('/'))
+                .map(|(volume, _)| volume);
+            if volume.is_some_and(|v| !serving.iter().any(|s| s == v)) {
+                now.push(LunNow {
+                    path: record.path.clone(),
+                    inode: record.inode,
+                });
+            }
+        }
         let changed = self.config.record_luns(&now);
         if changed
             && self.dir.join(CONFIG_FILE).exists()

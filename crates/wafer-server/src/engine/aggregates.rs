@@ -529,12 +529,14 @@ impl Engine {
                 Some(AggrState::Offline) => {
                     let answer = self.record_offline(id, true);
                     let name = self.aggr_name(id);
+                    // Published before the answer: a client told it is
+                    // offline finds its exports so.
+                    self.publish_catalogue();
                     let _ = reply.send(answer.map_or_else(AdminResponse::Error, |()| {
                         let message = format!("Aggregate '{name}' is now offline.");
                         crate::log!("{message}");
                         AdminResponse::Ok(AdminReply::Done { message })
                     }));
-                    self.publish_catalogue();
                     None
                 }
                 Some(AggrState::GoingOffline) => Some(Pending::Offline { id, reply }),
@@ -556,12 +558,14 @@ impl Engine {
                         self.watches.insert(id, super::watch::Watch::of(filer));
                     }
                     self.states.insert(id, AggrState::Online);
+                    // Published before the answer: a client told it is
+                    // online finds its exports so.
+                    self.publish_catalogue();
                     let _ = reply.send(answer.map_or_else(AdminResponse::Error, |()| {
                         let message = format!("Aggregate '{name}' is now online.");
                         crate::log!("{message}");
                         AdminResponse::Ok(AdminReply::Done { message })
                     }));
-                    self.publish_catalogue();
                     None
                 }
                 Some(AggrState::Mounting) => Some(Pending::Online { id, reply }),
