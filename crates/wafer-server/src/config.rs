@@ -1,32 +1,42 @@
 //! The data directory's configuration file, `wafer.toml`.
 //!
-//! The superblock describes the aggregate's geometry, but the driver has to
+//! The superblocks describe each aggregate's geometry, but the driver has to
 //! open the disks before it can read a superblock, and only the driver knows
 //! which file backs which disk and which disks it has given up on. So this
-//! file holds:
+//! file holds, for the node:
 //!
-//! * the aggregate's name and its RAID groups: type, blocks per disk, and the
-//!   disks by position (dparity, parity, data... for RAID-DP; parity, data...
-//!   for RAID-4);
-//! * the spares, by name;
-//! * the broken disks, by name: failed disks a spare has replaced in their
-//!   group, kept with their files until the operator removes them
-//!   (`disk remove`), so a failed disk's file is never left behind unsaid;
-//! * every disk: its name, its backing file (relative to the directory), its
-//!   size in blocks, and its state, in service or failed (with why);
 //! * the NVLog file (in the directory, or an absolute path elsewhere: a
 //!   separate NVLog device, `--nvlog`) and the size of each of its halves;
-//! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`).
+//! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`);
+//! * the pool of spares no aggregate owns (a destroyed aggregate's disks,
+//!   blank), which `aggr create` takes first;
 //!
-//! Disk slots (the engine's `DiskId`s) are derived, not stored: group members
-//! in group and position order, then spares. A slot is re-pointed to another
-//! disk by writing that disk's name in the group's list, which is how a
-//! rebuild onto a spare will be recorded.
+//! and for each aggregate (format 2; a format 1 file, of one aggregate, is
+//! read as aggregate 0 and rewritten):
+//!
+//! * its name, its node id (the engine's `AggrId`, also in its superblock),
+//!   whether the administrator took it offline;
+//! * its RAID groups: type, blocks per disk, and the disks by position
+//!   (dparity, parity, data... for RAID-DP; parity, data... for RAID-4);
+//! * its spares, by name (spares are an aggregate's: the engine's layout
+//!   numbers them, and a rebuild takes one of its own);
+//! * its broken disks, by name: failed disks a spare has replaced in their
+//!   group, kept with their files until the operator removes them
+//!   (`disk remove`), so a failed disk's file is never left behind unsaid;
+//! * every disk of it: its name, its backing file (relative to the
+//!   directory), its size in blocks, and its state, in service or failed
+//!   (with why).
+//!
+//! Disk slots (the engine's `DiskId`s, per aggregate) are derived, not
+//! stored: group members in group and position order, then spares. A slot is
+//! re-pointed to another disk by writing that disk's name in the group's
+//! list, which is how a rebuild onto a spare is recorded. Disk names and
+//! files are unique across the node.
 //!
 //! The file is replaced atomically (written beside, synced, renamed, the
 //! directory synced), so a crash leaves the old or the new version. It is
 //! read and validated completely before anything in the directory is touched,
-//! and the mount checks the geometry against the superblock.
+//! and the mount checks each aggregate's geometry against its superblock.
 
 use std::collections::BTreeSet;
 use std::fs;

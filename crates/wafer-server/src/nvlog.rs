@@ -542,6 +542,30 @@ mod tests {
     }
 
     #[test]
+    fn a_grown_log_keeps_its_records_at_its_halves_new_places() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let path = dir.path().join("nvlog");
+        let small = NvlogLayout::new(1 << 20, &[100]);
+        create(&path, small).expect("created");
+        let bytes = record(1, 4096).encode();
+        let file = OpenOptions::new().write(true).open(&path).expect("opens");
+        file.write_all_at(&bytes, small.region_bytes)
+            .expect("written");
+        drop(file);
+        let (_, halves, found) = open(&path, small).expect("opens");
+        assert_eq!(found, small);
+        let big = NvlogLayout::new(1 << 20, &[100, 100_000, 100_000]);
+        assert!(big.region_bytes > small.region_bytes && big.holds(&[100, 100_000]));
+        assert!(!small.holds(&[100, 100]));
+        grow(&path, big, &halves).expect("grown");
+        let (_, halves, found) = open(&path, small).expect("opens");
+        assert_eq!(found, big, "the region is half the file");
+        assert_eq!(valid_end(&halves[0]), 0);
+        assert_eq!(valid_end(&halves[1]), bytes.len() as u64);
+        assert!(!dir.path().join("nvlog.grow").exists());
+    }
+
+    #[test]
     fn a_file_of_the_wrong_size_is_refused() {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let path = dir.path().join("nvlog");

@@ -542,7 +542,7 @@ fn mount(
 ) -> Result<Engine, ServeError> {
     let mut files: BTreeMap<AggrId, Vec<Option<File>>> = BTreeMap::new();
     let mut unmountable: BTreeMap<AggrId, String> = BTreeMap::new();
-    let mut lost_all = Vec::new();
+    let mut lost_all: Vec<(u32, String, String)> = Vec::new();
     for aggr in &config.aggregates {
         let mut opened = Vec::new();
         let mut lost = Vec::new();
@@ -644,6 +644,44 @@ fn mount(
     let plumbing = parts.plumbing(devices, dir);
     let mut engine = Engine::new(node, clock, plumbing, config, nvlog_layout, unmountable);
     engine.wait_online()?;
+    // An aggregate that failed to mount after its missing disks were
+    // recorded failed gets them back: the count above does not know what a
+    // rebuild under way has yet to write, and restoring the files and
+    // starting again must work.
+    let mut failed_aggregates = Vec::new();
+    for aggr in engine.config().aggregates.clone() {
+        let (state, reason) = engine.aggregate_state(aggr.aggr_id());
+        if state != "failed" {
+            continue;
+        }
+        failed_aggregates.push(format!(
+            "aggregate {}: {}",
+            aggr.aggregate,
+            reason.unwrap_or_default()
+        ));
+        let lost: Vec<String> = lost_all
+            .iter()
+            .filter(|(id, ..)| *id == aggr.id)
+            .map(|(_, name, _)| name.clone())
+            .collect();
+        if !lost.is_empty() {
+            match engine.unfail_disks(aggr.aggr_id(), &lost) {
+                Ok(()) => crate::log!(
+                    "aggregate {} failed to mount: its disks' states are as they were",
+                    aggr.aggregate
+                ),
+                Err(e) => crate::log!(
+                    "aggregate {} failed to mount, and its disk failures stay saved: {e}",
+                    aggr.aggregate
+                ),
+            }
+        }
+    }
+    // A node with nothing to serve refuses to start, as a one-aggregate
+    // server always did.
+    if failed_aggregates.len() == engine.config().aggregates.len() {
+        return Err(ServeError::Mount(failed_aggregates.join("; ")));
+    }
     Ok(engine)
 }
 
@@ -752,7 +790,7 @@ fn report(
                     disks: g.disks.len(),
                     parity_disks: usize::from(raid_type.parity_disks()),
                     disk_bytes: g.blocks_per_disk * wafer_core::BLOCK_SIZE as u64,
-                    failed: aggr.failed_members(group, &[]),
+                    failed: engine.failed_at_start(aggr.aggr_id(), group),
                     tolerated: raid_type.tolerated_failures(),
                     reconstructing: filer
                         .and_then(|f| f.rebuild_status())

@@ -287,3 +287,35 @@ fn a_format_1_data_directory_is_migrated_to_aggregate_0() {
     create_aggr1(&data);
     server.stop();
 }
+
+#[test]
+fn an_aggregate_whose_disks_hold_no_superblock_fails_alone() {
+    // What a configuration naming an aggregate that never committed would
+    // find (the server never saves one, but a file copied back or a disk
+    // wiped looks the same): blank disks.
+    let scratch = Scratch::new();
+    let data = scratch.data();
+    let server = serve(&scratch);
+    create_aggr1(&data);
+    write_chunks(&server, "vol0/lun0", 8, 32);
+    server.stop();
+    for disk in group_disks(&data, "aggr1") {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(data.join(format!("{disk}.img")))
+            .expect("opens");
+        let length = file.metadata().expect("stat").len();
+        file.set_len(0).expect("truncated");
+        file.set_len(length).expect("extended");
+    }
+    let server = serve(&scratch);
+    let status = ok(&data, &["aggr", "status"]);
+    assert!(status.contains("Aggregate aggr1 failed:"), "{status}");
+    check_chunks(&server, "vol0/lun0", 8, 32);
+    // A failed aggregate can be destroyed; its disks join the pool.
+    let destroyed = ok(&data, &["aggr", "destroy", "aggr1"]);
+    assert!(destroyed.contains("destroyed"), "{destroyed}");
+    ok(&data, &["aggr", "create", "aggr1", "5"]);
+    ok(&data, &["vol", "create", "vol1", "aggr1", "160m"]);
+    server.stop();
+}

@@ -239,6 +239,9 @@ pub(crate) struct Engine {
     unmountable: BTreeMap<AggrId, String>,
     /// Each aggregate's state as last logged.
     states: BTreeMap<AggrId, AggrState>,
+    /// Each aggregate's RAID groups' failed disks when the engine started:
+    /// what the start banner reports, whatever a rebuild has done since.
+    failed_at_start: BTreeMap<AggrId, Vec<Vec<String>>>,
     clock: Clock,
     events: Receiver<Event>,
     /// For completions the engine thread produces itself (spare assignment).
@@ -257,6 +260,8 @@ pub(crate) struct Engine {
     pending: Vec<aggregates::Pending>,
     /// The aggregate of each disk I/O out.
     io_aggregates: BTreeMap<IoId, AggrId>,
+    /// Whether the start is over: the node serves.
+    started: bool,
 }
 
 impl Engine {
@@ -276,7 +281,16 @@ impl Engine {
             dir,
             shared,
         } = plumbing;
+        let failed_at_start = config
+            .aggregates
+            .iter()
+            .map(|a| {
+                let groups = (0..a.groups.len()).map(|g| a.failed_members(g, &[]));
+                (a.aggr_id(), groups.collect())
+            })
+            .collect();
         let mut engine = Engine {
+            failed_at_start,
             node,
             nvlog_layout,
             unmountable,
@@ -296,6 +310,7 @@ impl Engine {
             watches: BTreeMap::new(),
             pending: Vec::new(),
             io_aggregates: BTreeMap::new(),
+            started: false,
         };
         engine.drain();
         engine
@@ -341,6 +356,7 @@ impl Engine {
             self.states.insert(status.id, status.state.clone());
         }
         self.publish_catalogue();
+        self.started = true;
         Ok(())
     }
 
@@ -403,6 +419,31 @@ impl Engine {
             }
             self.step()?;
         }
+    }
+
+    /// RAID group `group` of aggregate `aggr`'s failed disks when the engine
+    /// started.
+    pub(crate) fn failed_at_start(&self, aggr: AggrId, group: usize) -> Vec<String> {
+        self.failed_at_start
+            .get(&aggr)
+            .and_then(|groups| groups.get(group))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Puts disks recorded failed at this start back in service in the
+    /// configuration (saved): their aggregate did not mount after all.
+    pub(crate) fn unfail_disks(&mut self, aggr: AggrId, names: &[String]) -> std::io::Result<()> {
+        let Some(config) = self.config.aggr_mut(aggr.0) else {
+            return Ok(());
+        };
+        for disk in &mut config.disks {
+            if names.contains(&disk.name) {
+                disk.state = DiskState::InService;
+                disk.failed_reason = None;
+            }
+        }
+        self.config.save(&self.dir)
     }
 
     /// The node, for reports.
@@ -507,7 +548,29 @@ impl Engine {
         self.drain();
         self.settle_pending();
         self.watch_aggregates();
-        Ok(())
+        self.check_something_serves()
+    }
+
+    /// Once serving, a node whose every aggregate has failed has nothing
+    /// left to serve: the server stops, as a one-aggregate server always did
+    /// when its aggregate went offline. With any aggregate online, offline or
+    /// being created, it serves on.
+    fn check_something_serves(&self) -> Result<(), ServeError> {
+        if !self.started || !self.pending.is_empty() {
+            return Ok(());
+        }
+        let aggregates = self.node.aggregates();
+        let reasons: Vec<String> = aggregates
+            .iter()
+            .filter_map(|a| match &a.state {
+                AggrState::Failed(reason) => Some(reason.clone()),
+                _ => None,
+            })
+            .collect();
+        match !aggregates.is_empty() && reasons.len() == aggregates.len() {
+            true => Err(ServeError::Offline(reasons.join("; "))),
+            false => Ok(()),
+        }
     }
 
     /// Logs what changed in each aggregate: its state (failed, offline,
