@@ -185,10 +185,7 @@ fn aggregate_groups_r(aggr: &AggregateStatus) -> String {
         let _ = writeln!(out, "  Failed: {reason}");
     }
     let plex_state = plex_state(aggr);
-    let plex = match aggr_state(aggr) {
-        "online" => "online",
-        other => other,
-    };
+    let plex = aggr_state(aggr);
     let _ = writeln!(
         out,
         "  Plex /{}/plex0 ({plex}, {plex_state}, active, pool0)",
