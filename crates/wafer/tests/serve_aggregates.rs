@@ -319,3 +319,20 @@ fn an_aggregate_whose_disks_hold_no_superblock_fails_alone() {
     ok(&data, &["vol", "create", "vol1", "aggr1", "160m"]);
     server.stop();
 }
+
+#[test]
+fn writes_to_two_aggregates_survive_a_kill_through_the_one_nvlog() {
+    let scratch = Scratch::new();
+    let data = scratch.data();
+    let server = serve(&scratch);
+    create_aggr1(&data);
+    write_chunks(&server, "vol0/lun0", 12, 48);
+    write_chunks(&server, "vol1/lun1", 13, 48);
+    // No graceful stop: the writes since the last CP are only in the NVLog,
+    // each record tagged with its aggregate.
+    server.kill();
+    let server = serve(&scratch);
+    check_chunks(&server, "vol0/lun0", 12, 48);
+    check_chunks(&server, "vol1/lun1", 13, 48);
+    server.stop();
+}

@@ -507,6 +507,16 @@ impl Engine {
                     let _ = reply.send(answer);
                     None
                 }
+                Some(AggrState::Failed(_)) if self.io_aggregates.values().any(|a| *a == id) => {
+                    // Its I/Os out must come back before it leaves the node.
+                    Some(Pending::Create {
+                        id,
+                        config,
+                        from_pool,
+                        made,
+                        reply,
+                    })
+                }
                 Some(AggrState::Failed(reason)) => {
                     let _ = self.node.destroy_aggregate(id);
                     self.devices.disks.remove(&id);

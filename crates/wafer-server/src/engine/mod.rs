@@ -1,17 +1,21 @@
 //! The engine thread: the one owner of the [`Node`] and its aggregates.
 //!
-//! Everything that wants the filer sends an [`Event`] down one channel: host
+//! Everything that wants the node sends an [`Event`] down one channel: host
 //! requests and extent queries from NBD connections, I/O completions from the
-//! disk and NVLog threads, admin requests, the stop signal. The loop takes one event (or
-//! wakes for the filer's timer), hands it to the filer, and then drains the
-//! filer as its contract says: every I/O it wants performed goes to the
-//! thread of its disk or to the NVLog thread, then every reply goes to whoever
-//! is waiting for it. Nothing here blocks except waiting for the next event,
-//! so a slow client or disk never stalls the filer.
+//! disk and NVLog threads, admin requests, the stop signal. The loop takes one
+//! event (or wakes for the node's timer), hands it to the node, and then
+//! drains the node as its contract says: every I/O it wants performed goes to
+//! the thread of its aggregate's disk or to the NVLog thread, then every reply
+//! goes to whoever is waiting for it. Nothing here blocks except waiting for
+//! the next event, so a slow client or disk never stalls the node.
+//!
+//! An aggregate that fails (at mount, or later) is logged and reported; the
+//! node serves the others on. Only a node with every aggregate failed stops
+//! (or refuses to start), as a one-aggregate server always did.
 //!
 //! Host requests carry a callback; the engine calls it with the reply and the
 //! connection's writer thread does the rest. Requests that arrive while the
-//! server is stopping are refused without reaching the filer.
+//! server is stopping are refused without reaching the node.
 //!
 //! Stopping: refuse new host requests, submit a flush (a CP that commits
 //! everything acknowledged), and end when it has committed and no request
