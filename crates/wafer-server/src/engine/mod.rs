@@ -593,7 +593,7 @@ impl Engine {
                     crate::log!("{line}");
                 }
             }
-            if self.node.is_online() && self.states.get(&status.id) != Some(&status.state) {
+            if self.started && self.states.get(&status.id) != Some(&status.state) {
                 if let AggrState::Failed(reason) = &status.state {
                     crate::log!(
                         "aggregate {name} FAILED: {reason}; it serves no more requests, the \

@@ -419,12 +419,15 @@ fn aggregate_status_v(
     aggr: &AggregateStatus,
     vols: &[wafer_server::admin::VolumeStatus],
 ) -> String {
-    let options = [
-        "nosnap=off, raidtype=".to_string() + raid_type(aggr) + ",",
-        format!("raidsize={},", raid_size(aggr)),
-        "snapshot_autodelete=off,".into(),
-        "lost_write_protect=on".into(),
-    ];
+    let options = match aggr_state(aggr) {
+        "online" => vec![
+            "nosnap=off, raidtype=".to_string() + raid_type(aggr) + ",",
+            format!("raidsize={},", raid_size(aggr)),
+            "snapshot_autodelete=off,".into(),
+            "lost_write_protect=on".into(),
+        ],
+        _ => Vec::new(),
+    };
     let mut out = status_table(aggr, &options);
     let names: Vec<&str> = vols
         .iter()
@@ -439,8 +442,9 @@ fn aggregate_status_v(
     let plex_state = plex_state(aggr);
     let _ = writeln!(
         out,
-        "                Plex /{}/plex0: online, {plex_state}, active",
-        aggr.name
+        "                Plex /{}/plex0: {}, {plex_state}, active",
+        aggr.name,
+        aggr_state(aggr)
     );
     for group in &aggr.raid_groups {
         let _ = writeln!(
@@ -1001,6 +1005,37 @@ mod tests {
             aggr_status(&reply(aggregate("aggr1", 16, 64))),
             AGGR_STATUS_SAMPLE
         );
+    }
+
+    #[test]
+    fn aggr_status_lists_every_aggregate_in_one_table_and_why_one_failed() {
+        let mut failed = aggregate("aggr1", 5, 64);
+        failed.state = "failed".into();
+        failed.failed_reason = Some("disk9 is missing".into());
+        let mut offline = aggregate("aggr2", 3, 64);
+        offline.state = "offline".into();
+        let all = AdminReply::Aggregates(vec![aggregate("aggr0", 8, 64), failed, offline]);
+        let text = aggr_status(&all);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.iter().filter(|l| l.contains("Aggr State")).count(), 1);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("aggr1 failed"))
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("aggr2 offline"))
+        );
+        assert_eq!(
+            lines.last(),
+            Some(&"Aggregate aggr1 failed: disk9 is missing")
+        );
+        let raid = aggr_status_r(&all);
+        assert!(raid.contains("Aggregate aggr1 (failed, raid_dp)"), "{raid}");
+        assert!(raid.contains("  Failed: disk9 is missing"), "{raid}");
+        assert_eq!(raid.matches("Spare disks\n").count(), 1, "{raid}");
     }
 
     #[test]
