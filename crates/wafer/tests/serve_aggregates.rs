@@ -276,13 +276,31 @@ fn a_format_1_data_directory_is_migrated_to_aggregate_0() {
     aggr.remove("id");
     config.remove("spare_pool");
     config.insert("format_version".into(), toml::Value::Integer(1));
+    let half = config["nvlog_half_bytes"].as_integer().expect("a size") as u64;
+    let stripes = aggr["groups"][0]["blocks_per_disk"]
+        .as_integer()
+        .expect("blocks") as u64;
     config.extend(aggr);
     std::fs::write(&path, toml::to_string(&config).expect("encodes")).expect("written");
+    // And its NVLog as format 1 sized it, for one aggregate's CP records
+    // (half 0 keeps its place; a graceful stop left both halves reset).
+    let record_max = (32 << 20) + 4096;
+    let region = (half.max(record_max) + 8 * (25 + 12 * stripes) + 4).next_multiple_of(4096);
+    let nvlog = std::fs::OpenOptions::new()
+        .write(true)
+        .open(data.join("nvlog"))
+        .expect("the NVLog");
+    let roomy = nvlog.metadata().expect("stat").len();
+    assert!(roomy > 2 * region, "{roomy} <= {}", 2 * region);
+    nvlog.set_len(2 * region).expect("shrunk");
+    drop(nvlog);
 
     let server = serve(&scratch);
     check_chunks(&server, "vol0/lun0", 6, 32);
     let text = std::fs::read_to_string(&path).expect("config");
     assert!(text.contains("format_version = 2"), "{text}");
+    let grown = std::fs::metadata(data.join("nvlog")).expect("stat").len();
+    assert_eq!(grown, roomy, "the NVLog grew back to a new node's room");
     assert!(text.contains("[[aggregates]]"), "{text}");
     create_aggr1(&data);
     server.stop();
