@@ -851,7 +851,7 @@ fn vol_create(
         None => {
             let first = aggregates
                 .iter()
-                .find(|a| a.id == 0 && a.state != "failed" && a.state != "offline")
+                .find(|a| a.id == 0 && (a.state == "online" || a.state == "degraded"))
                 .or_else(|| aggregates.first());
             let request = AdminRequest::VolCreate {
                 name: name.clone(),

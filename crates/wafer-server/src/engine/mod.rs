@@ -335,6 +335,15 @@ impl Engine {
                 self.drain();
             }
         }
+        // Offline before the start is over: `aggr online` may follow at once.
+        while self
+            .node
+            .aggregates()
+            .iter()
+            .any(|a| a.state == AggrState::GoingOffline)
+        {
+            self.step()?;
+        }
         for status in self.node.aggregates() {
             let name = self.aggr_name(status.id);
             if let Some(engine) = self.node.aggregate(status.id) {
@@ -394,7 +403,8 @@ impl Engine {
         match self.node_state(id) {
             None => ("failed".into(), Some("not in the node".into())),
             Some(AggrState::Online) => ("online".into(), None),
-            Some(AggrState::Offline | AggrState::GoingOffline) => ("offline".into(), None),
+            Some(AggrState::Offline) => ("offline".into(), None),
+            Some(AggrState::GoingOffline) => ("going offline".into(), None),
             Some(AggrState::Mounting) => ("mounting".into(), None),
             Some(AggrState::Failed(reason)) => {
                 let reason = self.unmountable.get(&id).cloned().unwrap_or(reason);

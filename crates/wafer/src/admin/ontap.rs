@@ -37,7 +37,7 @@ pub fn aggr_status(reply: &AdminReply) -> String {
     let mut out = String::new();
     for (n, aggr) in aggregates.iter().enumerate() {
         let options = match aggr.state.as_str() {
-            "failed" | "offline" => Vec::new(),
+            "failed" | "offline" | "going offline" => Vec::new(),
             _ => vec![format!("raidsize={}", raid_size(aggr))],
         };
         let table = status_table(aggr, &options);
