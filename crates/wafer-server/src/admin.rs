@@ -44,6 +44,15 @@ pub enum AdminRequest {
         /// Its size.
         size_bytes: u64,
     },
+    /// `vol create NAME AGGR SIZE`: a volume in aggregate AGGR.
+    VolCreateOn {
+        /// The volume's name.
+        name: String,
+        /// The aggregate that holds it.
+        aggregate: String,
+        /// Its size.
+        size_bytes: u64,
+    },
     /// `lun create SIZE PATH` (`/vol/VOLUME/LUN`).
     LunCreate {
         /// `/vol/VOLUME/LUN`.
@@ -104,10 +113,47 @@ pub enum AdminRequest {
     },
     /// `df`: every volume's space.
     Df,
-    /// `df -A`: the aggregate's space.
+    /// `df -A` of the first aggregate (`aggr0`): its space.
     DfAggregate,
-    /// `aggr status`: RAID groups, disks with roles and states, spares.
+    /// `df -A`: every serving aggregate's space.
+    DfAggregates,
+    /// The first aggregate's (`aggr0`'s) status: RAID groups, disks with
+    /// roles and states, spares.
     AggrStatus,
+    /// `aggr status`: every aggregate's status, failed and offline ones
+    /// included.
+    AggrStatusAll,
+    /// `aggr create NAME [-t raid_dp|raid4] [-r RAIDSIZE] NDISKS`: a new
+    /// aggregate on NDISKS disks (pool spares first, then new disk files as
+    /// large as the node's disks), in RAID groups of at most RAIDSIZE disks.
+    AggrCreate {
+        /// Its name.
+        name: String,
+        /// `raid_dp` or `raid4`.
+        raid_type: String,
+        /// Disks per RAID group at most (ONTAP's default: 16 for RAID-DP,
+        /// 8 for RAID-4).
+        #[serde(default)]
+        raid_size: Option<u16>,
+        /// Disks in all (parity included).
+        disks: u16,
+    },
+    /// `aggr offline NAME`: it serves no more, everything committed.
+    AggrOffline {
+        /// The aggregate.
+        name: String,
+    },
+    /// `aggr online NAME`: an offline aggregate mounts again.
+    AggrOnline {
+        /// The aggregate.
+        name: String,
+    },
+    /// `aggr destroy NAME`: an offline (or failed) aggregate leaves the
+    /// node; its disk files become blank pool spares.
+    AggrDestroy {
+        /// The aggregate.
+        name: String,
+    },
     /// `disk fail DISK`: fail a disk for good (by name, or by slot number).
     DiskFail {
         /// The disk's name or slot number.
@@ -217,10 +263,14 @@ pub enum AdminReply {
     },
     /// `df`.
     VolumeSpace(Vec<VolumeSpaceStatus>),
-    /// `df -A`.
+    /// `df -A` of one aggregate.
     AggregateSpace(AggregateSpaceStatus),
-    /// `aggr status`.
+    /// `df -A`: every serving aggregate.
+    AggregateSpaces(Vec<AggregateSpaceStatus>),
+    /// `aggr status` of one aggregate.
     Aggregate(Box<AggregateStatus>),
+    /// `aggr status`: every aggregate.
+    Aggregates(Vec<AggregateStatus>),
     /// `sysstat`.
     Sysstat(Box<SysstatReport>),
     /// `reallocate measure`.
@@ -297,6 +347,9 @@ pub struct VolumeStatus {
     pub luns: usize,
     /// How many snapshots it holds.
     pub snapshots: usize,
+    /// The aggregate that holds it.
+    #[serde(default)]
+    pub aggregate: String,
 }
 
 /// One LUN in `lun show`.
@@ -386,9 +439,16 @@ pub struct AggregateSpaceStatus {
 pub struct AggregateStatus {
     /// The aggregate's name.
     pub name: String,
+    /// Its node id.
+    #[serde(default)]
+    pub id: u32,
     /// `online`, or `degraded` while a group has failed disks or is being
-    /// reconstructed.
+    /// reconstructed; `offline`, `failed` (with `failed_reason`), or
+    /// `mounting`.
     pub state: String,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_reason: Option<String>,
     /// The newest committed CP.
     pub committed_cp: u64,
     /// Its RAID groups.

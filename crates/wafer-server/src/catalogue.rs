@@ -42,7 +42,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use wafer_core::Filer;
+use wafer_core::node::Node;
 use wafer_core::nvlog::LunId;
 use wafer_core::units::VolumeId;
 use wafer_nbd::{ExportInfo, Exports};
@@ -210,25 +210,25 @@ pub(crate) struct Catalogue {
 }
 
 impl Catalogue {
-    /// The exports of everything `filer` holds now, in their live
+    /// The exports of everything `node` serves now, in their live
     /// incarnations, each with its hold from `holds`; the empty name reaches
     /// `default`.
     pub(crate) fn of(
-        filer: &Filer,
+        node: &Node,
         incarnations: &Incarnations,
         holds: &Holds,
         default: Option<LunId>,
     ) -> Catalogue {
         let mut luns = Vec::new();
         let mut snapshots = Vec::new();
-        for (volume, volume_name) in filer.volumes() {
-            for (lun, lun_name, size_bytes) in filer.luns(volume) {
+        for (volume, volume_name) in crate::engine::view::volumes(node) {
+            for (lun, lun_name, size_bytes) in node.luns(volume) {
                 let name = format!("{volume_name}/{lun_name}");
                 let path = format!("/vol/{name}");
                 let target = Target::live(lun, None, incarnations);
                 luns.push(export(&name, &path, size_bytes, target, holds));
             }
-            for snapshot in filer.snapshots(volume) {
+            for snapshot in crate::engine::view::snapshots(node, volume) {
                 for (lun, lun_name, size_bytes) in &snapshot.luns {
                     let description = format!(
                         "/vol/{volume_name}/{lun_name} in snapshot {}",

@@ -1,32 +1,42 @@
 //! The data directory's configuration file, `wafer.toml`.
 //!
-//! The superblock describes the aggregate's geometry, but the driver has to
+//! The superblocks describe each aggregate's geometry, but the driver has to
 //! open the disks before it can read a superblock, and only the driver knows
 //! which file backs which disk and which disks it has given up on. So this
-//! file holds:
+//! file holds, for the node:
 //!
-//! * the aggregate's name and its RAID groups: type, blocks per disk, and the
-//!   disks by position (dparity, parity, data... for RAID-DP; parity, data...
-//!   for RAID-4);
-//! * the spares, by name;
-//! * the broken disks, by name: failed disks a spare has replaced in their
-//!   group, kept with their files until the operator removes them
-//!   (`disk remove`), so a failed disk's file is never left behind unsaid;
-//! * every disk: its name, its backing file (relative to the directory), its
-//!   size in blocks, and its state, in service or failed (with why);
 //! * the NVLog file (in the directory, or an absolute path elsewhere: a
 //!   separate NVLog device, `--nvlog`) and the size of each of its halves;
-//! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`).
+//! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`);
+//! * the pool of spares no aggregate owns (a destroyed aggregate's disks,
+//!   blank), which `aggr create` takes first;
 //!
-//! Disk slots (the engine's `DiskId`s) are derived, not stored: group members
-//! in group and position order, then spares. A slot is re-pointed to another
-//! disk by writing that disk's name in the group's list, which is how a
-//! rebuild onto a spare will be recorded.
+//! and for each aggregate (format 2; a format 1 file, of one aggregate, is
+//! read as aggregate 0 and rewritten):
+//!
+//! * its name, its node id (the engine's `AggrId`, also in its superblock),
+//!   whether the administrator took it offline;
+//! * its RAID groups: type, blocks per disk, and the disks by position
+//!   (dparity, parity, data... for RAID-DP; parity, data... for RAID-4);
+//! * its spares, by name (spares are an aggregate's: the engine's layout
+//!   numbers them, and a rebuild takes one of its own);
+//! * its broken disks, by name: failed disks a spare has replaced in their
+//!   group, kept with their files until the operator removes them
+//!   (`disk remove`), so a failed disk's file is never left behind unsaid;
+//! * every disk of it: its name, its backing file (relative to the
+//!   directory), its size in blocks, and its state, in service or failed
+//!   (with why).
+//!
+//! Disk slots (the engine's `DiskId`s, per aggregate) are derived, not
+//! stored: group members in group and position order, then spares. A slot is
+//! re-pointed to another disk by writing that disk's name in the group's
+//! list, which is how a rebuild onto a spare is recorded. Disk names and
+//! files are unique across the node.
 //!
 //! The file is replaced atomically (written beside, synced, renamed, the
 //! directory synced), so a crash leaves the old or the new version. It is
 //! read and validated completely before anything in the directory is touched,
-//! and the mount checks the geometry against the superblock.
+//! and the mount checks each aggregate's geometry against its superblock.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -44,7 +54,9 @@ use crate::lun_ids::{LunNow, LunRecord};
 /// The configuration file's name in the data directory.
 pub const CONFIG_FILE: &str = "wafer.toml";
 /// The version of the data directory's layout this server writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The format a data directory of one aggregate had; migrated when read.
+const FORMAT_VERSION_V1: u32 = 1;
 /// Bytes each block takes in a backing file: 4096 of content, 64 of trailer.
 pub const SECTOR_BYTES: u64 = 4160;
 
@@ -52,35 +64,96 @@ pub const SECTOR_BYTES: u64 = 4160;
 /// 1 GiB (each half is read into memory whole at mount).
 const NVLOG_HALF_BYTES: std::ops::RangeInclusive<u64> = (1 << 20)..=(1 << 30);
 
-/// The whole configuration file.
+/// The whole configuration file (format 2): the node's NVLog, LUN IDs and
+/// unowned spares, and its aggregates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DataConfig {
     /// The data directory layout version, [`FORMAT_VERSION`].
     pub(crate) format_version: u32,
-    /// The aggregate's name.
-    pub(crate) aggregate: String,
     /// The NVLog file, relative to the directory, or an absolute path for
     /// an NVLog on another device (`--nvlog`).
     pub(crate) nvlog_file: String,
     /// Bytes of each NVLog half (the engine's `Options::nvlog_half_bytes`).
     pub(crate) nvlog_half_bytes: u64,
+    /// The LUN ID the next new LUN gets; none is ever handed out twice.
+    #[serde(default)]
+    pub(crate) next_lun_id: u32,
+    /// Every LUN's ID.
+    #[serde(default)]
+    pub(crate) luns: Vec<LunRecord>,
+    /// Blank disks no aggregate owns (a destroyed aggregate's): the first
+    /// ones `aggr create` takes.
+    #[serde(default)]
+    pub(crate) spare_pool: Vec<DiskConfig>,
+    /// The aggregates, in id order.
+    pub(crate) aggregates: Vec<AggrConfig>,
+}
+
+/// One aggregate: its RAID groups, spares and broken disks, and its disks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AggrConfig {
+    /// The aggregate's name.
+    pub(crate) aggregate: String,
+    /// Its node id (the engine's `AggrId`, in its superblock).
+    pub(crate) id: u32,
+    /// Taken offline by the administrator (`aggr offline`): mounted and
+    /// taken offline again at the next start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) offline: bool,
     /// Spare disks, by name, in slot order.
     pub(crate) spares: Vec<String>,
     /// Failed disks a spare has replaced: no slot, their files kept until
     /// `disk remove`.
     #[serde(default)]
     pub(crate) broken: Vec<String>,
-    /// The LUN ID the next new LUN gets; none is ever handed out twice.
-    #[serde(default)]
-    pub(crate) next_lun_id: u32,
     /// RAID groups, in aggregate order.
     pub(crate) groups: Vec<GroupConfig>,
     /// Every disk the aggregate uses.
     pub(crate) disks: Vec<DiskConfig>,
-    /// Every LUN's ID.
+}
+
+/// The configuration file of format 1: one aggregate (id 0), read to be
+/// migrated.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DataConfigV1 {
+    format_version: u32,
+    aggregate: String,
+    nvlog_file: String,
+    nvlog_half_bytes: u64,
+    spares: Vec<String>,
     #[serde(default)]
-    pub(crate) luns: Vec<LunRecord>,
+    broken: Vec<String>,
+    #[serde(default)]
+    next_lun_id: u32,
+    groups: Vec<GroupConfig>,
+    disks: Vec<DiskConfig>,
+    #[serde(default)]
+    luns: Vec<LunRecord>,
+}
+
+impl DataConfigV1 {
+    fn migrate(self) -> DataConfig {
+        DataConfig {
+            format_version: FORMAT_VERSION,
+            nvlog_file: self.nvlog_file,
+            nvlog_half_bytes: self.nvlog_half_bytes,
+            next_lun_id: self.next_lun_id,
+            luns: self.luns,
+            spare_pool: Vec::new(),
+            aggregates: vec![AggrConfig {
+                aggregate: self.aggregate,
+                id: 0,
+                offline: false,
+                spares: self.spares,
+                broken: self.broken,
+                groups: self.groups,
+                disks: self.disks,
+            }],
+        }
+    }
 }
 
 /// One RAID group.
@@ -183,50 +256,73 @@ impl Default for CreateOptions {
 }
 
 impl DataConfig {
-    /// The configuration of a new aggregate `aggr0`: one RAID-DP group of
-    /// `data_disks` plus two parity disks, and one spare.
+    /// The configuration of a new data directory: aggregate `aggr0` (id 0),
+    /// one RAID-DP group of `data_disks` plus two parity disks, and one
+    /// spare.
     pub(crate) fn new(options: &CreateOptions, nvlog_half_bytes: u64) -> DataConfig {
         let blocks = options.disk_bytes / wafer_core::BLOCK_SIZE as u64;
         let members = usize::from(options.data_disks) + 2;
         let disks: Vec<DiskConfig> = (0..=members)
-            .map(|n| DiskConfig {
-                name: format!("disk{n}"),
-                file: format!("disk{n}.img"),
-                blocks,
-                state: DiskState::InService,
-                failed_reason: None,
-            })
+            .map(|n| DiskConfig::blank(&format!("disk{n}"), blocks))
             .collect();
         DataConfig {
             format_version: FORMAT_VERSION,
-            aggregate: "aggr0".into(),
             nvlog_file: "nvlog".into(),
             nvlog_half_bytes,
-            spares: vec![disks[members].name.clone()],
-            broken: Vec::new(),
             next_lun_id: 0,
-            groups: vec![GroupConfig {
-                raid_type: RaidTypeName::RaidDp,
-                blocks_per_disk: blocks,
-                disks: disks[..members].iter().map(|d| d.name.clone()).collect(),
-            }],
-            disks,
             luns: Vec::new(),
+            spare_pool: Vec::new(),
+            aggregates: vec![AggrConfig {
+                aggregate: "aggr0".into(),
+                id: 0,
+                offline: false,
+                spares: vec![disks[members].name.clone()],
+                broken: Vec::new(),
+                groups: vec![GroupConfig {
+                    raid_type: RaidTypeName::RaidDp,
+                    blocks_per_disk: blocks,
+                    disks: disks[..members].iter().map(|d| d.name.clone()).collect(),
+                }],
+                disks,
+            }],
         }
     }
 
-    /// Reads and validates `dir`'s configuration, changing nothing.
-    pub(crate) fn load(dir: &Path) -> Result<DataConfig, ServeError> {
+    /// Reads and validates `dir`'s configuration, changing nothing. A
+    /// configuration of format 1 (one aggregate) is read as aggregate 0 of
+    /// format 2; `migrated` says so, for the caller to save it.
+    pub(crate) fn load_migrating(dir: &Path) -> Result<(DataConfig, bool), ServeError> {
         let path = dir.join(CONFIG_FILE);
         let refuse = |reason: String| ServeError::Config {
             path: path.clone(),
             reason,
         };
         let text = fs::read_to_string(&path).map_err(|e| refuse(format!("cannot read: {e}")))?;
-        let config: DataConfig =
+        let value: toml::Value =
             toml::from_str(&text).map_err(|e| refuse(format!("malformed: {e}")))?;
+        let version = value
+            .get("format_version")
+            .and_then(toml::Value::as_integer);
+        let (config, migrated) = match version {
+            Some(v) if v == i64::from(FORMAT_VERSION_V1) => {
+                let old: DataConfigV1 =
+                    toml::from_str(&text).map_err(|e| refuse(format!("malformed: {e}")))?;
+                debug_assert_eq!(old.format_version, FORMAT_VERSION_V1);
+                (old.migrate(), true)
+            }
+            _ => (
+                toml::from_str(&text).map_err(|e| refuse(format!("malformed: {e}")))?,
+                false,
+            ),
+        };
         config.validate().map_err(refuse)?;
-        Ok(config)
+        Ok((config, migrated))
+    }
+
+    /// Reads and validates `dir`'s configuration, changing nothing.
+    #[cfg(test)]
+    pub(crate) fn load(dir: &Path) -> Result<DataConfig, ServeError> {
+        Self::load_migrating(dir).map(|(config, _)| config)
     }
 
     /// Writes the configuration atomically into `dir`: a temporary file,
@@ -249,10 +345,11 @@ impl DataConfig {
     }
 
     /// Checks everything a server relies on before it opens a file.
-    fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if self.format_version != FORMAT_VERSION {
             return Err(format!(
-                "format_version {} is not {FORMAT_VERSION}, the only one this server reads",
+                "format_version {} is not {FORMAT_VERSION} (nor {FORMAT_VERSION_V1}, which is \
+                 migrated), the only ones this server reads",
                 self.format_version
             ));
         }
@@ -269,8 +366,132 @@ impl DataConfig {
                 self.nvlog_half_bytes
             ));
         }
-        self.check_disks()?;
+        if self.aggregates.len() > wafer_core::node::MAX_AGGREGATES {
+            return Err(format!(
+                "{} aggregates: a node serves at most {}",
+                self.aggregates.len(),
+                wafer_core::node::MAX_AGGREGATES
+            ));
+        }
+        let mut files = BTreeSet::new();
+        let mut names = BTreeSet::new();
+        let mut ids = BTreeSet::new();
+        let mut disk_names = BTreeSet::new();
+        for aggr in &self.aggregates {
+            let refuse = |e: String| format!("aggregate {}: {e}", aggr.aggregate);
+            if aggr.aggregate.is_empty() || !names.insert(aggr.aggregate.as_str()) {
+                return Err(format!(
+                    "aggregate name {:?} is empty or repeated",
+                    aggr.aggregate
+                ));
+            }
+            if aggr.id as usize >= wafer_core::node::MAX_AGGREGATES || !ids.insert(aggr.id) {
+                return Err(refuse(format!(
+                    "id {} is repeated or not below {}",
+                    aggr.id,
+                    wafer_core::node::MAX_AGGREGATES
+                )));
+            }
+            aggr.validate(&self.nvlog_file, &mut files)
+                .map_err(refuse)?;
+            for disk in &aggr.disks {
+                if !disk_names.insert(disk.name.as_str()) {
+                    return Err(format!("disk name {} is used by two aggregates", disk.name));
+                }
+            }
+        }
+        for disk in &self.spare_pool {
+            check_file_name(&format!("disk {}'s file", disk.name), &disk.file)?;
+            if !disk_names.insert(disk.name.as_str())
+                || disk.file == self.nvlog_file
+                || !files.insert(disk.file.clone())
+            {
+                return Err(format!(
+                    "pool spare {} repeats a disk's name or file",
+                    disk.name
+                ));
+            }
+        }
         crate::lun_ids::validate(self.next_lun_id, &self.luns)?;
+        Ok(())
+    }
+
+    /// The NVLog's path when it lies outside the data directory.
+    pub(crate) fn external_nvlog(&self) -> Option<&Path> {
+        Some(Path::new(&self.nvlog_file)).filter(|path| path.is_absolute())
+    }
+
+    /// The stripes of each aggregate: what the NVLog's halves must have
+    /// room for in their CP records.
+    pub(crate) fn stripes(&self) -> Vec<u64> {
+        self.aggregates.iter().map(AggrConfig::stripes).collect()
+    }
+
+    /// Where the NVLog's halves lie in its file for these aggregates, at
+    /// least: the file may have more room.
+    pub(crate) fn nvlog_layout(&self) -> crate::nvlog::NvlogLayout {
+        crate::nvlog::NvlogLayout::new(self.nvlog_half_bytes, &self.stripes())
+    }
+
+    /// The aggregate with id `id`.
+    pub(crate) fn aggr(&self, id: u32) -> Option<&AggrConfig> {
+        self.aggregates.iter().find(|a| a.id == id)
+    }
+
+    /// The aggregate with id `id`, to change.
+    pub(crate) fn aggr_mut(&mut self, id: u32) -> Option<&mut AggrConfig> {
+        self.aggregates.iter_mut().find(|a| a.id == id)
+    }
+
+    /// The aggregate called `name`.
+    pub(crate) fn aggr_named(&self, name: &str) -> Option<&AggrConfig> {
+        self.aggregates.iter().find(|a| a.aggregate == name)
+    }
+
+    /// The aggregate owning disk `name`, if any.
+    pub(crate) fn aggr_of_disk(&self, name: &str) -> Option<&AggrConfig> {
+        self.aggregates.iter().find(|a| a.disk(name).is_some())
+    }
+
+    /// Whether any aggregate or the pool names disk `name` or file `file`.
+    pub(crate) fn disk_taken(&self, name: &str, file: &str) -> bool {
+        self.aggregates
+            .iter()
+            .flat_map(|a| a.disks.iter())
+            .chain(&self.spare_pool)
+            .any(|d| d.name == name || d.file == file)
+    }
+
+    /// Records the LUN IDs of the LUNs `present` (`lun_ids::reconcile`);
+    /// returns whether anything changed.
+    pub(crate) fn record_luns(&mut self, present: &[LunNow]) -> bool {
+        crate::lun_ids::reconcile(&mut self.next_lun_id, &mut self.luns, present)
+    }
+
+    /// The ID recorded for the LUN at `path` with `inode`.
+    pub(crate) fn lun_id(&self, path: &str, inode: u32) -> Option<u32> {
+        crate::lun_ids::id_of(&self.luns, path, inode)
+    }
+}
+
+impl DiskConfig {
+    /// A blank, in-service disk of `blocks` sectors in file `NAME.img`.
+    pub(crate) fn blank(name: &str, blocks: u64) -> DiskConfig {
+        DiskConfig {
+            name: name.to_string(),
+            file: format!("{name}.img"),
+            blocks,
+            state: DiskState::InService,
+            failed_reason: None,
+        }
+    }
+}
+
+impl AggrConfig {
+    /// Checks the aggregate on its own; `files` collects the files of every
+    /// aggregate, none of which backs two disks.
+    fn validate(&self, nvlog_file: &str, files: &mut BTreeSet<String>) -> Result<(), String> {
+        self.check_disks(nvlog_file, files)?;
         self.layout()?;
         for (group, config) in self.groups.iter().enumerate() {
             for name in &config.disks {
@@ -286,17 +507,26 @@ impl DataConfig {
         Ok(())
     }
 
+    /// Its stripes: the sum of its RAID groups' blocks per disk.
+    pub(crate) fn stripes(&self) -> u64 {
+        self.groups.iter().map(|g| g.blocks_per_disk).sum()
+    }
+
+    /// Its engine id.
+    pub(crate) fn aggr_id(&self) -> wafer_core::units::AggrId {
+        wafer_core::units::AggrId(self.id)
+    }
+
     /// Every disk is defined once, used once (in a group, as a spare or
     /// broken), and has its own file; a broken disk has failed.
-    fn check_disks(&self) -> Result<(), String> {
+    fn check_disks(&self, nvlog_file: &str, files: &mut BTreeSet<String>) -> Result<(), String> {
         let mut names = BTreeSet::new();
-        let mut files = BTreeSet::new();
         for disk in &self.disks {
             if disk.name.is_empty() || !names.insert(disk.name.as_str()) {
                 return Err(format!("disk name {:?} is empty or repeated", disk.name));
             }
             check_file_name(&format!("disk {}'s file", disk.name), &disk.file)?;
-            if disk.file == self.nvlog_file || !files.insert(disk.file.as_str()) {
+            if disk.file == nvlog_file || !files.insert(disk.file.clone()) {
                 return Err(format!("file {:?} backs more than one disk", disk.file));
             }
         }
@@ -343,17 +573,6 @@ impl DataConfig {
         Layout::new(geometries, spares).map_err(|e| e.to_string())
     }
 
-    /// The NVLog's path when it lies outside the data directory.
-    pub(crate) fn external_nvlog(&self) -> Option<&Path> {
-        Some(Path::new(&self.nvlog_file)).filter(|path| path.is_absolute())
-    }
-
-    /// Where the NVLog's halves lie in its file for this aggregate.
-    pub(crate) fn nvlog_layout(&self) -> crate::nvlog::NvlogLayout {
-        let stripes = self.groups.iter().map(|g| g.blocks_per_disk).sum();
-        crate::nvlog::NvlogLayout::new(self.nvlog_half_bytes, stripes)
-    }
-
     /// Every slot in engine order, with its disk.
     pub(crate) fn slots(&self) -> Vec<SlotDisk<'_>> {
         let layout = self
@@ -379,17 +598,6 @@ impl DataConfig {
         self.disks.iter().find(|d| d.name == name)
     }
 
-    /// Records the LUN IDs of the LUNs `present` (`lun_ids::reconcile`);
-    /// returns whether anything changed.
-    pub(crate) fn record_luns(&mut self, present: &[LunNow]) -> bool {
-        crate::lun_ids::reconcile(&mut self.next_lun_id, &mut self.luns, present)
-    }
-
-    /// The ID recorded for the LUN at `path` with `inode`.
-    pub(crate) fn lun_id(&self, path: &str, inode: u32) -> Option<u32> {
-        crate::lun_ids::id_of(&self.luns, path, inode)
-    }
-
     /// Marks a disk failed, with the reason.
     pub(crate) fn mark_failed(&mut self, name: &str, reason: &str) {
         let disk = self
@@ -413,7 +621,7 @@ impl DataConfig {
         });
         self.spares.push(name.to_string());
         debug_assert!(
-            self.validate().is_ok(),
+            self.validate("", &mut BTreeSet::new()).is_ok(),
             "a new spare keeps the configuration valid"
         );
     }
@@ -426,7 +634,7 @@ impl DataConfig {
         self.spares.retain(|s| s != spare);
         self.broken.push(old);
         debug_assert!(
-            self.validate().is_ok(),
+            self.validate("", &mut BTreeSet::new()).is_ok(),
             "a spare assignment keeps the configuration valid"
         );
     }
@@ -436,7 +644,7 @@ impl DataConfig {
         self.broken.retain(|b| b != name);
         self.disks.retain(|d| d.name != name);
         debug_assert!(
-            self.validate().is_ok(),
+            self.validate("", &mut BTreeSet::new()).is_ok(),
             "removing a broken disk keeps the configuration valid"
         );
     }
@@ -567,8 +775,10 @@ mod tests {
         }]);
         let text = toml::to_string(&config).expect("encodes");
         assert!(text.contains("next_lun_id = 1") && text.contains("[[luns]]"));
-        let before_ids =
-            text[..text.find("[[luns]]").expect("recorded")].replace("next_lun_id = 1\n", "");
+        let mut table: toml::Table = toml::from_str(&text).expect("a table");
+        table.remove("luns");
+        table.remove("next_lun_id");
+        let before_ids = toml::to_string(&table).expect("encodes");
         let old: DataConfig = toml::from_str(&before_ids).expect("still read");
         assert_eq!((old.next_lun_id, old.luns.len()), (0, 0));
     }
@@ -576,7 +786,7 @@ mod tests {
     #[test]
     fn slots_number_members_then_spares() {
         let config = config();
-        let slots = config.slots();
+        let slots = config.aggregates[0].slots();
         assert_eq!(slots.len(), 9);
         assert_eq!(slots[2].disk.name, "disk2");
         assert_eq!(slots[8].slot, Slot::Spare(0));
@@ -586,13 +796,13 @@ mod tests {
     #[test]
     fn inconsistent_configurations_are_refused_with_a_reason() {
         let mut twice = config();
-        twice.spares.push("disk1".into());
+        twice.aggregates[0].spares.push("disk1".into());
         assert!(twice.validate().unwrap_err().contains("used twice"));
         let mut escape = config();
-        escape.disks[0].file = "../elsewhere".into();
+        escape.aggregates[0].disks[0].file = "../elsewhere".into();
         assert!(escape.validate().unwrap_err().contains("plain file name"));
         let mut small = config();
-        small.disks[3].blocks -= 1;
+        small.aggregates[0].disks[3].blocks -= 1;
         assert!(small.validate().unwrap_err().contains("fewer than"));
         let mut outside = config();
         outside.nvlog_file = "/ssd/../nvlog".into();
@@ -613,7 +823,7 @@ mod tests {
     #[test]
     fn garbage_is_refused_without_touching_the_directory() {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        fs::write(dir.path().join(CONFIG_FILE), "aggregate = [").expect("written");
+        fs::write(dir.path().join(CONFIG_FILE), "aggregates = [").expect("written");
         let error = DataConfig::load(dir.path()).unwrap_err().to_string();
         assert!(error.contains("malformed"), "{error}");
         assert!(error.contains("nothing in the data directory was changed"));
@@ -624,23 +834,74 @@ mod tests {
     #[test]
     fn a_replaced_member_is_kept_as_a_broken_disk_until_removed() {
         let mut config = config();
-        config.mark_failed("disk3", "test");
-        config.replace_member(0, 3, "disk8");
-        assert_eq!(config.groups[0].disks[3], "disk8");
-        assert_eq!(config.broken, ["disk3"]);
+        config.aggregates[0].mark_failed("disk3", "test");
+        config.aggregates[0].replace_member(0, 3, "disk8");
+        assert_eq!(config.aggregates[0].groups[0].disks[3], "disk8");
+        assert_eq!(config.aggregates[0].broken, ["disk3"]);
         config.validate().expect("valid");
-        assert_eq!(config.slots().len(), 8, "a broken disk has no slot");
-        config.remove_broken("disk3");
-        assert!(config.broken.is_empty() && config.disk("disk3").is_none());
+        assert_eq!(
+            config.aggregates[0].slots().len(),
+            8,
+            "a broken disk has no slot"
+        );
+        config.aggregates[0].remove_broken("disk3");
+        let aggr = &config.aggregates[0];
+        assert!(aggr.broken.is_empty() && aggr.disk("disk3").is_none());
         let mut wrong = self::config();
-        wrong.spares.clear();
-        wrong.broken.push("disk8".into());
+        wrong.aggregates[0].spares.clear();
+        wrong.aggregates[0].broken.push("disk8".into());
         assert!(wrong.validate().unwrap_err().contains("in service"));
     }
 
     #[test]
-    fn survivability_counts_failed_disks_per_group() {
+    fn a_format_1_configuration_is_migrated_to_aggregate_0() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let v2 = config();
+        let aggr = toml::to_string(&v2.aggregates[0]).expect("encodes");
+        let v1 = format!(
+            "format_version = 1\nnvlog_file = \"nvlog\"\nnvlog_half_bytes = {}\n{}",
+            v2.nvlog_half_bytes,
+            aggr.replace("id = 0\n", "")
+        );
+        fs::write(dir.path().join(CONFIG_FILE), v1).expect("written");
+        let (loaded, migrated) = DataConfig::load_migrating(dir.path()).expect("migrated");
+        assert!(migrated);
+        assert_eq!(loaded, v2);
+        let mut newer = config();
+        newer.format_version = 3;
+        newer.save(dir.path()).expect("saved");
+        let error = DataConfig::load(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("format_version 3"), "{error}");
+    }
+
+    #[test]
+    fn aggregates_are_named_numbered_and_disked_once() {
         let mut config = config();
+        let mut second = config.aggregates[0].clone();
+        second.aggregate = "aggr1".into();
+        config.aggregates.push(second.clone());
+        assert!(
+            config.validate().unwrap_err().contains("repeated"),
+            "same id"
+        );
+        config.aggregates[1].id = 1;
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("backs more than one disk")
+        );
+        for disk in &mut config.aggregates[1].disks {
+            disk.file = format!("a1-{}", disk.file);
+        }
+        assert!(config.validate().unwrap_err().contains("two aggregates"));
+        config.aggregates[1].aggregate = "aggr0".into();
+        assert!(config.validate().unwrap_err().contains("empty or repeated"));
+    }
+
+    #[test]
+    fn survivability_counts_failed_disks_per_group() {
+        let mut config = config().aggregates.remove(0);
         config.mark_failed("disk3", "test");
         assert!(config.check_survivable(&["disk4"]).is_ok());
         let refused = config.check_survivable(&["disk4", "disk5"]).unwrap_err();

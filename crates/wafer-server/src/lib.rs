@@ -1,14 +1,17 @@
 //! wafer's server: the real-time driver of the filer engine. It runs the
-//! sans-I/O [`wafer_core::Filer`] against files, the clock and sockets, and
-//! serves its LUNs over NBD and its administration over a Unix socket.
+//! sans-I/O [`wafer_core::node::Node`] (1 to 16 aggregates, each a
+//! [`wafer_core::Filer`], over one NVLog) against files, the clock and
+//! sockets, and serves its LUNs over NBD and its administration over a Unix
+//! socket.
 //!
 //! # The data directory
 //!
 //! ```text
 //! DIR/                 mode 0700, its files 0600 (`access`)
-//!   wafer.toml         the configuration: aggregate, RAID groups by position,
-//!                      spares, each disk's backing file and state (in service
-//!                      or failed), the NVLog's half size; replaced atomically
+//!   wafer.toml         the configuration: each aggregate's name, id, RAID
+//!                      groups by position, spares, each disk's backing file
+//!                      and state (in service or failed); the node's pool of
+//!                      spares and NVLog half size; replaced atomically
 //!   disk0.img ...      one sparse file per disk: sector n at byte n * 4160
 //!                      (4096 bytes of content, then the 64-byte trailer)
 //!   nvlog              the NVLog: two halves, each a region of the file
@@ -20,12 +23,13 @@
 //! `wafer serve` on an absent or empty directory creates a working filer
 //! there (by default: aggregate `aggr0`, one RAID-DP group of 6 data and 2
 //! parity disks of 768 MiB plus a spare, volume `vol0` of 3 GiB, LUN
-//! `/vol/vol0/lun0` of 2 GiB); on a data directory it mounts the aggregate and
-//! replays the NVLog. `docs/SERVER.md` is the administrator's guide.
+//! `/vol/vol0/lun0` of 2 GiB); on a data directory it mounts every aggregate
+//! and replays the NVLog (an aggregate that cannot mount is reported failed,
+//! and the others serve). `aggr create` adds aggregates. `docs/SERVER.md` is the administrator's guide.
 //!
 //! # Threads
 //!
-//! * one **engine** thread owns the filer and is its only caller (`engine`);
+//! * one **engine** thread owns the node and is its only caller (`engine`);
 //! * per disk, an **I/O** thread (`pread`/`pwritev`) and a **sync** thread that
 //!   completes writes after one `fdatasync` per batch (`disk`);
 //! * one **NVLog** thread that group-commits appends (`nvlog`);
@@ -69,7 +73,9 @@ pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
 pub use nvlog::NvlogCountersStatus;
-pub use server::{LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport};
+pub use server::{
+    AggregateSummary, LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport,
+};
 pub use stream::ListenAddress;
 
 /// The NBD port (IANA-assigned), where `wafer serve` listens by default.

@@ -82,15 +82,36 @@ pub(crate) struct NvlogLayout {
 }
 
 impl NvlogLayout {
-    /// The layout for halves of `half_bytes` in an aggregate of `stripes`
-    /// stripes (the sum of its RAID groups' blocks per disk).
-    pub(crate) fn new(half_bytes: u64, stripes: u64) -> NvlogLayout {
-        let overflow = STRIPE_LISTS_MAX * stripe_list_bytes(stripes) + TERMINATOR.len() as u64;
+    /// The smallest layout for halves of `half_bytes` in a node whose
+    /// aggregates have `stripes` stripes each (the sum of an aggregate's
+    /// RAID groups' blocks per disk): every aggregate's CP appends its own
+    /// stripe list to the node's half.
+    pub(crate) fn new(half_bytes: u64, stripes: &[u64]) -> NvlogLayout {
+        let lists: u64 = stripes.iter().map(|s| stripe_list_bytes(*s)).sum();
+        let overflow = STRIPE_LISTS_MAX * lists + TERMINATOR.len() as u64;
         NvlogLayout {
             half_bytes,
             region_bytes: (half_bytes.max(RECORD_BYTES_MAX) + overflow).next_multiple_of(4096),
         }
     }
+
+    /// Whether halves of this layout hold the stripe lists of aggregates
+    /// of `stripes` stripes each.
+    pub(crate) fn holds(&self, stripes: &[u64]) -> bool {
+        NvlogLayout::new(self.half_bytes, stripes).region_bytes <= self.region_bytes
+    }
+}
+
+/// Stripes of room a new node's NVLog leaves for aggregates created later,
+/// in multiples of its first aggregate's: the file's overflow room is sparse,
+/// but each start reads both halves whole into memory.
+pub(crate) const NEW_NODE_ROOM: u64 = 4;
+
+/// The layout a new node's NVLog gets: room for [`NEW_NODE_ROOM`] times
+/// the stripes of `stripes` (its first aggregate).
+pub(crate) fn roomy(half_bytes: u64, stripes: u64) -> NvlogLayout {
+    let room: Vec<u64> = (0..NEW_NODE_ROOM).map(|_| stripes).collect();
+    NvlogLayout::new(half_bytes, &room)
 }
 
 /// Creates the NVLog file: each half's configured part zero-filled, synced.
@@ -114,8 +135,13 @@ pub(crate) fn create(path: &Path, layout: NvlogLayout) -> io::Result<()> {
     file.sync_all()
 }
 
-/// Opens the NVLog file and reads both halves, for the mount to replay.
-pub(crate) fn open(path: &Path, layout: NvlogLayout) -> Result<(File, [Vec<u8>; 2]), ServeError> {
+/// Opens the NVLog file and reads both halves, for the mount to replay. The
+/// halves' regions are half the file each, at least as large as `needed`
+/// (the node's aggregates' stripe lists); the layout found is returned.
+pub(crate) fn open(
+    path: &Path,
+    needed: NvlogLayout,
+) -> Result<(File, [Vec<u8>; 2], NvlogLayout), ServeError> {
     let refuse = |reason: String| ServeError::Nvlog {
         path: path.to_path_buf(),
         reason,
@@ -125,16 +151,16 @@ pub(crate) fn open(path: &Path, layout: NvlogLayout) -> Result<(File, [Vec<u8>; 
         .write(true)
         .open(path)
         .map_err(|e| refuse(format!("cannot open: {e}")))?;
-    let region = layout.region_bytes;
     let length = file
         .metadata()
         .map_err(|e| refuse(format!("cannot stat: {e}")))?
         .len();
-    if length != 2 * region {
+    let region = length / 2;
+    if length % 8192 != 0 || region < needed.region_bytes {
         return Err(refuse(format!(
-            "holds {length} bytes, not the {} two halves of {} bytes take in this aggregate",
-            2 * region,
-            layout.half_bytes
+            "holds {length} bytes, not two halves of at least {} bytes each, what halves of {} \
+             bytes take with this node's aggregates",
+            needed.region_bytes, needed.half_bytes
         )));
     }
     let mut halves = [vec![0u8; region as usize], vec![0u8; region as usize]];
@@ -142,7 +168,41 @@ pub(crate) fn open(path: &Path, layout: NvlogLayout) -> Result<(File, [Vec<u8>; 
         file.read_exact_at(bytes, half as u64 * region)
             .map_err(|e| refuse(format!("cannot read half {half}: {e}")))?;
     }
-    Ok((file, halves))
+    let layout = NvlogLayout {
+        half_bytes: needed.half_bytes,
+        region_bytes: region,
+    };
+    Ok((file, halves, layout))
+}
+
+/// Rewrites the NVLog file at `path` with halves of `layout`'s regions,
+/// holding `halves` (read from it): a new file beside it, synced, renamed
+/// over it, its directory synced. A crash leaves the old file or the new
+/// one, and [`open`] reads either. Returns the new file.
+pub(crate) fn grow(path: &Path, layout: NvlogLayout, halves: &[Vec<u8>; 2]) -> io::Result<File> {
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".grow");
+    let temporary = std::path::PathBuf::from(temporary);
+    let _ = std::fs::remove_file(&temporary);
+    create(&temporary, layout)?;
+    let write = || -> io::Result<()> {
+        let file = OpenOptions::new().write(true).open(&temporary)?;
+        for (half, bytes) in halves.iter().enumerate() {
+            let end = (valid_end(bytes) as usize + TERMINATOR.len()).min(bytes.len());
+            file.write_all_at(&bytes[..end], half as u64 * layout.region_bytes)?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        if let Some(parent) = path.parent() {
+            File::open(parent)?.sync_all()?;
+        }
+        Ok(())
+    };
+    if let Err(error) = write() {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(error);
+    }
+    OpenOptions::new().read(true).write(true).open(path)
 }
 
 /// What the NVLog thread has done since the server started.
@@ -386,7 +446,7 @@ mod tests {
     }
 
     fn run(path: &Path, ops: Vec<IoOp>) -> NvlogCountersStatus {
-        let (file, halves) = open(path, LAYOUT).expect("opens");
+        let (file, halves, _) = open(path, LAYOUT).expect("opens");
         let (events, completions) = mpsc::channel();
         let counters = Arc::<NvlogCounters>::default();
         let log = spawn(file, &halves, LAYOUT, events, Arc::clone(&counters)).expect("spawned");
@@ -426,7 +486,7 @@ mod tests {
         let bytes = record(3, 10).encode().len() as u64 + 4;
         assert_eq!((counted.appends, counted.bytes_written), (1, bytes));
         assert_eq!((counted.writes, counted.syncs), (1, 1));
-        let (_, halves) = open(&path, LAYOUT).expect("opens");
+        let (_, halves, _) = open(&path, LAYOUT).expect("opens");
         let seqs: Vec<u64> = decode_half(&halves[0]).iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [1, 3]);
         assert_eq!(decode_half(&halves[1]).len(), 1);
@@ -445,7 +505,7 @@ mod tests {
         // old second record would follow it if the chain were not terminated.
         let reset = IoOp::NvlogReset { half: 0 };
         run(&path, vec![reset, append(0, record(5, 100))]);
-        let (_, halves) = open(&path, LAYOUT).expect("opens");
+        let (_, halves, _) = open(&path, LAYOUT).expect("opens");
         let seqs: Vec<u64> = decode_half(&halves[0]).iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [5]);
     }
@@ -466,7 +526,7 @@ mod tests {
         let counted = run(&path, ops);
         assert_eq!(counted.appends, 5);
         assert!(counted.syncs >= 1 && counted.writes >= counted.syncs);
-        let (_, halves) = open(&path, LAYOUT).expect("opens");
+        let (_, halves, _) = open(&path, LAYOUT).expect("opens");
         let seqs = |half: &[u8]| -> Vec<u64> { decode_half(half).iter().map(|r| r.seq).collect() };
         assert_eq!(seqs(&halves[0]), [1, 2, 4]);
         assert_eq!(seqs(&halves[1]), [5]);
@@ -474,11 +534,35 @@ mod tests {
 
     #[test]
     fn regions_leave_room_for_a_maximal_write_and_stripe_lists() {
-        let layout = NvlogLayout::new(32 << 20, 1000);
+        let layout = NvlogLayout::new(32 << 20, &[1000]);
         assert!(layout.region_bytes >= RECORD_BYTES_MAX + STRIPE_LISTS_MAX * 12_000);
         assert_eq!(layout.region_bytes % 4096, 0);
-        let big = NvlogLayout::new(64 << 20, 0);
+        let big = NvlogLayout::new(64 << 20, &[0]);
         assert!(big.region_bytes >= 64 << 20 && big.region_bytes < (64 << 20) + 8192);
+    }
+
+    #[test]
+    fn a_grown_log_keeps_its_records_at_its_halves_new_places() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let path = dir.path().join("nvlog");
+        let small = NvlogLayout::new(1 << 20, &[100]);
+        create(&path, small).expect("created");
+        let bytes = record(1, 4096).encode();
+        let file = OpenOptions::new().write(true).open(&path).expect("opens");
+        file.write_all_at(&bytes, small.region_bytes)
+            .expect("written");
+        drop(file);
+        let (_, halves, found) = open(&path, small).expect("opens");
+        assert_eq!(found, small);
+        let big = NvlogLayout::new(1 << 20, &[100, 100_000, 100_000]);
+        assert!(big.region_bytes > small.region_bytes && big.holds(&[100, 100_000]));
+        assert!(!small.holds(&[100, 100]));
+        grow(&path, big, &halves).expect("grown");
+        let (_, halves, found) = open(&path, small).expect("opens");
+        assert_eq!(found, big, "the region is half the file");
+        assert_eq!(valid_end(&halves[0]), 0);
+        assert_eq!(valid_end(&halves[1]), bytes.len() as u64);
+        assert!(!dir.path().join("nvlog.grow").exists());
     }
 
     #[test]

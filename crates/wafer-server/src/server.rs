@@ -28,9 +28,11 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 use std::time::Duration;
 
-use wafer_core::Filer;
+use std::collections::BTreeMap;
+
 use wafer_core::filer::{Change, HostRequest, Options};
-use wafer_core::units::DiskId;
+use wafer_core::node::Node;
+use wafer_core::units::{AggrId, DiskId};
 
 use crate::access::DATA_FILE_MODE;
 use crate::admission::{Admission, ConnectionLimits};
@@ -73,16 +75,8 @@ pub struct ServeOptions {
 pub struct StartupReport {
     /// Whether the data directory was created now (else mounted).
     pub created: bool,
-    /// The aggregate's name.
-    pub aggregate: String,
-    /// The newest committed CP after mount or format.
-    pub committed_cp: u64,
-    /// Its RAID groups.
-    pub raid_groups: Vec<RaidGroupSummary>,
-    /// Spare disks.
-    pub spares: usize,
-    /// Usable bytes of the aggregate (`df -A` total).
-    pub aggregate_bytes: u64,
+    /// Every aggregate, in id order.
+    pub aggregates: Vec<AggregateSummary>,
     /// Volumes: name and size.
     pub volumes: Vec<(String, u64)>,
     /// LUNs: path and size.
@@ -91,6 +85,25 @@ pub struct StartupReport {
     pub uris: Vec<String>,
     /// The admin socket.
     pub admin_socket: PathBuf,
+}
+
+/// One aggregate in a [`StartupReport`].
+#[derive(Clone, Debug)]
+pub struct AggregateSummary {
+    /// Its name.
+    pub name: String,
+    /// `online`, `offline`, or `failed`.
+    pub state: String,
+    /// Why it failed, if it did.
+    pub failed_reason: Option<String>,
+    /// The newest committed CP after mount or format (0 if not mounted).
+    pub committed_cp: u64,
+    /// Its RAID groups.
+    pub raid_groups: Vec<RaidGroupSummary>,
+    /// Spare disks.
+    pub spares: usize,
+    /// Usable bytes of the aggregate (`df -A` total; 0 if not mounted).
+    pub aggregate_bytes: u64,
 }
 
 /// One RAID group in a [`StartupReport`].
@@ -158,9 +171,9 @@ impl Server {
         let existing = match is_new(&dir)? {
             true => None,
             false => {
-                let config = DataConfig::load(&dir)?;
+                let (config, migrated) = DataConfig::load_migrating(&dir)?;
                 check_nvlog_placement(&dir, &config, options.nvlog.as_deref())?;
-                Some((config, DataLock::acquire(&dir)?))
+                Some(((config, migrated), DataLock::acquire(&dir)?))
             }
         };
         let new_nvlog = match (&existing, &options.nvlog) {
@@ -168,13 +181,15 @@ impl Server {
             _ => None,
         };
         let listeners = bind_listeners(&options.listen, options.socket_mode)?;
-        secure(&dir, existing.as_ref().map(|(config, _)| config))?;
+        secure(&dir, existing.as_ref().map(|((config, _), _)| config))?;
         let (engine, lock, created) = match existing {
             None => {
                 let (engine, lock) = create(&dir, &options.create, new_nvlog, parts)?;
                 (engine, lock, true)
             }
-            Some((config, lock)) => (mount(&dir, config, parts)?, lock, false),
+            Some(((config, migrated), lock)) => {
+                (mount(&dir, config, migrated, parts)?, lock, false)
+            }
         };
         let (admin, admin_path) = crate::admin_socket::bind(&dir)?;
         let report = report(&engine, created, &listeners, &admin_path)?;
@@ -342,7 +357,12 @@ fn secure(dir: &Path, config: Option<&DataConfig>) -> Result<(), ServeError> {
     let mut files = vec![CONFIG_FILE, LOCK_FILE];
     if let Some(config) = config {
         files.push(&config.nvlog_file);
-        files.extend(config.disks.iter().map(|disk| disk.file.as_str()));
+        let disks = config.aggregates.iter().flat_map(|a| a.disks.iter());
+        files.extend(
+            disks
+                .chain(&config.spare_pool)
+                .map(|disk| disk.file.as_str()),
+        );
     }
     crate::access::secure_data_dir(dir, &files).map_err(ServeError::io(format!(
         "making {} owner-only",
@@ -374,14 +394,15 @@ fn create(
         config.nvlog_file = nvlog;
     }
     let mut files = Vec::new();
-    for disk in &config.disks {
+    for disk in &config.aggregates[0].disks {
         let path = dir.join(&disk.file);
         let file = create_disk_file(&path, disk)?;
         made.files.push(path);
         files.push(Some(file));
     }
     let nvlog_path = dir.join(&config.nvlog_file);
-    crate::nvlog::create(&nvlog_path, config.nvlog_layout())
+    let room = crate::nvlog::roomy(config.nvlog_half_bytes, config.aggregates[0].stripes());
+    crate::nvlog::create(&nvlog_path, room)
         .map_err(ServeError::io(format!("creating {}", nvlog_path.display())))?;
     made.files.push(nvlog_path.clone());
     if let Some(elsewhere) = config.external_nvlog().and_then(Path::parent) {
@@ -391,13 +412,22 @@ fn create(
             .and_then(|directory| directory.sync_all())
             .map_err(ServeError::io(format!("syncing {}", elsewhere.display())))?;
     }
-    let nvlog = crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
-    let layout = config.layout().expect("a new configuration is valid");
+    let (nvlog_file, halves, nvlog_layout) =
+        crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+    let layout = config.aggregates[0]
+        .layout()
+        .expect("a new configuration is valid");
     let options_for_engine = engine_options(&config);
-    let devices = start_devices(&config, files, nvlog, &parts)?;
+    let files = BTreeMap::from([(AggrId(0), files)]);
+    let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
     let clock = Clock::start();
-    let filer = Filer::format(layout, options_for_engine, clock.now());
-    let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
+    let mut node = Node::new(options_for_engine, clock.now());
+    let id = node
+        .create_aggregate(clock.now(), "aggr0", layout)
+        .map_err(|e| ServeError::Mount(e.to_string()))?;
+    debug_assert_eq!(id, AggrId(0));
+    let plumbing = parts.plumbing(devices, dir);
+    let mut engine = Engine::new(node, clock, plumbing, config, nvlog_layout, BTreeMap::new());
     engine.wait_online()?;
     make(
         &mut engine,
@@ -407,7 +437,7 @@ fn create(
             size_bytes: options.volume_bytes,
         },
     )?;
-    let volume = engine.filer().volumes()[0].0;
+    let volume = engine.node().volumes()[0].0;
     make(
         &mut engine,
         "LUN /vol/vol0/lun0",
@@ -449,7 +479,7 @@ fn check_create_options(options: &CreateOptions) -> Result<(), ServeError> {
 /// Submits a change of the server's own during creation.
 fn make(engine: &mut Engine, what: &str, change: Change) -> Result<(), ServeError> {
     engine
-        .execute(HostRequest::Change(change))?
+        .execute(AggrId(0), HostRequest::Change(change))?
         .map(|_| ())
         .map_err(|refusal| ServeError::Create {
             what: what.into(),
@@ -498,74 +528,160 @@ impl Drop for Made {
     }
 }
 
-/// Opens the disks, fails the ones that cannot be used, mounts and replays.
-fn mount(dir: &Path, mut config: DataConfig, parts: EngineParts) -> Result<Engine, ServeError> {
-    let mut files = Vec::new();
-    let mut lost = Vec::new();
-    for slot in config.slots() {
-        let file = match slot.disk.state {
-            DiskState::Failed => None,
-            DiskState::InService => match open_disk(dir, slot.disk) {
-                Ok(file) => Some(file),
-                Err(reason) => {
-                    lost.push((slot.disk.name.clone(), reason));
-                    None
-                }
-            },
-        };
-        files.push(file);
+/// Opens every aggregate's disks, fails the ones that cannot be used, mounts
+/// and replays. An aggregate that lost more disks than its RAID groups
+/// survive is left as it was (its disks' states unchanged, so that putting
+/// the files back and starting again brings it back) and mounted with none
+/// of its disks, so that it fails at once, reported with why; the others
+/// serve.
+fn mount(
+    dir: &Path,
+    mut config: DataConfig,
+    migrated: bool,
+    parts: EngineParts,
+) -> Result<Engine, ServeError> {
+    let mut files: BTreeMap<AggrId, Vec<Option<File>>> = BTreeMap::new();
+    let mut unmountable: BTreeMap<AggrId, String> = BTreeMap::new();
+    let mut lost_all: Vec<(u32, String, String)> = Vec::new();
+    for aggr in &config.aggregates {
+        let mut opened = Vec::new();
+        let mut lost = Vec::new();
+        for slot in aggr.slots() {
+            let file = match slot.disk.state {
+                DiskState::Failed => None,
+                DiskState::InService => match open_disk(dir, slot.disk) {
+                    Ok(file) => Some(file),
+                    Err(reason) => {
+                        lost.push((slot.disk.name.clone(), reason));
+                        None
+                    }
+                },
+            };
+            opened.push(file);
+        }
+        let lost_names: Vec<&str> = lost.iter().map(|(name, _)| name.as_str()).collect();
+        match aggr.check_survivable(&lost_names) {
+            Ok(()) => lost_all.extend(lost.into_iter().map(|(n, r)| (aggr.id, n, r))),
+            Err(refusal) => {
+                let why = lost
+                    .iter()
+                    .map(|(name, reason)| format!("disk {name}: {reason}"))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let reason = format!("{refusal} ({why})");
+                crate::log!(
+                    "aggregate {} cannot be mounted, and is reported failed: {reason}; its \
+                     disks' states are left as they were",
+                    aggr.aggregate
+                );
+                unmountable.insert(aggr.aggr_id(), reason);
+                opened = opened.into_iter().map(|_| None).collect();
+            }
+        }
+        files.insert(aggr.aggr_id(), opened);
     }
-    let lost_names: Vec<&str> = lost.iter().map(|(name, _)| name.as_str()).collect();
-    config.check_survivable(&lost_names)?;
     let nvlog_path = dir.join(&config.nvlog_file);
-    let (nvlog_file, halves) = crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+    let (mut nvlog_file, halves, mut nvlog_layout) =
+        crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+    if migrated {
+        // A directory of one aggregate: its NVLog had room for that one's
+        // CP records only; it grows (rewritten beside and renamed) before
+        // the new configuration is saved, and either opens with either.
+        let stripes = config.aggregates.iter().map(|a| a.stripes()).max();
+        let room = crate::nvlog::roomy(config.nvlog_half_bytes, stripes.unwrap_or(0));
+        if room.region_bytes > nvlog_layout.region_bytes {
+            nvlog_file = crate::nvlog::grow(&nvlog_path, room, &halves)
+                .map_err(ServeError::io(format!("growing {}", nvlog_path.display())))?;
+            nvlog_layout = room;
+        }
+        config.save(dir).map_err(ServeError::io(format!(
+            "writing {}",
+            dir.join(CONFIG_FILE).display()
+        )))?;
+        crate::log!(
+            "{} migrated to format {} (aggregate {} is aggregate 0 of the node)",
+            dir.join(CONFIG_FILE).display(),
+            crate::config::FORMAT_VERSION,
+            config.aggregates[0].aggregate
+        );
+    }
     // The failures are saved before the mount writes anything, so that a disk
-    // missing now is never taken back stale; and put back if the mount fails
-    // (the count above does not know what a rebuild under way has yet to
-    // write), so that restoring the files and starting again works.
-    let before = (!lost.is_empty()).then(|| config.clone());
-    if !lost.is_empty() {
-        for (name, reason) in &lost {
+    // missing now is never taken back stale.
+    if !lost_all.is_empty() {
+        for (id, name, reason) in &lost_all {
             crate::log!("disk {name} failed: {reason}");
-            config.mark_failed(name, reason);
+            config
+                .aggr_mut(*id)
+                .expect("listed")
+                .mark_failed(name, reason);
         }
         config.save(dir).map_err(ServeError::io(format!(
             "writing {}",
             dir.join(CONFIG_FILE).display()
         )))?;
     }
-    let failed: Vec<DiskId> = config
-        .slots()
-        .iter()
-        .filter(|s| s.disk.state == DiskState::Failed)
-        .map(|s| s.id)
-        .collect();
-    let layout = config.layout().expect("a loaded configuration is valid");
+    let mut failed: Vec<(AggrId, DiskId)> = Vec::new();
+    let mut layouts = Vec::new();
+    for aggr in &config.aggregates {
+        layouts.push((
+            aggr.aggr_id(),
+            aggr.layout().expect("a loaded configuration is valid"),
+        ));
+        if unmountable.contains_key(&aggr.aggr_id()) {
+            continue;
+        }
+        let slots = aggr.slots();
+        let down = slots.iter().filter(|s| s.disk.state == DiskState::Failed);
+        failed.extend(down.map(|s| (aggr.aggr_id(), s.id)));
+    }
     let options = engine_options(&config);
     let clock = Clock::start();
-    let mut filer = Filer::mount(layout, options, clock.now(), [&halves[0], &halves[1]]);
-    let devices = start_devices(&config, files, (nvlog_file, halves), &parts)?;
-    for disk in failed {
-        filer.mark_failed(disk);
+    let mut node = Node::mount(options, clock.now(), layouts, [&halves[0], &halves[1]]);
+    let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
+    for (aggr, disk) in failed {
+        node.with_aggregate(clock.now(), aggr, |filer| filer.mark_failed(disk));
     }
-    let mut engine = Engine::new(filer, clock, parts.plumbing(devices, dir), config);
-    if let Err(error) = engine.wait_online() {
-        if let Some(before) = before {
-            match before.save(dir) {
-                Ok(()) => crate::log!("the mount failed: the disks' states are as they were"),
-                Err(e) => crate::log!("the mount failed, and its disk failures stay saved: {e}"),
+    let plumbing = parts.plumbing(devices, dir);
+    let mut engine = Engine::new(node, clock, plumbing, config, nvlog_layout, unmountable);
+    engine.wait_online()?;
+    // An aggregate that failed to mount after its missing disks were
+    // recorded failed gets them back: the count above does not know what a
+    // rebuild under way has yet to write, and restoring the files and
+    // starting again must work.
+    let mut failed_aggregates = Vec::new();
+    for aggr in engine.config().aggregates.clone() {
+        let (state, reason) = engine.aggregate_state(aggr.aggr_id());
+        if state != "failed" {
+            continue;
+        }
+        failed_aggregates.push(format!(
+            "aggregate {}: {}",
+            aggr.aggregate,
+            reason.unwrap_or_default()
+        ));
+        let lost: Vec<String> = lost_all
+            .iter()
+            .filter(|(id, ..)| *id == aggr.id)
+            .map(|(_, name, _)| name.clone())
+            .collect();
+        if !lost.is_empty() {
+            match engine.unfail_disks(aggr.aggr_id(), &lost) {
+                Ok(()) => crate::log!(
+                    "aggregate {} failed to mount: its disks' states are as they were",
+                    aggr.aggregate
+                ),
+                Err(e) => crate::log!(
+                    "aggregate {} failed to mount, and its disk failures stay saved: {e}",
+                    aggr.aggregate
+                ),
             }
         }
-        return Err(error);
     }
-    for warning in engine.filer().mount_warnings() {
-        crate::log!("{warning}");
+    // A node with nothing to serve refuses to start, as a one-aggregate
+    // server always did.
+    if failed_aggregates.len() == engine.config().aggregates.len() {
+        return Err(ServeError::Mount(failed_aggregates.join("; ")));
     }
-    crate::log!(
-        "mounted aggregate {} at CP {}",
-        engine.config().aggregate,
-        engine.filer().committed_cp().0
-    );
     Ok(engine)
 }
 
@@ -605,27 +721,26 @@ fn engine_options(config: &DataConfig) -> Options {
 /// records `nvlog`'s halves hold).
 fn start_devices(
     config: &DataConfig,
-    files: Vec<Option<File>>,
-    nvlog: (File, [Vec<u8>; 2]),
+    mut files: BTreeMap<AggrId, Vec<Option<File>>>,
+    nvlog: (File, [Vec<u8>; 2], crate::nvlog::NvlogLayout),
     parts: &EngineParts,
 ) -> Result<Devices, ServeError> {
     let events = &parts.events;
-    let mut disks = Vec::new();
-    for (slot, file) in config.slots().iter().zip(files) {
-        let handle = DiskHandle::spawn(&slot.disk.name, file, events.clone())
-            .map_err(ServeError::io("starting disk threads"))?;
-        disks.push(handle);
+    let mut disks = BTreeMap::new();
+    for aggr in &config.aggregates {
+        let opened = files.remove(&aggr.aggr_id()).unwrap_or_default();
+        let mut handles = Vec::new();
+        for (slot, file) in aggr.slots().iter().zip(opened) {
+            let handle = DiskHandle::spawn(&slot.disk.name, file, events.clone())
+                .map_err(ServeError::io("starting disk threads"))?;
+            handles.push(handle);
+        }
+        disks.insert(aggr.aggr_id(), handles);
     }
-    let (file, halves) = nvlog;
+    let (file, halves, layout) = nvlog;
     let counters = Arc::clone(&parts.shared.nvlog);
-    let nvlog = crate::nvlog::spawn(
-        file,
-        &halves,
-        config.nvlog_layout(),
-        events.clone(),
-        counters,
-    )
-    .map_err(ServeError::io("starting the NVLog thread"))?;
+    let nvlog = crate::nvlog::spawn(file, &halves, layout, events.clone(), counters)
+        .map_err(ServeError::io("starting the NVLog thread"))?;
     Ok(Devices { disks, nvlog })
 }
 
@@ -658,39 +773,56 @@ fn report(
     listeners: &[Listener],
     admin_socket: &Path,
 ) -> Result<StartupReport, ServeError> {
-    let filer = engine.filer();
+    let node = engine.node();
     let config = engine.config();
-    let raid_groups = config
-        .groups
-        .iter()
-        .enumerate()
-        .map(|(group, g)| {
-            let raid_type = g.raid_type.raid_type();
-            RaidGroupSummary {
-                raid_type: raid_type.ontap_name(),
-                disks: g.disks.len(),
-                parity_disks: usize::from(raid_type.parity_disks()),
-                disk_bytes: g.blocks_per_disk * wafer_core::BLOCK_SIZE as u64,
-                failed: config.failed_members(group, &[]),
-                tolerated: raid_type.tolerated_failures(),
-                reconstructing: filer
-                    .rebuild_status()
-                    .filter(|r| r.group == group)
-                    .map(|r| {
-                        let name = config.slots()[r.disk.0 as usize].disk.name.clone();
-                        (name, r.stripes_done, r.stripes_total)
-                    }),
-            }
-        })
-        .collect();
+    let mut aggregates = Vec::new();
+    for aggr in &config.aggregates {
+        let filer = node.aggregate(aggr.aggr_id());
+        let (state, failed_reason) = engine.aggregate_state(aggr.aggr_id());
+        let raid_groups = aggr
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(group, g)| {
+                let raid_type = g.raid_type.raid_type();
+                RaidGroupSummary {
+                    raid_type: raid_type.ontap_name(),
+                    disks: g.disks.len(),
+                    parity_disks: usize::from(raid_type.parity_disks()),
+                    disk_bytes: g.blocks_per_disk * wafer_core::BLOCK_SIZE as u64,
+                    failed: engine.failed_at_start(aggr.aggr_id(), group),
+                    tolerated: raid_type.tolerated_failures(),
+                    reconstructing: filer
+                        .and_then(|f| f.rebuild_status())
+                        .filter(|r| r.group == group)
+                        .map(|r| {
+                            let name = aggr.slots()[r.disk.0 as usize].disk.name.clone();
+                            (name, r.stripes_done, r.stripes_total)
+                        }),
+                }
+            })
+            .collect();
+        let online = state == "online";
+        aggregates.push(AggregateSummary {
+            name: aggr.aggregate.clone(),
+            state,
+            failed_reason,
+            committed_cp: filer.map_or(0, |f| f.committed_cp().0),
+            raid_groups,
+            spares: aggr.spares.len(),
+            aggregate_bytes: filer
+                .filter(|_| online)
+                .map_or(0, |f| f.aggregate_space().total_bytes),
+        });
+    }
     let mut volumes = Vec::new();
     let mut luns = Vec::new();
-    for (id, name) in filer.volumes() {
+    for (id, name) in crate::engine::view::volumes(node) {
         volumes.push((
             name.clone(),
-            filer.volume_space(id).map_or(0, |s| s.size_bytes),
+            crate::engine::view::volume_space(node, id).map_or(0, |s| s.size_bytes),
         ));
-        for (_, lun, size) in filer.luns(id) {
+        for (_, lun, size) in node.luns(id) {
             luns.push((format!("/vol/{name}/{lun}"), size));
         }
     }
@@ -704,11 +836,7 @@ fn report(
         .map_err(ServeError::io("reading a listener's address"))?;
     Ok(StartupReport {
         created,
-        aggregate: config.aggregate.clone(),
-        committed_cp: filer.committed_cp().0,
-        raid_groups,
-        spares: config.spares.len(),
-        aggregate_bytes: filer.aggregate_space().total_bytes,
+        aggregates,
         volumes,
         luns,
         uris,

@@ -37,8 +37,8 @@ pub struct Output {
 /// `wafer aggr`.
 #[derive(Debug, Subcommand)]
 pub enum AggrCommand {
-    /// The aggregate's state; -r lists RAID groups and disks, -v options,
-    /// volumes and plexes.
+    /// Every aggregate's state (a failed one with why); -r lists RAID
+    /// groups and disks, -v options, volumes and plexes.
     Status {
         /// RAID groups with every disk's role and state, spares.
         #[arg(short = 'r')]
@@ -46,8 +46,65 @@ pub enum AggrCommand {
         /// Options, volumes, plex and RAID group states.
         #[arg(short = 'v', conflicts_with = "raid")]
         verbose: bool,
-        /// Only this aggregate (wafer has one, `aggr0`).
+        /// Only this aggregate.
         aggr: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Creates an aggregate on NDISKS disks: the node's pool spares first
+    /// (disks of destroyed aggregates), then new disk files in the data
+    /// directory as large as the node's disks. It serves once its first CP
+    /// has committed; only then does wafer.toml name it.
+    #[command(
+        override_usage = "wafer aggr create <NAME> [-t raid_dp|raid4] [-r RAIDSIZE] <NDISKS>"
+    )]
+    Create {
+        /// The aggregate's name.
+        name: String,
+        /// The RAID type of its groups.
+        #[arg(short = 't', default_value = "raid_dp", value_parser = ["raid_dp", "raid4"])]
+        raid_type: String,
+        /// Disks per RAID group at most, parity included (default 16 for
+        /// raid_dp, 8 for raid4); the last group takes the rest.
+        #[arg(short = 'r', value_name = "RAIDSIZE")]
+        raid_size: Option<u16>,
+        /// Disks in all, parity included.
+        ndisks: u16,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Takes an aggregate offline: its last CP commits everything, then its
+    /// volumes and LUNs are not served until `aggr online`. Recorded in
+    /// wafer.toml: it stays offline across restarts.
+    Offline {
+        /// The aggregate.
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Brings an offline aggregate back online (it mounts from its disks).
+    Online {
+        /// The aggregate.
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Destroys an offline (or failed) aggregate: it leaves wafer.toml, its
+    /// in-service disk files are blanked and kept as the node's pool spares
+    /// (aggr create uses them first), its failed disks' files are deleted.
+    Destroy {
+        /// The aggregate.
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Adding disks to an aggregate: not yet supported.
+    Add {
+        /// The aggregate.
+        name: String,
+        /// Anything ONTAP's `aggr add` takes.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        rest: Vec<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -94,7 +151,7 @@ pub enum VolCommand {
         output: Output,
     },
     /// Creates a flexible volume: `vol create NAME [AGGR] SIZE` (k, m, g, t
-    /// suffixes); AGGR, as ONTAP asks for it, is the one aggregate, `aggr0`.
+    /// suffixes): in aggregate AGGR, or without it in `aggr0`.
     #[command(override_usage = "wafer vol create <NAME> [AGGR] <SIZE>")]
     Create {
         /// The volume's name.
@@ -420,7 +477,14 @@ impl AdminCommand {
     /// Whether the answer, or the error, is to be JSON.
     pub fn json(&self) -> bool {
         let output = match self {
-            AdminCommand::Aggr(AggrCommand::Status { output, .. })
+            AdminCommand::Aggr(
+                AggrCommand::Status { output, .. }
+                | AggrCommand::Create { output, .. }
+                | AggrCommand::Offline { output, .. }
+                | AggrCommand::Online { output, .. }
+                | AggrCommand::Destroy { output, .. }
+                | AggrCommand::Add { output, .. },
+            )
             | AdminCommand::Aggr(AggrCommand::Scrub(
                 ScrubCommand::Start { output }
                 | ScrubCommand::Stop { output }
@@ -496,7 +560,7 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             aggr: name,
             ..
         }) => {
-            let aggregate = named_aggregate(ask(AdminRequest::AggrStatus)?, name.as_deref());
+            let aggregate = named_aggregate(ask(AdminRequest::AggrStatusAll)?, name.as_deref());
             let volumes = match verbose {
                 true => Some(ask(AdminRequest::VolStatus)?),
                 false => None,
@@ -510,6 +574,34 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
                 Ok((a, text))
             })
         }
+        AdminCommand::Aggr(AggrCommand::Create {
+            name,
+            raid_type,
+            raid_size,
+            ndisks,
+            ..
+        }) => done(ask(AdminRequest::AggrCreate {
+            name,
+            raid_type,
+            raid_size,
+            disks: ndisks,
+        })?),
+        AdminCommand::Aggr(AggrCommand::Offline { name, .. }) => {
+            done(ask(AdminRequest::AggrOffline { name })?)
+        }
+        AdminCommand::Aggr(AggrCommand::Online { name, .. }) => {
+            done(ask(AdminRequest::AggrOnline { name })?)
+        }
+        AdminCommand::Aggr(AggrCommand::Destroy { name, .. }) => {
+            done(ask(AdminRequest::AggrDestroy { name })?)
+        }
+        AdminCommand::Aggr(AggrCommand::Add { name, .. }) => Err(refusal(
+            AdminErrorKind::Invalid,
+            format!(
+                "aggr add {name}: adding disks to an aggregate is not yet supported (create \
+                 another aggregate with aggr create)"
+            ),
+        )),
         AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { .. })) => {
             done(ask(AdminRequest::AggrScrubStart)?)
         }
@@ -517,7 +609,7 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             done(ask(AdminRequest::AggrScrubStop)?)
         }
         AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Status { aggr, .. })) => formatted(
-            named_aggregate(ask(AdminRequest::AggrStatus)?, aggr.as_deref()),
+            named_aggregate(ask(AdminRequest::AggrStatusAll)?, aggr.as_deref()),
             ontap::aggr_scrub_status,
         ),
         AdminCommand::Vol(VolCommand::Status { volume, .. }) => formatted(
@@ -531,14 +623,14 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Snap(command) => snap(&mut ask, command)?,
         AdminCommand::Df(args) => {
             let request = match args.aggregate {
-                true => AdminRequest::DfAggregate,
+                true => AdminRequest::DfAggregates,
                 false => AdminRequest::Df,
             };
             let human = args.human;
             formatted(ask(request)?, |r| ontap::df(r, human))
         }
         AdminCommand::Disk(DiskCommand::Show { .. }) => {
-            formatted(ask(AdminRequest::AggrStatus)?, ontap::disk_show)
+            formatted(ask(AdminRequest::AggrStatusAll)?, ontap::disk_show)
         }
         AdminCommand::Disk(DiskCommand::Fail { disk, .. }) => {
             done(ask(AdminRequest::DiskFail { disk })?)
@@ -551,7 +643,7 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             done(ask(AdminRequest::DiskRemove { disk })?)
         }
         AdminCommand::Sysconfig(_) => {
-            formatted(ask(AdminRequest::AggrStatus)?, ontap::aggr_status_r)
+            formatted(ask(AdminRequest::AggrStatusAll)?, ontap::aggr_status_r)
         }
         AdminCommand::Reallocate(ReallocateCommand::Measure { path, .. }) => formatted(
             ask(AdminRequest::ReallocateMeasure { path })?,
@@ -630,9 +722,18 @@ fn refusal(kind: AdminErrorKind, message: String) -> AdminError {
     AdminError { kind, message }
 }
 
-/// The aggregate's status, if `name` (when given) names it.
+/// Every aggregate's status, or only aggregate `name`'s.
 fn named_aggregate(reply: Asked, name: Option<&str>) -> Asked {
     match (reply?, name) {
+        (AdminReply::Aggregates(all), Some(name)) => {
+            match all.into_iter().find(|a| a.name == name) {
+                Some(one) => Ok(AdminReply::Aggregate(Box::new(one))),
+                None => Err(refusal(
+                    AdminErrorKind::NotFound,
+                    format!("aggr status: No aggregate named '{name}' exists."),
+                )),
+            }
+        }
         (AdminReply::Aggregate(a), Some(name)) if a.name != name => Err(refusal(
             AdminErrorKind::NotFound,
             format!("aggr status: No aggregate named '{name}' exists."),
@@ -710,7 +811,8 @@ fn with_newline(text: String) -> String {
     }
 }
 
-/// `vol create NAME [AGGR] SIZE`: AGGR, when given, must be the aggregate.
+/// `vol create NAME [AGGR] SIZE`: in aggregate AGGR, or without it in the
+/// first one (`aggr0`).
 fn vol_create(
     ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
     name: String,
@@ -728,18 +830,35 @@ fn vol_create(
             return Ok(Err(refusal(AdminErrorKind::Invalid, message)));
         }
     };
-    let aggregate = match ask(AdminRequest::AggrStatus)? {
-        Ok(AdminReply::Aggregate(a)) => a.name,
+    let aggregates = match ask(AdminRequest::AggrStatusAll)? {
+        Ok(AdminReply::Aggregates(all)) => all,
         Ok(other) => bail!("unexpected aggr status reply {other:?}"),
         Err(error) => return Ok(Err(error)),
     };
-    if let Some(aggr) = aggr.filter(|a| **a != aggregate) {
-        let message = format!("vol create: No aggregate named '{aggr}' exists.");
-        return Ok(Err(refusal(AdminErrorKind::NotFound, message)));
-    }
-    let request = AdminRequest::VolCreate {
-        name: name.clone(),
-        size_bytes: size.0,
+    let (aggregate, request) = match aggr {
+        Some(aggr) => {
+            if !aggregates.iter().any(|a| a.name == **aggr) {
+                let message = format!("vol create: No aggregate named '{aggr}' exists.");
+                return Ok(Err(refusal(AdminErrorKind::NotFound, message)));
+            }
+            let request = AdminRequest::VolCreateOn {
+                name: name.clone(),
+                aggregate: aggr.clone(),
+                size_bytes: size.0,
+            };
+            (aggr.clone(), request)
+        }
+        None => {
+            let first = aggregates
+                .iter()
+                .find(|a| a.id == 0 && (a.state == "online" || a.state == "degraded"))
+                .or_else(|| aggregates.first());
+            let request = AdminRequest::VolCreate {
+                name: name.clone(),
+                size_bytes: size.0,
+            };
+            (first.map_or_else(String::new, |a| a.name.clone()), request)
+        }
     };
     Ok(formatted(ask(request)?, |_| {
         format!(

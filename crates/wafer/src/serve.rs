@@ -135,38 +135,54 @@ fn listen_addresses(args: &ServeArgs) -> Vec<ListenAddress> {
 
 fn print_report(dir: &std::path::Path, report: &StartupReport) {
     let verb = if report.created { "created" } else { "mounted" };
-    println!(
-        "{verb} aggregate {} in {} (CP {}): {} usable",
-        report.aggregate,
-        dir.display(),
-        report.committed_cp,
-        Size(report.aggregate_bytes)
-    );
-    for (group, g) in report.raid_groups.iter().enumerate() {
+    for aggr in &report.aggregates {
+        if aggr.state != "online" {
+            let why = aggr
+                .failed_reason
+                .as_deref()
+                .map_or_else(String::new, |r| format!(": {r}"));
+            println!(
+                "aggregate {} in {} is {}{why}",
+                aggr.name,
+                dir.display(),
+                aggr.state.to_uppercase()
+            );
+            continue;
+        }
         println!(
-            "  rg{group}: {} of {} disks ({} data, {} parity), {} each, sparse files",
-            g.raid_type,
-            g.disks,
-            g.disks - g.parity_disks,
-            g.parity_disks,
-            Size(g.disk_bytes)
+            "{verb} aggregate {} in {} (CP {}): {} usable",
+            aggr.name,
+            dir.display(),
+            aggr.committed_cp,
+            Size(aggr.aggregate_bytes)
         );
-        if !g.failed.is_empty() {
+        for (group, g) in aggr.raid_groups.iter().enumerate() {
             println!(
-                "  rg{group} is DEGRADED: failed {} ({} survives {}); data is rebuilt from parity",
-                g.failed.join(", "),
+                "  rg{group}: {} of {} disks ({} data, {} parity), {} each, sparse files",
                 g.raid_type,
-                g.tolerated
+                g.disks,
+                g.disks - g.parity_disks,
+                g.parity_disks,
+                Size(g.disk_bytes)
             );
+            if !g.failed.is_empty() {
+                println!(
+                    "  rg{group} is DEGRADED: failed {} ({} survives {}); data is rebuilt from \
+                     parity",
+                    g.failed.join(", "),
+                    g.raid_type,
+                    g.tolerated
+                );
+            }
+            if let Some((disk, done, total)) = &g.reconstructing {
+                println!(
+                    "  rg{group} is reconstructing {disk}: {done} of {total} stripes done; it \
+                     goes on in the background"
+                );
+            }
         }
-        if let Some((disk, done, total)) = &g.reconstructing {
-            println!(
-                "  rg{group} is reconstructing {disk}: {done} of {total} stripes done; it goes \
-                 on in the background"
-            );
-        }
+        println!("  spares: {}", aggr.spares);
     }
-    println!("  spares: {}", report.spares);
     for (volume, size) in &report.volumes {
         println!("  volume {volume}: {}", Size(*size));
     }

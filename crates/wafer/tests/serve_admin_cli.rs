@@ -296,7 +296,7 @@ fn lun_ids_stay_with_their_luns_and_the_default_export_never_moves() {
 fn wait_for_member(data: &Path, disk: &str) -> serde_json::Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let text = ok(data, &["aggr", "status", "-r", "--json"]);
+        let text = ok(data, &["aggr", "status", "-r", "aggr0", "--json"]);
         let status: serde_json::Value = serde_json::from_str(&text).expect("JSON");
         let group = &status["data"]["raid_groups"][0];
         let member = group["disks"]

@@ -17,10 +17,10 @@ use std::sync::mpsc::Sender;
 use wafer_core::aggregate::Slot;
 use wafer_core::filer::{CachePolicy, Change, HostError, HostRequest, ReplyData};
 use wafer_core::nvlog::LunId;
-use wafer_core::units::VolumeId;
+use wafer_core::units::{AggrId, VolumeId};
 use wafer_raid::DiskIndex;
 
-use super::{Engine, Stopping, Waiter};
+use super::{Engine, Stopping, Waiter, view};
 use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
     AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus,
@@ -28,13 +28,15 @@ use crate::admin::{
     SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
 use crate::catalogue::{Ended, Reach, Target};
-use crate::config::{CONFIG_FILE, DiskState, SlotDisk};
+use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
 use crate::lun_ids::LunNow;
 
 /// How a request is answered.
-enum Answer {
+pub(super) enum Answer {
     /// At once.
     Now(AdminReply),
+    /// When aggregate `.0` has created this volume.
+    CreateVolume(AggrId, Change, String),
     /// When the filer has applied this change; the message says what it did.
     Change(Change, String),
     /// When the filer has answered this request, which changes no data
@@ -55,6 +57,28 @@ impl Engine {
             let _ = reply.send(AdminResponse::Error(refusal));
             return;
         }
+        let later = match request {
+            AdminRequest::AggrCreate {
+                name,
+                raid_type,
+                raid_size,
+                disks,
+            } => Some(self.create_aggregate(&name, &raid_type, raid_size, disks, reply.clone())),
+            AdminRequest::AggrOffline { name } => {
+                Some(self.offline_aggregate(&name, reply.clone()))
+            }
+            AdminRequest::AggrOnline { name } => Some(self.online_aggregate(&name, reply.clone())),
+            other => {
+                self.answer_now_or_later(other, reply.clone());
+                None
+            }
+        };
+        if let Some(Err(refusal)) = later {
+            let _ = reply.send(AdminResponse::Error(refusal));
+        }
+    }
+
+    fn answer_now_or_later(&mut self, request: AdminRequest, reply: Sender<AdminResponse>) {
         match self.answer(request) {
             Ok(Answer::Now(answer)) => {
                 let _ = reply.send(AdminResponse::Ok(answer));
@@ -63,27 +87,38 @@ impl Engine {
                 let _ = reply.send(AdminResponse::Error(refusal));
             }
             Ok(Answer::Request(request, message)) => {
-                self.submit_admin(request, message, Vec::new(), reply);
+                self.submit_admin(None, request, message, Vec::new(), reply);
+            }
+            Ok(Answer::CreateVolume(aggr, change, message)) => {
+                let request = HostRequest::Change(change);
+                self.submit_admin(Some(aggr), request, message, Vec::new(), reply);
             }
             Ok(Answer::Change(change, message)) => {
                 // Ended before the filer sees the change, so that no request
                 // submitted after it can reach what it ends, or what a later
                 // change puts in its place.
                 let ended = self.end_incarnations(&change);
-                self.submit_admin(HostRequest::Change(change), message, ended, reply);
+                self.submit_admin(None, HostRequest::Change(change), message, ended, reply);
             }
         }
     }
 
-    /// Submits an admin request to the filer; answered by `admin_done`.
+    /// Submits an admin request to the node (to aggregate `target`, if
+    /// given); answered by `admin_done`.
     fn submit_admin(
         &mut self,
+        target: Option<AggrId>,
         request: HostRequest,
         message: String,
         ended: Vec<Ended>,
         reply: Sender<AdminResponse>,
     ) {
-        match self.filer.submit(self.clock.now(), request) {
+        let now = self.clock.now();
+        let submitted = match target {
+            Some(aggr) => self.node.submit_to(now, aggr, request),
+            None => self.node.submit(now, request),
+        };
+        match submitted {
             Ok(id) => {
                 let waiter = Waiter::Admin {
                     reply,
@@ -169,10 +204,8 @@ impl Engine {
 
     /// Every LUN a whole-volume restore from snapshot `name` rewrites.
     fn luns_restored(&self, volume: VolumeId, name: &str) -> Vec<Reach> {
-        let now = self.filer.luns(volume).into_iter().map(|(lun, ..)| lun);
-        let then = self
-            .filer
-            .snapshots(volume)
+        let now = self.node.luns(volume).into_iter().map(|(lun, ..)| lun);
+        let then = view::snapshots(&self.node, volume)
             .into_iter()
             .filter(|snapshot| snapshot.name == name)
             .flat_map(|snapshot| snapshot.luns)
@@ -196,8 +229,18 @@ impl Engine {
         Ok(match request {
             AdminRequest::VolStatus => Answer::Now(AdminReply::Volumes(self.volume_status())),
             AdminRequest::VolCreate { name, size_bytes } => {
+                let aggr = self.default_aggregate()?;
                 let message = format!("volume {name} created ({size_bytes} bytes)");
-                Answer::Change(Change::CreateVolume { name, size_bytes }, message)
+                Answer::CreateVolume(aggr, Change::CreateVolume { name, size_bytes }, message)
+            }
+            AdminRequest::VolCreateOn {
+                name,
+                aggregate,
+                size_bytes,
+            } => {
+                let aggr = self.serving_aggregate(&aggregate, "vol create")?;
+                let message = format!("volume {name} created in {aggregate} ({size_bytes} bytes)");
+                Answer::CreateVolume(aggr, Change::CreateVolume { name, size_bytes }, message)
             }
             AdminRequest::LunCreate { path, size_bytes } => {
                 let (volume_name, name) = split_lun_path(&path)?;
@@ -239,11 +282,35 @@ impl Engine {
             }
             AdminRequest::Df => Answer::Now(AdminReply::VolumeSpace(self.volume_space())),
             AdminRequest::DfAggregate => {
-                Answer::Now(AdminReply::AggregateSpace(self.aggregate_space()))
+                let aggr = self.default_aggregate()?;
+                Answer::Now(AdminReply::AggregateSpace(self.aggregate_space(aggr)))
             }
+            AdminRequest::DfAggregates => Answer::Now(AdminReply::AggregateSpaces(
+                self.serving_aggregates()
+                    .into_iter()
+                    .map(|aggr| self.aggregate_space(aggr))
+                    .collect(),
+            )),
             AdminRequest::AggrStatus => {
-                Answer::Now(AdminReply::Aggregate(Box::new(self.aggregate_status())))
+                let aggr = self.first_aggregate()?;
+                Answer::Now(AdminReply::Aggregate(Box::new(self.aggregate_status(aggr))))
             }
+            AdminRequest::AggrStatusAll => Answer::Now(AdminReply::Aggregates(
+                self.config
+                    .aggregates
+                    .iter()
+                    .map(AggrConfig::aggr_id)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .map(|aggr| self.aggregate_status(aggr))
+                    .collect(),
+            )),
+            AdminRequest::AggrCreate { .. }
+            | AdminRequest::AggrOffline { .. }
+            | AdminRequest::AggrOnline { .. } => {
+                unreachable!("answered by Engine::admin when the node has done it")
+            }
+            AdminRequest::AggrDestroy { name } => Answer::Now(self.destroy_aggregate(&name)?),
             AdminRequest::DiskFail { disk } => Answer::Now(self.fail_disk(&disk)?),
             AdminRequest::DiskReplace { disk } => Answer::Now(self.replace_disk(&disk)?),
             AdminRequest::DiskAdd => Answer::Now(self.add_disk()?),
@@ -260,15 +327,13 @@ impl Engine {
                 let message = format!("Reallocation scan will be started on '{path}'.");
                 Answer::Request(HostRequest::ReallocateStart { lun }, message)
             }
-            AdminRequest::ReallocateStatus => {
-                Answer::Now(AdminReply::Reallocation(self.filer.realloc_status().map(
-                    |(lun, done, total)| ReallocationStatus {
-                        path: self.lun_path(lun),
-                        blocks_done: done,
-                        blocks_total: total,
-                    },
-                )))
-            }
+            AdminRequest::ReallocateStatus => Answer::Now(AdminReply::Reallocation(
+                view::realloc_status(&self.node).map(|(lun, done, total)| ReallocationStatus {
+                    path: self.lun_path(lun),
+                    blocks_done: done,
+                    blocks_total: total,
+                }),
+            )),
             AdminRequest::PrioritySetCache { volume, cache } => {
                 let policy = match cache.as_str() {
                     "keep" => CachePolicy::Keep,
@@ -359,13 +424,11 @@ impl Engine {
 
     /// LUN `lun`'s path, `/vol/VOLUME/LUN`.
     fn lun_path(&self, lun: LunId) -> String {
-        let volume = self
-            .filer
-            .volumes()
+        let volume = view::volumes(&self.node)
             .into_iter()
             .find(|(id, _)| *id == lun.volume);
         let name = self
-            .filer
+            .node
             .luns(lun.volume)
             .into_iter()
             .find(|(id, ..)| *id == lun);
@@ -376,8 +439,7 @@ impl Engine {
     }
 
     fn volume_id(&self, name: &str) -> Result<VolumeId, AdminError> {
-        self.filer
-            .volumes()
+        view::volumes(&self.node)
             .into_iter()
             .find(|(_, n)| n == name)
             .map(|(id, _)| id)
@@ -390,7 +452,7 @@ impl Engine {
 
     /// LUN `name` of `volume`: its id, name and size.
     fn lun_entry(&self, volume: VolumeId, name: &str) -> Result<(LunId, String, u64), AdminError> {
-        self.filer
+        self.node
             .luns(volume)
             .into_iter()
             .find(|(_, n, _)| n == name)
@@ -403,16 +465,16 @@ impl Engine {
     }
 
     fn volume_status(&self) -> Vec<VolumeStatus> {
-        self.filer
-            .volumes()
+        view::volumes_in(&self.node)
             .into_iter()
-            .map(|(id, name)| VolumeStatus {
+            .map(|(id, name, aggr)| VolumeStatus {
+                aggregate: self.aggr_name(aggr),
                 name,
                 id: id.0,
                 state: "online".into(),
-                size_bytes: self.filer.volume_space(id).map_or(0, |s| s.size_bytes),
-                luns: self.filer.luns(id).len(),
-                snapshots: self.filer.snapshots(id).len(),
+                size_bytes: view::volume_space(&self.node, id).map_or(0, |s| s.size_bytes),
+                luns: self.node.luns(id).len(),
+                snapshots: view::snapshots(&self.node, id).len(),
             })
             .collect()
     }
@@ -423,12 +485,10 @@ impl Engine {
     /// written once, at the end). Returns the LUN with ID 0, the default
     /// export, if it lives.
     pub(super) fn record_lun_ids(&mut self) -> Option<LunId> {
-        let present: Vec<(LunId, LunNow)> = self
-            .filer
-            .volumes()
+        let present: Vec<(LunId, LunNow)> = view::volumes(&self.node)
             .into_iter()
             .flat_map(|(volume, volume_name)| {
-                let luns = self.filer.luns(volume).into_iter();
+                let luns = self.node.luns(volume).into_iter();
                 luns.map(move |(lun, name, _)| {
                     let path = format!("/vol/{volume_name}/{name}");
                     let inode = lun.file.0;
@@ -436,7 +496,26 @@ impl Engine {
                 })
             })
             .collect();
-        let now: Vec<LunNow> = present.iter().map(|(_, l)| l.clone()).collect();
+        let mut now: Vec<LunNow> = present.iter().map(|(_, l)| l.clone()).collect();
+        // The LUNs of an aggregate not serving (offline, failed) keep their
+        // IDs: records of volumes no serving aggregate holds stay.
+        let serving: Vec<String> = view::volumes(&self.node)
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect();
+        for record in &self.config.luns {
+            let volume = record
+                .path
+                .strip_prefix("/vol/")
+                .and_then(|p| p.split_once('/'))
+                .map(|(volume, _)| volume);
+            if volume.is_some_and(|v| !serving.iter().any(|s| s == v)) {
+                now.push(LunNow {
+                    path: record.path.clone(),
+                    inode: record.inode,
+                });
+            }
+        }
         let changed = self.config.record_luns(&now);
         if changed
             && self.dir.join(CONFIG_FILE).exists()
@@ -452,8 +531,8 @@ impl Engine {
 
     fn lun_status(&self) -> Vec<LunStatus> {
         let mut luns = Vec::new();
-        for (volume, volume_name) in self.filer.volumes() {
-            for (lun, name, size_bytes) in self.filer.luns(volume) {
+        for (volume, volume_name) in view::volumes(&self.node) {
+            for (lun, name, size_bytes) in self.node.luns(volume) {
                 let path = format!("/vol/{volume_name}/{name}");
                 luns.push(LunStatus {
                     lun_id: self.config.lun_id(&path, lun.file.0),
@@ -470,8 +549,7 @@ impl Engine {
     }
 
     fn snapshot_status(&self, volume: VolumeId) -> Vec<SnapshotStatus> {
-        self.filer
-            .snapshots(volume)
+        view::snapshots(&self.node, volume)
             .into_iter()
             .map(|s| SnapshotStatus {
                 id: s.id.0,
@@ -486,8 +564,8 @@ impl Engine {
 
     fn volume_space(&self) -> Vec<VolumeSpaceStatus> {
         let mut spaces = Vec::new();
-        for (id, volume) in self.filer.volumes() {
-            let Some(s) = self.filer.volume_space(id) else {
+        for (id, volume) in view::volumes(&self.node) {
+            let Some(s) = view::volume_space(&self.node, id) else {
                 continue;
             };
             spaces.push(VolumeSpaceStatus {
@@ -508,20 +586,36 @@ impl Engine {
         spaces
     }
 
-    fn aggregate_space(&self) -> AggregateSpaceStatus {
-        let s = self.filer.aggregate_space();
-        AggregateSpaceStatus {
-            aggregate: self.config.aggregate.clone(),
-            total_bytes: s.total_bytes,
-            used_bytes: s.used_bytes,
-            available_bytes: s.available_bytes,
-            allocated_bytes: s.allocated_bytes,
+    fn aggregate_space(&self, aggr: AggrId) -> AggregateSpaceStatus {
+        let name = self.aggr_name(aggr);
+        match view::serving(&self.node, aggr) {
+            Some(filer) => {
+                let s = filer.aggregate_space();
+                AggregateSpaceStatus {
+                    aggregate: name,
+                    total_bytes: s.total_bytes,
+                    used_bytes: s.used_bytes,
+                    available_bytes: s.available_bytes,
+                    allocated_bytes: s.allocated_bytes,
+                }
+            }
+            None => AggregateSpaceStatus {
+                aggregate: name,
+                total_bytes: 0,
+                used_bytes: 0,
+                available_bytes: 0,
+                allocated_bytes: 0,
+            },
         }
     }
 
-    fn aggregate_status(&self) -> AggregateStatus {
-        let layout = self.filer.layout();
-        let slots = self.config.slots();
+    /// Aggregate `aggr`'s status: from its engine while it has one, else
+    /// (offline, or failed to mount) from the configuration.
+    pub(super) fn aggregate_status(&self, aggr: AggrId) -> AggregateStatus {
+        let config = self.config.aggr(aggr.0).expect("a configured aggregate");
+        let engine = self.node.aggregate(aggr);
+        let layout = config.layout().expect("a valid configuration");
+        let slots = config.slots();
         let mut raid_groups: Vec<RaidGroupStatus> = layout
             .groups()
             .iter()
@@ -549,7 +643,7 @@ impl Engine {
                 Slot::Spare(_) => spares.push(disk_status(slot, "spare", None)),
             }
         }
-        let rebuild = self.filer.rebuild_status().map(|r| {
+        let rebuild = engine.and_then(|f| f.rebuild_status()).map(|r| {
             let slot = &slots[r.disk.0 as usize];
             // A failed disk still in a slot (waiting for a spare) leaves the
             // group degraded; once the spare is in the slot it is
@@ -567,71 +661,153 @@ impl Engine {
                 spare_assigned: r.spare_assigned,
             }
         });
-        let scrub = self.filer.scrub_status().map(|s| ScrubProgress {
-            running: s.running,
-            suspended: s.suspended,
-            group: s.group,
-            stripes_done: s.stripes_done,
-            stripes_total: s.stripes_total,
-            stripes_verified: s.tally.stripes_verified,
-            parity_rewritten: s.tally.parity_rewritten,
-            blocks_repaired: s.tally.blocks_repaired,
-            stripes_left_alone: s.tally.stripes_left_alone,
-        });
+        let scrub = engine
+            .and_then(|f| f.scrub_status())
+            .map(|s| ScrubProgress {
+                running: s.running,
+                suspended: s.suspended,
+                group: s.group,
+                stripes_done: s.stripes_done,
+                stripes_total: s.stripes_total,
+                stripes_verified: s.tally.stripes_verified,
+                parity_rewritten: s.tally.parity_rewritten,
+                blocks_repaired: s.tally.blocks_repaired,
+                stripes_left_alone: s.tally.stripes_left_alone,
+            });
+        let (state, failed_reason) = self.aggregate_state(aggr);
         let degraded = raid_groups.iter().any(|g| g.state != "normal");
+        let state = match state.as_str() {
+            "online" if degraded => "degraded".to_string(),
+            _ => state,
+        };
         AggregateStatus {
-            name: self.config.aggregate.clone(),
-            state: if degraded { "degraded" } else { "online" }.into(),
-            committed_cp: self.filer.committed_cp().0,
+            name: config.aggregate.clone(),
+            id: aggr.0,
+            state,
+            failed_reason,
+            committed_cp: engine.map_or(0, |f| f.committed_cp().0),
             raid_groups,
             spares,
-            broken: self.broken_disks(),
+            broken: broken_disks(config),
             rebuild,
             scrub,
         }
     }
 
-    fn broken_disks(&self) -> Vec<BrokenDiskStatus> {
+    /// The aggregate a request that names none acts on: `aggr0` (id 0) if
+    /// it serves, else the only one serving.
+    pub(super) fn default_aggregate(&self) -> Result<AggrId, AdminError> {
+        let serving = self.serving_aggregates();
+        if serving.contains(&AggrId(0)) {
+            return Ok(AggrId(0));
+        }
+        match serving.as_slice() {
+            [only] => Ok(*only),
+            [] => Err(invalid("no aggregate is online")),
+            _ => Err(invalid(
+                "aggregate 0 is not online and several others are: name the aggregate",
+            )),
+        }
+    }
+
+    /// The aggregate with the lowest id, whatever its state.
+    fn first_aggregate(&self) -> Result<AggrId, AdminError> {
         self.config
-            .broken
+            .aggregates
             .iter()
-            .filter_map(|name| self.config.disk(name))
-            .map(|disk| BrokenDiskStatus {
-                name: disk.name.clone(),
-                failed_reason: disk.failed_reason.clone(),
-                file: disk.file.clone(),
-                size_bytes: disk.blocks * wafer_core::BLOCK_SIZE as u64,
-            })
+            .map(AggrConfig::aggr_id)
+            .min()
+            .ok_or_else(|| error(AdminErrorKind::NotFound, "the node has no aggregate"))
+    }
+
+    /// Every online aggregate.
+    pub(super) fn serving_aggregates(&self) -> Vec<AggrId> {
+        self.node
+            .aggregates()
+            .into_iter()
+            .filter(|a| view::serving(&self.node, a.id).is_some())
+            .map(|a| a.id)
             .collect()
     }
 
+    /// The aggregate called `name`, which `what` needs online.
+    pub(super) fn serving_aggregate(&self, name: &str, what: &str) -> Result<AggrId, AdminError> {
+        let aggr = self.named_aggregate(name, what)?;
+        match self.aggregate_state(aggr) {
+            (state, _) if state == "online" => Ok(aggr),
+            (state, reason) => Err(invalid(&format!(
+                "{what}: aggregate '{name}' is {state}{}",
+                reason.map_or_else(String::new, |r| format!(" ({r})"))
+            ))),
+        }
+    }
+
+    /// The aggregate called `name`.
+    pub(super) fn named_aggregate(&self, name: &str, what: &str) -> Result<AggrId, AdminError> {
+        self.config
+            .aggr_named(name)
+            .map(AggrConfig::aggr_id)
+            .ok_or_else(|| {
+                error(
+                    AdminErrorKind::NotFound,
+                    &format!("{what}: No aggregate named '{name}' exists."),
+                )
+            })
+    }
+
     fn start_scrub(&mut self) -> Result<AdminReply, AdminError> {
-        self.filer
-            .start_scrub()
+        let aggr = self.default_aggregate()?;
+        let now = self.clock.now();
+        self.node
+            .with_aggregate(now, aggr, |filer| filer.start_scrub())
+            .expect("a serving aggregate has an engine")
             .map_err(|e| invalid(&format!("scrub not started: {e}")))?;
+        self.drain();
         Ok(AdminReply::Done {
-            message: format!("scrub of aggregate {} started", self.config.aggregate),
+            message: format!("scrub of aggregate {} started", self.aggr_name(aggr)),
         })
     }
 
     fn stop_scrub(&mut self) -> Result<AdminReply, AdminError> {
-        match self.filer.stop_scrub() {
+        let aggr = self.default_aggregate()?;
+        let now = self.clock.now();
+        let stopped = self
+            .node
+            .with_aggregate(now, aggr, |filer| filer.stop_scrub())
+            .unwrap_or(false);
+        self.drain();
+        match stopped {
             true => Ok(AdminReply::Done {
-                message: format!("scrub of aggregate {} stopped", self.config.aggregate),
+                message: format!("scrub of aggregate {} stopped", self.aggr_name(aggr)),
             }),
             false => Err(invalid("no scrub is running")),
         }
     }
 
+    /// The aggregate and slot of disk `disk` (a name, or a slot number of
+    /// the first aggregate).
+    fn find_slot(&self, disk: &str) -> Option<(AggrId, wafer_core::units::DiskId)> {
+        let by_name = self.config.aggregates.iter().find_map(|aggr| {
+            let slots = aggr.slots();
+            let slot = slots.iter().find(|s| s.disk.name == disk)?;
+            Some((aggr.aggr_id(), slot.id))
+        });
+        by_name.or_else(|| {
+            let aggr = self.config.aggregates.first()?;
+            let slots = aggr.slots();
+            let slot = slots.iter().find(|s| s.id.0.to_string() == disk)?;
+            Some((aggr.aggr_id(), slot.id))
+        })
+    }
+
     fn fail_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
-        let slots = self.config.slots();
-        let Some(slot) = slots
-            .iter()
-            .find(|s| s.disk.name == disk || s.id.0.to_string() == disk)
-        else {
+        let Some((aggr, id)) = self.find_slot(disk) else {
             return Err(self.not_a_slot(disk, "failed"));
         };
-        let (id, name) = (slot.id, slot.disk.name.clone());
+        let config = self.config.aggr(aggr.0).expect("found");
+        let slots = config.slots();
+        let slot = &slots[id.0 as usize];
+        let name = slot.disk.name.clone();
         if slot.disk.state == DiskState::Failed {
             return Err(invalid(&format!("disk {name} has already failed")));
         }
@@ -640,9 +816,9 @@ impl Engine {
             disk: position,
         } = slot.slot
         {
-            self.check_survives(group, position, &name)?;
+            self.check_survives(aggr, group, position, &name)?;
         }
-        self.fail_disk_slot(id, &name, "failed by the administrator (disk fail)")
+        self.fail_disk_slot(aggr, id, &name, "failed by the administrator (disk fail)")
             .map_err(|e| {
                 let message =
                     format!("disk {name} not failed: the configuration cannot be saved: {e}");
@@ -655,20 +831,19 @@ impl Engine {
     /// Adds a blank disk file as a spare for failed disk `disk`, which the
     /// filer rebuilds onto it.
     fn replace_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
-        let slots = self.config.slots();
-        let Some(slot) = slots
-            .iter()
-            .find(|s| s.disk.name == disk || s.id.0.to_string() == disk)
-        else {
+        let Some((aggr, id)) = self.find_slot(disk) else {
             return Err(self.not_a_slot(disk, "replaced"));
         };
+        let config = self.config.aggr(aggr.0).expect("found");
+        let slots = config.slots();
+        let slot = &slots[id.0 as usize];
         let (failed, blocks) = (slot.disk.name.clone(), slot.disk.blocks);
         if slot.disk.state != DiskState::Failed || !matches!(slot.slot, Slot::Member { .. }) {
             return Err(invalid(&format!(
                 "disk {failed} is not a failed RAID group member (disk fail it first)"
             )));
         }
-        let name = self.add_spare_disk(blocks)?;
+        let name = self.add_spare_disk(aggr, blocks)?;
         let message = format!(
             "disk {name} added as a spare for failed disk {failed}; reconstruction runs in the background"
         );
@@ -676,19 +851,38 @@ impl Engine {
     }
 
     /// Adds a blank disk file as a spare, as large as the largest disk a RAID
-    /// group uses; a failed disk waiting for a spare is rebuilt onto it.
+    /// group uses; a failed disk waiting for a spare is rebuilt onto it. It
+    /// goes to the first aggregate with a failed disk waiting for a spare,
+    /// or else to the first online aggregate.
     fn add_disk(&mut self) -> Result<AdminReply, AdminError> {
-        let blocks = self.config.largest_group_disk();
-        let waiting: Vec<String> = self
+        let waiting_in = |aggr: &AggrConfig| -> Vec<String> {
+            aggr.slots()
+                .iter()
+                .filter(|s| {
+                    s.disk.state == DiskState::Failed && matches!(s.slot, Slot::Member { .. })
+                })
+                .map(|s| s.disk.name.clone())
+                .collect()
+        };
+        let serving = self.serving_aggregates();
+        let aggr = match self
             .config
-            .slots()
+            .aggregates
             .iter()
-            .filter(|s| s.disk.state == DiskState::Failed && matches!(s.slot, Slot::Member { .. }))
-            .map(|s| s.disk.name.clone())
-            .collect();
-        let name = self.add_spare_disk(blocks)?;
+            .find(|a| serving.contains(&a.aggr_id()) && !waiting_in(a).is_empty())
+        {
+            Some(a) => a.aggr_id(),
+            None => self.default_aggregate()?,
+        };
+        let config = self.config.aggr(aggr.0).expect("configured");
+        let blocks = config.largest_group_disk();
+        let waiting = waiting_in(config);
+        let name = self.add_spare_disk(aggr, blocks)?;
         let mib = (blocks * wafer_core::BLOCK_SIZE as u64) >> 20;
-        let mut message = format!("disk {name} ({mib} MiB, file {name}.img) added as a spare");
+        let mut message = format!(
+            "disk {name} ({mib} MiB, file {name}.img) added as a spare of aggregate {}",
+            self.aggr_name(aggr)
+        );
         if !waiting.is_empty() {
             let _ = write!(
                 message,
@@ -702,18 +896,24 @@ impl Engine {
     /// Removes broken disk `disk`: out of the configuration (saved), then its
     /// file deleted.
     fn remove_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
-        if !self.config.broken.iter().any(|b| b == disk) {
+        let Some(aggr) = self
+            .config
+            .aggregates
+            .iter()
+            .find(|a| a.broken.iter().any(|b| b == disk))
+            .map(AggrConfig::aggr_id)
+        else {
             return Err(self.not_broken(disk));
-        }
-        let file = self.dir.join(
-            &self
-                .config
-                .disk(disk)
-                .expect("a broken disk is defined")
-                .file,
-        );
+        };
+        let config = self.config.aggr(aggr.0).expect("found");
+        let file = self
+            .dir
+            .join(&config.disk(disk).expect("a broken disk is defined").file);
         let before = self.config.clone();
-        self.config.remove_broken(disk);
+        self.config
+            .aggr_mut(aggr.0)
+            .expect("found")
+            .remove_broken(disk);
         if let Err(e) = self.config.save(&self.dir) {
             self.config = before;
             let message = format!("disk {disk} stays: the configuration cannot be saved: {e}");
@@ -736,7 +936,12 @@ impl Engine {
 
     /// Why `disk` names no slot: unknown, or broken (already replaced).
     fn not_a_slot(&self, disk: &str, what: &str) -> AdminError {
-        match self.config.broken.iter().any(|b| b == disk) {
+        let broken = self
+            .config
+            .aggregates
+            .iter()
+            .any(|a| a.broken.iter().any(|b| b == disk));
+        match broken {
             true => invalid(&format!(
                 "disk {disk} is not {what}: it is a broken disk, already replaced by a spare in \
                  its RAID group (disk add adds a spare; disk remove {disk} deletes its file)"
@@ -747,10 +952,11 @@ impl Engine {
 
     /// Why `disk` cannot be removed: only a broken disk can.
     fn not_broken(&self, disk: &str) -> AdminError {
-        let slots = self.config.slots();
-        let Some(slot) = slots.iter().find(|s| s.disk.name == disk) else {
+        let Some((aggr, id)) = self.find_slot(disk) else {
             return error(AdminErrorKind::NotFound, &format!("no disk {disk}"));
         };
+        let slots = self.config.aggr(aggr.0).expect("found").slots();
+        let slot = &slots[id.0 as usize];
         let why = match (slot.slot, slot.disk.state) {
             (Slot::Member { group, .. }, DiskState::Failed) => format!(
                 "it has failed but still holds its place in RAID group {group} until a spare is \
@@ -767,14 +973,17 @@ impl Engine {
         ))
     }
 
-    /// Creates a blank disk file of `blocks` sectors and adds it as a spare:
-    /// recorded in the configuration (saved), given its threads, and
-    /// announced to the filer, which rebuilds a failed disk waiting for a
-    /// spare onto it. Returns its name.
-    fn add_spare_disk(&mut self, blocks: u64) -> Result<String, AdminError> {
+    /// Creates a blank disk file of `blocks` sectors and adds it as a spare
+    /// of aggregate `aggr`: recorded in the configuration (saved), given its
+    /// threads, and announced to the filer, which rebuilds a failed disk
+    /// waiting for a spare onto it. Returns its name.
+    fn add_spare_disk(&mut self, aggr: AggrId, blocks: u64) -> Result<String, AdminError> {
         let (name, file) = self.new_disk_file(blocks)?;
         let before = self.config.clone();
-        self.config.add_spare(&name, blocks);
+        self.config
+            .aggr_mut(aggr.0)
+            .expect("configured")
+            .add_spare(&name, blocks);
         let io = |e: &dyn std::fmt::Display| error(AdminErrorKind::Io, &e.to_string());
         if let Err(e) = self.config.save(&self.dir) {
             self.config = before;
@@ -783,18 +992,22 @@ impl Engine {
         }
         let handle = crate::disk::DiskHandle::spawn(&name, Some(file), self.to_self.clone())
             .map_err(|e| io(&e))?;
-        self.devices.disks.push(handle);
-        self.filer.spare_added();
+        self.devices.disks.entry(aggr).or_default().push(handle);
+        let now = self.clock.now();
+        self.node
+            .with_aggregate(now, aggr, |filer| filer.spare_added());
+        self.drain();
         crate::log!("disk {name} added as a spare ({name}.img)");
         Ok(name)
     }
 
     /// A new sparse disk file `diskN.img` of `blocks` sectors, N the first
     /// number no disk or file uses.
-    fn new_disk_file(&self, blocks: u64) -> Result<(String, std::fs::File), AdminError> {
+    pub(super) fn new_disk_file(&self, blocks: u64) -> Result<(String, std::fs::File), AdminError> {
         let taken = |n: &u32| {
             let name = format!("disk{n}");
-            self.config.disk(&name).is_some() || self.dir.join(format!("{name}.img")).exists()
+            let file = format!("{name}.img");
+            self.config.disk_taken(&name, &file) || self.dir.join(&file).exists()
         };
         let number = (0..).find(|n| !taken(n)).expect("a free number");
         let name = format!("disk{number}");
@@ -823,20 +1036,27 @@ impl Engine {
     /// also holds a disk whose reconstruction onto a spare is not finished.
     fn check_survives(
         &self,
+        aggr: AggrId,
         group: usize,
         position: DiskIndex,
         name: &str,
     ) -> Result<(), AdminError> {
-        let slots = self.config.slots();
-        let lost = self.filer.failed_disks()[group].with(position);
-        let raid_type = self.filer.layout().groups()[group].raid_type();
+        let Some(filer) = self.node.aggregate(aggr) else {
+            return Err(invalid(&format!(
+                "disk {name} stays in service: its aggregate {} is not online",
+                self.aggr_name(aggr)
+            )));
+        };
+        let slots = self.config.aggr(aggr.0).expect("configured").slots();
+        let lost = filer.failed_disks()[group].with(position);
+        let raid_type = filer.layout().groups()[group].raid_type();
         if lost.len() <= raid_type.tolerated_failures() {
             return Ok(());
         }
         let names: Vec<String> = lost
             .iter()
             .map(|d| {
-                slots[self.filer.layout().disk_id(group, d).0 as usize]
+                slots[filer.layout().disk_id(group, d).0 as usize]
                     .disk
                     .name
                     .clone()
@@ -851,43 +1071,32 @@ impl Engine {
         )))
     }
 
+    /// Every counter, summed over the aggregates with an engine; each
+    /// aggregate's disks are listed under their own names.
     fn sysstat(&self) -> SysstatReport {
-        let c = self.filer.counters();
-        let slots = self.config.slots();
-        SysstatReport {
-            uptime_ns: self.clock.elapsed_ns(),
-            cpu_time_ns: crate::admin::process_cpu_time_ns().unwrap_or(0),
-            committed_cp: self.filer.committed_cp().0,
-            cps_by_type: c
-                .cps
-                .iter()
-                .map(|(reason, count)| (reason.letter().to_string(), *count))
-                .collect(),
-            back_to_back_waits: c.back_to_back_waits,
-            cp_time_ns: c.cp_time_ns,
-            full_stripes: c.full_stripes,
-            partial_stripes_subtraction: c.partial_stripes_subtraction,
-            partial_stripes_addition: c.partial_stripes_addition,
-            partial_stripes_reconstruct: c.partial_stripes_reconstruct,
-            data_blocks_written: c.data_blocks_written,
-            meta_blocks_written: c.meta_blocks_written,
-            parity_blocks_written: c.parity_blocks_written,
-            parity_reads: c.parity_reads,
-            partial_write_reads: c.partial_write_reads,
-            cache_hits: c.cache_hits,
-            cache_misses: c.cache_misses,
-            read_chains: c.read_chains,
-            read_chain_blocks: c.read_chain_blocks,
-            blocks_repaired: c.blocks_repaired,
-            degraded_reads: c.degraded_reads,
-            unrecoverable_blocks: c.unrecoverable_blocks,
-            rebuilt_blocks: c.rebuilt_blocks,
-            rebuilds_completed: c.rebuilds_completed,
-            disks: c
-                .disks
-                .iter()
-                .zip(&slots)
-                .map(|(d, slot)| DiskCountersStatus {
+        let engines: Vec<(AggrId, &wafer_core::Filer)> = self
+            .node
+            .aggregates()
+            .into_iter()
+            .filter_map(|a| Some((a.id, self.node.aggregate(a.id)?)))
+            .collect();
+        let sum = |get: &dyn Fn(&wafer_core::filer::Counters) -> u64| -> u64 {
+            engines.iter().map(|(_, f)| get(f.counters())).sum()
+        };
+        let mut cps_by_type = std::collections::BTreeMap::new();
+        for (_, filer) in &engines {
+            for (reason, count) in &filer.counters().cps {
+                *cps_by_type.entry(reason.letter().to_string()).or_insert(0) += *count;
+            }
+        }
+        let mut disks = Vec::new();
+        for (aggr, filer) in &engines {
+            let Some(config) = self.config.aggr(aggr.0) else {
+                continue;
+            };
+            let slots = config.slots();
+            for (d, slot) in filer.counters().disks.iter().zip(&slots) {
+                disks.push(DiskCountersStatus {
                     name: slot.disk.name.clone(),
                     slot: slot.id.0,
                     user_reads: d.user_reads,
@@ -897,8 +1106,39 @@ impl Engine {
                     writes: d.writes,
                     write_blocks: d.write_blocks,
                     io_time_ns: d.io_time_ns(),
-                })
-                .collect(),
+                });
+            }
+        }
+        SysstatReport {
+            uptime_ns: self.clock.elapsed_ns(),
+            cpu_time_ns: crate::admin::process_cpu_time_ns().unwrap_or(0),
+            committed_cp: engines
+                .iter()
+                .map(|(_, f)| f.committed_cp().0)
+                .max()
+                .unwrap_or(0),
+            cps_by_type: cps_by_type.into_iter().collect(),
+            back_to_back_waits: sum(&|c| c.back_to_back_waits),
+            cp_time_ns: sum(&|c| c.cp_time_ns),
+            full_stripes: sum(&|c| c.full_stripes),
+            partial_stripes_subtraction: sum(&|c| c.partial_stripes_subtraction),
+            partial_stripes_addition: sum(&|c| c.partial_stripes_addition),
+            partial_stripes_reconstruct: sum(&|c| c.partial_stripes_reconstruct),
+            data_blocks_written: sum(&|c| c.data_blocks_written),
+            meta_blocks_written: sum(&|c| c.meta_blocks_written),
+            parity_blocks_written: sum(&|c| c.parity_blocks_written),
+            parity_reads: sum(&|c| c.parity_reads),
+            partial_write_reads: sum(&|c| c.partial_write_reads),
+            cache_hits: sum(&|c| c.cache_hits),
+            cache_misses: sum(&|c| c.cache_misses),
+            read_chains: sum(&|c| c.read_chains),
+            read_chain_blocks: sum(&|c| c.read_chain_blocks),
+            blocks_repaired: sum(&|c| c.blocks_repaired),
+            degraded_reads: sum(&|c| c.degraded_reads),
+            unrecoverable_blocks: sum(&|c| c.unrecoverable_blocks),
+            rebuilt_blocks: sum(&|c| c.rebuilt_blocks),
+            rebuilds_completed: sum(&|c| c.rebuilds_completed),
+            disks,
             nbd: self
                 .shared
                 .counters
@@ -906,6 +1146,21 @@ impl Engine {
             nvlog: self.shared.nvlog.status(),
         }
     }
+}
+
+/// An aggregate's broken disks.
+fn broken_disks(config: &AggrConfig) -> Vec<BrokenDiskStatus> {
+    config
+        .broken
+        .iter()
+        .filter_map(|name| config.disk(name))
+        .map(|disk| BrokenDiskStatus {
+            name: disk.name.clone(),
+            failed_reason: disk.failed_reason.clone(),
+            file: disk.file.clone(),
+            size_bytes: disk.blocks * wafer_core::BLOCK_SIZE as u64,
+        })
+        .collect()
 }
 
 fn disk_status(slot: &SlotDisk<'_>, role: &str, position: Option<u16>) -> DiskStatus {

@@ -1,23 +1,29 @@
-//! The engine thread: the one owner of the [`Filer`].
+//! The engine thread: the one owner of the [`Node`] and its aggregates.
 //!
-//! Everything that wants the filer sends an [`Event`] down one channel: host
+//! Everything that wants the node sends an [`Event`] down one channel: host
 //! requests and extent queries from NBD connections, I/O completions from the
-//! disk and NVLog threads, admin requests, the stop signal. The loop takes one event (or
-//! wakes for the filer's timer), hands it to the filer, and then drains the
-//! filer as its contract says: every I/O it wants performed goes to the
-//! thread of its disk or to the NVLog thread, then every reply goes to whoever
-//! is waiting for it. Nothing here blocks except waiting for the next event,
-//! so a slow client or disk never stalls the filer.
+//! disk and NVLog threads, admin requests, the stop signal. The loop takes one
+//! event (or wakes for the node's timer), hands it to the node, and then
+//! drains the node as its contract says: every I/O it wants performed goes to
+//! the thread of its aggregate's disk or to the NVLog thread, then every reply
+//! goes to whoever is waiting for it. Nothing here blocks except waiting for
+//! the next event, so a slow client or disk never stalls the node.
+//!
+//! An aggregate that fails (at mount, or later) is logged and reported; the
+//! node serves the others on. Only a node with every aggregate failed stops
+//! (or refuses to start), as a one-aggregate server always did.
 //!
 //! Host requests carry a callback; the engine calls it with the reply and the
 //! connection's writer thread does the rest. Requests that arrive while the
-//! server is stopping are refused without reaching the filer.
+//! server is stopping are refused without reaching the node.
 //!
 //! Stopping: refuse new host requests, submit a flush (a CP that commits
 //! everything acknowledged), and end when it has committed and no request
 //! or I/O is outstanding, so the next start finds an empty NVLog.
 
 mod administration;
+mod aggregates;
+pub(crate) mod view;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -25,12 +31,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 
-use wafer_core::Filer;
 use wafer_core::aggregate::Slot;
 use wafer_core::filer::{
     Busy, Change, Extent, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
 };
-use wafer_core::units::DiskId;
+use wafer_core::node::{AggrState, Node, NodeIo};
+use wafer_core::units::{AggrId, DiskId};
 
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::catalogue::{Catalogue, Ended, Incarnations, SharedCatalogue, Target};
@@ -39,7 +45,7 @@ use crate::config::{DataConfig, DiskState};
 use crate::disk::{DiskCommand, DiskHandle};
 use crate::error::ServeError;
 use crate::nbd::NbdCounters;
-use crate::nvlog::NvlogCounters;
+use crate::nvlog::{NvlogCounters, NvlogLayout};
 use crate::stop::StopSignal;
 
 /// What a host request's sender hears back.
@@ -90,16 +96,17 @@ pub(crate) enum Event {
     Shutdown,
 }
 
-/// The threads that perform the filer's I/O.
+/// The threads that perform the node's I/O.
 pub(crate) struct Devices {
-    /// One per disk slot, in slot order.
-    pub(crate) disks: Vec<DiskHandle>,
+    /// For each aggregate, one per disk slot, in slot order.
+    pub(crate) disks: BTreeMap<AggrId, Vec<DiskHandle>>,
     /// The NVLog thread.
     pub(crate) nvlog: Sender<Io>,
 }
 
 impl Devices {
-    fn perform(&self, io: Io) {
+    fn perform(&self, io: NodeIo) {
+        let NodeIo { aggregate, io } = io;
         let disk = match &io.op {
             IoOp::Read { disk, .. } | IoOp::Write { disk, .. } => *disk,
             IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => {
@@ -110,7 +117,8 @@ impl Devices {
             }
             IoOp::AssignSpare { .. } => unreachable!("the engine thread assigns spares itself"),
         };
-        self.disks[disk.0 as usize]
+        let aggregate = aggregate.expect("a disk I/O names its aggregate");
+        self.disks[&aggregate][disk.0 as usize]
             .send(DiskCommand::Io(io))
             .expect("disk threads run while the engine does (a panic aborts)");
     }
@@ -143,14 +151,12 @@ impl HostLabel {
     }
 
     /// "a request of 4096 bytes at offset 8192 of /vol/vol0/lun0".
-    fn describe(&self, filer: &Filer) -> String {
-        let lun = filer
-            .volumes()
+    fn describe(&self, node: &Node) -> String {
+        let lun = view::volumes(node)
             .into_iter()
             .filter(|(id, _)| *id == self.lun.volume)
             .flat_map(|(id, volume)| {
-                filer
-                    .luns(id)
+                node.luns(id)
                     .into_iter()
                     .filter(|(lun, _, _)| *lun == self.lun)
                     .map(move |(_, name, _)| format!("/vol/{volume}/{name}"))
@@ -226,9 +232,20 @@ pub(crate) struct Plumbing {
     pub(crate) shared: Shared,
 }
 
-/// The filer and everything its thread needs.
+/// The node and everything its thread needs.
 pub(crate) struct Engine {
-    filer: Filer,
+    node: Node,
+    /// Where the NVLog's halves lie: how much room they have for the CP
+    /// records of the aggregates `aggr create` makes.
+    nvlog_layout: NvlogLayout,
+    /// Aggregates that could not be mounted, with why (they are in the node,
+    /// failed, so that their ids stay theirs).
+    unmountable: BTreeMap<AggrId, String>,
+    /// Each aggregate's state as last logged.
+    states: BTreeMap<AggrId, AggrState>,
+    /// Each aggregate's RAID groups' failed disks when the engine started:
+    /// what the start banner reports, whatever a rebuild has done since.
+    failed_at_start: BTreeMap<AggrId, Vec<Vec<String>>>,
     clock: Clock,
     events: Receiver<Event>,
     /// For completions the engine thread produces itself (spare assignment).
@@ -242,16 +259,24 @@ pub(crate) struct Engine {
     io_in_flight: u64,
     stopping: Stopping,
     incarnations: Incarnations,
-    watch: watch::Watch,
+    watches: BTreeMap<AggrId, watch::Watch>,
+    /// Aggregate administrations waiting for the node.
+    pending: Vec<aggregates::Pending>,
+    /// The aggregate of each disk I/O out.
+    io_aggregates: BTreeMap<IoId, AggrId>,
+    /// Whether the start is over: the node serves.
+    started: bool,
 }
 
 impl Engine {
-    /// An engine around a filer just formatted or mounting.
+    /// An engine around a node just formatted or mounting.
     pub(crate) fn new(
-        filer: Filer,
+        node: Node,
         clock: Clock,
         plumbing: Plumbing,
         config: DataConfig,
+        nvlog_layout: NvlogLayout,
+        unmountable: BTreeMap<AggrId, String>,
     ) -> Engine {
         let Plumbing {
             events,
@@ -260,8 +285,20 @@ impl Engine {
             dir,
             shared,
         } = plumbing;
+        let failed_at_start = config
+            .aggregates
+            .iter()
+            .map(|a| {
+                let groups = (0..a.groups.len()).map(|g| a.failed_members(g, &[]));
+                (a.aggr_id(), groups.collect())
+            })
+            .collect();
         let mut engine = Engine {
-            filer,
+            failed_at_start,
+            node,
+            nvlog_layout,
+            unmountable,
+            states: BTreeMap::new(),
             clock,
             events,
             to_self,
@@ -274,33 +311,118 @@ impl Engine {
             io_in_flight: 0,
             stopping: Stopping::No,
             incarnations: Incarnations::default(),
-            watch: watch::Watch::default(),
+            watches: BTreeMap::new(),
+            pending: Vec::new(),
+            io_aggregates: BTreeMap::new(),
+            started: false,
         };
         engine.drain();
         engine
     }
 
-    /// Runs until the filer is online (formatted, or mounted and replayed).
+    /// Runs until the node is online: every aggregate formatted, or
+    /// mounted and replayed, or failed. Aggregates the configuration holds
+    /// offline go offline again.
     pub(crate) fn wait_online(&mut self) -> Result<(), ServeError> {
-        while !self.filer.is_online() {
-            if let Some(reason) = self.filer.mount_error() {
-                return Err(ServeError::Mount(reason.to_string()));
-            }
+        while !self.node.is_online() || self.any_mounting() {
             self.step()?;
         }
-        self.watch = watch::Watch::of(&self.filer);
+        for aggr in self.config.aggregates.clone() {
+            if aggr.offline && self.node_state(aggr.aggr_id()) == Some(AggrState::Online) {
+                let _ = self
+                    .node
+                    .offline_aggregate(self.clock.now(), aggr.aggr_id());
+                self.drain();
+            }
+        }
+        // Offline before the start is over: `aggr online` may follow at once.
+        while self
+            .node
+            .aggregates()
+            .iter()
+            .any(|a| a.state == AggrState::GoingOffline)
+        {
+            self.step()?;
+        }
+        for status in self.node.aggregates() {
+            let name = self.aggr_name(status.id);
+            if let Some(engine) = self.node.aggregate(status.id) {
+                for warning in engine.mount_warnings() {
+                    crate::log!("aggregate {name}: {warning}");
+                }
+            }
+            match &status.state {
+                AggrState::Online => {
+                    let filer = self.node.aggregate(status.id).expect("online");
+                    crate::log!("mounted aggregate {name} at CP {}", filer.committed_cp().0);
+                    self.watches.insert(status.id, watch::Watch::of(filer));
+                }
+                AggrState::Failed(_) => {
+                    let (_, reason) = self.aggregate_state(status.id);
+                    crate::log!(
+                        "aggregate {name} FAILED: {}; the other aggregates serve",
+                        reason.unwrap_or_default()
+                    );
+                }
+                _ => {}
+            }
+            self.states.insert(status.id, status.state.clone());
+        }
         self.publish_catalogue();
+        self.started = true;
         Ok(())
     }
 
-    /// Submits a request of the server's own and runs until it is answered.
+    fn any_mounting(&self) -> bool {
+        self.node
+            .aggregates()
+            .iter()
+            .any(|a| a.state == AggrState::Mounting)
+    }
+
+    /// The node's state of aggregate `id`.
+    pub(crate) fn node_state(&self, id: AggrId) -> Option<AggrState> {
+        self.node
+            .aggregates()
+            .into_iter()
+            .find(|a| a.id == id)
+            .map(|a| a.state)
+    }
+
+    /// The configured name of aggregate `id` (the node names an aggregate
+    /// that never mounted by its number).
+    pub(crate) fn aggr_name(&self, id: AggrId) -> String {
+        self.config
+            .aggr(id.0)
+            .map_or_else(|| format!("aggregate {}", id.0), |a| a.aggregate.clone())
+    }
+
+    /// Aggregate `id`'s state in ONTAP's words (`online`, `offline`,
+    /// `failed`, `creating`, `mounting`), and why it failed.
+    pub(crate) fn aggregate_state(&self, id: AggrId) -> (String, Option<String>) {
+        match self.node_state(id) {
+            None => ("failed".into(), Some("not in the node".into())),
+            Some(AggrState::Online) => ("online".into(), None),
+            Some(AggrState::Offline) => ("offline".into(), None),
+            Some(AggrState::GoingOffline) => ("going offline".into(), None),
+            Some(AggrState::Mounting) => ("mounting".into(), None),
+            Some(AggrState::Failed(reason)) => {
+                let reason = self.unmountable.get(&id).cloned().unwrap_or(reason);
+                ("failed".into(), Some(reason))
+            }
+        }
+    }
+
+    /// Submits a request of the server's own to aggregate `aggr` and runs
+    /// until it is answered.
     pub(crate) fn execute(
         &mut self,
+        aggr: AggrId,
         request: HostRequest,
     ) -> Result<Result<ReplyData, HostError>, ServeError> {
         let id = self
-            .filer
-            .submit(self.clock.now(), request)
+            .node
+            .submit_to(self.clock.now(), aggr, request)
             .map_err(|busy| ServeError::Mount(busy.to_string()))?;
         self.waiters.insert(id, Waiter::Local);
         self.drain();
@@ -313,9 +435,34 @@ impl Engine {
         }
     }
 
-    /// The filer, for reports.
-    pub(crate) fn filer(&self) -> &Filer {
-        &self.filer
+    /// RAID group `group` of aggregate `aggr`'s failed disks when the engine
+    /// started.
+    pub(crate) fn failed_at_start(&self, aggr: AggrId, group: usize) -> Vec<String> {
+        self.failed_at_start
+            .get(&aggr)
+            .and_then(|groups| groups.get(group))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Puts disks recorded failed at this start back in service in the
+    /// configuration (saved): their aggregate did not mount after all.
+    pub(crate) fn unfail_disks(&mut self, aggr: AggrId, names: &[String]) -> std::io::Result<()> {
+        let Some(config) = self.config.aggr_mut(aggr.0) else {
+            return Ok(());
+        };
+        for disk in &mut config.disks {
+            if names.contains(&disk.name) {
+                disk.state = DiskState::InService;
+                disk.failed_reason = None;
+            }
+        }
+        self.config.save(&self.dir)
+    }
+
+    /// The node, for reports.
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
     }
 
     /// The configuration as it stands.
@@ -330,9 +477,9 @@ impl Engine {
         }
         let nvlog = self.shared.nvlog.status();
         crate::log!(
-            "final CP committed (CP {}); stopped. The NVLog took {} bytes: {} records in {} \
-             writes and {} syncs",
-            self.filer.committed_cp().0,
+            "final CP committed ({} node CPs); stopped. The NVLog took {} bytes: {} records in \
+             {} writes and {} syncs",
+            self.node.counters().cps,
             nvlog.bytes_written,
             nvlog.appends,
             nvlog.writes,
@@ -357,9 +504,9 @@ impl Engine {
                  stripes they were writing{}",
                 self.io_in_flight,
                 self.background_job(),
-                match self.filer.rebuild_status() {
-                    Some(_) => " and resumes the reconstruction",
-                    None => "",
+                match self.engines().any(|f| f.rebuild_status().is_some()) {
+                    true => " and resumes the reconstruction",
+                    false => "",
                 }
             );
         }
@@ -368,8 +515,11 @@ impl Engine {
 
     /// What is doing I/O on its own, in an administrator's words.
     fn background_job(&self) -> &'static str {
-        let scrubbing = self.filer.scrub_status().is_some_and(|s| s.running);
-        match (self.filer.rebuild_status().is_some(), scrubbing) {
+        let scrubbing = self
+            .engines()
+            .any(|f| f.scrub_status().is_some_and(|s| s.running));
+        let rebuilding = self.engines().any(|f| f.rebuild_status().is_some());
+        match (rebuilding, scrubbing) {
             (true, true) => "a reconstruction's and a scrub's CPs",
             (true, false) => "a reconstruction's CPs",
             (false, true) => "a scrub's CPs (a restart ends the scrub)",
@@ -377,9 +527,17 @@ impl Engine {
         }
     }
 
-    /// Waits for one event or the filer's timer, handles it, drains the filer.
+    /// Every aggregate's engine the node holds.
+    fn engines(&self) -> impl Iterator<Item = &wafer_core::Filer> {
+        self.node
+            .aggregates()
+            .into_iter()
+            .filter_map(|a| self.node.aggregate(a.id))
+    }
+
+    /// Waits for one event or the node's timer, handles it, drains the node.
     fn step(&mut self) -> Result<(), ServeError> {
-        let timer = self.filer.poll_timeout().map(|at| self.clock.until(at));
+        let timer = self.node.poll_timeout().map(|at| self.clock.until(at));
         // A stop waiting out its grace period must wake to notice its end.
         let wait = match self.stopping {
             Stopping::Flushed(_) => Some(timer.map_or(STOP_POLL, |t| t.min(STOP_POLL))),
@@ -398,16 +556,63 @@ impl Engine {
         }
         // Under a steady stream of events the timer must still fire.
         let now = self.clock.now();
-        if self.filer.poll_timeout().is_some_and(|at| at <= now) {
-            self.filer.handle_timeout(now);
+        if self.node.poll_timeout().is_some_and(|at| at <= now) {
+            self.node.handle_timeout(now);
         }
         self.drain();
-        for line in self.watch.changes(&self.filer, &self.config) {
-            crate::log!("{line}");
+        self.settle_pending();
+        self.watch_aggregates();
+        self.check_something_serves()
+    }
+
+    /// Once serving, a node whose every aggregate has failed has nothing
+    /// left to serve: the server stops, as a one-aggregate server always did
+    /// when its aggregate went offline. With any aggregate online, offline or
+    /// being created, it serves on.
+    fn check_something_serves(&self) -> Result<(), ServeError> {
+        if !self.started || !self.pending.is_empty() {
+            return Ok(());
         }
-        match self.filer.offline_reason() {
-            Some(reason) => Err(ServeError::Offline(reason.to_string())),
-            None => Ok(()),
+        let aggregates = self.node.aggregates();
+        let reasons: Vec<String> = aggregates
+            .iter()
+            .filter_map(|a| match &a.state {
+                AggrState::Failed(reason) => Some(reason.clone()),
+                _ => None,
+            })
+            .collect();
+        match !aggregates.is_empty() && reasons.len() == aggregates.len() {
+            true => Err(ServeError::Offline(reasons.join("; "))),
+            false => Ok(()),
+        }
+    }
+
+    /// Logs what changed in each aggregate: its state (failed, offline,
+    /// online), its RAID groups, reconstructions and scrubs.
+    fn watch_aggregates(&mut self) {
+        for status in self.node.aggregates() {
+            let name = self.aggr_name(status.id);
+            if let Some(filer) = view::serving(&self.node, status.id)
+                && let Some(config) = self.config.aggr(status.id.0)
+            {
+                let watch = self
+                    .watches
+                    .entry(status.id)
+                    .or_insert_with(|| watch::Watch::of(filer));
+                for line in watch.changes(filer, config) {
+                    crate::log!("{line}");
+                }
+            }
+            if self.started && self.states.get(&status.id) != Some(&status.state) {
+                if let AggrState::Failed(reason) = &status.state {
+                    crate::log!(
+                        "aggregate {name} FAILED: {reason}; it serves no more requests, the \
+                         other aggregates serve on"
+                    );
+                    self.publish_catalogue();
+                }
+                self.states.insert(status.id, status.state);
+            }
         }
     }
 
@@ -426,13 +631,16 @@ impl Engine {
             } => {
                 let snapshot = target.snapshot.as_deref();
                 match self.incarnations.is_live(&target) {
-                    true => done(self.filer.extents(target.lun, snapshot, offset, length)),
+                    true => done(view::extents(
+                        &self.node, target.lun, snapshot, offset, length,
+                    )),
                     false => done(Err(ended(&target))),
                 }
             }
             Event::IoDone { id, result } => {
                 self.io_in_flight -= 1;
-                self.filer.handle_io_done(self.clock.now(), id, result);
+                self.io_aggregates.remove(&id);
+                self.node.handle_io_done(self.clock.now(), id, result);
             }
             Event::DiskError { disk, error } => self.disk_error(&disk, &error)?,
             Event::NvlogFailed(error) => return Err(ServeError::NvlogFailed(error)),
@@ -450,7 +658,7 @@ impl Engine {
             return done(HostOutcome::Reply(Err(ended(target))));
         }
         let label = HostLabel::of(target, &request);
-        match self.filer.submit(self.clock.now(), request) {
+        match self.node.submit(self.clock.now(), request) {
             Ok(id) => {
                 self.waiters.insert(id, Waiter::Host(done, label));
             }
@@ -459,27 +667,36 @@ impl Engine {
         }
     }
 
-    /// The filer's contract: I/Os first, then replies.
-    fn drain(&mut self) {
-        while let Some(io) = self.filer.poll_io() {
+    /// The node's contract: I/Os first, then replies.
+    pub(super) fn drain(&mut self) {
+        while let Some(io) = self.node.poll_io() {
             self.io_in_flight += 1;
-            match io.op {
-                IoOp::AssignSpare { member } => {
-                    let result = self.assign_spare(member);
-                    let done = Event::IoDone { id: io.id, result };
+            match (io.aggregate, &io.io.op) {
+                (Some(aggr), IoOp::AssignSpare { member }) => {
+                    let result = self.assign_spare(aggr, *member);
+                    let done = Event::IoDone {
+                        id: io.io.id,
+                        result,
+                    };
                     self.to_self
                         .send(done)
                         .expect("the engine holds its own receiver");
                 }
-                _ => self.devices.perform(io),
+                (Some(aggr), _) => {
+                    self.io_aggregates.insert(io.io.id, aggr);
+                    self.devices.perform(io);
+                }
+                (None, _) => self.devices.perform(io),
             }
         }
-        while let Some(reply) = self.filer.poll_reply() {
+        while let Some(reply) = self.node.poll_reply() {
             match self.waiters.remove(&reply.id) {
                 Some(Waiter::Host(done, label)) => {
                     if reply.result == Err(HostError::Io) {
-                        let what = label.describe(&self.filer);
-                        if let Some(line) = self.watch.unrecoverable_read(&what) {
+                        let what = label.describe(&self.node);
+                        let aggr = wafer_core::node::split_volume(label.lun.volume).0;
+                        let watch = self.watches.entry(aggr).or_default();
+                        if let Some(line) = watch.unrecoverable_read(&what) {
                             crate::log!("{line}");
                         }
                     }
@@ -520,7 +737,7 @@ impl Engine {
             self.waiters.len()
         );
         self.shared.stop.begin();
-        self.stopping = match self.filer.submit(self.clock.now(), HostRequest::Flush) {
+        self.stopping = match self.node.submit(self.clock.now(), HostRequest::Flush) {
             Ok(id) => {
                 self.waiters.insert(id, Waiter::FinalFlush);
                 Stopping::Flushing
@@ -533,15 +750,18 @@ impl Engine {
     /// cannot be recorded stops the server before the filer hears of it, so
     /// that nothing commits while the configuration still trusts the disk.
     fn disk_error(&mut self, name: &str, error: &str) -> Result<(), ServeError> {
-        let slots = self.config.slots();
+        let Some(aggr) = self.config.aggr_of_disk(name) else {
+            return Ok(()); // a disk that has left the node since
+        };
+        let slots = aggr.slots();
         let Some(slot) = slots.iter().find(|s| s.disk.name == name) else {
             return Ok(()); // a disk that has left the aggregate since
         };
         if slot.disk.state == DiskState::Failed {
             return Ok(());
         }
-        let id = slot.id;
-        self.fail_disk_slot(id, name, error)
+        let (aggr, id) = (aggr.aggr_id(), slot.id);
+        self.fail_disk_slot(aggr, id, name, error)
             .map_err(|save| ServeError::FailureUnrecorded {
                 disk: name.to_string(),
                 failure: error.to_string(),
@@ -553,8 +773,11 @@ impl Engine {
     /// configuration first, then by moving the spare's threads (and so its
     /// file) to the slot. A member already replaced (the request repeated
     /// after a crash) is left alone.
-    fn assign_spare(&mut self, member: DiskId) -> IoResult {
-        let slots = self.config.slots();
+    fn assign_spare(&mut self, aggr: AggrId, member: DiskId) -> IoResult {
+        let Some(config) = self.config.aggr(aggr.0) else {
+            return IoResult::DiskFailed;
+        };
+        let slots = config.slots();
         let slot = &slots[member.0 as usize];
         let Slot::Member {
             group,
@@ -577,6 +800,8 @@ impl Engine {
         let (spare, spare_slot) = (spare_slot.disk.name.clone(), spare_slot.id.0 as usize);
         let before = self.config.clone();
         self.config
+            .aggr_mut(aggr.0)
+            .expect("looked up")
             .replace_member(group, position.as_usize(), &spare);
         if let Err(error) = self.config.save(&self.dir) {
             // The spare is still there; the host is what failed. The filer
@@ -585,8 +810,9 @@ impl Engine {
             self.config = before;
             return IoResult::Unwritable;
         }
-        let handle = self.devices.disks.remove(spare_slot);
-        self.devices.disks[member.0 as usize] = handle;
+        let disks = self.devices.disks.get_mut(&aggr).expect("its disks");
+        let handle = disks.remove(spare_slot);
+        disks[member.0 as usize] = handle;
         crate::log!(
             "spare {spare} takes the place of failed disk {failed} (RAID group {group}, \
              position {}); reconstruction runs in the background; {failed} is a broken disk, \
@@ -599,20 +825,31 @@ impl Engine {
     /// Fails a disk: in the configuration (saved) first, then in its thread
     /// and in the filer. If the configuration cannot be saved, nothing
     /// changes and the error is returned.
-    fn fail_disk_slot(&mut self, disk: DiskId, name: &str, reason: &str) -> std::io::Result<()> {
+    fn fail_disk_slot(
+        &mut self,
+        aggr: AggrId,
+        disk: DiskId,
+        name: &str,
+        reason: &str,
+    ) -> std::io::Result<()> {
         let before = self.config.clone();
-        self.config.mark_failed(name, reason);
+        self.config
+            .aggr_mut(aggr.0)
+            .expect("a configured aggregate")
+            .mark_failed(name, reason);
         if let Err(error) = self.config.save(&self.dir) {
             self.config = before;
             return Err(error);
         }
         // The disk thread lives as long as the engine (a panic aborts).
-        let _ = self.devices.disks[disk.0 as usize].send(DiskCommand::Fail);
-        self.filer.mark_failed(disk);
+        let _ = self.devices.disks[&aggr][disk.0 as usize].send(DiskCommand::Fail);
+        let now = self.clock.now();
+        self.node
+            .with_aggregate(now, aggr, |filer| filer.mark_failed(disk));
         crate::log!("disk {name} (slot {}) failed: {reason}", disk.0);
         // The filer takes up a reconstruction onto a spare when a CP commits;
         // an idle filer would not start one, so ask for a CP now.
-        if let Ok(id) = self.filer.submit(self.clock.now(), HostRequest::Flush) {
+        if let Ok(id) = self.node.submit(self.clock.now(), HostRequest::Flush) {
             self.waiters
                 .insert(id, Waiter::Background("the CP after a disk failure"));
         }
@@ -622,7 +859,7 @@ impl Engine {
     fn publish_catalogue(&mut self) {
         let default = self.record_lun_ids();
         let holds = self.shared.catalogue.holds();
-        let catalogue = Catalogue::of(&self.filer, &self.incarnations, holds, default);
+        let catalogue = Catalogue::of(&self.node, &self.incarnations, holds, default);
         self.shared.catalogue.publish(catalogue);
     }
 }

@@ -13,7 +13,7 @@
 use wafer_core::Filer;
 use wafer_core::filer::{RebuildStatus, ScrubStatus};
 
-use crate::config::DataConfig;
+use crate::config::AggrConfig as DataConfig;
 
 /// Unrecoverable reads named one by one in the log before the rest are only
 /// counted: a client rereading a lost block must not flood it.

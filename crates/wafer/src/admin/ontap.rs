@@ -19,12 +19,46 @@ fn unexpected(reply: &AdminReply) -> String {
     format!("unexpected reply from the server: {reply:?}\n")
 }
 
-/// `aggr status`.
+/// The aggregates of an `aggr status` reply: one, or every one.
+fn aggregates_of(reply: &AdminReply) -> Option<Vec<&AggregateStatus>> {
+    match reply {
+        AdminReply::Aggregate(aggr) => Some(vec![aggr]),
+        AdminReply::Aggregates(all) => Some(all.iter().collect()),
+        _ => None,
+    }
+}
+
+/// `aggr status`: one table of every aggregate; a failed aggregate's reason
+/// follows the table.
 pub fn aggr_status(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
-    status_table(aggr, &[format!("raidsize={}", raid_size(aggr))])
+    let mut out = String::new();
+    for (n, aggr) in aggregates.iter().enumerate() {
+        let options = match aggr.state.as_str() {
+            "failed" | "offline" | "going offline" => Vec::new(),
+            _ => vec![format!("raidsize={}", raid_size(aggr))],
+        };
+        let table = status_table(aggr, &options);
+        match n {
+            0 => out.push_str(&table),
+            _ => out.extend(table.lines().skip(1).map(|l| format!("{l}\n"))),
+        }
+    }
+    out.push_str(&failure_reasons(&aggregates));
+    out
+}
+
+/// Why each failed aggregate failed, a line each.
+fn failure_reasons(aggregates: &[&AggregateStatus]) -> String {
+    let mut out = String::new();
+    for aggr in aggregates {
+        if let Some(reason) = &aggr.failed_reason {
+            let _ = writeln!(out, "Aggregate {} failed: {reason}", aggr.name);
+        }
+    }
+    out
 }
 
 /// The Aggr/State/Status/Options table, one aggregate, options one per line.
@@ -106,11 +140,40 @@ fn raid_size(aggr: &AggregateStatus) -> usize {
         .unwrap_or(0)
 }
 
-/// `aggr status -r`: every RAID group with its disks, then spares.
+/// `aggr status -r`: every aggregate's RAID groups with their disks, then
+/// every spare, then broken disks.
 pub fn aggr_status_r(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
+    let mut out = String::new();
+    for aggr in &aggregates {
+        out.push_str(&aggregate_groups_r(aggr));
+    }
+    out.push_str("\nSpare disks\n\n");
+    out.push_str(&disk_table_header("RAID Disk"));
+    out.push_str("Spare disks for block checksum\n");
+    let spares: Vec<&DiskStatus> = aggregates.iter().flat_map(|a| &a.spares).collect();
+    if spares.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for spare in spares {
+        let _ = writeln!(
+            out,
+            "{:<9} {:<15} {}",
+            "spare",
+            spare.name,
+            disk_columns(spare.size_bytes, spare.size_bytes)
+        );
+    }
+    for aggr in &aggregates {
+        out.push_str(&broken_disks(aggr));
+    }
+    out
+}
+
+/// One aggregate's part of `aggr status -r`: its plex and RAID groups.
+fn aggregate_groups_r(aggr: &AggregateStatus) -> String {
     let mut out = format!(
         "Aggregate {} ({}, {}{}) (block checksums)\n",
         aggr.name,
@@ -118,10 +181,14 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
         raid_type(aggr),
         degradation(aggr).map_or(String::new(), |d| format!(", {d}"))
     );
+    if let Some(reason) = &aggr.failed_reason {
+        let _ = writeln!(out, "  Failed: {reason}");
+    }
     let plex_state = plex_state(aggr);
+    let plex = aggr_state(aggr);
     let _ = writeln!(
         out,
-        "  Plex /{}/plex0 (online, {plex_state}, active, pool0)",
+        "  Plex /{}/plex0 ({plex}, {plex_state}, active, pool0)",
         aggr.name
     );
     for group in &aggr.raid_groups {
@@ -138,22 +205,6 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
         }
         out.push('\n');
     }
-    out.push_str("\nSpare disks\n\n");
-    out.push_str(&disk_table_header("RAID Disk"));
-    out.push_str("Spare disks for block checksum\n");
-    if aggr.spares.is_empty() {
-        out.push_str("(none)\n");
-    }
-    for spare in &aggr.spares {
-        let _ = writeln!(
-            out,
-            "{:<9} {:<15} {}",
-            "spare",
-            spare.name,
-            disk_columns(spare.size_bytes, spare.size_bytes)
-        );
-    }
-    out.push_str(&broken_disks(aggr));
     out
 }
 
@@ -180,9 +231,13 @@ fn broken_disks(aggr: &AggregateStatus) -> String {
 /// `aggr scrub status -v`: each RAID group's scrub state, then what the scrub
 /// found, as ONTAP's scrub summary messages word it.
 pub fn aggr_scrub_status(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
+    aggregates.into_iter().map(aggregate_scrub_status).collect()
+}
+
+fn aggregate_scrub_status(aggr: &AggregateStatus) -> String {
     let mut out = String::new();
     for group in &aggr.raid_groups {
         let state = match &aggr.scrub {
@@ -290,7 +345,7 @@ fn disk_columns(used_bytes: u64, phys_bytes: u64) -> String {
 /// broken disks), in 7-Mode's ownership layout. The owner and home are the
 /// node, `wafer`; the pool is Pool0; the serial number is the disk's file.
 pub fn disk_show(reply: &AdminReply) -> String {
-    let AdminReply::Aggregate(aggr) = reply else {
+    let Some(aggregates) = aggregates_of(reply) else {
         return unexpected(reply);
     };
     let mut out = format!(
@@ -306,11 +361,13 @@ pub fn disk_show(reply: &AdminReply) -> String {
         "-".repeat(13),
         "-".repeat(13)
     );
-    let members = aggr.raid_groups.iter().flat_map(|g| &g.disks);
-    let disks = members
-        .chain(&aggr.spares)
-        .map(|d| (&d.name, &d.file))
-        .chain(aggr.broken.iter().map(|d| (&d.name, &d.file)));
+    let disks = aggregates.iter().flat_map(|aggr| {
+        let members = aggr.raid_groups.iter().flat_map(|g| &g.disks);
+        members
+            .chain(&aggr.spares)
+            .map(|d| (&d.name, &d.file))
+            .chain(aggr.broken.iter().map(|d| (&d.name, &d.file)))
+    });
     for (name, file) in disks {
         let _ = writeln!(
             out,
@@ -343,17 +400,40 @@ pub fn reallocate_status(reply: &AdminReply, path: Option<&str>) -> String {
 
 /// `aggr status -v`: options, volumes, plex and group states.
 pub fn aggr_status_v(reply: &AdminReply, volumes: &AdminReply) -> String {
-    let (AdminReply::Aggregate(aggr), AdminReply::Volumes(vols)) = (reply, volumes) else {
+    let (Some(aggregates), AdminReply::Volumes(vols)) = (aggregates_of(reply), volumes) else {
         return unexpected(reply);
     };
-    let options = [
-        "nosnap=off, raidtype=".to_string() + raid_type(aggr) + ",",
-        format!("raidsize={},", raid_size(aggr)),
-        "snapshot_autodelete=off,".into(),
-        "lost_write_protect=on".into(),
-    ];
+    let mut out = String::new();
+    for (n, aggr) in aggregates.iter().enumerate() {
+        let one = aggregate_status_v(aggr, vols);
+        match n {
+            0 => out.push_str(&one),
+            _ => out.extend(one.lines().skip(1).map(|l| format!("{l}\n"))),
+        }
+    }
+    out.push_str(&failure_reasons(&aggregates));
+    out
+}
+
+fn aggregate_status_v(
+    aggr: &AggregateStatus,
+    vols: &[wafer_server::admin::VolumeStatus],
+) -> String {
+    let options = match aggr_state(aggr) {
+        "online" => vec![
+            "nosnap=off, raidtype=".to_string() + raid_type(aggr) + ",",
+            format!("raidsize={},", raid_size(aggr)),
+            "snapshot_autodelete=off,".into(),
+            "lost_write_protect=on".into(),
+        ],
+        _ => Vec::new(),
+    };
     let mut out = status_table(aggr, &options);
-    let names: Vec<&str> = vols.iter().map(|v| v.name.as_str()).collect();
+    let names: Vec<&str> = vols
+        .iter()
+        .filter(|v| v.aggregate.is_empty() || v.aggregate == aggr.name)
+        .map(|v| v.name.as_str())
+        .collect();
     let listed = match names.is_empty() {
         true => "<none>".to_string(),
         false => names.join(", "),
@@ -362,8 +442,9 @@ pub fn aggr_status_v(reply: &AdminReply, volumes: &AdminReply) -> String {
     let plex_state = plex_state(aggr);
     let _ = writeln!(
         out,
-        "                Plex /{}/plex0: online, {plex_state}, active",
-        aggr.name
+        "                Plex /{}/plex0: {}, {plex_state}, active",
+        aggr.name,
+        aggr_state(aggr)
     );
     for group in &aggr.raid_groups {
         let _ = writeln!(
@@ -540,30 +621,9 @@ pub fn df(reply: &AdminReply, human: bool) -> String {
             }
             out
         }
-        AdminReply::AggregateSpace(aggr) => {
-            let mut out = format!(
-                "{:<24} {size_heading:>10} {:>10} {:>10} capacity\n",
-                "Aggregate", "used", "avail"
-            );
-            let _ = writeln!(
-                out,
-                "{:<24} {:>10} {:>10} {:>10} {:>7}%",
-                aggr.aggregate,
-                unit(aggr.total_bytes),
-                unit(aggr.used_bytes),
-                unit(aggr.available_bytes),
-                percent(aggr.used_bytes, aggr.total_bytes)
-            );
-            let _ = writeln!(
-                out,
-                "{:<24} {:>10} {:>10} {:>10} {:>8}",
-                format!("{}/.snapshot", aggr.aggregate),
-                unit(0),
-                unit(0),
-                unit(0),
-                "---%"
-            );
-            out
+        AdminReply::AggregateSpace(aggr) => aggregate_df(&[aggr], size_heading, &unit),
+        AdminReply::AggregateSpaces(all) => {
+            aggregate_df(&all.iter().collect::<Vec<_>>(), size_heading, &unit)
         }
         other => unexpected(other),
     }
@@ -706,6 +766,39 @@ fn statit_disk(
     row + "\n"
 }
 
+/// `df -A`: each aggregate's line and its `.snapshot` line.
+fn aggregate_df(
+    aggregates: &[&wafer_server::admin::AggregateSpaceStatus],
+    size_heading: &str,
+    unit: &dyn Fn(u64) -> String,
+) -> String {
+    let mut out = format!(
+        "{:<24} {size_heading:>10} {:>10} {:>10} capacity\n",
+        "Aggregate", "used", "avail"
+    );
+    for aggr in aggregates {
+        let _ = writeln!(
+            out,
+            "{:<24} {:>10} {:>10} {:>10} {:>7}%",
+            aggr.aggregate,
+            unit(aggr.total_bytes),
+            unit(aggr.used_bytes),
+            unit(aggr.available_bytes),
+            percent(aggr.used_bytes, aggr.total_bytes)
+        );
+        let _ = writeln!(
+            out,
+            "{:<24} {:>10} {:>10} {:>10} {:>8}",
+            format!("{}/.snapshot", aggr.aggregate),
+            unit(0),
+            unit(0),
+            unit(0),
+            "---%"
+        );
+    }
+    out
+}
+
 /// `sysstat -x`'s two header lines.
 pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk   NVLog\n\
     \x20                        in    out    read  write    hit  time  ty   util    kB/s\n";
@@ -825,7 +918,9 @@ mod tests {
         };
         let mut aggr = AggregateStatus {
             name: "aggr0".into(),
+            id: 0,
             state: "online".into(),
+            failed_reason: None,
             committed_cp: 1,
             raid_groups: Vec::new(),
             spares: Vec::new(),
@@ -876,7 +971,9 @@ mod tests {
             .chain(std::iter::repeat("data"));
         AggregateStatus {
             name: name.into(),
+            id: 0,
             state: "online".into(),
+            failed_reason: None,
             committed_cp: 1,
             raid_groups: vec![RaidGroupStatus {
                 group: 0,
@@ -908,6 +1005,37 @@ mod tests {
             aggr_status(&reply(aggregate("aggr1", 16, 64))),
             AGGR_STATUS_SAMPLE
         );
+    }
+
+    #[test]
+    fn aggr_status_lists_every_aggregate_in_one_table_and_why_one_failed() {
+        let mut failed = aggregate("aggr1", 5, 64);
+        failed.state = "failed".into();
+        failed.failed_reason = Some("disk9 is missing".into());
+        let mut offline = aggregate("aggr2", 3, 64);
+        offline.state = "offline".into();
+        let all = AdminReply::Aggregates(vec![aggregate("aggr0", 8, 64), failed, offline]);
+        let text = aggr_status(&all);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.iter().filter(|l| l.contains("Aggr State")).count(), 1);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("aggr1 failed"))
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.trim_start().starts_with("aggr2 offline"))
+        );
+        assert_eq!(
+            lines.last(),
+            Some(&"Aggregate aggr1 failed: disk9 is missing")
+        );
+        let raid = aggr_status_r(&all);
+        assert!(raid.contains("Aggregate aggr1 (failed, raid_dp)"), "{raid}");
+        assert!(raid.contains("  Failed: disk9 is missing"), "{raid}");
+        assert_eq!(raid.matches("Spare disks\n").count(), 1, "{raid}");
     }
 
     #[test]

@@ -1,0 +1,646 @@
+//! `aggr create`, `aggr offline`, `aggr online` and `aggr destroy`, on the
+//! engine thread.
+//!
+//! What each writes to `wafer.toml`, and when, is what keeps a crash safe:
+//!
+//! * `aggr create` makes the new disk files (synced; blank pool spares are
+//!   truncated blank again), formats the aggregate on them and waits until
+//!   its first CP has committed its superblock; only then does the
+//!   configuration name it (saved atomically), and only then is the
+//!   administrator answered. A crash before leaves unnamed disk files behind
+//!   (`diskN.img` that no aggregate names; new names skip them) and never an
+//!   aggregate the next start cannot mount. Pool spares it took stay in the
+//!   pool until then.
+//! * `aggr offline` is recorded once the aggregate has committed everything
+//!   and let go of its engine; a crash before mounts it online again, which
+//!   is harmless.
+//! * `aggr online` mounts it, then records it online.
+//! * `aggr destroy` (offline or failed only) takes it out of the node, then
+//!   saves the configuration without it, its in-service disks in the node's
+//!   pool of spares, and only then blanks their files (and deletes the files
+//!   of its failed and broken disks). A crash between leaves pool spares
+//!   with old contents, which `aggr create` blanks before it formats them.
+
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+
+use wafer_core::node::{AggrState, MAX_AGGREGATES};
+use wafer_core::units::AggrId;
+use wafer_raid::RaidType;
+
+use super::Engine;
+use crate::admin::{AdminError, AdminErrorKind, AdminReply, AdminResponse};
+use crate::config::{AggrConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName};
+
+/// An aggregate administration waiting for the node.
+pub(super) enum Pending {
+    /// A new aggregate, named in the configuration once it is online.
+    Create {
+        id: AggrId,
+        config: AggrConfig,
+        /// Pool spares it took, by name.
+        from_pool: Vec<String>,
+        /// Disk files made for it.
+        made: Vec<PathBuf>,
+        reply: Sender<AdminResponse>,
+    },
+    /// An aggregate going offline.
+    Offline {
+        id: AggrId,
+        reply: Sender<AdminResponse>,
+    },
+    /// An aggregate mounting again.
+    Online {
+        id: AggrId,
+        reply: Sender<AdminResponse>,
+    },
+}
+
+/// The default disk size of an aggregate when the node has none to copy.
+const DEFAULT_DISK_BYTES: u64 = 768 << 20;
+
+fn refuse(kind: AdminErrorKind, message: String) -> AdminError {
+    AdminError { kind, message }
+}
+
+fn invalid(message: String) -> AdminError {
+    refuse(AdminErrorKind::Invalid, message)
+}
+
+/// The sizes of the RAID groups `disks` disks make in groups of at most
+/// `raid_size` (ONTAP fills groups in order; the last takes the rest).
+fn group_sizes(raid_type: RaidType, raid_size: u16, disks: u16) -> Result<Vec<u16>, String> {
+    let limits = raid_type.group_size_limits();
+    if !limits.contains(&raid_size) {
+        return Err(format!(
+            "-r {raid_size}: a {} group holds {} to {} disks",
+            raid_type.ontap_name(),
+            limits.start(),
+            limits.end()
+        ));
+    }
+    let mut sizes = vec![raid_size; usize::from(disks / raid_size)];
+    let rest = disks % raid_size;
+    if rest > 0 {
+        sizes.push(rest);
+    }
+    if let Some(small) = sizes.iter().find(|s| !limits.contains(s)) {
+        return Err(format!(
+            "{disks} disks in {} groups of at most {raid_size} leave a group of {small}, and a \
+             group holds at least {} (parity included)",
+            raid_type.ontap_name(),
+            limits.start()
+        ));
+    }
+    Ok(sizes)
+}
+
+impl Engine {
+    /// `aggr create`: checks, makes the disks, formats; answered once the
+    /// aggregate is online and named in the configuration.
+    pub(super) fn create_aggregate(
+        &mut self,
+        name: &str,
+        raid_type: &str,
+        raid_size: Option<u16>,
+        disks: u16,
+        reply: Sender<AdminResponse>,
+    ) -> Result<(), AdminError> {
+        if self.config.aggr_named(name).is_some() || self.pending_name(name) {
+            return Err(refuse(
+                AdminErrorKind::Exists,
+                format!("aggr create: An aggregate named '{name}' already exists."),
+            ));
+        }
+        if name.is_empty()
+            || name.len() > wafer_core::format::NAME_MAX
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            || name.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(invalid(format!(
+                "aggr create: invalid aggregate name '{name}': 1 to {} letters, digits, _ or -, \
+                 not starting with a digit",
+                wafer_core::format::NAME_MAX
+            )));
+        }
+        if self.config.aggregates.len() + self.pending.len() >= MAX_AGGREGATES {
+            return Err(invalid(format!(
+                "aggr create: the node serves {MAX_AGGREGATES} aggregates already"
+            )));
+        }
+        let (type_name, raid) = match raid_type {
+            "raid_dp" => (RaidTypeName::RaidDp, RaidType::RaidDp),
+            "raid4" => (RaidTypeName::Raid4, RaidType::Raid4),
+            other => {
+                return Err(invalid(format!(
+                    "aggr create: invalid RAID type '{other}' (-t raid_dp or -t raid4)"
+                )));
+            }
+        };
+        let raid_size = raid_size.unwrap_or(match raid {
+            RaidType::RaidDp => 16,
+            RaidType::Raid4 => 8,
+        });
+        let sizes = group_sizes(raid, raid_size, disks)
+            .map_err(|e| invalid(format!("aggr create: {e}")))?;
+        let blocks = self
+            .config
+            .aggregates
+            .iter()
+            .flat_map(|a| a.groups.iter().map(|g| g.blocks_per_disk))
+            .max()
+            .unwrap_or(DEFAULT_DISK_BYTES / wafer_core::BLOCK_SIZE as u64);
+        let mut stripes = self.config.stripes();
+        stripes.extend(self.pending_stripes());
+        stripes.extend(sizes.iter().map(|_| blocks));
+        if !self.nvlog_layout.holds(&stripes) {
+            return Err(invalid(format!(
+                "aggr create: the NVLog's halves ({} bytes each) have no room for the CP records \
+                 of {} more RAID groups of {} MiB disks; destroy an aggregate, or make fewer or \
+                 smaller groups",
+                self.nvlog_layout.region_bytes,
+                sizes.len(),
+                (blocks * wafer_core::BLOCK_SIZE as u64) >> 20
+            )));
+        }
+        let (members, from_pool, made, files) = self.gather_disks(usize::from(disks), blocks)?;
+        let mut at = 0;
+        let groups: Vec<GroupConfig> = sizes
+            .iter()
+            .map(|size| {
+                let group = GroupConfig {
+                    raid_type: type_name,
+                    blocks_per_disk: blocks,
+                    disks: members[at..at + usize::from(*size)]
+                        .iter()
+                        .map(|d| d.name.clone())
+                        .collect(),
+                };
+                at += usize::from(*size);
+                group
+            })
+            .collect();
+        let mut config = AggrConfig {
+            aggregate: name.to_string(),
+            id: u32::MAX,
+            offline: false,
+            spares: Vec::new(),
+            broken: Vec::new(),
+            groups,
+            disks: members,
+        };
+        let layout = config
+            .layout()
+            .map_err(|e| invalid(format!("aggr create: {e}")))?;
+        let now = self.clock.now();
+        let id = match self.node.create_aggregate(now, name, layout) {
+            Ok(id) => id,
+            Err(e) => {
+                remove_files(&made);
+                return Err(invalid(format!("aggr create: {e}")));
+            }
+        };
+        if self.config.aggr(id.0).is_some() {
+            unreachable!("the node gives a new aggregate an id none in the configuration has");
+        }
+        config.id = id.0;
+        let mut handles = Vec::new();
+        for (disk, file) in config.disks.iter().zip(files) {
+            let handle =
+                crate::disk::DiskHandle::spawn(&disk.name, Some(file), self.to_self.clone())
+                    .map_err(|e| refuse(AdminErrorKind::Io, e.to_string()))?;
+            handles.push(handle);
+        }
+        self.devices.disks.insert(id, handles);
+        crate::log!(
+            "aggr create: formatting aggregate {name} (id {}) on {} disks in {} RAID groups",
+            id.0,
+            disks,
+            sizes.len()
+        );
+        self.pending.push(Pending::Create {
+            id,
+            config,
+            from_pool,
+            made,
+            reply,
+        });
+        self.drain();
+        Ok(())
+    }
+
+    /// `disks` blank disks of `blocks` sectors: pool spares large enough
+    /// first (blanked again), then new files. Returns them, the pool spares
+    /// taken, the files made, and every disk's open file.
+    #[allow(clippy::type_complexity)]
+    fn gather_disks(
+        &mut self,
+        disks: usize,
+        blocks: u64,
+    ) -> Result<
+        (
+            Vec<DiskConfig>,
+            Vec<String>,
+            Vec<PathBuf>,
+            Vec<std::fs::File>,
+        ),
+        AdminError,
+    > {
+        let mut members = Vec::new();
+        let mut from_pool = Vec::new();
+        let mut made = Vec::new();
+        let mut files = Vec::new();
+        let io = |e: String| refuse(AdminErrorKind::Io, format!("aggr create: {e}"));
+        let taken_from_pool: Vec<String> = self.pending_pool();
+        for spare in &self.config.spare_pool {
+            if members.len() == disks {
+                break;
+            }
+            if spare.blocks < blocks || taken_from_pool.contains(&spare.name) {
+                continue;
+            }
+            let path = self.dir.join(&spare.file);
+            let file = blank(&path, spare.blocks)
+                .map_err(|e| io(format!("cannot blank {}: {e}", path.display())))?;
+            members.push(DiskConfig::blank(&spare.name, spare.blocks));
+            members.last_mut().expect("pushed").file = spare.file.clone();
+            from_pool.push(spare.name.clone());
+            files.push(file);
+        }
+        while members.len() < disks {
+            match self.new_disk_file(blocks) {
+                Ok((name, file)) => {
+                    made.push(self.dir.join(format!("{name}.img")));
+                    members.push(DiskConfig::blank(&name, blocks));
+                    files.push(file);
+                }
+                Err(e) => {
+                    remove_files(&made);
+                    return Err(e);
+                }
+            }
+        }
+        Ok((members, from_pool, made, files))
+    }
+
+    fn pending_name(&self, name: &str) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p, Pending::Create { config, .. } if config.aggregate == name))
+    }
+
+    fn pending_stripes(&self) -> Vec<u64> {
+        self.pending
+            .iter()
+            .filter_map(|p| match p {
+                Pending::Create { config, .. } => Some(config.stripes()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn pending_pool(&self) -> Vec<String> {
+        self.pending
+            .iter()
+            .flat_map(|p| match p {
+                Pending::Create { from_pool, .. } => from_pool.clone(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    fn pending_for(&self, id: AggrId) -> bool {
+        self.pending.iter().any(|p| match p {
+            Pending::Create { id: i, .. }
+            | Pending::Offline { id: i, .. }
+            | Pending::Online { id: i, .. } => *i == id,
+        })
+    }
+
+    /// `aggr offline NAME`: answered once it is offline.
+    pub(super) fn offline_aggregate(
+        &mut self,
+        name: &str,
+        reply: Sender<AdminResponse>,
+    ) -> Result<(), AdminError> {
+        let id = self.named_aggregate(name, "aggr offline")?;
+        if self.pending_for(id) {
+            return Err(invalid(format!("aggr offline: aggregate '{name}' is busy")));
+        }
+        let now = self.clock.now();
+        self.node
+            .offline_aggregate(now, id)
+            .map_err(|e| invalid(format!("aggr offline: {}", self.state_error(id, e))))?;
+        self.pending.push(Pending::Offline { id, reply });
+        self.publish_catalogue();
+        self.drain();
+        Ok(())
+    }
+
+    /// `aggr online NAME`: answered once it is online.
+    pub(super) fn online_aggregate(
+        &mut self,
+        name: &str,
+        reply: Sender<AdminResponse>,
+    ) -> Result<(), AdminError> {
+        let id = self.named_aggregate(name, "aggr online")?;
+        if self.pending_for(id) {
+            return Err(invalid(format!("aggr online: aggregate '{name}' is busy")));
+        }
+        let now = self.clock.now();
+        self.node
+            .online_aggregate(now, id)
+            .map_err(|e| invalid(format!("aggr online: {}", self.state_error(id, e))))?;
+        self.pending.push(Pending::Online { id, reply });
+        self.drain();
+        Ok(())
+    }
+
+    /// The node's refusal in the administrator's words.
+    fn state_error(&self, id: AggrId, error: wafer_core::node::AggrError) -> String {
+        match error {
+            wafer_core::node::AggrError::WrongState { state, needed, .. } => {
+                format!("aggregate '{}' is {state}; {needed}", self.aggr_name(id))
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// `aggr destroy NAME`: an offline or failed aggregate leaves the node.
+    pub(super) fn destroy_aggregate(&mut self, name: &str) -> Result<AdminReply, AdminError> {
+        let id = self.named_aggregate(name, "aggr destroy")?;
+        if self.pending_for(id) {
+            return Err(invalid(format!("aggr destroy: aggregate '{name}' is busy")));
+        }
+        let out = self.io_aggregates.values().filter(|a| **a == id).count();
+        if out > 0 {
+            return Err(invalid(format!(
+                "aggr destroy: aggregate '{name}' still has {out} disk I/Os out; try again"
+            )));
+        }
+        let (state, _) = self.aggregate_state(id);
+        if !matches!(
+            self.node_state(id),
+            Some(AggrState::Offline | AggrState::Failed(_))
+        ) {
+            return Err(invalid(format!(
+                "aggr destroy: aggregate '{name}' is {state}; take it offline first (aggr \
+                 offline {name})"
+            )));
+        }
+        let before = self.config.clone();
+        let config = self.config.aggr(id.0).expect("named").clone();
+        self.config.aggregates.retain(|a| a.id != id.0);
+        let mut pooled = Vec::new();
+        let mut deleted = Vec::new();
+        for disk in &config.disks {
+            match disk.state {
+                DiskState::InService => {
+                    self.config.spare_pool.push(disk.clone());
+                    pooled.push(disk.clone());
+                }
+                DiskState::Failed => deleted.push(disk.clone()),
+            }
+        }
+        if let Err(e) = self.config.save(&self.dir) {
+            self.config = before;
+            return Err(refuse(
+                AdminErrorKind::Io,
+                format!("aggr destroy: the configuration cannot be saved: {e}"),
+            ));
+        }
+        self.node
+            .destroy_aggregate(id)
+            .expect("offline or failed, checked");
+        self.devices.disks.remove(&id);
+        self.watches.remove(&id);
+        self.states.remove(&id);
+        self.unmountable.remove(&id);
+        for disk in &pooled {
+            let path = self.dir.join(&disk.file);
+            if let Err(e) = blank(&path, disk.blocks) {
+                crate::log!(
+                    "aggr destroy: {} not blanked ({e}); aggr create blanks it before use",
+                    path.display()
+                );
+            }
+        }
+        for disk in &deleted {
+            let _ = std::fs::remove_file(self.dir.join(&disk.file));
+        }
+        self.publish_catalogue();
+        let names = |disks: &[DiskConfig]| {
+            disks
+                .iter()
+                .map(|d| d.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut message = format!("Aggregate '{name}' destroyed.");
+        if !pooled.is_empty() {
+            message += &format!(
+                " Its disks {} are blank spares in the node's pool (aggr create uses them first).",
+                names(&pooled)
+            );
+        }
+        if !deleted.is_empty() {
+            message += &format!(" Its failed disks {} were deleted.", names(&deleted));
+        }
+        crate::log!("{message}");
+        Ok(AdminReply::Done { message })
+    }
+
+    /// Answers the aggregate administrations the node has carried out.
+    pub(super) fn settle_pending(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        for one in pending {
+            if let Some(one) = self.settle_one(one) {
+                self.pending.push(one);
+            }
+        }
+    }
+
+    fn settle_one(&mut self, pending: Pending) -> Option<Pending> {
+        match pending {
+            Pending::Create {
+                id,
+                config,
+                from_pool,
+                made,
+                reply,
+            } => match self.node_state(id) {
+                Some(AggrState::Online) => {
+                    let name = config.aggregate.clone();
+                    let before = self.config.clone();
+                    self.config
+                        .spare_pool
+                        .retain(|d| !from_pool.contains(&d.name));
+                    self.config.aggregates.push(config);
+                    self.config.aggregates.sort_by_key(|a| a.id);
+                    let answer = match self.config.save(&self.dir) {
+                        Ok(()) => {
+                            let filer = self.node.aggregate(id).expect("online");
+                            self.watches.insert(id, super::watch::Watch::of(filer));
+                            self.states.insert(id, AggrState::Online);
+                            let message = format!("Creation of aggregate '{name}' has completed.");
+                            crate::log!("{message}");
+                            AdminResponse::Ok(AdminReply::Done { message })
+                        }
+                        Err(e) => {
+                            // Not named: the next start does not know it;
+                            // this run takes it out of service.
+                            self.config = before;
+                            let now = self.clock.now();
+                            let _ = self.node.offline_aggregate(now, id);
+                            AdminResponse::Error(refuse(
+                                AdminErrorKind::Io,
+                                format!(
+                                    "aggr create: aggregate '{name}' is formatted but the \
+                                     configuration cannot be saved: {e}"
+                                ),
+                            ))
+                        }
+                    };
+                    self.publish_catalogue();
+                    let _ = reply.send(answer);
+                    None
+                }
+                Some(AggrState::Failed(_)) if self.io_aggregates.values().any(|a| *a == id) => {
+                    // Its I/Os out must come back before it leaves the node.
+                    Some(Pending::Create {
+                        id,
+                        config,
+                        from_pool,
+                        made,
+                        reply,
+                    })
+                }
+                Some(AggrState::Failed(reason)) => {
+                    let _ = self.node.destroy_aggregate(id);
+                    self.devices.disks.remove(&id);
+                    remove_files(&made);
+                    let _ = reply.send(AdminResponse::Error(invalid(format!(
+                        "aggr create: aggregate '{}' could not be formatted: {reason}",
+                        config.aggregate
+                    ))));
+                    None
+                }
+                _ => Some(Pending::Create {
+                    id,
+                    config,
+                    from_pool,
+                    made,
+                    reply,
+                }),
+            },
+            Pending::Offline { id, reply } => match self.node_state(id) {
+                Some(AggrState::Offline) => {
+                    let answer = self.record_offline(id, true);
+                    let name = self.aggr_name(id);
+                    // Published before the answer: a client told it is
+                    // offline finds its exports so.
+                    self.publish_catalogue();
+                    let _ = reply.send(answer.map_or_else(AdminResponse::Error, |()| {
+                        let message = format!("Aggregate '{name}' is now offline.");
+                        crate::log!("{message}");
+                        AdminResponse::Ok(AdminReply::Done { message })
+                    }));
+                    None
+                }
+                Some(AggrState::GoingOffline) => Some(Pending::Offline { id, reply }),
+                _ => {
+                    let (state, reason) = self.aggregate_state(id);
+                    let _ = reply.send(AdminResponse::Error(invalid(format!(
+                        "aggr offline: aggregate '{}' is {state}{}",
+                        self.aggr_name(id),
+                        reason.map_or_else(String::new, |r| format!(": {r}"))
+                    ))));
+                    None
+                }
+            },
+            Pending::Online { id, reply } => match self.node_state(id) {
+                Some(AggrState::Online) => {
+                    let answer = self.record_offline(id, false);
+                    let name = self.aggr_name(id);
+                    if let Some(filer) = self.node.aggregate(id) {
+                        self.watches.insert(id, super::watch::Watch::of(filer));
+                    }
+                    self.states.insert(id, AggrState::Online);
+                    // Published before the answer: a client told it is
+                    // online finds its exports so.
+                    self.publish_catalogue();
+                    let _ = reply.send(answer.map_or_else(AdminResponse::Error, |()| {
+                        let message = format!("Aggregate '{name}' is now online.");
+                        crate::log!("{message}");
+                        AdminResponse::Ok(AdminReply::Done { message })
+                    }));
+                    None
+                }
+                Some(AggrState::Mounting) => Some(Pending::Online { id, reply }),
+                _ => {
+                    let (state, reason) = self.aggregate_state(id);
+                    let _ = reply.send(AdminResponse::Error(invalid(format!(
+                        "aggr online: aggregate '{}' is {state}{}",
+                        self.aggr_name(id),
+                        reason.map_or_else(String::new, |r| format!(": {r}"))
+                    ))));
+                    None
+                }
+            },
+        }
+    }
+
+    /// Records aggregate `id` offline (or online) in the configuration.
+    fn record_offline(&mut self, id: AggrId, offline: bool) -> Result<(), AdminError> {
+        let before = self.config.clone();
+        if let Some(aggr) = self.config.aggr_mut(id.0) {
+            aggr.offline = offline;
+        }
+        self.config.save(&self.dir).map_err(|e| {
+            self.config = before;
+            refuse(
+                AdminErrorKind::Io,
+                format!("the configuration cannot be saved: {e}"),
+            )
+        })
+    }
+}
+
+/// Makes the disk file at `path` blank: truncated to nothing and extended
+/// again (sparse), synced; returns it open.
+fn blank(path: &std::path::Path, blocks: u64) -> std::io::Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    file.set_len(0)?;
+    file.set_len(blocks * crate::config::SECTOR_BYTES)?;
+    file.sync_all()?;
+    Ok(file)
+}
+
+fn remove_files(paths: &[PathBuf]) {
+    for path in paths {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disks_fill_groups_of_the_raid_size_in_order() {
+        assert_eq!(group_sizes(RaidType::RaidDp, 16, 5), Ok(vec![5]));
+        assert_eq!(group_sizes(RaidType::RaidDp, 4, 11), Ok(vec![4, 4, 3]));
+        assert!(
+            group_sizes(RaidType::RaidDp, 4, 10).is_err(),
+            "a group of 2"
+        );
+        assert_eq!(group_sizes(RaidType::Raid4, 3, 6), Ok(vec![3, 3]));
+        assert!(group_sizes(RaidType::RaidDp, 2, 6).is_err());
+        assert!(group_sizes(RaidType::RaidDp, 16, 2).is_err());
+    }
+}
