@@ -448,9 +448,14 @@ impl<P: Payload> Node<P> {
     /// names; a flush goes to every aggregate. A volume is created with
     /// [`Node::submit_to`].
     pub fn submit(&mut self, now: Instant, request: HostRequest) -> Result<RequestId, Busy> {
+        let mut request = request;
         let target = match &request {
             HostRequest::Flush => None,
-            other => Some(request_volume(other).map_or(AggrId(u32::MAX), |v| split_volume(v).0)),
+            _ => Some(
+                request
+                    .volume_mut()
+                    .map_or(AggrId(u32::MAX), |v| split_volume(*v).0),
+            ),
         };
         self.submit_routed(now, target, request)
     }
@@ -516,14 +521,23 @@ impl<P: Payload> Node<P> {
     }
 
     /// Passes request `id` on to `aggregate`, or answers it with why not.
-    fn pass(&mut self, id: RequestId, aggregate: AggrId, request: HostRequest) -> Result<(), Busy> {
-        if let Err(error) = self.admits(aggregate, &request) {
+    fn pass(
+        &mut self,
+        id: RequestId,
+        aggregate: AggrId,
+        mut request: HostRequest,
+    ) -> Result<(), Busy> {
+        let named = request.volume_mut().map(|v| *v);
+        if let Err(error) = self.admits(aggregate, named, &request) {
             self.answer(id, Err(error));
             return Ok(());
         }
-        let local = localize(request);
+        // The aggregate knows its volumes by its own ids.
+        if let Some(volume) = request.volume_mut() {
+            *volume = split_volume(*volume).1;
+        }
         let now = self.now;
-        let part = self.engine_mut(aggregate).submit(now, local)?;
+        let part = self.engine_mut(aggregate).submit(now, request)?;
         self.passed.insert((aggregate, part), Passed::One(id));
         self.settle(aggregate);
         Ok(())
@@ -532,7 +546,12 @@ impl<P: Payload> Node<P> {
     /// Whether aggregate `aggregate` can take `request`: it exists and
     /// serves, the volume named is its own, a new volume's name is free
     /// node-wide.
-    fn admits(&self, aggregate: AggrId, request: &HostRequest) -> Result<(), HostError> {
+    fn admits(
+        &self,
+        aggregate: AggrId,
+        volume: Option<VolumeId>,
+        request: &HostRequest,
+    ) -> Result<(), HostError> {
         let member = self
             .members
             .get(&aggregate)
@@ -544,7 +563,7 @@ impl<P: Payload> Node<P> {
                 member.state_word()
             )));
         }
-        if request_volume(request).is_some_and(|v| split_volume(v).0 != aggregate) {
+        if volume.is_some_and(|v| split_volume(v).0 != aggregate) {
             return Err(HostError::NotFound("volume in that aggregate"));
         }
         if let HostRequest::Change(Change::CreateVolume { name, .. }) = request {
@@ -1048,138 +1067,6 @@ fn global_lun(aggregate: AggrId, lun: LunId) -> LunId {
     LunId {
         volume: global_volume(aggregate, lun.volume),
         file: lun.file,
-    }
-}
-
-fn local_lun(lun: LunId) -> LunId {
-    LunId {
-        volume: split_volume(lun.volume).1,
-        file: lun.file,
-    }
-}
-
-/// The volume a request names, if it names one.
-fn request_volume(request: &HostRequest) -> Option<VolumeId> {
-    match request {
-        HostRequest::Read { lun, .. }
-        | HostRequest::ReadSnapshot { lun, .. }
-        | HostRequest::ReallocateMeasure { lun }
-        | HostRequest::ReallocateStart { lun } => Some(lun.volume),
-        HostRequest::Flush => None,
-        HostRequest::Change(change) => change_volume(change),
-    }
-}
-
-fn change_volume(change: &Change) -> Option<VolumeId> {
-    match change {
-        Change::Write { lun, .. }
-        | Change::Trim { lun, .. }
-        | Change::ResizeLun { lun, .. }
-        | Change::DestroyLun { lun } => Some(lun.volume),
-        Change::CreateVolume { .. } => None,
-        Change::CreateLun { volume, .. }
-        | Change::SetCachePolicy { volume, .. }
-        | Change::SetReadRealloc { volume, .. }
-        | Change::CreateSnapshot { volume, .. }
-        | Change::DeleteSnapshot { volume, .. }
-        | Change::RestoreSnapshot { volume, .. }
-        | Change::SetSnapReserve { volume, .. } => Some(*volume),
-    }
-}
-
-/// The request with the aggregate's own volume ids.
-fn localize(request: HostRequest) -> HostRequest {
-    let local = |volume: VolumeId| split_volume(volume).1;
-    match request {
-        HostRequest::Read {
-            lun,
-            offset,
-            length,
-        } => HostRequest::Read {
-            lun: local_lun(lun),
-            offset,
-            length,
-        },
-        HostRequest::ReadSnapshot {
-            lun,
-            snapshot,
-            offset,
-            length,
-        } => HostRequest::ReadSnapshot {
-            lun: local_lun(lun),
-            snapshot,
-            offset,
-            length,
-        },
-        HostRequest::ReallocateMeasure { lun } => HostRequest::ReallocateMeasure {
-            lun: local_lun(lun),
-        },
-        HostRequest::ReallocateStart { lun } => HostRequest::ReallocateStart {
-            lun: local_lun(lun),
-        },
-        HostRequest::Flush => HostRequest::Flush,
-        HostRequest::Change(change) => HostRequest::Change(localize_change(change, local)),
-    }
-}
-
-fn localize_change(change: Change, local: impl Fn(VolumeId) -> VolumeId) -> Change {
-    match change {
-        Change::Write { lun, offset, data } => Change::Write {
-            lun: local_lun(lun),
-            offset,
-            data,
-        },
-        Change::Trim {
-            lun,
-            offset,
-            length,
-        } => Change::Trim {
-            lun: local_lun(lun),
-            offset,
-            length,
-        },
-        Change::ResizeLun { lun, size_bytes } => Change::ResizeLun {
-            lun: local_lun(lun),
-            size_bytes,
-        },
-        Change::DestroyLun { lun } => Change::DestroyLun {
-            lun: local_lun(lun),
-        },
-        Change::CreateVolume { name, size_bytes } => Change::CreateVolume { name, size_bytes },
-        Change::CreateLun {
-            volume,
-            name,
-            size_bytes,
-        } => Change::CreateLun {
-            volume: local(volume),
-            name,
-            size_bytes,
-        },
-        Change::SetCachePolicy { volume, policy } => Change::SetCachePolicy {
-            volume: local(volume),
-            policy,
-        },
-        Change::SetReadRealloc { volume, enabled } => Change::SetReadRealloc {
-            volume: local(volume),
-            enabled,
-        },
-        Change::CreateSnapshot { volume, name } => Change::CreateSnapshot {
-            volume: local(volume),
-            name,
-        },
-        Change::DeleteSnapshot { volume, name } => Change::DeleteSnapshot {
-            volume: local(volume),
-            name,
-        },
-        Change::RestoreSnapshot { volume, name, lun } => Change::RestoreSnapshot {
-            volume: local(volume),
-            name,
-            lun,
-        },
-        Change::SetSnapReserve { volume, percent } => Change::SetSnapReserve {
-            volume: local(volume),
-            percent,
-        },
     }
 }
 

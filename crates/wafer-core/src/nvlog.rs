@@ -149,6 +149,27 @@ pub enum LoggedOp {
     },
 }
 
+impl Change {
+    /// The volume the change is to, if it names one (a new volume's does not
+    /// exist yet): a node rewrites it between its ids and an aggregate's.
+    pub fn volume_mut(&mut self) -> Option<&mut VolumeId> {
+        match self {
+            Change::Write { lun, .. }
+            | Change::Trim { lun, .. }
+            | Change::ResizeLun { lun, .. }
+            | Change::DestroyLun { lun } => Some(&mut lun.volume),
+            Change::CreateVolume { .. } => None,
+            Change::CreateLun { volume, .. }
+            | Change::SetCachePolicy { volume, .. }
+            | Change::SetReadRealloc { volume, .. }
+            | Change::CreateSnapshot { volume, .. }
+            | Change::DeleteSnapshot { volume, .. }
+            | Change::RestoreSnapshot { volume, .. }
+            | Change::SetSnapReserve { volume, .. } => Some(volume),
+        }
+    }
+}
+
 /// One log record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NvRecord {

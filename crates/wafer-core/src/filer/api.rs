@@ -71,6 +71,21 @@ pub enum HostRequest {
     },
 }
 
+impl HostRequest {
+    /// The volume the request names, if it names one (a flush and a new
+    /// volume do not).
+    pub fn volume_mut(&mut self) -> Option<&mut VolumeId> {
+        match self {
+            HostRequest::Read { lun, .. }
+            | HostRequest::ReadSnapshot { lun, .. }
+            | HostRequest::ReallocateMeasure { lun }
+            | HostRequest::ReallocateStart { lun } => Some(&mut lun.volume),
+            HostRequest::Flush => None,
+            HostRequest::Change(change) => change.volume_mut(),
+        }
+    }
+}
+
 /// A successful reply's content. `D` is what a read gives back: bytes for a
 /// byte filer, stamps for a stamp filer ([`Payload::ReadData`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
