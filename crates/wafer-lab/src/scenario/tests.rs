@@ -76,8 +76,8 @@ fn a_scenario_parses_into_specs_and_workloads() {
     let ArraySpec::Wafer(wafer) = &scenario.arrays[0].spec else {
         panic!("the first array is wafer");
     };
-    assert_eq!(wafer.raid_type, RaidType::RaidDp);
-    assert_eq!(wafer.group_sizes(), vec![16, 4]);
+    assert_eq!(wafer.aggregates[0].raid_type, RaidType::RaidDp);
+    assert_eq!(wafer.aggregates[0].group_sizes(), vec![16, 4]);
     assert_eq!(wafer.cache_mib, None, "absent: the engine's default");
     assert_eq!(wafer.controller, None, "absent: an infinitely fast one");
     let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
