@@ -20,11 +20,18 @@
 //!   `stripe_width` (data chunks per stripe, default `disks - 1`),
 //!   `lun_<unit>`, `cache_mib` (absent: no write-back cache),
 //!   `cache_latency_us`.
-//! - `[[array]] kind = "wafer"`: `name`, `drive`, `raid_type` (`raid_dp` or
-//!   `raid4`), `raid_size`, `disks`, `volume_<unit>`, `lun_<unit>`, and
-//!   `cache_mib` (the buffer cache for data and indirect blocks; absent: the
-//!   engine's default). The lab checks these and hands them to the driver,
-//!   which builds the filer.
+//! - `[[array]] kind = "wafer"`: a node of one or more aggregates. `name`,
+//!   `cache_mib` (each aggregate's buffer cache for data and indirect
+//!   blocks; absent: the engine's default), and either one aggregate's keys,
+//!   `drive`, `raid_type` (`raid_dp` or `raid4`), `raid_size` and `disks`
+//!   (the aggregate `aggr0`), or `[[array.aggregate]]` tables with `name`
+//!   and those four keys each (at most 16). Volumes and LUNs: either
+//!   `volume_<unit>` and `lun_<unit>` (`vol0` on the first aggregate holding
+//!   `lun0`), or `[[array.volume]]` tables (`name`, `aggregate`: its name,
+//!   needed with several, `size_<unit>`) and `[[array.lun]]` tables (`name`,
+//!   `volume`, needed with several, `size_<unit>`). The workload addresses
+//!   the LUNs end to end, in the order listed. The lab checks these and
+//!   hands them to the driver, which builds the node.
 //!
 //! Either kind may name a `controller` of `controllers.toml`, whose time per
 //! disk command then limits the array (absent: an infinitely fast one).
