@@ -38,8 +38,8 @@ use std::collections::{BTreeMap, VecDeque};
 use thiserror::Error;
 use wafer_core::aggregate::{Layout, Slot};
 use wafer_core::filer::{
-    Change, Counters, DiskCounters, HostError, HostRequest, IoId, IoOp, IoResult, Options, Reply, ReplyData,
-    RequestId, Sector,
+    Change, Counters, DiskCounters, HostError, HostRequest, IoId, IoOp, IoResult, Options, Reply,
+    ReplyData, RequestId, Sector,
 };
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::node::{AggrState, Node, NodeIo};
@@ -340,7 +340,10 @@ impl WaferArray {
                     what: format!("aggregate {}", aggregate.name),
                     reason: error.to_string(),
                 })?;
-            assert_eq!(id.0 as usize, index, "a new node numbers its aggregates in order");
+            assert_eq!(
+                id.0 as usize, index,
+                "a new node numbers its aggregates in order"
+            );
         }
         array.drain();
         array.run_while(|a| {
@@ -568,9 +571,7 @@ impl WaferArray {
             IoOp::NvlogReset { .. } => (Op::Write, 0, 1, Pending::Nvram { io }, None),
             // A lab aggregate has no spares.
             IoOp::AssignSpare { .. } => {
-                return self
-                    .node
-                    .handle_io_done(self.now, io, IoResult::DiskFailed);
+                return self.node.handle_io_done(self.now, io, IoResult::DiskFailed);
             }
         };
         let request = DeviceRequest {
@@ -633,7 +634,11 @@ impl WaferArray {
         };
         if finished == self.now {
             self.answered.push(answer);
-        } else if self.from_memory.back().is_none_or(|(at, _)| *at <= finished) {
+        } else if self
+            .from_memory
+            .back()
+            .is_none_or(|(at, _)| *at <= finished)
+        {
             self.from_memory.push_back((finished, answer));
         } else {
             // Only a split I/O's answer can fall before one already queued.
@@ -807,8 +812,8 @@ impl Array for WaferArray {
                 self.call(None, HostRequest::ReallocateStart { lun: lun.lun })
                     .expect("the LUN exists");
                 let aggregate = wafer_core::node::split_volume(lun.lun.volume).0;
-                while let Some((_, done, _)) = (self.node.aggregate(aggregate))
-                    .and_then(|filer| filer.realloc_status())
+                while let Some((_, done, _)) =
+                    (self.node.aggregate(aggregate)).and_then(|filer| filer.realloc_status())
                 {
                     let reached = lun.start + (done * BLOCK_SIZE as u64).min(lun.bytes);
                     let passed = plan
@@ -918,7 +923,8 @@ impl Array for WaferArray {
             back_to_back_waits: self.node.counters().log_waits,
             ..EngineStats::default()
         };
-        let filers = (0..self.disk_base.len()).filter_map(|id| self.node.aggregate(AggrId(id as u32)));
+        let filers =
+            (0..self.disk_base.len()).filter_map(|id| self.node.aggregate(AggrId(id as u32)));
         for filer in filers {
             add_counters(&mut stats, filer.counters());
         }

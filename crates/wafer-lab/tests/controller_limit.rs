@@ -12,7 +12,9 @@ use wafer_lab::controller::ControllerSpec;
 use wafer_lab::report::ArrayReport;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
-use wafer_lab::{Array, InPlaceArray, InPlaceSpec, RunOptions, AggregateSpec, WaferArray, WaferSpec, run};
+use wafer_lab::{
+    AggregateSpec, Array, InPlaceArray, InPlaceSpec, RunOptions, WaferArray, WaferSpec, run,
+};
 use wafer_raid::RaidType;
 
 fn controller(per_command_us: u64) -> ControllerSpec {

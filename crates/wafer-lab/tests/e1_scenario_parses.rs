@@ -56,7 +56,12 @@ fn the_e1_scenario_parses_as_published() {
         panic!("one aggregate");
     };
     assert_eq!(
-        (aggr.drive.as_str(), aggr.raid_type, aggr.raid_size, aggr.disks),
+        (
+            aggr.drive.as_str(),
+            aggr.raid_type,
+            aggr.raid_size,
+            aggr.disks
+        ),
         ("fc15k-144g", RaidType::RaidDp, 20, 20)
     );
     assert_eq!(

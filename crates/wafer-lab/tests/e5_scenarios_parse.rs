@@ -19,7 +19,12 @@ fn random_percent_of(text: &str) -> u32 {
     };
     let aggr = &filer.aggregates[0];
     assert_eq!(
-        (aggr.drive.as_str(), aggr.raid_type, aggr.raid_size, aggr.disks),
+        (
+            aggr.drive.as_str(),
+            aggr.raid_type,
+            aggr.raid_size,
+            aggr.disks
+        ),
         ("fc15k-144g", RaidType::RaidDp, 18, 18),
         "16 data disks of 15K in one RAID-DP group"
     );

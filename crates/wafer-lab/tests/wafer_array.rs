@@ -6,7 +6,7 @@ use wafer_core::units::Duration;
 use wafer_devices::params::Catalog;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
-use wafer_lab::{Array, Progress, RunOptions, AggregateSpec, WaferArray, WaferSpec, run};
+use wafer_lab::{AggregateSpec, Array, Progress, RunOptions, WaferArray, WaferSpec, run};
 use wafer_raid::RaidType;
 
 fn array(cache_mib: Option<u32>) -> Box<dyn Array> {
@@ -18,7 +18,7 @@ fn array(cache_mib: Option<u32>) -> Box<dyn Array> {
         disks: 8,
     };
     let spec = WaferSpec {
-        cache_mib: cache_mib,
+        cache_mib,
         controller: None,
         ..WaferSpec::single("wafer", aggregate, 3 << 30, 2 << 30)
     };

@@ -133,12 +133,21 @@ mod tests {
             name: name.into(),
             ..DiskStats::default()
         };
-        let disks = ["aggr0/rg0.d00", "aggr0/rg0.d01", "aggr0/rg1.d00", "aggr1/rg0.d00"];
+        let disks = [
+            "aggr0/rg0.d00",
+            "aggr0/rg0.d01",
+            "aggr0/rg1.d00",
+            "aggr1/rg0.d00",
+        ];
         let text = table("node", &disks.map(several), 1_000_000_000);
         let headings: Vec<&str> = text.lines().filter(|l| l.starts_with('/')).collect();
         assert_eq!(
             headings,
-            ["/aggr0/plex0/rg0:", "/aggr0/plex0/rg1:", "/aggr1/plex0/rg0:"],
+            [
+                "/aggr0/plex0/rg0:",
+                "/aggr0/plex0/rg1:",
+                "/aggr1/plex0/rg0:"
+            ],
             "several aggregates' disks go under ONTAP's RAID group headings"
         );
         assert!(text.lines().any(|l| l.starts_with("rg1.d00 ")), "{text}");

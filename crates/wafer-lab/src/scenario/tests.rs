@@ -380,7 +380,10 @@ fn aggregate_volume_and_lun_tables_are_checked_by_field() {
         "array[0].aggregate[1].raid_size"
     );
     assert_eq!(
-        error("size_gib = 100\n\n[[array.lun]]", "size_gib = 1000\n\n[[array.lun]]"),
+        error(
+            "size_gib = 100\n\n[[array.lun]]",
+            "size_gib = 1000\n\n[[array.lun]]"
+        ),
         "array[0].volume[1].size_gib",
         "the SSD aggregate's 3 data disks hold under 1000 GiB"
     );
@@ -395,7 +398,10 @@ fn aggregate_volume_and_lun_tables_are_checked_by_field() {
         "with two volumes a LUN names its own"
     );
     assert_eq!(
-        error("name = \"filer\"\nkind = \"wafer\"\n", "name = \"filer\"\nkind = \"wafer\"\nlun_gib = 1\n"),
+        error(
+            "name = \"filer\"\nkind = \"wafer\"\n",
+            "name = \"filer\"\nkind = \"wafer\"\nlun_gib = 1\n"
+        ),
         "array[0].lun_gib"
     );
 }
