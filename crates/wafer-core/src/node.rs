@@ -42,6 +42,7 @@ use crate::filer::{
     Busy, Change, CpReason, Filer, GrowError, HostError, HostRequest, Io, IoId, IoOp, IoResult,
     Options, Reply, ReplyData, RequestId,
 };
+use crate::fixed_map::FixedMap;
 use crate::format::NAME_MAX;
 use crate::nvlog::{LoggedOp, LunId, NvRecord};
 use crate::payload::{Bytes, Payload};
@@ -244,7 +245,7 @@ pub struct Node<P: Payload = Bytes> {
     /// A node CP is due: some aggregate started a CP.
     cp_due: Option<CpReason>,
     io_out: VecDeque<NodeIo<P>>,
-    routes: BTreeMap<IoId, Route>,
+    routes: FixedMap<IoId, Route>,
     next_io: u64,
     passed: BTreeMap<(AggrId, RequestId), Passed>,
     /// Node-wide flushes, with the aggregates' parts still out.
@@ -265,7 +266,7 @@ impl<P: Payload> Node<P> {
             members: BTreeMap::new(),
             cp_due: None,
             io_out: VecDeque::new(),
-            routes: BTreeMap::new(),
+            routes: FixedMap::default(),
             next_io: 0,
             passed: BTreeMap::new(),
             flushes: BTreeMap::new(),
@@ -355,8 +356,13 @@ impl<P: Payload> Node<P> {
             return Err(member.wrong_state("it must be offline first"));
         }
         let member = self.members.remove(&id).expect("looked up");
-        self.routes
-            .retain(|_, route| !matches!(route, Route::Aggregate(a, _) if *a == id));
+        let theirs: Vec<IoId> = (self.routes.iter())
+            .filter(|(_, route)| matches!(route, Route::Aggregate(a, _) if *a == id))
+            .map(|(io, _)| *io)
+            .collect();
+        for io in theirs {
+            self.routes.remove(&io);
+        }
         Ok(member.layout)
     }
 
@@ -616,8 +622,8 @@ impl<P: Payload> Node<P> {
     /// with it a node CP.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = now;
-        let ids: Vec<AggrId> = self.members.keys().copied().collect();
-        for id in ids {
+        let (ids, count) = self.member_ids();
+        for &id in &ids[..count] {
             if let Some(engine) = self.members.get_mut(&id).and_then(|m| m.engine.as_mut()) {
                 engine.handle_timeout(now);
                 self.settle(id);
@@ -654,8 +660,8 @@ impl<P: Payload> Node<P> {
             let before = (self.io_out.len(), self.log.active, self.log.waiting.len());
             self.run_node_cp();
             self.tend_log();
-            let ids: Vec<AggrId> = self.members.keys().copied().collect();
-            for id in ids {
+            let (ids, count) = self.member_ids();
+            for &id in &ids[..count] {
                 self.update_state(id);
                 self.drain(id);
             }
@@ -663,6 +669,16 @@ impl<P: Payload> Node<P> {
                 break;
             }
         }
+    }
+
+    /// Every aggregate's id, in order, without allocating: this runs after
+    /// every call into an engine.
+    fn member_ids(&self) -> ([AggrId; MAX_AGGREGATES], usize) {
+        let mut ids = [AggrId(0); MAX_AGGREGATES];
+        for (slot, id) in ids.iter_mut().zip(self.members.keys()) {
+            *slot = *id;
+        }
+        (ids, self.members.len())
     }
 
     /// Passes on an aggregate's I/Os and replies.
@@ -874,9 +890,8 @@ impl<P: Payload> Node<P> {
     /// running starts one, so that the half can be reset.
     fn start_cps_holding_up(&mut self, half: u8) {
         let now = self.now;
-        let live = self.log.live[usize::from(half)].clone();
-        for (id, generation) in live {
-            let Some(engine) = self.members.get_mut(&id).and_then(|m| m.engine.as_mut()) else {
+        for (id, &generation) in &self.log.live[usize::from(half)] {
+            let Some(engine) = self.members.get_mut(id).and_then(|m| m.engine.as_mut()) else {
                 continue;
             };
             if engine.committed_cp() < generation && !engine.cp_running() {
@@ -889,7 +904,9 @@ impl<P: Payload> Node<P> {
     /// has mounted, failed once it cannot go on, offline once a requested
     /// offline has committed everything.
     fn update_state(&mut self, id: AggrId) {
-        let quiescent = self.members[&id].engine.is_some() && self.quiescent(id);
+        let quiescent = self.members[&id].state == AggrState::GoingOffline
+            && self.members[&id].engine.is_some()
+            && self.quiescent(id);
         let member = self.members.get_mut(&id).expect("a member");
         let Some(engine) = member.engine.as_ref() else {
             return;
@@ -935,8 +952,8 @@ impl<P: Payload> Node<P> {
         let busy = engine.cp_running() || engine.has_uncommitted();
         let io_out = self
             .routes
-            .values()
-            .any(|route| matches!(route, Route::Aggregate(a, _) if *a == id));
+            .iter()
+            .any(|(_, route)| matches!(route, Route::Aggregate(a, _) if *a == id));
         let requests_out = self.passed.keys().any(|(a, _)| *a == id);
         let log_pinned = self.log.live.iter().any(|live| {
             live.get(&id)

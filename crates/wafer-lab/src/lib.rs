@@ -28,6 +28,8 @@ pub use array::{Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, Hos
 pub use inplace::{InPlaceArray, InPlaceSpec};
 pub use report::LabReport;
 pub use run::{Progress, RunError, RunOptions, run, run_each};
-pub use scenario::{ArraySpec, Scenario, ScenarioError, WaferSpec};
+pub use scenario::{
+    AggregateSpec, ArraySpec, LunSpec, Scenario, ScenarioError, VolumeSpec, WaferSpec,
+};
 pub use wafer::{WaferArray, WaferArrayError};
 pub use workload::Workload;

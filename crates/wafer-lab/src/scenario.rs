@@ -20,11 +20,18 @@
 //!   `stripe_width` (data chunks per stripe, default `disks - 1`),
 //!   `lun_<unit>`, `cache_mib` (absent: no write-back cache),
 //!   `cache_latency_us`.
-//! - `[[array]] kind = "wafer"`: `name`, `drive`, `raid_type` (`raid_dp` or
-//!   `raid4`), `raid_size`, `disks`, `volume_<unit>`, `lun_<unit>`, and
-//!   `cache_mib` (the buffer cache for data and indirect blocks; absent: the
-//!   engine's default). The lab checks these and hands them to the driver,
-//!   which builds the filer.
+//! - `[[array]] kind = "wafer"`: a node of one or more aggregates. `name`,
+//!   `cache_mib` (each aggregate's buffer cache for data and indirect
+//!   blocks; absent: the engine's default), and either one aggregate's keys,
+//!   `drive`, `raid_type` (`raid_dp` or `raid4`), `raid_size` and `disks`
+//!   (the aggregate `aggr0`), or `[[array.aggregate]]` tables with `name`
+//!   and those four keys each (at most 16). Volumes and LUNs: either
+//!   `volume_<unit>` and `lun_<unit>` (`vol0` on the first aggregate holding
+//!   `lun0`), or `[[array.volume]]` tables (`name`, `aggregate`: its name,
+//!   needed with several, `size_<unit>`) and `[[array.lun]]` tables (`name`,
+//!   `volume`, needed with several, `size_<unit>`). The workload addresses
+//!   the LUNs end to end, in the order listed. The lab checks these and
+//!   hands them to the driver, which builds the node.
 //!
 //! Either kind may name a `controller` of `controllers.toml`, whose time per
 //! disk command then limits the array (absent: an infinitely fast one).
@@ -101,10 +108,30 @@ impl ArraySpec {
     }
 }
 
-/// A wafer array: one aggregate of RAID groups, one volume, one LUN.
+/// A wafer array: a node serving one or more aggregates of RAID groups,
+/// with volumes and LUNs on them. The workload addresses the LUNs laid end
+/// to end, in order, as one disk.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaferSpec {
     /// The array's name in reports.
+    pub name: String,
+    /// The aggregates, in order (the node's aggregate ids 0, 1, ...).
+    pub aggregates: Vec<AggregateSpec>,
+    /// The flexible volumes, in order.
+    pub volumes: Vec<VolumeSpec>,
+    /// The LUNs, in the order the workload addresses them.
+    pub luns: Vec<LunSpec>,
+    /// The buffer cache, in MiB, for data and indirect blocks alike, of
+    /// each aggregate (absent: the engine's default).
+    pub cache_mib: Option<u32>,
+    /// The controller in front of the disks (absent: infinitely fast).
+    pub controller: Option<ControllerSpec>,
+}
+
+/// One aggregate of a wafer array: RAID groups of one drive model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggregateSpec {
+    /// Its name (`aggr0` for the one a scenario declares without tables).
     pub name: String,
     /// The drive, by its name in the catalog.
     pub drive: String,
@@ -115,18 +142,65 @@ pub struct WaferSpec {
     /// Disks in the aggregate; groups fill to `raid_size`, the last may be
     /// smaller.
     pub disks: u32,
-    /// The flexible volume's size.
-    pub volume_bytes: u64,
-    /// The LUN's size.
-    pub lun_bytes: u64,
-    /// The buffer cache, in MiB, for data and indirect blocks alike
-    /// (absent: the engine's default).
-    pub cache_mib: Option<u32>,
-    /// The controller in front of the disks (absent: infinitely fast).
-    pub controller: Option<ControllerSpec>,
+}
+
+/// A flexible volume of a wafer array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VolumeSpec {
+    /// Its name, unique in the array.
+    pub name: String,
+    /// Its aggregate: an index into [`WaferSpec::aggregates`].
+    pub aggregate: usize,
+    /// Its size.
+    pub size_bytes: u64,
+}
+
+/// A LUN of a wafer array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LunSpec {
+    /// Its name, unique in its volume.
+    pub name: String,
+    /// Its volume: an index into [`WaferSpec::volumes`].
+    pub volume: usize,
+    /// Its size.
+    pub size_bytes: u64,
 }
 
 impl WaferSpec {
+    /// One aggregate (`aggr0`), one volume (`vol0`) on it and one LUN
+    /// (`lun0`) in that, no cache size and no controller: the array a
+    /// scenario declares without `aggregate`, `volume` or `lun` tables.
+    pub fn single(
+        name: &str,
+        aggregate: AggregateSpec,
+        volume_bytes: u64,
+        lun_bytes: u64,
+    ) -> WaferSpec {
+        WaferSpec {
+            name: name.to_string(),
+            aggregates: vec![aggregate],
+            volumes: vec![VolumeSpec {
+                name: "vol0".into(),
+                aggregate: 0,
+                size_bytes: volume_bytes,
+            }],
+            luns: vec![LunSpec {
+                name: "lun0".into(),
+                volume: 0,
+                size_bytes: lun_bytes,
+            }],
+            cache_mib: None,
+            controller: None,
+        }
+    }
+
+    /// The bytes the workload addresses: every LUN's, end to end.
+    pub fn lun_bytes(&self) -> u64 {
+        self.luns.iter().map(|lun| lun.size_bytes).sum()
+    }
+}
+
+impl AggregateSpec {
     /// Disks in each RAID group, in order.
     pub fn group_sizes(&self) -> Vec<u32> {
         let full = self.disks / self.raid_size;
@@ -531,16 +605,67 @@ fn parse_wafer(
     name: String,
     catalog: &Catalog,
 ) -> Result<WaferSpec, ScenarioError> {
-    let drive = fields.required_string("drive")?.to_string();
-    let disk_bytes = match catalog.get(&drive) {
-        Some(Drive::Nvram(_)) | None => {
-            return Err(fields.invalid(
-                "drive",
-                format!("`{drive}` is not a disk or SSD of the catalog"),
-            ));
+    let aggregate_tables = fields.tables("aggregate")?;
+    let aggregates = match aggregate_tables.is_empty() {
+        true => vec![parse_aggregate(fields, "aggr0".into(), catalog)?],
+        false => {
+            const OWN_KEYS: [&str; 4] = ["drive", "raid_type", "raid_size", "disks"];
+            if let Some(key) = OWN_KEYS.iter().find(|key| fields.has(key)) {
+                return Err(fields.invalid(
+                    key,
+                    "give `aggregate` tables or one aggregate's keys, not both",
+                ));
+            }
+            if aggregate_tables.len() > wafer_core::node::MAX_AGGREGATES {
+                let reason = format!(
+                    "{} aggregates; a node serves at most {}",
+                    aggregate_tables.len(),
+                    wafer_core::node::MAX_AGGREGATES
+                );
+                return Err(fields.invalid("aggregate", reason));
+            }
+            let mut aggregates: Vec<AggregateSpec> = Vec::new();
+            for (index, table) in aggregate_tables.iter().enumerate() {
+                let mut inner = Fields::new(table, &fields.name(&format!("aggregate[{index}]")));
+                let name = inner.required_string("name")?.to_string();
+                if aggregates.iter().any(|a| a.name == name) {
+                    return Err(inner.invalid("name", format!("`{name}` names two aggregates")));
+                }
+                aggregates.push(parse_aggregate(&mut inner, name, catalog)?);
+                inner.finish()?;
+            }
+            aggregates
         }
-        Some(found) => found.device().capacity_blocks() * BLOCK_BYTES,
     };
+    let (volumes, luns) = parse_volumes_and_luns(fields, &aggregates, catalog)?;
+    let spec = WaferSpec {
+        name,
+        aggregates,
+        volumes,
+        luns,
+        cache_mib: fields.count("cache_mib")?,
+        controller: parse_controller(fields)?,
+    };
+    if spec.cache_mib == Some(0) {
+        return Err(fields.invalid("cache_mib", "a buffer cache of at least 1 MiB"));
+    }
+    Ok(spec)
+}
+
+/// One aggregate's keys (`drive`, `raid_type`, `raid_size`, `disks`),
+/// checked against ONTAP's `raidsize` limits.
+fn parse_aggregate(
+    fields: &mut Fields,
+    name: String,
+    catalog: &Catalog,
+) -> Result<AggregateSpec, ScenarioError> {
+    let drive = fields.required_string("drive")?.to_string();
+    if matches!(catalog.get(&drive), Some(Drive::Nvram(_)) | None) {
+        return Err(fields.invalid(
+            "drive",
+            format!("`{drive}` is not a disk or SSD of the catalog"),
+        ));
+    }
     let raid_type = match fields.required_string("raid_type")? {
         "raid_dp" => RaidType::RaidDp,
         "raid4" => RaidType::Raid4,
@@ -551,27 +676,13 @@ fn parse_wafer(
             ));
         }
     };
-    let spec = WaferSpec {
+    let spec = AggregateSpec {
         name,
         drive,
         raid_type,
         raid_size: fields.required_count("raid_size")?,
         disks: fields.required_count("disks")?,
-        volume_bytes: fields.required_size("volume")?,
-        lun_bytes: fields.required_size("lun")?,
-        cache_mib: fields.count("cache_mib")?,
-        controller: parse_controller(fields)?,
     };
-    if spec.cache_mib == Some(0) {
-        return Err(fields.invalid("cache_mib", "a buffer cache of at least 1 MiB"));
-    }
-    check_wafer(fields, &spec, disk_bytes)?;
-    Ok(spec)
-}
-
-/// Checks group sizes against ONTAP's `raidsize` limits and that the LUN fits
-/// the volume and the volume the aggregate's data disks.
-fn check_wafer(fields: &Fields, spec: &WaferSpec, disk_bytes: u64) -> Result<(), ScenarioError> {
     let limits = spec.raid_type.group_size_limits();
     let (least, most) = (u32::from(*limits.start()), u32::from(*limits.end()));
     if !(least..=most).contains(&spec.raid_size) {
@@ -581,8 +692,7 @@ fn check_wafer(fields: &Fields, spec: &WaferSpec, disk_bytes: u64) -> Result<(),
         );
         return Err(fields.invalid("raid_size", reason));
     }
-    let groups = spec.group_sizes();
-    match groups.last() {
+    match spec.group_sizes().last() {
         None => return Err(fields.invalid("disks", "an aggregate needs disks")),
         Some(&last) if last < least => {
             let reason = format!(
@@ -593,24 +703,133 @@ fn check_wafer(fields: &Fields, spec: &WaferSpec, disk_bytes: u64) -> Result<(),
         }
         Some(_) => {}
     }
-    let parity = u32::from(spec.raid_type.parity_disks());
-    let data_disks: u64 = groups.iter().map(|&size| u64::from(size - parity)).sum();
-    let data_bytes = data_disks * disk_bytes;
-    if spec.volume_bytes == 0 || spec.volume_bytes > data_bytes {
-        let reason = format!(
-            "{} bytes; the aggregate's {data_disks} data disks hold {data_bytes}",
-            spec.volume_bytes
-        );
-        return Err(fields.invalid("volume", reason));
+    Ok(spec)
+}
+
+/// The bytes an aggregate's data disks hold.
+fn aggregate_data_bytes(aggregate: &AggregateSpec, catalog: &Catalog) -> (u64, u64) {
+    let disk_bytes = catalog
+        .get(&aggregate.drive)
+        .map_or(0, |drive| drive.device().capacity_blocks() * BLOCK_BYTES);
+    let parity = u32::from(aggregate.raid_type.parity_disks());
+    let data_disks: u64 = (aggregate.group_sizes().iter())
+        .map(|&size| u64::from(size - parity))
+        .sum();
+    (data_disks, data_disks * disk_bytes)
+}
+
+/// The volumes and LUNs: `[[array.volume]]` and `[[array.lun]]` tables, or
+/// one volume (`volume_<unit>`) on the first aggregate holding one LUN
+/// (`lun_<unit>`). Each aggregate's volumes fit its data disks, each
+/// volume's LUNs the volume.
+fn parse_volumes_and_luns(
+    fields: &mut Fields,
+    aggregates: &[AggregateSpec],
+    catalog: &Catalog,
+) -> Result<(Vec<VolumeSpec>, Vec<LunSpec>), ScenarioError> {
+    let volume_tables = fields.tables("volume")?;
+    let lun_tables = fields.tables("lun")?;
+    if volume_tables.is_empty() != lun_tables.is_empty() {
+        let missing = match volume_tables.is_empty() {
+            true => "volume",
+            false => "lun",
+        };
+        return Err(ScenarioError::Missing {
+            field: fields.name(missing),
+        });
     }
-    if spec.lun_bytes == 0 || spec.lun_bytes > spec.volume_bytes {
-        let reason = format!(
-            "{} bytes; the volume holds {}",
-            spec.lun_bytes, spec.volume_bytes
-        );
-        return Err(fields.invalid("lun", reason));
+    if volume_tables.is_empty() {
+        let volume_bytes = fields.required_size("volume")?;
+        let lun_bytes = fields.required_size("lun")?;
+        let (data_disks, data_bytes) = aggregate_data_bytes(&aggregates[0], catalog);
+        if volume_bytes == 0 || volume_bytes > data_bytes {
+            let reason = format!(
+                "{volume_bytes} bytes; the aggregate's {data_disks} data disks hold {data_bytes}"
+            );
+            return Err(fields.invalid("volume", reason));
+        }
+        if lun_bytes == 0 || lun_bytes > volume_bytes {
+            let reason = format!("{lun_bytes} bytes; the volume holds {volume_bytes}");
+            return Err(fields.invalid("lun", reason));
+        }
+        let single = WaferSpec::single("", aggregates[0].clone(), volume_bytes, lun_bytes);
+        return Ok((single.volumes, single.luns));
     }
-    Ok(())
+    for key in ["volume", "lun"] {
+        if fields.size(key)?.is_some() {
+            return Err(fields.invalid(key, "give `volume` and `lun` tables or sizes, not both"));
+        }
+    }
+    let mut volumes: Vec<VolumeSpec> = Vec::new();
+    let mut used = vec![0u64; aggregates.len()];
+    for (index, table) in volume_tables.iter().enumerate() {
+        let mut inner = Fields::new(table, &fields.name(&format!("volume[{index}]")));
+        let name = inner.required_string("name")?.to_string();
+        if volumes.iter().any(|v| v.name == name) {
+            return Err(inner.invalid("name", format!("`{name}` names two volumes")));
+        }
+        let aggregate = match (inner.string("aggregate")?, aggregates.len()) {
+            (None, 1) => 0,
+            (None, _) => {
+                return Err(ScenarioError::Missing {
+                    field: inner.name("aggregate"),
+                });
+            }
+            (Some(wanted), _) => (aggregates.iter().position(|a| a.name == wanted))
+                .ok_or_else(|| inner.invalid("aggregate", format!("no aggregate `{wanted}`")))?,
+        };
+        let size_bytes = inner.required_size("size")?;
+        used[aggregate] += size_bytes;
+        let (data_disks, data_bytes) = aggregate_data_bytes(&aggregates[aggregate], catalog);
+        if size_bytes == 0 || used[aggregate] > data_bytes {
+            let reason = format!(
+                "{size_bytes} bytes, {} in all on {}; its {data_disks} data disks hold {data_bytes}",
+                used[aggregate], aggregates[aggregate].name
+            );
+            return Err(inner.invalid("size", reason));
+        }
+        inner.finish()?;
+        volumes.push(VolumeSpec {
+            name,
+            aggregate,
+            size_bytes,
+        });
+    }
+    let mut luns: Vec<LunSpec> = Vec::new();
+    let mut used = vec![0u64; volumes.len()];
+    for (index, table) in lun_tables.iter().enumerate() {
+        let mut inner = Fields::new(table, &fields.name(&format!("lun[{index}]")));
+        let name = inner.required_string("name")?.to_string();
+        let volume = match (inner.string("volume")?, volumes.len()) {
+            (None, 1) => 0,
+            (None, _) => {
+                return Err(ScenarioError::Missing {
+                    field: inner.name("volume"),
+                });
+            }
+            (Some(wanted), _) => (volumes.iter().position(|v| v.name == wanted))
+                .ok_or_else(|| inner.invalid("volume", format!("no volume `{wanted}`")))?,
+        };
+        if luns.iter().any(|l| l.name == name && l.volume == volume) {
+            return Err(inner.invalid("name", format!("`{name}` names two LUNs of a volume")));
+        }
+        let size_bytes = inner.required_size("size")?;
+        used[volume] += size_bytes;
+        if size_bytes == 0 || used[volume] > volumes[volume].size_bytes {
+            let reason = format!(
+                "{size_bytes} bytes, {} in all in {}, which holds {}",
+                used[volume], volumes[volume].name, volumes[volume].size_bytes
+            );
+            return Err(inner.invalid("size", reason));
+        }
+        inner.finish()?;
+        luns.push(LunSpec {
+            name,
+            volume,
+            size_bytes,
+        });
+    }
+    Ok((volumes, luns))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The wafer filer as a lab array: the real engine on modelled drives.
 //!
-//! The `Filer` runs unchanged, on stamps (`wafer_core::Stamps`: one 64-bit
+//! The engine runs unchanged, as a `Node` of one or more aggregates (each a
+//! `Filer`) over one NVLog, on stamps (`wafer_core::Stamps`: one 64-bit
 //! digest per block, so a block costs the lab 8 bytes, not 4 KiB, and parity
 //! is XORs of words). Its disk I/Os go to one modelled drive per
 //! disk slot, its NVLog appends to a modelled NVRAM card, and its completions
@@ -12,7 +13,11 @@
 //! `content`. The I/O pattern does not depend on the bytes: the engine is
 //! the same code on bytes or stamps.
 //!
-//! Time: the array builds its aggregate, volume and LUN, and runs the
+//! The workload addresses the node's LUNs laid end to end, in the order the
+//! scenario lists them, as one disk: a host I/O that crosses from one LUN
+//! into the next is split in two, answered when both parts are.
+//!
+//! Time: the array builds its aggregates, volumes and LUNs, and runs the
 //! workload's prepare step (the sequential fill of the test file and the full
 //! reallocate), on its own clock before the lab's time zero; lab time is that
 //! clock less the preparation's length. The prepare step is simulated I/O by
@@ -33,14 +38,15 @@ use std::collections::{BTreeMap, VecDeque};
 use thiserror::Error;
 use wafer_core::aggregate::{Layout, Slot};
 use wafer_core::filer::{
-    Change, HostError, HostRequest, IoId, IoOp, IoResult, Options, Reply, ReplyData, RequestId,
-    Sector,
+    Change, Counters, DiskCounters, HostError, HostRequest, IoId, IoOp, IoResult, Options, Reply,
+    ReplyData, RequestId, Sector,
 };
 use wafer_core::fixed_map::FixedMap;
+use wafer_core::node::{AggrState, Node, NodeIo};
 use wafer_core::nvlog::{LoggedOp, LunId};
 use wafer_core::payload::StampRead;
-use wafer_core::units::{DiskId, Duration, Instant, Pvbn};
-use wafer_core::{BLOCK_SIZE, Filer, Stamps};
+use wafer_core::units::{AggrId, DiskId, Duration, Instant, Pvbn};
+use wafer_core::{BLOCK_SIZE, Stamps};
 use wafer_devices::params::{Catalog, Drive};
 use wafer_devices::{Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 use wafer_raid::{Dbn, RaidGroupGeometry};
@@ -49,7 +55,7 @@ use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
 };
 use crate::controller::Controller;
-use crate::scenario::WaferSpec;
+use crate::scenario::{AggregateSpec, WaferSpec};
 use content::{Content, ContentDisk};
 pub use content::{MemorySpill, PAGE_BYTES, PagePiece, Spill, page_pieces};
 
@@ -84,13 +90,13 @@ pub enum WaferArrayError {
         /// Why.
         reason: String,
     },
-    /// The engine refused the volume or the LUN.
+    /// The engine refused an aggregate, a volume or a LUN.
     #[error("array {array}: creating {what} failed: {reason}")]
     Create {
         /// The array.
         array: String,
-        /// The volume or the LUN.
-        what: &'static str,
+        /// The aggregate, volume or LUN.
+        what: String,
         /// The engine's answer.
         reason: String,
     },
@@ -127,18 +133,46 @@ struct Disk {
     seek_cylinders: u64,
 }
 
+/// A LUN as the workload sees it: a stretch of the array's address space.
+#[derive(Clone, Copy, Debug)]
+struct HostLun {
+    lun: LunId,
+    /// Where it starts in the array's address space.
+    start: u64,
+    bytes: u64,
+}
+
+impl HostLun {
+    fn end(&self) -> u64 {
+        self.start + self.bytes
+    }
+}
+
+/// A host I/O split over LUNs: its parts not yet answered, and when the
+/// latest answered part finished (array clock).
+#[derive(Clone, Copy, Debug)]
+struct Split {
+    left: u32,
+    finished: Instant,
+}
+
 /// The wafer filer on modelled drives.
 pub struct WaferArray {
     name: String,
-    filer: Filer<Stamps>,
+    node: Node<Stamps>,
+    /// Every aggregate's disks, aggregate after aggregate.
     disks: Vec<Disk>,
+    /// Where each aggregate's disks start in `disks`, by aggregate id.
+    disk_base: Vec<usize>,
     /// The disk models' next events, kept so an instant costs a look at the
     /// disks that have one due rather than a call into every model.
     next_events: NextEvents,
     content: Content,
     nvram: Box<dyn Device>,
-    lun: LunId,
+    luns: Vec<HostLun>,
     lun_bytes: u64,
+    /// Host I/Os split over LUNs, by the lab's id.
+    split: BTreeMap<u64, Split>,
     pending: FixedMap<u64, Pending>,
     next_request: u64,
     controller: Option<Controller>,
@@ -228,30 +262,42 @@ impl WaferArray {
         blocks_per_disk: u64,
         spill: Box<dyn Spill>,
     ) -> Result<WaferArray, WaferArrayError> {
-        let drive = match catalog.get(&spec.drive) {
-            Some(drive @ (Drive::Hdd(_) | Drive::Ssd(_))) => drive,
-            _ => {
-                return Err(WaferArrayError::Drive {
-                    array: spec.name.clone(),
-                    drive: spec.drive.clone(),
-                });
-            }
-        };
         let nvram = catalog
             .get(NVRAM_DRIVE)
             .expect("the built-in catalog has the NVRAM card")
             .device();
-        let blocks = drive.device().capacity_blocks().min(blocks_per_disk);
-        let layout = layout(spec, blocks)?;
-        let disks: Vec<Disk> = (0..layout.disk_count())
-            .map(|id| Disk::new(drive, disk_name(&layout, DiskId(id))))
-            .collect();
-        let content_disks: Vec<ContentDisk> = (0..layout.disk_count())
-            .map(|id| ContentDisk {
-                blocks,
-                first_pvbn: first_pvbn(&layout, DiskId(id)),
-            })
-            .collect();
+        let mut layouts = Vec::with_capacity(spec.aggregates.len());
+        let mut disks: Vec<Disk> = Vec::new();
+        let mut disk_base = Vec::with_capacity(spec.aggregates.len());
+        let mut content_disks: Vec<ContentDisk> = Vec::new();
+        for aggregate in &spec.aggregates {
+            let drive = match catalog.get(&aggregate.drive) {
+                Some(drive @ (Drive::Hdd(_) | Drive::Ssd(_))) => drive,
+                _ => {
+                    return Err(WaferArrayError::Drive {
+                        array: spec.name.clone(),
+                        drive: aggregate.drive.clone(),
+                    });
+                }
+            };
+            let blocks = drive.device().capacity_blocks().min(blocks_per_disk);
+            let layout = layout(&spec.name, aggregate, blocks)?;
+            // One aggregate's disks are named as they always were; several
+            // aggregates' carry their aggregate's name.
+            let prefix = match spec.aggregates.len() {
+                1 => String::new(),
+                _ => format!("{}/", aggregate.name),
+            };
+            disk_base.push(disks.len());
+            for id in 0..layout.disk_count() {
+                disks.push(Disk::new(drive, disk_name(&prefix, &layout, DiskId(id))));
+                content_disks.push(ContentDisk {
+                    blocks,
+                    first_pvbn: first_pvbn(&layout, DiskId(id)),
+                });
+            }
+            layouts.push(layout);
+        }
         let content = Content::new(&content_disks, spill);
         let defaults = Options::default();
         let options = Options {
@@ -260,19 +306,17 @@ impl WaferArray {
             }),
             ..defaults
         };
-        let filer = Filer::format(layout, options, Instant(0));
         let mut array = WaferArray {
             name: spec.name.clone(),
-            filer,
+            node: Node::new(options, Instant(0)),
             next_events: NextEvents::new(disks.len()),
             disks,
+            disk_base,
             content,
             nvram,
-            lun: LunId {
-                volume: wafer_core::units::VolumeId(0),
-                file: wafer_core::units::FileId(0),
-            },
-            lun_bytes: spec.lun_bytes,
+            luns: Vec::new(),
+            lun_bytes: 0,
+            split: BTreeMap::new(),
             pending: FixedMap::default(),
             next_request: 0,
             controller: spec
@@ -288,43 +332,81 @@ impl WaferArray {
             zero_buffers: ZeroBuffers::default(),
             completions: Vec::new(),
         };
+        for (index, (aggregate, layout)) in spec.aggregates.iter().zip(layouts).enumerate() {
+            let id = (array.node)
+                .create_aggregate(array.now, &aggregate.name, layout)
+                .map_err(|error| WaferArrayError::Create {
+                    array: spec.name.clone(),
+                    what: format!("aggregate {}", aggregate.name),
+                    reason: error.to_string(),
+                })?;
+            assert_eq!(
+                id.0 as usize, index,
+                "a new node numbers its aggregates in order"
+            );
+        }
         array.drain();
-        array.run_while(|a| !a.filer.is_online());
+        array.run_while(|a| {
+            (a.node.aggregates().iter()).any(|status| status.state != AggrState::Online)
+        });
         array.create(spec)?;
         Ok(array)
     }
 
-    /// Creates the volume and the LUN.
+    /// Creates the volumes and the LUNs.
     fn create(&mut self, spec: &WaferSpec) -> Result<(), WaferArrayError> {
-        let failed = |what, reason: String| WaferArrayError::Create {
+        let failed = |what: String, reason: String| WaferArrayError::Create {
             array: spec.name.clone(),
             what,
             reason,
         };
-        let volume = match self.call(HostRequest::Change(Change::CreateVolume {
-            name: "vol0".into(),
-            size_bytes: spec.volume_bytes,
-        })) {
-            Ok(ReplyData::Volume(volume)) => volume,
-            other => return Err(failed("the volume", format!("{other:?}"))),
-        };
-        self.lun = match self.call(HostRequest::Change(Change::CreateLun {
-            volume,
-            name: "lun0".into(),
-            size_bytes: spec.lun_bytes,
-        })) {
-            Ok(ReplyData::Lun(lun)) => lun,
-            other => return Err(failed("the LUN", format!("{other:?}"))),
-        };
+        let mut volumes = Vec::with_capacity(spec.volumes.len());
+        for volume in &spec.volumes {
+            let request = HostRequest::Change(Change::CreateVolume {
+                name: volume.name.clone(),
+                size_bytes: volume.size_bytes,
+            });
+            match self.call(Some(AggrId(volume.aggregate as u32)), request) {
+                Ok(ReplyData::Volume(id)) => volumes.push(id),
+                other => {
+                    return Err(failed(
+                        format!("volume {}", volume.name),
+                        format!("{other:?}"),
+                    ));
+                }
+            }
+        }
+        for lun in &spec.luns {
+            let request = HostRequest::Change(Change::CreateLun {
+                volume: volumes[lun.volume],
+                name: lun.name.clone(),
+                size_bytes: lun.size_bytes,
+            });
+            match self.call(None, request) {
+                Ok(ReplyData::Lun(id)) => self.luns.push(HostLun {
+                    lun: id,
+                    start: self.lun_bytes,
+                    bytes: lun.size_bytes,
+                }),
+                other => return Err(failed(format!("LUN {}", lun.name), format!("{other:?}"))),
+            }
+            self.lun_bytes += lun.size_bytes;
+        }
         Ok(())
     }
 
-    /// Submits a request and runs until its reply.
-    fn call(&mut self, request: HostRequest) -> Result<ReplyData<StampRead>, String> {
-        let id = self
-            .filer
-            .submit(self.now, request)
-            .map_err(|e| e.to_string())?;
+    /// Submits a request (to `aggregate`, or where the node routes it)
+    /// and runs until its reply.
+    fn call(
+        &mut self,
+        aggregate: Option<AggrId>,
+        request: HostRequest,
+    ) -> Result<ReplyData<StampRead>, String> {
+        let id = match aggregate {
+            Some(aggregate) => self.node.submit_to(self.now, aggregate, request),
+            None => self.node.submit(self.now, request),
+        }
+        .map_err(|e| e.to_string())?;
         self.drain();
         let mut reply = None;
         while reply.is_none() {
@@ -342,7 +424,7 @@ impl WaferArray {
         let disks = sooner(self.next_events.earliest(), self.nvram.next_event());
         let released = self.controller.as_ref().and_then(Controller::next_release);
         let from_memory = self.from_memory.front().map(|(at, _)| *at);
-        let engine = sooner(self.filer.poll_timeout(), from_memory);
+        let engine = sooner(self.node.poll_timeout(), from_memory);
         sooner(sooner(disks, released), engine)
     }
 
@@ -402,7 +484,11 @@ impl WaferArray {
             self.complete(&completion);
         }
         self.completions = completions;
-        self.filer.handle_timeout(now);
+        // A spurious call is a no-op for a filer, but costs a node a pass
+        // over its aggregates and its log: only a due timer is handed on.
+        if self.node.poll_timeout().is_some_and(|due| due <= now) {
+            self.node.handle_timeout(now);
+        }
         self.drain();
         while self.from_memory.front().is_some_and(|(at, _)| *at <= now) {
             let (_, answer) = self.from_memory.pop_front().expect("a front");
@@ -435,41 +521,49 @@ impl WaferArray {
             Some(Pending::Nvram { io }) => (io, IoResult::Done),
             None => unreachable!("a completion for request {} nobody made", completion.id),
         };
-        self.filer.handle_io_done(self.now, io, result);
+        self.node.handle_io_done(self.now, io, result);
     }
 
     /// Hands the engine's I/Os to the devices and collects its replies.
     fn drain(&mut self) {
-        while let Some(io) = self.filer.poll_io() {
-            self.start(io.id, io.op);
+        while let Some(io) = self.node.poll_io() {
+            self.start(io);
         }
-        while let Some(reply) = self.filer.poll_reply() {
+        while let Some(reply) = self.node.poll_reply() {
             self.answer(reply);
         }
     }
 
-    fn start(&mut self, io: IoId, op: IoOp<Stamps>) {
+    fn start(&mut self, node_io: NodeIo<Stamps>) {
+        let (io, op) = (node_io.io.id, node_io.io.op);
+        // A disk I/O names its aggregate's own disk: its place in `disks`
+        // is past the earlier aggregates' disks.
+        let base = node_io
+            .aggregate
+            .map_or(0, |aggregate| self.disk_base[aggregate.0 as usize]);
         let id = self.next_request;
         self.next_request += 1;
         let (device_op, block, blocks, pending, disk) = match op {
             IoOp::Read { disk, dbn, count } => {
+                let disk = base + disk.0 as usize;
                 let pending = Pending::Read {
                     io,
-                    disk: disk.0 as usize,
+                    disk,
                     dbn: dbn.0,
                     count,
                 };
-                (Op::Read, dbn.0, count, pending, Some(disk.0 as usize))
+                (Op::Read, dbn.0, count, pending, Some(disk))
             }
             IoOp::Write { disk, dbn, sectors } => {
                 let count = sectors.len() as u32;
+                let disk = base + disk.0 as usize;
                 let pending = Pending::Write {
                     io,
-                    disk: disk.0 as usize,
+                    disk,
                     dbn: dbn.0,
                     sectors,
                 };
-                (Op::Write, dbn.0, count, pending, Some(disk.0 as usize))
+                (Op::Write, dbn.0, count, pending, Some(disk))
             }
             IoOp::NvlogAppend { record, .. } => {
                 let blocks = (record.encoded_len() as u64)
@@ -481,9 +575,7 @@ impl WaferArray {
             IoOp::NvlogReset { .. } => (Op::Write, 0, 1, Pending::Nvram { io }, None),
             // A lab aggregate has no spares.
             IoOp::AssignSpare { .. } => {
-                return self
-                    .filer
-                    .handle_io_done(self.now, io, IoResult::DiskFailed);
+                return self.node.handle_io_done(self.now, io, IoResult::DiskFailed);
             }
         };
         let request = DeviceRequest {
@@ -521,25 +613,82 @@ impl WaferArray {
     /// Host I/O `id`, which came at `submitted`, is answered: now, or, if
     /// the engine answered it as it came (from memory, no device involved),
     /// [`MEMORY_READ_LATENCY`] later.
+    ///
+    /// A host I/O split over LUNs is answered when its last part is, as
+    /// late as its latest part.
     fn answer_host(&mut self, id: u64, submitted: Instant) {
         let from_memory = submitted == self.now;
-        let finished = match from_memory {
+        let mut finished = match from_memory {
             true => self.now + MEMORY_READ_LATENCY,
             false => self.now,
         };
+        if let Some(split) = self.split.get_mut(&id) {
+            split.left -= 1;
+            split.finished = split.finished.max(finished);
+            if split.left > 0 {
+                return;
+            }
+            finished = split.finished;
+            self.split.remove(&id);
+        }
         let answer = HostCompletion {
             id,
             submitted_at: self.lab_time(submitted),
             finished_at: self.lab_time(finished),
         };
-        match from_memory {
-            true => self.from_memory.push_back((finished, answer)),
-            false => self.answered.push(answer),
+        if finished == self.now {
+            self.answered.push(answer);
+        } else if self
+            .from_memory
+            .back()
+            .is_none_or(|(at, _)| *at <= finished)
+        {
+            self.from_memory.push_back((finished, answer));
+        } else {
+            // Only a split I/O's answer can fall before one already queued.
+            let at = self.from_memory.partition_point(|(at, _)| *at <= finished);
+            self.from_memory.insert(at, (finished, answer));
         }
+    }
+
+    /// The LUN holding byte `offset` of the array's address space.
+    fn lun_at(&self, offset: u64) -> HostLun {
+        match self.luns.as_slice() {
+            [only] => *only,
+            luns => luns[luns.partition_point(|lun| lun.end() <= offset)],
+        }
+    }
+
+    /// Disks of the aggregate with id `index`.
+    fn disk_count(&self, index: usize) -> usize {
+        let end = self.disk_base.get(index + 1).copied();
+        end.unwrap_or(self.disks.len()) - self.disk_base[index]
     }
 
     fn lab_time(&self, at: Instant) -> Instant {
         Instant(at.0 - self.epoch.0)
+    }
+
+    /// Submits the part of host I/O `io` at `offset` (of the array's
+    /// address space), `length` bytes inside `lun`.
+    fn submit_part(&mut self, io: HostIo, lun: HostLun, offset: u64, length: u64) {
+        let offset = offset - lun.start;
+        let lun = lun.lun;
+        let request = match io.op {
+            HostOp::Read => HostRequest::Read {
+                lun,
+                offset,
+                length,
+            },
+            HostOp::Write => HostRequest::Change(Change::Write {
+                lun,
+                offset,
+                data: self.zero_buffers.take(length as usize),
+            }),
+        };
+        let id = (self.node.submit(self.now, request))
+            .expect("an online node takes the lab's queue depths, far under max_requests");
+        self.host.insert(id, (io.id, self.now));
     }
 
     /// Keeps the bytes of a logged write for a later write of its length.
@@ -557,13 +706,14 @@ impl WaferArray {
         let mut in_flight: Vec<RequestId> = Vec::new();
         while next < end || !in_flight.is_empty() {
             while next < end && in_flight.len() < FILL_DEPTH {
-                let bytes = FILL_WRITE_BYTES.min(end - next);
+                let lun = self.lun_at(next);
+                let bytes = FILL_WRITE_BYTES.min(end - next).min(lun.end() - next);
                 let request = HostRequest::Change(Change::Write {
-                    lun: self.lun,
-                    offset: next,
+                    lun: lun.lun,
+                    offset: next - lun.start,
                     data: self.zero_buffers.take(bytes as usize),
                 });
-                let id = (self.filer.submit(self.now, request))
+                let id = (self.node.submit(self.now, request))
                     .expect("an online filer takes the lab's queue depths, far under max_requests");
                 in_flight.push(id);
                 next += bytes;
@@ -586,11 +736,16 @@ impl WaferArray {
     }
 }
 
-/// The RAID groups: `raid_size` disks each, the last maybe fewer; no spares.
-fn layout(spec: &WaferSpec, blocks_per_disk: u64) -> Result<Layout, WaferArrayError> {
+/// An aggregate's RAID groups: `raid_size` disks each, the last maybe
+/// fewer; no spares.
+fn layout(
+    array: &str,
+    spec: &AggregateSpec,
+    blocks_per_disk: u64,
+) -> Result<Layout, WaferArrayError> {
     let invalid = |reason: String| WaferArrayError::Layout {
-        array: spec.name.clone(),
-        reason,
+        array: array.to_string(),
+        reason: format!("aggregate {}: {reason}", spec.name),
     };
     let groups = spec
         .group_sizes()
@@ -611,11 +766,12 @@ fn first_pvbn(layout: &Layout, id: DiskId) -> Option<Pvbn> {
     }
 }
 
-/// `rgG.dP`: the disk at position P of RAID group G.
-fn disk_name(layout: &Layout, id: DiskId) -> String {
+/// `rgG.dP`: the disk at position P of RAID group G, after `prefix` (the
+/// aggregate's name and a slash, where the array has several).
+fn disk_name(prefix: &str, layout: &Layout, id: DiskId) -> String {
     match layout.slot(id) {
-        Some(Slot::Member { group, disk }) => format!("rg{group}.d{:02}", disk.0),
-        _ => format!("spare{}", id.0),
+        Some(Slot::Member { group, disk }) => format!("{prefix}rg{group}.d{:02}", disk.0),
+        _ => format!("{prefix}spare{}", id.0),
     }
 }
 
@@ -652,27 +808,33 @@ impl Array for WaferArray {
         }
         self.zero_buffers = ZeroBuffers::default();
         if plan.reallocate {
-            let lun = self.lun;
-            self.call(HostRequest::ReallocateStart { lun })
-                .expect("the LUN exists");
+            // One LUN after another: the bytes of the fill passed are those
+            // before the current LUN's start plus what it has done.
             let mut shown = 0;
-            while let Some((_, done, _)) = self.filer.realloc_status() {
-                let passed = plan
-                    .fill
-                    .iter()
-                    .map(|extent| {
-                        (done * BLOCK_SIZE as u64).clamp(extent.offset, extent.end())
-                            - extent.offset
-                    })
-                    .sum();
-                if passed != shown {
-                    shown = passed;
-                    progress(fraction(fill_bytes + passed));
+            for index in 0..self.luns.len() {
+                let lun = self.luns[index];
+                self.call(None, HostRequest::ReallocateStart { lun: lun.lun })
+                    .expect("the LUN exists");
+                let aggregate = wafer_core::node::split_volume(lun.lun.volume).0;
+                while let Some((_, done, _)) =
+                    (self.node.aggregate(aggregate)).and_then(|filer| filer.realloc_status())
+                {
+                    let reached = lun.start + (done * BLOCK_SIZE as u64).min(lun.bytes);
+                    let passed = plan
+                        .fill
+                        .iter()
+                        .map(|extent| reached.clamp(extent.offset, extent.end()) - extent.offset)
+                        .sum();
+                    if passed != shown {
+                        shown = passed;
+                        progress(fraction(fill_bytes + passed));
+                    }
+                    assert!(self.step(), "the engine went idle while reallocating");
                 }
-                assert!(self.step(), "the engine went idle while reallocating");
             }
         }
-        self.call(HostRequest::Flush).expect("a flush succeeds");
+        self.call(None, HostRequest::Flush)
+            .expect("a flush succeeds");
         self.epoch = Duration(self.now.0);
         progress(1.0);
     }
@@ -683,22 +845,22 @@ impl Array for WaferArray {
             "host I/O outside the LUN"
         );
         self.now = self.now.max(Instant(now.0 + self.epoch.0));
-        let lun = self.lun;
-        let request = match io.op {
-            HostOp::Read => HostRequest::Read {
-                lun,
-                offset: io.offset,
-                length: io.length,
-            },
-            HostOp::Write => HostRequest::Change(Change::Write {
-                lun,
-                offset: io.offset,
-                data: self.zero_buffers.take(io.length as usize),
-            }),
-        };
-        let id = (self.filer.submit(self.now, request))
-            .expect("an online filer takes the lab's queue depths, far under max_requests");
-        self.host.insert(id, (io.id, self.now));
+        let lun = self.lun_at(io.offset);
+        if io.end() <= lun.end() {
+            self.submit_part(io, lun, io.offset, io.length);
+        } else {
+            let mut offset = io.offset;
+            let mut left = 0;
+            while offset < io.end() {
+                let lun = self.lun_at(offset);
+                let length = lun.end().min(io.end()) - offset;
+                self.submit_part(io, lun, offset, length);
+                offset += length;
+                left += 1;
+            }
+            let finished = Instant(0);
+            self.split.insert(io.id, Split { left, finished });
+        }
         self.drain();
     }
 
@@ -717,9 +879,18 @@ impl Array for WaferArray {
     }
 
     /// The engine's per-disk counts and latencies (it times every I/O from
-    /// issue to completion, by kind) with the models' busy time.
+    /// issue to completion, by kind) with the models' busy time, every
+    /// aggregate's disks in turn.
     fn disk_stats(&self) -> Vec<DiskStats> {
-        let counters = &self.filer.counters().disks;
+        let none = &DiskCounters::default();
+        let counters = self.disk_base.iter().enumerate().flat_map(|(index, _)| {
+            let disks = self.disk_count(index);
+            let own = self
+                .node
+                .aggregate(AggrId(index as u32))
+                .map_or(&[][..], |filer| &filer.counters().disks[..]);
+            (0..disks).map(move |disk| own.get(disk).unwrap_or(none))
+        });
         self.disks
             .iter()
             .zip(counters)
@@ -747,32 +918,44 @@ impl Array for WaferArray {
             .collect()
     }
 
+    /// Every aggregate's counters summed, but CP time: the longest
+    /// aggregate's (the node runs its aggregates' CPs together), and the
+    /// back-to-back waits: the aggregates' and the node's own (a record
+    /// waiting for the node's shared half).
     fn engine_stats(&self) -> Option<EngineStats> {
-        let c = self.filer.counters();
-        Some(EngineStats {
-            cps: c
-                .cps
-                .iter()
-                .map(|(reason, &n)| (reason.letter().to_string(), n))
-                .collect(),
-            cp_time_ns: c.cp_time_ns,
-            back_to_back_waits: c.back_to_back_waits,
-            full_stripes: c.full_stripes,
-            partial_stripes: c.partial_stripes_subtraction
-                + c.partial_stripes_addition
-                + c.partial_stripes_reconstruct,
-            data_blocks_written: c.data_blocks_written,
-            meta_blocks_written: c.meta_blocks_written,
-            parity_blocks_written: c.parity_blocks_written,
-            parity_reads: c.parity_reads,
-            unaligned_write_reads: c.partial_write_reads,
-            cache_hits: c.cache_hits,
-            cache_misses: c.cache_misses,
-            indirect_reads: c.indirect_reads,
-            read_chains: c.read_chains,
-            read_chain_blocks: c.read_chain_blocks,
-        })
+        let mut stats = EngineStats {
+            back_to_back_waits: self.node.counters().log_waits,
+            ..EngineStats::default()
+        };
+        let filers =
+            (0..self.disk_base.len()).filter_map(|id| self.node.aggregate(AggrId(id as u32)));
+        for filer in filers {
+            add_counters(&mut stats, filer.counters());
+        }
+        Some(stats)
     }
+}
+
+/// Adds one aggregate's counters to `stats`.
+fn add_counters(stats: &mut EngineStats, c: &Counters) {
+    for (reason, &n) in &c.cps {
+        *stats.cps.entry(reason.letter().to_string()).or_default() += n;
+    }
+    stats.cp_time_ns = stats.cp_time_ns.max(c.cp_time_ns);
+    stats.back_to_back_waits += c.back_to_back_waits;
+    stats.full_stripes += c.full_stripes;
+    stats.partial_stripes +=
+        c.partial_stripes_subtraction + c.partial_stripes_addition + c.partial_stripes_reconstruct;
+    stats.data_blocks_written += c.data_blocks_written;
+    stats.meta_blocks_written += c.meta_blocks_written;
+    stats.parity_blocks_written += c.parity_blocks_written;
+    stats.parity_reads += c.parity_reads;
+    stats.unaligned_write_reads += c.partial_write_reads;
+    stats.cache_hits += c.cache_hits;
+    stats.cache_misses += c.cache_misses;
+    stats.indirect_reads += c.indirect_reads;
+    stats.read_chains += c.read_chains;
+    stats.read_chain_blocks += c.read_chain_blocks;
 }
 
 impl Disk {

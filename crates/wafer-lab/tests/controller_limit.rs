@@ -12,7 +12,9 @@ use wafer_lab::controller::ControllerSpec;
 use wafer_lab::report::ArrayReport;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
-use wafer_lab::{Array, InPlaceArray, InPlaceSpec, RunOptions, WaferArray, WaferSpec, run};
+use wafer_lab::{
+    AggregateSpec, Array, InPlaceArray, InPlaceSpec, RunOptions, WaferArray, WaferSpec, run,
+};
 use wafer_raid::RaidType;
 
 fn controller(per_command_us: u64) -> ControllerSpec {
@@ -113,16 +115,17 @@ fn a_controller_caps_the_in_place_array_at_its_command_rate() {
 }
 
 fn wafer(controller: Option<ControllerSpec>) -> Box<dyn Array> {
-    let spec = WaferSpec {
-        name: "wafer".into(),
+    let aggregate = AggregateSpec {
+        name: "aggr0".into(),
         drive: "fc15k-144g".into(),
         raid_type: RaidType::RaidDp,
         raid_size: 8,
         disks: 8,
-        volume_bytes: 3 << 30,
-        lun_bytes: 2 << 30,
+    };
+    let spec = WaferSpec {
         cache_mib: None,
         controller,
+        ..WaferSpec::single("wafer", aggregate, 3 << 30, 2 << 30)
     };
     let catalog = Catalog::builtin().expect("drives.toml");
     Box::new(WaferArray::short_stroked(&spec, &catalog, 1 << 19).expect("builds"))

@@ -52,11 +52,22 @@ fn the_e1_scenario_parses_as_published() {
     let ArraySpec::Wafer(fas) = &scenario.arrays[0].spec else {
         panic!("the first array is the FAS2050");
     };
+    let [aggr] = &fas.aggregates[..] else {
+        panic!("one aggregate");
+    };
     assert_eq!(
-        (fas.drive.as_str(), fas.raid_type, fas.raid_size, fas.disks),
+        (
+            aggr.drive.as_str(),
+            aggr.raid_type,
+            aggr.raid_size,
+            aggr.disks
+        ),
         ("fc15k-144g", RaidType::RaidDp, 20, 20)
     );
-    assert_eq!((fas.volume_bytes, fas.lun_bytes), (1 << 40, 1 << 40));
+    assert_eq!(
+        (fas.volumes[0].size_bytes, fas.luns[0].size_bytes),
+        (1 << 40, 1 << 40)
+    );
     let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
         panic!("the second array is the EVA4400");
     };

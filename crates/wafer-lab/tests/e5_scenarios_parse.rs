@@ -17,12 +17,13 @@ fn random_percent_of(text: &str) -> u32 {
     let ArraySpec::Wafer(filer) = &scenario.arrays[0].spec else {
         panic!("the array is a wafer aggregate");
     };
+    let aggr = &filer.aggregates[0];
     assert_eq!(
         (
-            filer.drive.as_str(),
-            filer.raid_type,
-            filer.raid_size,
-            filer.disks
+            aggr.drive.as_str(),
+            aggr.raid_type,
+            aggr.raid_size,
+            aggr.disks
         ),
         ("fc15k-144g", RaidType::RaidDp, 18, 18),
         "16 data disks of 15K in one RAID-DP group"

@@ -6,20 +6,21 @@ use wafer_core::units::Duration;
 use wafer_devices::params::Catalog;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
-use wafer_lab::{Array, Progress, RunOptions, WaferArray, WaferSpec, run};
+use wafer_lab::{AggregateSpec, Array, Progress, RunOptions, WaferArray, WaferSpec, run};
 use wafer_raid::RaidType;
 
 fn array(cache_mib: Option<u32>) -> Box<dyn Array> {
-    let spec = WaferSpec {
-        name: "wafer".into(),
+    let aggregate = AggregateSpec {
+        name: "aggr0".into(),
         drive: "fc15k-144g".into(),
         raid_type: RaidType::RaidDp,
         raid_size: 8,
         disks: 8,
-        volume_bytes: 3 << 30,
-        lun_bytes: 2 << 30,
+    };
+    let spec = WaferSpec {
         cache_mib,
         controller: None,
+        ..WaferSpec::single("wafer", aggregate, 3 << 30, 2 << 30)
     };
     let catalog = Catalog::builtin().expect("drives.toml");
     // 2 GiB of each disk: the engine's maps stay small.

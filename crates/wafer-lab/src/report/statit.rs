@@ -37,17 +37,34 @@ pub fn render(report: &ArrayReport) -> String {
 }
 
 /// The table for counters `disks` accumulated over `elapsed_ns`, under the
-/// group heading `/group:`.
+/// group heading `/group:`; disks named `aggr/rgG.dNN` (an array of several
+/// aggregates) go instead under ONTAP's heading for their RAID group,
+/// `/aggr/plex0/rgG:`, as `rgG.dNN`.
 pub fn table(group: &str, disks: &[DiskStats], elapsed_ns: u64) -> String {
     let seconds = elapsed_ns.max(1) as f64 / 1e9;
     let mut text = String::from(HEADER);
-    writeln!(text, "/{group}:").expect("writing to a string");
+    let mut heading = None;
+    if disks.iter().all(|disk| !disk.name.contains('/')) {
+        writeln!(text, "/{group}:").expect("writing to a string");
+    }
     for disk in disks {
+        let name = match disk.name.split_once('/') {
+            Some((aggregate, own)) => {
+                let raid_group = own.split('.').next().unwrap_or(own);
+                let this = format!("/{aggregate}/plex0/{raid_group}:");
+                if heading.as_ref() != Some(&this) {
+                    writeln!(text, "{this}").expect("writing to a string");
+                    heading = Some(this);
+                }
+                own
+            }
+            None => &disk.name,
+        };
         let utilisation = (disk.busy_ns as f64 / elapsed_ns.max(1) as f64 * 100.0).min(100.0);
         write!(
             text,
             "{:<16}{:>4.0}{:>7.2}",
-            disk.name,
+            name,
             utilisation,
             disk.transfers() as f64 / seconds
         )
@@ -108,5 +125,31 @@ mod tests {
         assert!(text.contains("\n/eva/dg0:\n"));
         let heads = text.lines().find(|l| l.starts_with("disk ")).unwrap();
         assert_eq!(heads.len(), row.len(), "the heads line up with the columns");
+    }
+
+    #[test]
+    fn several_aggregates_disks_go_under_their_raid_groups() {
+        let several = |name: &str| DiskStats {
+            name: name.into(),
+            ..DiskStats::default()
+        };
+        let disks = [
+            "aggr0/rg0.d00",
+            "aggr0/rg0.d01",
+            "aggr0/rg1.d00",
+            "aggr1/rg0.d00",
+        ];
+        let text = table("node", &disks.map(several), 1_000_000_000);
+        let headings: Vec<&str> = text.lines().filter(|l| l.starts_with('/')).collect();
+        assert_eq!(
+            headings,
+            [
+                "/aggr0/plex0/rg0:",
+                "/aggr0/plex0/rg1:",
+                "/aggr1/plex0/rg0:"
+            ],
+            "several aggregates' disks go under ONTAP's RAID group headings"
+        );
+        assert!(text.lines().any(|l| l.starts_with("rg1.d00 ")), "{text}");
     }
 }

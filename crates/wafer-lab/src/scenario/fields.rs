@@ -194,6 +194,11 @@ impl<'a> Fields<'a> {
         })
     }
 
+    /// Whether the table has `key`, read or not.
+    pub fn has(&self, key: &str) -> bool {
+        self.table.contains_key(key)
+    }
+
     /// A sub-table.
     pub fn table(&mut self, key: &str) -> Result<Option<&'a Table>, ScenarioError> {
         match self.value(key) {

@@ -76,8 +76,8 @@ fn a_scenario_parses_into_specs_and_workloads() {
     let ArraySpec::Wafer(wafer) = &scenario.arrays[0].spec else {
         panic!("the first array is wafer");
     };
-    assert_eq!(wafer.raid_type, RaidType::RaidDp);
-    assert_eq!(wafer.group_sizes(), vec![16, 4]);
+    assert_eq!(wafer.aggregates[0].raid_type, RaidType::RaidDp);
+    assert_eq!(wafer.aggregates[0].group_sizes(), vec![16, 4]);
     assert_eq!(wafer.cache_mib, None, "absent: the engine's default");
     assert_eq!(wafer.controller, None, "absent: an infinitely fast one");
     let ArraySpec::InPlace(eva) = &scenario.arrays[1].spec else {
@@ -261,5 +261,147 @@ fn fio_workloads_inline_or_as_a_job_file() {
     assert_eq!(
         field(parse(&pareto).unwrap_err()),
         "workload.options.random_distribution"
+    );
+}
+
+/// `SMALL` with its wafer array declared in `aggregate`, `volume` and `lun`
+/// tables: two aggregates, a volume on each, the second volume two LUNs.
+fn small_with_aggregates() -> String {
+    let tables = r#"[[array]]
+name = "filer"
+kind = "wafer"
+
+[[array.aggregate]]
+name = "aggr0"
+drive = "fc15k-144g"
+raid_type = "raid_dp"
+raid_size = 16
+disks = 20
+
+[[array.aggregate]]
+name = "fast"
+drive = "ssd-200g"
+raid_type = "raid4"
+raid_size = 4
+disks = 4
+
+[[array.volume]]
+name = "vol0"
+aggregate = "aggr0"
+size_gib = 200
+
+[[array.volume]]
+name = "vol1"
+aggregate = "fast"
+size_gib = 100
+
+[[array.lun]]
+name = "lun0"
+volume = "vol0"
+size_gib = 100
+
+[[array.lun]]
+name = "lun0"
+volume = "vol1"
+size_gib = 40
+
+[[array.lun]]
+name = "lun1"
+volume = "vol1"
+size_gib = 50
+"#;
+    let start = SMALL.find("[[array]]\nname = \"filer\"").unwrap();
+    let end = SMALL.find("[[array]]\nname = \"raid5\"").unwrap();
+    format!("{}{tables}\n{}", &SMALL[..start], &SMALL[end..])
+}
+
+#[test]
+fn a_wafer_array_may_declare_aggregates_volumes_and_luns() {
+    let scenario = parse(&small_with_aggregates()).unwrap();
+    let ArraySpec::Wafer(wafer) = &scenario.arrays[0].spec else {
+        panic!("the first array is wafer");
+    };
+    let aggregates: Vec<(&str, &str, u32)> = (wafer.aggregates.iter())
+        .map(|a| (a.name.as_str(), a.drive.as_str(), a.disks))
+        .collect();
+    assert_eq!(
+        aggregates,
+        [("aggr0", "fc15k-144g", 20), ("fast", "ssd-200g", 4)]
+    );
+    let volumes: Vec<(&str, usize)> = (wafer.volumes.iter())
+        .map(|v| (v.name.as_str(), v.aggregate))
+        .collect();
+    assert_eq!(volumes, [("vol0", 0), ("vol1", 1)]);
+    let luns: Vec<(&str, usize, u64)> = (wafer.luns.iter())
+        .map(|l| (l.name.as_str(), l.volume, l.size_bytes >> 30))
+        .collect();
+    assert_eq!(luns, [("lun0", 0, 100), ("lun0", 1, 40), ("lun1", 1, 50)]);
+    assert_eq!(wafer.lun_bytes(), 190 << 30, "the LUNs end to end");
+}
+
+#[test]
+fn a_scenario_without_tables_declares_one_aggregate_volume_and_lun() {
+    let scenario = parse(SMALL).unwrap();
+    let ArraySpec::Wafer(wafer) = &scenario.arrays[0].spec else {
+        panic!("the first array is wafer");
+    };
+    let [aggr] = &wafer.aggregates[..] else {
+        panic!("one aggregate");
+    };
+    assert_eq!((aggr.name.as_str(), aggr.disks), ("aggr0", 20));
+    assert_eq!(
+        (wafer.volumes[0].name.as_str(), wafer.luns[0].name.as_str()),
+        ("vol0", "lun0")
+    );
+}
+
+#[test]
+fn aggregate_volume_and_lun_tables_are_checked_by_field() {
+    let text = small_with_aggregates();
+    let error = |from: &str, to: &str| {
+        assert!(text.contains(from), "the test edits `{from}`");
+        field(parse(&text.replacen(from, to, 1)).unwrap_err())
+    };
+    assert_eq!(
+        error("kind = \"wafer\"\n", "kind = \"wafer\"\ndisks = 4\n"),
+        "array[0].disks",
+        "one aggregate's keys and aggregate tables, not both"
+    );
+    assert_eq!(
+        error("aggregate = \"fast\"", "aggregate = \"slow\""),
+        "array[0].volume[1].aggregate"
+    );
+    assert_eq!(
+        error("name = \"fast\"", "name = \"aggr0\""),
+        "array[0].aggregate[1].name"
+    );
+    assert_eq!(
+        error("raid_size = 4", "raid_size = 40"),
+        "array[0].aggregate[1].raid_size"
+    );
+    assert_eq!(
+        error(
+            "size_gib = 100\n\n[[array.lun]]",
+            "size_gib = 1000\n\n[[array.lun]]"
+        ),
+        "array[0].volume[1].size_gib",
+        "the SSD aggregate's 3 data disks hold under 1000 GiB"
+    );
+    assert_eq!(
+        error("size_gib = 50", "size_gib = 61"),
+        "array[0].lun[2].size_gib",
+        "vol1's LUNs exceed it"
+    );
+    assert_eq!(
+        error("volume = \"vol1\"\nsize_gib = 40", "size_gib = 40"),
+        "array[0].lun[1].volume",
+        "with two volumes a LUN names its own"
+    );
+    assert_eq!(
+        error(
+            "name = \"filer\"\nkind = \"wafer\"\n",
+            "name = \"filer\"\nkind = \"wafer\"\nlun_gib = 1\n"
+        ),
+        "array[0].lun_gib"
     );
 }
