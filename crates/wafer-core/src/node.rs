@@ -772,7 +772,14 @@ impl<P: Payload> Node<P> {
                 self.switch_if_clean();
             }
         }
-        if own_cp_record || self.log.fits(record.encoded_len() as u64) {
+        let length = record.encoded_len() as u64;
+        if !own_cp_record && !self.log.fits(length) && self.log.waiting.is_empty() {
+            // The active half is full: a reset other half takes the record
+            // at once, and the CP that frees this one starts.
+            self.cp_due.get_or_insert(CpReason::NvlogFull);
+            self.switch_if_clean();
+        }
+        if own_cp_record || self.log.fits(length) {
             let half = self.log.note(&record);
             self.write_record(aggregate, inner, half, record);
         } else {
