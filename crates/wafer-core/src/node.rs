@@ -131,7 +131,8 @@ pub struct NodeCounters {
     pub cps: u64,
     /// Times the node's active NVLog half switched.
     pub log_switches: u64,
-    /// Records that waited for a half to be reset (back-to-back).
+    /// Times records began to wait for a half to be reset (back-to-back):
+    /// once per wait, however many records wait behind the first.
     pub log_waits: u64,
     /// Requests refused because the node held `Options::max_requests`.
     pub busy_refusals: u64,
@@ -783,7 +784,11 @@ impl<P: Payload> Node<P> {
             let half = self.log.note(&record);
             self.write_record(aggregate, inner, half, record);
         } else {
-            self.counters.log_waits += 1;
+            // Counted as the filer counts its back-to-back waits: once
+            // where writes begin to wait, not once per write behind it.
+            if self.log.waiting.is_empty() {
+                self.counters.log_waits += 1;
+            }
             self.cp_due.get_or_insert(CpReason::NvlogFull);
             self.log.waiting.push_back((aggregate, inner, record));
         }

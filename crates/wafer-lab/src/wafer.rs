@@ -919,14 +919,13 @@ impl Array for WaferArray {
     }
 
     /// Every aggregate's counters summed, but CP time: the longest
-    /// aggregate's (the node runs its aggregates' CPs together), and the
-    /// back-to-back waits: the aggregates' and the node's own (a record
-    /// waiting for the node's shared half).
+    /// aggregate's (the node runs its aggregates' CPs together). The
+    /// back-to-back waits are the aggregates' own, as a filer alone counts
+    /// them; the node's shared half fills at the same moments for one
+    /// aggregate, and its count (`NodeCounters::log_waits`) would count
+    /// those waits twice.
     fn engine_stats(&self) -> Option<EngineStats> {
-        let mut stats = EngineStats {
-            back_to_back_waits: self.node.counters().log_waits,
-            ..EngineStats::default()
-        };
+        let mut stats = EngineStats::default();
         let filers =
             (0..self.disk_base.len()).filter_map(|id| self.node.aggregate(AggrId(id as u32)));
         for filer in filers {
