@@ -45,7 +45,12 @@ impl WrittenSums {
                 self.sums.push(Vec::new());
                 self.known.push(Bitmap::new(0));
             }
-            if (self.sums[d].len() as u64) < blocks {
+            if self.sums[d].is_empty() && blocks > 0 {
+                // Zeroed pages straight from the allocator: a full disk's
+                // sums are hundreds of MB, which writing zeros would touch.
+                self.sums[d] = vec![0; blocks as usize];
+                self.known[d] = Bitmap::new(blocks);
+            } else if (self.sums[d].len() as u64) < blocks {
                 self.sums[d].resize(blocks as usize, 0);
                 self.known[d].grow(blocks);
             }
