@@ -795,8 +795,13 @@ impl<P: Payload> Node<P> {
     }
 
     fn write_record(&mut self, aggregate: AggrId, inner: IoId, half: u8, record: NvRecord) {
-        let id = self.route(Route::Aggregate(aggregate, inner));
         let op = IoOp::NvlogAppend { half, record };
+        self.log_op(Route::Aggregate(aggregate, inner), op);
+    }
+
+    /// Issues an NVLog operation (no aggregate's disk), routed back by `route`.
+    fn log_op(&mut self, route: Route, op: IoOp<P>) {
+        let id = self.route(route);
         self.io_out.push_back(NodeIo {
             aggregate: None,
             io: Io { id, op },
@@ -852,14 +857,7 @@ impl<P: Payload> Node<P> {
         let other = self.log.other();
         if !self.log.is_clean(other) && self.nobody_needs(other) {
             self.log.clear(other);
-            let id = self.route(Route::Reset);
-            self.io_out.push_back(NodeIo {
-                aggregate: None,
-                io: Io {
-                    id,
-                    op: IoOp::NvlogReset { half: other },
-                },
-            });
+            self.log_op(Route::Reset, IoOp::NvlogReset { half: other });
         }
         if !self.log.waiting.is_empty() && self.log.is_clean(other) {
             self.log.switch();
@@ -987,12 +985,7 @@ impl<P: Payload> Node<P> {
         self.log.held_for_mount = false;
         for half in [self.log.other(), self.log.active] {
             self.log.clear(half);
-            let id = self.route(Route::Reset);
-            let op = IoOp::NvlogReset { half };
-            self.io_out.push_back(NodeIo {
-                aggregate: None,
-                io: Io { id, op },
-            });
+            self.log_op(Route::Reset, IoOp::NvlogReset { half });
         }
     }
 

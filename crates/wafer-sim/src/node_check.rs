@@ -213,16 +213,12 @@ fn administer(
     let aggregate = AggrId(rng.below(aggregates) as u32);
     match rng.below(4) {
         0 => {
-            let now = world.now();
-            let offline = world.node.offline_aggregate(now, aggregate);
-            offline.map_err(|e| format!("offline: {e}"))?;
-            world.after_node_call();
-            world.run_until_settled();
-            let now = world.now();
-            let online = world.node.online_aggregate(now, aggregate);
-            online.map_err(|e| format!("online: {e}"))?;
-            world.after_node_call();
-            world.run_until_settled();
+            world
+                .offline(aggregate)
+                .map_err(|e| format!("offline: {e}"))?;
+            world
+                .online(aggregate)
+                .map_err(|e| format!("online: {e}"))?;
             all_online(world)?;
             report.offlines += 1;
         }

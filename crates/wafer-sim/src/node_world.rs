@@ -68,13 +68,8 @@ impl NodeWorld {
             crashes: 0,
         };
         for (name, layout) in aggregates {
-            let id = world
-                .node
-                .create_aggregate(world.now, name, layout.clone())
-                .expect("a valid aggregate");
-            world.layouts.insert(id, layout);
+            world.create_aggregate(name, layout);
         }
-        world.collect_io();
         world.run_until_settled();
         world
     }
@@ -293,6 +288,22 @@ impl NodeWorld {
         self.layouts.insert(id, layout);
         self.collect_io();
         id
+    }
+
+    /// Takes an aggregate offline and runs until it is.
+    pub fn offline(&mut self, aggregate: AggrId) -> Result<(), wafer_core::node::AggrError> {
+        self.node.offline_aggregate(self.now, aggregate)?;
+        self.collect_io();
+        self.run_until_settled();
+        Ok(())
+    }
+
+    /// Brings an offline aggregate back and runs until it has mounted.
+    pub fn online(&mut self, aggregate: AggrId) -> Result<(), wafer_core::node::AggrError> {
+        self.node.online_aggregate(self.now, aggregate)?;
+        self.collect_io();
+        self.run_until_settled();
+        Ok(())
     }
 
     /// Adds blank disks to an aggregate: recorded first, as a driver's

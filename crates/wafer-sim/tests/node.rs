@@ -195,12 +195,7 @@ fn aggregates_go_offline_online_and_away_while_the_others_serve() {
     let a = lun_on(&mut world, AggrId(0), "vol0");
     let b = lun_on(&mut world, AggrId(1), "vol1");
     world.request(None, write(b, 5, 0x55)).expect("written");
-    world
-        .node
-        .offline_aggregate(world.now(), AggrId(1))
-        .expect("offline");
-    world.after_node_call();
-    world.run_until_settled();
+    world.offline(AggrId(1)).expect("offline");
     assert_eq!(world.aggregates()[1].state, AggrState::Offline);
     assert!(
         world.request(None, write(b, 5, 1)).is_err(),
@@ -213,30 +208,15 @@ fn aggregates_go_offline_online_and_away_while_the_others_serve() {
     world.crash_and_remount();
     world.run_until_settled();
     assert_eq!(read_block(&mut world, b, 5)[0], 0x55);
-    world
-        .node
-        .offline_aggregate(world.now(), AggrId(1))
-        .expect("offline");
-    world.after_node_call();
-    world.run_until_settled();
-    world
-        .node
-        .online_aggregate(world.now(), AggrId(1))
-        .expect("online");
-    world.after_node_call();
-    world.run_until_settled();
+    world.offline(AggrId(1)).expect("offline");
+    world.online(AggrId(1)).expect("online");
     assert_eq!(world.aggregates()[1].state, AggrState::Online);
     assert_eq!(read_block(&mut world, b, 5)[0], 0x55);
     assert!(
         world.node.destroy_aggregate(AggrId(1)).is_err(),
         "destroyed online"
     );
-    world
-        .node
-        .offline_aggregate(world.now(), AggrId(1))
-        .expect("offline");
-    world.after_node_call();
-    world.run_until_settled();
+    world.offline(AggrId(1)).expect("offline");
     world.node.destroy_aggregate(AggrId(1)).expect("destroyed");
     world.forget_aggregate(AggrId(1));
     assert_eq!(world.aggregates().len(), 1);
