@@ -42,7 +42,7 @@ use crate::filer::{
     Busy, Change, CpReason, Filer, GrowError, HostError, HostRequest, Io, IoId, IoOp, IoResult,
     Options, Reply, ReplyData, RequestId,
 };
-use crate::fixed_map::FixedMap;
+use crate::fixed_map::{FixedHash, FixedMap, mix_words};
 use crate::format::NAME_MAX;
 use crate::nvlog::{LoggedOp, LunId, NvRecord};
 use crate::payload::{Bytes, Payload};
@@ -150,6 +150,9 @@ struct Member<P: Payload> {
     last_half: Option<u8>,
     /// Whether it had a CP running when the node last looked.
     cp_seen: bool,
+    /// Its committed CP when the node last tended the log: a commit may
+    /// free a half.
+    committed_seen: CpCount,
 }
 
 /// Why a node I/O was issued.
@@ -159,6 +162,82 @@ enum Route {
     Aggregate(AggrId, IoId),
     /// A reset of a node half.
     Reset,
+}
+
+/// The aggregates a node serves, in id order: a short list (at most
+/// [`MAX_AGGREGATES`]) searched in place, because the node looks its
+/// aggregates up after every call into one of them.
+#[derive(Debug)]
+struct Members<P: Payload>(Vec<(AggrId, Member<P>)>);
+
+impl<P: Payload> Members<P> {
+    fn position(&self, id: AggrId) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&id, |(key, _)| *key)
+    }
+
+    fn get(&self, id: &AggrId) -> Option<&Member<P>> {
+        let at = self.position(*id).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    fn get_mut(&mut self, id: &AggrId) -> Option<&mut Member<P>> {
+        let at = self.position(*id).ok()?;
+        Some(&mut self.0[at].1)
+    }
+
+    fn contains_key(&self, id: &AggrId) -> bool {
+        self.position(*id).is_ok()
+    }
+
+    fn insert(&mut self, id: AggrId, member: Member<P>) {
+        match self.position(id) {
+            Ok(at) => self.0[at].1 = member,
+            Err(at) => self.0.insert(at, (id, member)),
+        }
+    }
+
+    fn remove(&mut self, id: &AggrId) -> Option<Member<P>> {
+        let at = self.position(*id).ok()?;
+        Some(self.0.remove(at).1)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&AggrId, &Member<P>)> {
+        self.0.iter().map(|(id, member)| (id, member))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &AggrId> {
+        self.0.iter().map(|(id, _)| id)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Member<P>> {
+        self.0.iter().map(|(_, member)| member)
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Member<P>> {
+        self.0.iter_mut().map(|(_, member)| member)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl<P: Payload> core::ops::Index<&AggrId> for Members<P> {
+    type Output = Member<P>;
+
+    fn index(&self, id: &AggrId) -> &Member<P> {
+        self.get(id).expect("a member")
+    }
+}
+
+/// A request an aggregate holds for the node: the aggregate and its own id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PartId(AggrId, RequestId);
+
+impl FixedHash for PartId {
+    fn fixed_hash(&self) -> u64 {
+        mix_words(u64::from(self.0.0), self.1.0)
+    }
 }
 
 /// A request the node passed on, and the node request it answers.
@@ -241,14 +320,14 @@ impl SharedLog {
 #[derive(Debug)]
 pub struct Node<P: Payload = Bytes> {
     options: Options,
-    members: BTreeMap<AggrId, Member<P>>,
+    members: Members<P>,
     log: SharedLog,
     /// A node CP is due: some aggregate started a CP.
     cp_due: Option<CpReason>,
     io_out: VecDeque<NodeIo<P>>,
     routes: FixedMap<IoId, Route>,
     next_io: u64,
-    passed: BTreeMap<(AggrId, RequestId), Passed>,
+    passed: FixedMap<PartId, Passed>,
     /// Node-wide flushes, with the aggregates' parts still out.
     flushes: BTreeMap<RequestId, usize>,
     replies: VecDeque<Reply<P::ReadData>>,
@@ -264,12 +343,12 @@ impl<P: Payload> Node<P> {
         Node {
             log: SharedLog::new(options.nvlog_half_bytes),
             options,
-            members: BTreeMap::new(),
+            members: Members(Vec::new()),
             cp_due: None,
             io_out: VecDeque::new(),
             routes: FixedMap::default(),
             next_io: 0,
-            passed: BTreeMap::new(),
+            passed: FixedMap::default(),
             flushes: BTreeMap::new(),
             replies: VecDeque::new(),
             next_request: 0,
@@ -514,7 +593,8 @@ impl<P: Payload> Node<P> {
         for aggregate in serving {
             let now = self.now;
             if let Ok(part) = self.engine_mut(aggregate).submit(now, HostRequest::Flush) {
-                self.passed.insert((aggregate, part), Passed::FlushPart(id));
+                self.passed
+                    .insert(PartId(aggregate, part), Passed::FlushPart(id));
                 parts += 1;
                 self.settle(aggregate);
             }
@@ -545,7 +625,7 @@ impl<P: Payload> Node<P> {
         }
         let now = self.now;
         let part = self.engine_mut(aggregate).submit(now, request)?;
-        self.passed.insert((aggregate, part), Passed::One(id));
+        self.passed.insert(PartId(aggregate, part), Passed::One(id));
         self.settle(aggregate);
         Ok(())
     }
@@ -657,6 +737,9 @@ impl<P: Payload> Node<P> {
     /// records, state changes).
     fn settle(&mut self, id: AggrId) {
         self.drain(id);
+        if self.owes_nothing_after(id) {
+            return;
+        }
         loop {
             let before = (self.io_out.len(), self.log.active, self.log.waiting.len());
             self.run_node_cp();
@@ -670,6 +753,32 @@ impl<P: Payload> Node<P> {
                 break;
             }
         }
+        for member in self.members.values_mut() {
+            if let Some(engine) = member.engine.as_ref() {
+                member.committed_seen = engine.committed_cp();
+            }
+        }
+    }
+
+    /// Whether a call into aggregate `id`, now drained, left the node
+    /// nothing to do: no node CP due, no record waiting, no mount under
+    /// way, the aggregate serving as before and no new CP committed (which
+    /// could free a half). Most calls are I/O completions that change none
+    /// of these, and this spares them a pass over every aggregate.
+    fn owes_nothing_after(&self, id: AggrId) -> bool {
+        if self.cp_due.is_some() || !self.log.waiting.is_empty() || self.log.held_for_mount {
+            return false;
+        }
+        let Some(member) = self.members.get(&id) else {
+            return false;
+        };
+        let Some(engine) = member.engine.as_ref() else {
+            return false;
+        };
+        member.state == AggrState::Online
+            && engine.committed_cp() == member.committed_seen
+            && engine.mount_error().is_none()
+            && engine.offline_reason().is_none()
     }
 
     /// Every aggregate's id, in order, without allocating: this runs after
@@ -711,7 +820,7 @@ impl<P: Payload> Node<P> {
     fn passed_reply(&mut self, aggregate: AggrId, reply: Reply<P::ReadData>) {
         let passed = self
             .passed
-            .remove(&(aggregate, reply.id))
+            .remove(&PartId(aggregate, reply.id))
             .expect("a reply to a request the node passed on");
         match passed {
             Passed::One(id) => {
@@ -964,7 +1073,7 @@ impl<P: Payload> Node<P> {
             .routes
             .iter()
             .any(|(_, route)| matches!(route, Route::Aggregate(a, _) if *a == id));
-        let requests_out = self.passed.keys().any(|(a, _)| *a == id);
+        let requests_out = self.passed.iter().any(|(part, _)| part.0 == id);
         let log_pinned = self.log.live.iter().any(|live| {
             live.get(&id)
                 .is_some_and(|generation| engine.committed_cp() < *generation)
@@ -1052,6 +1161,7 @@ impl<P: Payload> Member<P> {
             state: AggrState::Mounting,
             last_half: None,
             cp_seen: false,
+            committed_seen: CpCount::default(),
         }
     }
 
