@@ -724,7 +724,7 @@ impl<P: Payload> Filer<P> {
                 return self.modify(id, op);
             }
         };
-        let result = self.apply(record.generation, &record.op);
+        let result = Ok(self.apply(record.generation, &record.op));
         // A snapshot is answered when the CP that takes it commits.
         let snapshot = match (&record.op, &result) {
             (LoggedOp::Change(Change::CreateSnapshot { volume, .. }), Ok(_)) => Some(*volume),
@@ -899,18 +899,14 @@ impl<P: Payload> Filer<P> {
             .saturating_sub(self.layout.reserved_blocks() + self.reserved_blocks + own)
     }
 
-    /// Applies an operation to the in-memory state (after logging it, or when
-    /// replaying the log). Returns the reply it earns.
-    fn apply(
-        &mut self,
-        generation: CpCount,
-        op: &LoggedOp,
-    ) -> Result<ReplyData<P::ReadData>, HostError> {
-        self.validate(op)?;
+    /// Applies an operation [`validate`](Self::validate) has passed to the
+    /// in-memory state (after logging it, or when replaying the log).
+    /// Returns the reply it earns.
+    fn apply(&mut self, generation: CpCount, op: &LoggedOp) -> ReplyData<P::ReadData> {
         match op {
             LoggedOp::Change(Change::Write { lun, offset, data }) => {
                 self.apply_write(generation, *lun, *offset, Some(data), data.len() as u64);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::Trim {
                 lun,
@@ -918,35 +914,35 @@ impl<P: Payload> Filer<P> {
                 length,
             }) => {
                 self.apply_write(generation, *lun, *offset, None, *length);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::CreateVolume { name, size_bytes }) => {
-                Ok(ReplyData::Volume(self.create_volume(name, *size_bytes)))
+                ReplyData::Volume(self.create_volume(name, *size_bytes))
             }
             LoggedOp::Change(Change::CreateLun {
                 volume,
                 name,
                 size_bytes,
-            }) => Ok(ReplyData::Lun(self.create_lun(*volume, name, *size_bytes))),
+            }) => ReplyData::Lun(self.create_lun(*volume, name, *size_bytes)),
             LoggedOp::Change(Change::ResizeLun { lun, size_bytes }) => {
                 self.resize_lun(*lun, *size_bytes);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::DestroyLun { lun }) => {
                 self.replace_lun(*lun, None);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::CreateSnapshot { volume, name }) => {
                 self.request_snapshot(generation, *volume, name);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::DeleteSnapshot { volume, name }) => {
                 self.delete_snapshot(*volume, name);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::RestoreSnapshot { volume, name, lun }) => {
                 self.restore_snapshot(*volume, name, *lun);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::SetSnapReserve { volume, percent }) => {
                 self.volumes
@@ -954,7 +950,7 @@ impl<P: Payload> Filer<P> {
                     .expect("validated")
                     .snap_reserve_percent = *percent;
                 self.volume_record_dirty(*volume);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {
                 self.volumes
@@ -962,7 +958,7 @@ impl<P: Payload> Filer<P> {
                     .expect("validated")
                     .cache_policy = *policy;
                 self.volume_record_dirty(*volume);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             LoggedOp::Change(Change::SetReadRealloc { volume, enabled }) => {
                 self.volumes
@@ -970,10 +966,10 @@ impl<P: Payload> Filer<P> {
                     .expect("validated")
                     .read_realloc = *enabled;
                 self.volume_record_dirty(*volume);
-                Ok(ReplyData::Done)
+                ReplyData::Done
             }
             // Handled by the mount's resync before replay.
-            LoggedOp::DirtyStripes { .. } => Ok(ReplyData::Done),
+            LoggedOp::DirtyStripes { .. } => ReplyData::Done,
         }
     }
 

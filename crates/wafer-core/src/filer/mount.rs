@@ -509,7 +509,10 @@ impl<P: Payload> Filer<P> {
         while let Some(record) = self.mount_state().to_replay.pop_front() {
             // An operation that no longer applies (say, a LUN created twice) was
             // already in the on-disk image; it is skipped, as it was then.
-            let applied = self.apply(generation, &record.op).is_ok();
+            let applied = self.validate(&record.op).is_ok();
+            if applied {
+                self.apply(generation, &record.op);
+            }
             if applied && matches!(record.op, LoggedOp::Change(Change::CreateSnapshot { .. })) {
                 return self.start_cp_logging(CpReason::Snapshot, true);
             }
