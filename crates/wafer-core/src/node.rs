@@ -5,7 +5,8 @@
 //! Each aggregate is a [`Filer`]: its RAID groups, volumes, allocation,
 //! rebuilds and scrubs, self-describing on its own disks (its superblock
 //! names it). What they share is the node's: the NVRAM log, and with it the
-//! moments CPs start. An aggregate logs a change into what it takes for its
+//! moments CPs start, and the buffer-cache budget, which each aggregate
+//! holds a share of by its recent use of its cache. An aggregate logs a change into what it takes for its
 //! own half; the node puts the record, tagged with the aggregate, into the
 //! node's *active* half. A half is reset once every aggregate with records
 //! in it has committed the CP that holds them (each record carries its
@@ -153,6 +154,9 @@ struct Member<P: Payload> {
     /// Its committed CP when the node last tended the log: a commit may
     /// free a half.
     committed_seen: CpCount,
+    /// Its buffer cache's use clock at the last sharing of the node's
+    /// cache budget: the uses since are its demand.
+    uses_seen: u64,
 }
 
 /// Why a node I/O was issued.
@@ -370,6 +374,7 @@ impl<P: Payload> Node<P> {
         let id = self.admit(name)?;
         let engine = Filer::format_aggregate(id, name, layout.clone(), self.options.clone(), now);
         self.members.insert(id, Member::new(name, layout, engine));
+        self.share_cache();
         self.settle(id);
         Ok(id)
     }
@@ -740,6 +745,12 @@ impl<P: Payload> Node<P> {
         if self.owes_nothing_after(id) {
             return;
         }
+        let sharing_due = (self.members.get(&id))
+            .and_then(|m| Some((m, m.engine.as_ref()?)))
+            .is_some_and(|(m, engine)| self.sharing_due(m, engine));
+        if sharing_due {
+            self.share_cache();
+        }
         loop {
             let before = (self.io_out.len(), self.log.active, self.log.waiting.len());
             self.run_node_cp();
@@ -779,6 +790,16 @@ impl<P: Payload> Node<P> {
             && engine.committed_cp() == member.committed_seen
             && engine.mount_error().is_none()
             && engine.offline_reason().is_none()
+            && !self.sharing_due(member, engine)
+    }
+
+    /// Whether aggregate `member` has used its cache a quarter of the
+    /// node's budget over since the last sharing: shares follow a load that
+    /// only reads, which starts no CP. One aggregate has the whole budget
+    /// whatever it does.
+    fn sharing_due(&self, member: &Member<P>, engine: &Filer<P>) -> bool {
+        let quarter = self.options.cache_blocks as u64 / 4;
+        self.members.len() > 1 && engine.cache_uses() > member.uses_seen + quarter
     }
 
     /// Every aggregate's id, in order, without allocating: this runs after
@@ -944,6 +965,7 @@ impl<P: Payload> Node<P> {
             return;
         }
         self.counters.cps += 1;
+        self.share_cache();
         self.switch_if_clean();
         let now = self.now;
         for member in self.members.values_mut() {
@@ -954,6 +976,42 @@ impl<P: Payload> Node<P> {
                     member.cp_seen = engine.cp_running();
                 }
             }
+        }
+    }
+
+    /// Shares the node's buffer-cache budget ([`Options::cache_blocks`])
+    /// among the aggregates with engines: each keeps a floor of a quarter
+    /// of an equal share, and the rest goes by the cache uses each made
+    /// since the last sharing (equally when none made any). Shares are set
+    /// at every node CP, whenever an engine comes or goes, and when an
+    /// aggregate has used its cache a quarter of the budget over; an aggregate
+    /// whose share shrank evicts down to it as its cache next fills. One
+    /// aggregate has the whole budget.
+    fn share_cache(&mut self) {
+        let budget = self.options.cache_blocks;
+        let count = self.members.values().filter(|m| m.engine.is_some()).count();
+        if count == 0 {
+            return;
+        }
+        let floor = budget / (4 * count);
+        let spare = (budget - floor * count) as u128;
+        let demand = |m: &Member<P>| {
+            m.engine
+                .as_ref()
+                .map_or(0, |e| e.cache_uses().saturating_sub(m.uses_seen))
+        };
+        let total: u128 = self.members.values().map(|m| u128::from(demand(m))).sum();
+        for member in self.members.values_mut() {
+            let uses = demand(member);
+            let Some(engine) = member.engine.as_mut() else {
+                continue;
+            };
+            let extra = match total {
+                0 => spare / count as u128,
+                _ => spare * u128::from(uses) / total,
+            };
+            engine.set_cache_share(floor + extra as usize);
+            member.uses_seen = engine.cache_uses();
         }
     }
 
@@ -1131,6 +1189,7 @@ impl Node<Bytes> {
             node.settle(id);
         }
         node.end_mount_when_all_mounted();
+        node.share_cache();
         node
     }
 
@@ -1147,6 +1206,8 @@ impl Node<Bytes> {
         member.engine = Some(engine);
         member.state = AggrState::Mounting;
         member.last_half = None;
+        member.uses_seen = 0;
+        self.share_cache();
         self.settle(id);
         Ok(())
     }
@@ -1162,6 +1223,7 @@ impl<P: Payload> Member<P> {
             last_half: None,
             cp_seen: false,
             committed_seen: CpCount::default(),
+            uses_seen: 0,
         }
     }
 

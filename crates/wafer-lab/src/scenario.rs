@@ -21,8 +21,9 @@
 //!   `lun_<unit>`, `cache_mib` (absent: no write-back cache),
 //!   `cache_latency_us`.
 //! - `[[array]] kind = "wafer"`: a node of one or more aggregates. `name`,
-//!   `cache_mib` (each aggregate's buffer cache for data and indirect
-//!   blocks; absent: the engine's default), and either one aggregate's keys,
+//!   `cache_mib` (the node's buffer cache for data and indirect blocks,
+//!   shared by its aggregates by their use of it; absent: the engine's
+//!   default), and either one aggregate's keys,
 //!   `drive`, `raid_type` (`raid_dp` or `raid4`), `raid_size` and `disks`
 //!   (the aggregate `aggr0`), or `[[array.aggregate]]` tables with `name`
 //!   and those four keys each (at most 16). Volumes and LUNs: either

@@ -288,7 +288,8 @@ pub struct Options {
     /// Blocks the buffer cache keeps: LUN data and LUN indirect blocks, clean
     /// (dirty ones are pinned on top, and so are the indirect blocks waiting
     /// requests need). Default 16384 (64 MiB): enough to absorb a CP's worth of
-    /// hot overwrites.
+    /// hot overwrites. A node's budget, which it shares among its
+    /// aggregates by their use of it (`Node`).
     pub cache_blocks: usize,
     /// Bytes in each NVLog half. Default 32 MiB, as on mid-range filers whose
     /// NVRAM holds 64 MiB per node.

@@ -398,6 +398,28 @@ impl<P: Payload> Filer<P> {
         }
     }
 
+    /// Sets the blocks this aggregate's buffer cache keeps
+    /// ([`Options::cache_blocks`]): its share of its node's budget, at
+    /// least [`MIN_CACHE_SHARE`](super::MIN_CACHE_SHARE). A serving
+    /// aggregate whose share shrank evicts down to it at once, so that the
+    /// node's aggregates together keep within the budget.
+    pub fn set_cache_share(&mut self, blocks: usize) {
+        let blocks = blocks.max(super::MIN_CACHE_SHARE);
+        let shrunk = blocks < self.options.cache_blocks;
+        self.options.cache_blocks = blocks;
+        if !(shrunk && self.is_online()) {
+            return;
+        }
+        // How far the last evictions got under the old size says nothing
+        // of the new one.
+        self.data_floor = (self.committed, 0);
+        self.indirect.indirect_floor = (self.committed, 0);
+        match self.cp {
+            None => self.evict_indirect(),
+            Some(_) => self.evict(),
+        }
+    }
+
     /// Evicts the oldest evictable indirect blocks while data and indirect
     /// blocks together are over the cache's budget.
     fn evict_indirect(&mut self) {

@@ -375,6 +375,17 @@ impl<P: Payload> Filer<P> {
         on
     }
 
+    /// Uses of the buffer cache so far (its use clock): what the node
+    /// shares its cache budget by.
+    pub fn cache_uses(&self) -> u64 {
+        self.use_clock
+    }
+
+    /// The blocks this aggregate's buffer cache keeps now.
+    pub fn cache_share(&self) -> usize {
+        self.options.cache_blocks
+    }
+
     /// The newest committed CP.
     pub fn committed_cp(&self) -> CpCount {
         self.committed
@@ -1471,6 +1482,10 @@ fn check_name(name: &str) -> Result<(), HostError> {
 /// eviction's) hints at the lines it will need: enough for the misses to
 /// overlap, few enough that the lines are still in the cache when used.
 const PREFETCH_AHEAD: usize = 8;
+
+/// The smallest share of a node's cache budget an aggregate keeps: room for
+/// the blocks one request pins, and an eviction batch of at least one.
+pub const MIN_CACHE_SHARE: usize = 16;
 
 /// The first and last blocks of bytes `offset..offset + length` (one block
 /// if they are the same, none if the range is empty): where a hint for a
