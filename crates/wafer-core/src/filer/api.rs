@@ -99,7 +99,7 @@ pub enum ReplyData<D = Vec<u8>> {
     /// The LUN created.
     Lun(LunId),
     /// A reallocation measurement.
-    Measure(super::ReallocMeasure),
+    Measure(ReallocMeasure),
 }
 
 /// Why a host request failed.
@@ -525,4 +525,29 @@ pub struct Counters {
     pub scrub_walks: u64,
     /// Per-disk counters, indexed by disk id.
     pub disks: Vec<DiskCounters>,
+}
+
+/// What `reallocate measure` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReallocMeasure {
+    /// Optimization rating, 1 (contiguous) to 10 (not optimal).
+    pub rating: u8,
+    /// Rating of the worst 1% of the LUN.
+    pub hotspot: u8,
+    /// Windows measured.
+    pub windows: u64,
+}
+
+impl ReallocMeasure {
+    /// ONTAP's log line for a measurement of `path` against `threshold`.
+    pub fn log_line(&self, path: &str, threshold: u8) -> String {
+        let verdict = match self.rating > threshold {
+            true => ", so will reallocate.",
+            false => ".",
+        };
+        format!(
+            "Allocation check on '{path}' is {}, hotspot {} (threshold {threshold}){verdict}",
+            self.rating, self.hotspot
+        )
+    }
 }

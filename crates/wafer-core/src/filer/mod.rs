@@ -53,7 +53,7 @@ use cp::Cp;
 pub use grow::{GrowError, check_extension};
 use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
 use mount::Mount;
-pub use realloc::{REALLOC_BLOCKS_PER_CP, ReallocMeasure};
+pub use realloc::REALLOC_BLOCKS_PER_CP;
 pub use rebuild::{REBUILD_STRIPES_PER_CP, RebuildStatus};
 pub use scrub::{SCRUB_STRIPES_PER_CP, ScrubError, ScrubStatus, ScrubTally};
 pub use snapshot::SnapshotInfo;

@@ -16,7 +16,7 @@
 //! window's rating is 1 + 9 × (chains − 1) / (blocks − 1), rounded. The LUN's
 //! rating is the mean over windows, its hotspot the rating of the worst 1%.
 
-use super::{CacheEntry, Filer, HostError, QueuedOp};
+use super::{CacheEntry, Filer, HostError, QueuedOp, ReallocMeasure};
 use crate::aggregate::Location;
 use crate::nvlog::LunId;
 use crate::payload::Payload;
@@ -27,31 +27,6 @@ const WINDOW_BLOCKS: u64 = 64;
 /// Blocks a reallocation job marks dirty per CP (8 MiB): enough to make
 /// progress, little enough that host writes keep most of each CP.
 pub const REALLOC_BLOCKS_PER_CP: u64 = 2048;
-
-/// What `reallocate measure` found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReallocMeasure {
-    /// Optimization rating, 1 (contiguous) to 10 (not optimal).
-    pub rating: u8,
-    /// Rating of the worst 1% of the LUN.
-    pub hotspot: u8,
-    /// Windows measured.
-    pub windows: u64,
-}
-
-impl ReallocMeasure {
-    /// ONTAP's log line for a measurement of `path` against `threshold`.
-    pub fn log_line(&self, path: &str, threshold: u8) -> String {
-        let verdict = match self.rating > threshold {
-            true => ", so will reallocate.",
-            false => ".",
-        };
-        format!(
-            "Allocation check on '{path}' is {}, hotspot {} (threshold {threshold}){verdict}",
-            self.rating, self.hotspot
-        )
-    }
-}
 
 /// A reallocation in progress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
