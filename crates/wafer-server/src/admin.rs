@@ -616,7 +616,21 @@ pub struct SysstatReport {
     pub nbd: NbdCountersStatus,
     /// The NVLog file or device.
     #[serde(default)]
-    pub nvlog: crate::NvlogCountersStatus,
+    pub nvlog: NvlogCountersStatus,
+}
+
+/// The NVLog thread's counters at one moment: what `sysstat` reports of the
+/// NVLog.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlogCountersStatus {
+    /// Bytes written to the NVLog file (records, terminators, resets).
+    pub bytes_written: u64,
+    /// Records appended.
+    pub appends: u64,
+    /// `pwrite` calls.
+    pub writes: u64,
+    /// `fdatasync` calls: one per group commit.
+    pub syncs: u64,
 }
 
 /// One disk's counters (`statit`'s raw material).

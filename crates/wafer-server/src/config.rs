@@ -51,8 +51,7 @@ use wafer_raid::{RaidGroupGeometry, RaidType};
 use crate::error::ServeError;
 use crate::lun_ids::{LunNow, LunRecord};
 
-/// The configuration file's name in the data directory.
-pub const CONFIG_FILE: &str = "wafer.toml";
+pub use crate::dir_names::CONFIG_FILE;
 /// The version of the data directory's layout this server writes and reads.
 pub const FORMAT_VERSION: u32 = 2;
 /// The format a data directory of one aggregate had; migrated when read.
@@ -425,12 +424,6 @@ impl DataConfig {
     /// room for in their CP records.
     pub(crate) fn stripes(&self) -> Vec<u64> {
         self.aggregates.iter().map(AggrConfig::stripes).collect()
-    }
-
-    /// Where the NVLog's halves lie in its file for these aggregates, at
-    /// least: the file may have more room.
-    pub(crate) fn nvlog_layout(&self) -> crate::nvlog::NvlogLayout {
-        crate::nvlog::NvlogLayout::new(self.nvlog_half_bytes, &self.stripes())
     }
 
     /// The aggregate with id `id`.

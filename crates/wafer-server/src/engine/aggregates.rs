@@ -29,32 +29,9 @@ use wafer_core::units::AggrId;
 use wafer_raid::RaidType;
 
 use super::Engine;
+use super::pending::Pending;
 use crate::admin::{AdminError, AdminErrorKind, AdminReply, AdminResponse};
 use crate::config::{AggrConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName};
-
-/// An aggregate administration waiting for the node.
-pub(super) enum Pending {
-    /// A new aggregate, named in the configuration once it is online.
-    Create {
-        id: AggrId,
-        config: AggrConfig,
-        /// Pool spares it took, by name.
-        from_pool: Vec<String>,
-        /// Disk files made for it.
-        made: Vec<PathBuf>,
-        reply: Sender<AdminResponse>,
-    },
-    /// An aggregate going offline.
-    Offline {
-        id: AggrId,
-        reply: Sender<AdminResponse>,
-    },
-    /// An aggregate mounting again.
-    Online {
-        id: AggrId,
-        reply: Sender<AdminResponse>,
-    },
-}
 
 /// The default disk size of an aggregate when the node has none to copy.
 const DEFAULT_DISK_BYTES: u64 = 768 << 20;
