@@ -138,6 +138,20 @@ pub enum AdminRequest {
         /// Disks in all (parity included).
         disks: u16,
     },
+    /// `aggr add NAME [-g new|rgN] NDISKS`: NDISKS blank disks join an
+    /// online aggregate (pool spares first, then new disk files as large as
+    /// its disks): by default they fill its last RAID group up to its
+    /// raidsize, then make new groups of raidsize; `new` puts them all in
+    /// new groups, `rgN` all in the last group, `rgN`.
+    AggrAdd {
+        /// The aggregate.
+        name: String,
+        /// `new` or `rgN`; none: fill the last group, then new ones.
+        #[serde(default)]
+        group: Option<String>,
+        /// Disks to add.
+        disks: u16,
+    },
     /// `aggr offline NAME`: it serves no more, everything committed.
     AggrOffline {
         /// The aggregate.
@@ -451,6 +465,9 @@ pub struct AggregateStatus {
     pub failed_reason: Option<String>,
     /// The newest committed CP.
     pub committed_cp: u64,
+    /// Its raidsize: the most disks `aggr add` puts in a RAID group.
+    #[serde(default)]
+    pub raid_size: u16,
     /// Its RAID groups.
     pub raid_groups: Vec<RaidGroupStatus>,
     /// Its spare disks.

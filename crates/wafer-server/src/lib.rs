@@ -61,6 +61,7 @@ mod disk;
 mod engine;
 mod error;
 mod events;
+mod growth;
 mod logging;
 mod lun_ids;
 mod nbd;

@@ -98,13 +98,20 @@ pub enum AggrCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Adding disks to an aggregate: not yet supported.
+    /// Adds NDISKS blank disks to an online aggregate: the node's pool
+    /// spares first, then new disk files as large as its disks. They fill
+    /// its last RAID group up to its raidsize, then make new groups of
+    /// raidsize; its space grows at once (df -A).
+    #[command(override_usage = "wafer aggr add <NAME> [-g new|rgN] <NDISKS>")]
     Add {
         /// The aggregate.
         name: String,
-        /// Anything ONTAP's `aggr add` takes.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        rest: Vec<String>,
+        /// `new`: all in new RAID groups; `rgN`: all in group N, which must
+        /// be the last.
+        #[arg(short = 'g', value_name = "new|rgN")]
+        group: Option<String>,
+        /// Disks to add.
+        ndisks: u16,
         #[command(flatten)]
         output: Output,
     },
@@ -595,13 +602,16 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Aggr(AggrCommand::Destroy { name, .. }) => {
             done(ask(AdminRequest::AggrDestroy { name })?)
         }
-        AdminCommand::Aggr(AggrCommand::Add { name, .. }) => Err(refusal(
-            AdminErrorKind::Invalid,
-            format!(
-                "aggr add {name}: adding disks to an aggregate is not yet supported (create \
-                 another aggregate with aggr create)"
-            ),
-        )),
+        AdminCommand::Aggr(AggrCommand::Add {
+            name,
+            group,
+            ndisks,
+            ..
+        }) => done(ask(AdminRequest::AggrAdd {
+            name,
+            group,
+            disks: ndisks,
+        })?),
         AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { .. })) => {
             done(ask(AdminRequest::AggrScrubStart)?)
         }

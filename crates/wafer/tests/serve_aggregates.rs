@@ -239,8 +239,6 @@ fn wrong_aggregate_administration_is_refused_with_a_reason() {
     assert!(err.contains("a group of 2"), "{err}");
     let err = refused(&data, &["aggr", "create", "9lives", "3"]);
     assert!(err.contains("invalid aggregate name"), "{err}");
-    let err = refused(&data, &["aggr", "add", "aggr0", "3"]);
-    assert!(err.contains("not yet supported"), "{err}");
     let err = refused(&data, &["vol", "create", "v9", "aggr9", "10m"]);
     assert!(err.contains("No aggregate named 'aggr9' exists."), "{err}");
     // Nothing was made: no disk file beyond aggr0's nine.

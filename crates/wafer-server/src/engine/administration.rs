@@ -64,6 +64,9 @@ impl Engine {
                 raid_size,
                 disks,
             } => Some(self.create_aggregate(&name, &raid_type, raid_size, disks, reply.clone())),
+            AdminRequest::AggrAdd { name, group, disks } => {
+                Some(self.add_to_aggregate(&name, group.as_deref(), disks, reply.clone()))
+            }
             AdminRequest::AggrOffline { name } => {
                 Some(self.offline_aggregate(&name, reply.clone()))
             }
@@ -306,6 +309,7 @@ impl Engine {
                     .collect(),
             )),
             AdminRequest::AggrCreate { .. }
+            | AdminRequest::AggrAdd { .. }
             | AdminRequest::AggrOffline { .. }
             | AdminRequest::AggrOnline { .. } => {
                 unreachable!("answered by Engine::admin when the node has done it")
@@ -686,6 +690,7 @@ impl Engine {
             state,
             failed_reason,
             committed_cp: engine.map_or(0, |f| f.committed_cp().0),
+            raid_size: config.raid_size(),
             raid_groups,
             spares,
             broken: broken_disks(config),

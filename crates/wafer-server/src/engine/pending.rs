@@ -5,6 +5,7 @@
 //! starts and settles them (`aggregates`) works on the engine, so the type
 //! sits below both.
 
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 
@@ -19,6 +20,22 @@ pub(super) enum Pending {
     Create {
         id: AggrId,
         config: AggrConfig,
+        /// Pool spares it took, by name.
+        from_pool: Vec<String>,
+        /// Disk files made for it.
+        made: Vec<PathBuf>,
+        reply: Sender<AdminResponse>,
+    },
+    /// Blank disks for an online aggregate, made and synced, waiting to be
+    /// given to it when no CP runs there: then its new layout takes effect
+    /// at once, so the engine and the driver move its spares' slots
+    /// together.
+    Add {
+        id: AggrId,
+        /// Its configuration with the new disks.
+        grown: AggrConfig,
+        /// The new disks' names and open files, in slot order.
+        disks: Vec<(String, File)>,
         /// Pool spares it took, by name.
         from_pool: Vec<String>,
         /// Disk files made for it.
