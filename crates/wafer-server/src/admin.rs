@@ -168,16 +168,24 @@ pub enum AdminRequest {
         /// The aggregate.
         name: String,
     },
-    /// `disk fail DISK`: fail a disk for good (by name, or by slot number).
+    /// `disk fail [-a AGGR] DISK`: fail a disk for good (by name, or by
+    /// slot number: of AGGR's slots, else of the first aggregate's).
     DiskFail {
         /// The disk's name or slot number.
         disk: String,
+        /// The aggregate whose disk it is; a slot number needs it but for
+        /// the first aggregate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
     },
-    /// `disk replace DISK`: a new blank disk file joins as a spare to take
-    /// the place of failed disk DISK; the filer rebuilds onto it.
+    /// `disk replace [-a AGGR] DISK`: a new blank disk file joins as a spare
+    /// to take the place of failed disk DISK; the filer rebuilds onto it.
     DiskReplace {
         /// The failed disk's name or slot number.
         disk: String,
+        /// The aggregate whose disk it is, as for `DiskFail`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
     },
     /// `disk add`: a new blank disk file, as large as the largest disk a RAID
     /// group uses, joins as a spare; a failed disk waiting for one is rebuilt
@@ -189,10 +197,19 @@ pub enum AdminRequest {
         /// The broken disk's name.
         disk: String,
     },
-    /// `aggr scrub start`: verify and repair every stripe in the background.
-    AggrScrubStart,
-    /// `aggr scrub stop`.
-    AggrScrubStop,
+    /// `aggr scrub start [AGGR]`: verify and repair every stripe of AGGR,
+    /// or of every online aggregate, in the background.
+    AggrScrubStart {
+        /// The aggregate; none: every online one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
+    },
+    /// `aggr scrub stop [AGGR]`: AGGR's scrub, or every one running.
+    AggrScrubStop {
+        /// The aggregate; none: every one scrubbing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
+    },
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
     /// `reallocate measure PATH`: how contiguously a LUN lies on disk.

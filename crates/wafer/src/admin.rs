@@ -124,13 +124,18 @@ pub enum AggrCommand {
 /// `wafer aggr scrub`.
 #[derive(Debug, Subcommand)]
 pub enum ScrubCommand {
-    /// Starts a scrub of every RAID group.
+    /// Starts a scrub of every RAID group of AGGR, or of every online
+    /// aggregate.
     Start {
+        /// Only this aggregate.
+        aggr: Option<String>,
         #[command(flatten)]
         output: Output,
     },
-    /// Stops the scrub running.
+    /// Stops AGGR's scrub, or every scrub running.
     Stop {
+        /// Only this aggregate.
+        aggr: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -298,6 +303,10 @@ pub enum DiskCommand {
     /// Fails a disk for good: its blocks are rebuilt from parity, onto a
     /// spare if there is one.
     Fail {
+        /// The aggregate the disk is in: a slot number is its slot (without
+        /// -a, the first aggregate's).
+        #[arg(short = 'a', value_name = "AGGR")]
+        aggr: Option<String>,
         /// The disk's name or slot number.
         disk: String,
         #[command(flatten)]
@@ -306,6 +315,9 @@ pub enum DiskCommand {
     /// Adds a new blank disk file as a spare for a failed disk; it takes the
     /// failed disk's place and is rebuilt in the background.
     Replace {
+        /// The aggregate the disk is in, as for disk fail.
+        #[arg(short = 'a', value_name = "AGGR")]
+        aggr: Option<String>,
         /// The failed disk's name or slot number.
         disk: String,
         #[command(flatten)]
@@ -493,8 +505,8 @@ impl AdminCommand {
                 | AggrCommand::Add { output, .. },
             )
             | AdminCommand::Aggr(AggrCommand::Scrub(
-                ScrubCommand::Start { output }
-                | ScrubCommand::Stop { output }
+                ScrubCommand::Start { output, .. }
+                | ScrubCommand::Stop { output, .. }
                 | ScrubCommand::Status { output, .. },
             ))
             | AdminCommand::Vol(
@@ -612,11 +624,11 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             group,
             disks: ndisks,
         })?),
-        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { .. })) => {
-            done(ask(AdminRequest::AggrScrubStart)?)
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { aggr, .. })) => {
+            done(ask(AdminRequest::AggrScrubStart { aggregate: aggr })?)
         }
-        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Stop { .. })) => {
-            done(ask(AdminRequest::AggrScrubStop)?)
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Stop { aggr, .. })) => {
+            done(ask(AdminRequest::AggrScrubStop { aggregate: aggr })?)
         }
         AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Status { aggr, .. })) => formatted(
             named_aggregate(ask(AdminRequest::AggrStatusAll)?, aggr.as_deref()),
@@ -642,11 +654,17 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Disk(DiskCommand::Show { .. }) => {
             formatted(ask(AdminRequest::AggrStatusAll)?, ontap::disk_show)
         }
-        AdminCommand::Disk(DiskCommand::Fail { disk, .. }) => {
-            done(ask(AdminRequest::DiskFail { disk })?)
+        AdminCommand::Disk(DiskCommand::Fail { disk, aggr, .. }) => {
+            done(ask(AdminRequest::DiskFail {
+                disk,
+                aggregate: aggr,
+            })?)
         }
-        AdminCommand::Disk(DiskCommand::Replace { disk, .. }) => {
-            done(ask(AdminRequest::DiskReplace { disk })?)
+        AdminCommand::Disk(DiskCommand::Replace { disk, aggr, .. }) => {
+            done(ask(AdminRequest::DiskReplace {
+                disk,
+                aggregate: aggr,
+            })?)
         }
         AdminCommand::Disk(DiskCommand::Add { .. }) => done(ask(AdminRequest::DiskAdd)?),
         AdminCommand::Disk(DiskCommand::Remove { disk, .. }) => {
