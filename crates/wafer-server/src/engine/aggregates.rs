@@ -39,6 +39,7 @@ use super::Engine;
 use super::pending::Pending;
 use crate::admin::{AdminError, AdminErrorKind, AdminReply, AdminResponse};
 use crate::config::{AggrConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName};
+use crate::growth::Placement;
 
 /// The default disk size of an aggregate when the node has none to copy.
 const DEFAULT_DISK_BYTES: u64 = 768 << 20;
@@ -333,8 +334,7 @@ impl Engine {
         self.check_host_room(usize::from(disks), blocks)?;
         let (members, from_pool, made, files) =
             self.gather_disks(usize::from(disks), blocks, "aggr add")?;
-        let names: Vec<String> = members.iter().map(|d| d.name.clone()).collect();
-        let grown = crate::growth::grown(&config, &placement, members);
+        let names: Vec<&str> = members.iter().map(|d| d.name.as_str()).collect();
         crate::log!(
             "aggr add: blank disks {} ready for aggregate {name} ({} in rg{}, {} new RAID \
              groups); given to it when no CP runs there",
@@ -345,8 +345,9 @@ impl Engine {
         );
         self.pending.push(Pending::Add {
             id,
-            grown,
-            disks: names.into_iter().zip(files).collect(),
+            placement,
+            members,
+            files,
             from_pool,
             made,
             reply,
@@ -399,20 +400,34 @@ impl Engine {
     fn give_disks(
         &mut self,
         id: AggrId,
-        grown: AggrConfig,
-        disks: Vec<(String, std::fs::File)>,
+        (placement, disks, files): (Placement, Vec<DiskConfig>, Vec<std::fs::File>),
         from_pool: &[String],
         made: &[PathBuf],
     ) -> AdminResponse {
-        let name = grown.aggregate.clone();
-        let members: usize = (self.config.aggr(id.0).expect("configured").groups.iter())
-            .map(|g| g.disks.len())
-            .sum();
-        let layout = grown.layout().expect("checked when it was planned");
-        let count = disks.len();
+        let config = self.config.aggr(id.0).expect("configured");
+        let name = config.aggregate.clone();
+        let members: usize = config.groups.iter().map(|g| g.disks.len()).sum();
+        let names: Vec<String> = disks.iter().map(|d| d.name.clone()).collect();
+        let grown = crate::growth::grown(config, &placement, disks);
+        let filer = self.node.aggregate(id).expect("online");
+        let layout = match grown
+            .layout()
+            .map_err(|e| e.to_string())
+            .and_then(|layout| {
+                wafer_core::filer::check_extension(filer.layout(), &layout)
+                    .map(|()| layout)
+                    .map_err(|e| e.to_string())
+            }) {
+            Ok(layout) => layout,
+            Err(e) => {
+                remove_files(made);
+                return AdminResponse::Error(invalid(format!("aggr add: {e}; no disk was added")));
+            }
+        };
+        let count = names.len();
         let mut handles = Vec::new();
-        for (disk, file) in disks {
-            match crate::disk::DiskHandle::spawn(&disk, Some(file), self.to_self.clone()) {
+        for (disk, file) in names.iter().zip(files) {
+            match crate::disk::DiskHandle::spawn(disk, Some(file), self.to_self.clone()) {
                 Ok(handle) => handles.push(handle),
                 Err(e) => {
                     remove_files(made);
@@ -731,8 +746,9 @@ impl Engine {
             },
             Pending::Add {
                 id,
-                grown,
-                disks,
+                placement,
+                members,
+                files,
                 from_pool,
                 made,
                 reply,
@@ -741,8 +757,9 @@ impl Engine {
                     (Some(AggrState::Online), Some(filer)) if filer.cp_running() => {
                         return Some(Pending::Add {
                             id,
-                            grown,
-                            disks,
+                            placement,
+                            members,
+                            files,
                             from_pool,
                             made,
                             reply,
@@ -759,10 +776,10 @@ impl Engine {
                         remove_files(&made);
                         AdminResponse::Error(invalid(format!(
                             "aggr add: no disk was added to aggregate '{}': {why}",
-                            grown.aggregate
+                            self.aggr_name(id)
                         )))
                     }
-                    None => self.give_disks(id, grown, disks, &from_pool, &made),
+                    None => self.give_disks(id, (placement, members, files), &from_pool, &made),
                 };
                 let _ = reply.send(answer);
                 None

@@ -12,7 +12,8 @@ use std::sync::mpsc::Sender;
 use wafer_core::units::AggrId;
 
 use crate::admin::AdminResponse;
-use crate::config::AggrConfig;
+use crate::config::{AggrConfig, DiskConfig};
+use crate::growth::Placement;
 
 /// An aggregate administration waiting for the node.
 pub(super) enum Pending {
@@ -32,10 +33,14 @@ pub(super) enum Pending {
     /// together.
     Add {
         id: AggrId,
-        /// Its configuration with the new disks.
-        grown: AggrConfig,
-        /// The new disks' names and open files, in slot order.
-        disks: Vec<(String, File)>,
+        /// Where the new disks go.
+        placement: Placement,
+        /// The new disks, in the order the placement takes them; the
+        /// configuration is grown from the one current when they are given
+        /// (a disk may fail, or a spare be added, meanwhile).
+        members: Vec<DiskConfig>,
+        /// Their open files, in the same order.
+        files: Vec<File>,
         /// Pool spares it took, by name.
         from_pool: Vec<String>,
         /// Disk files made for it.
