@@ -10,7 +10,7 @@ mod serve_harness;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serve_harness::{NbdClient, Scratch, Served, ok, pattern, serve, wafer};
+use serve_harness::{NbdClient, Scratch, Served, ok, pattern, serve, wafer, wire};
 use wafer_server::admin::{AdminReply, AdminRequest};
 
 const CHUNK: usize = 64 * 1024;
@@ -193,6 +193,53 @@ fn a_kill_right_after_aggr_add_loses_nothing() {
     assert_eq!(total_bytes(&server, "aggr0"), grown);
     check_chunks(&server, "vol1/lun1", 4, 512);
     check_chunks(&server, "vol0/lun0", 5, 64);
+    server.stop();
+}
+
+/// Writes chunks of generation `generation` one after another from chunk 0
+/// until the server goes away (or `chunks` are written); returns how many
+/// were acknowledged.
+fn write_until_gone(server: &Served, export: &str, generation: u8, chunks: u64) -> u64 {
+    let mut client = NbdClient::connect(server.socket(), export);
+    for n in 0..chunks {
+        let data = pattern(generation, n, CHUNK);
+        let sent = client.try_send(wire::CMD_WRITE, n * CHUNK as u64, CHUNK as u32, &data);
+        match sent.and_then(|_| client.reply()) {
+            Ok(reply) => assert_eq!(reply.error, 0, "write {n}"),
+            Err(_) => return n,
+        }
+    }
+    chunks
+}
+
+#[test]
+fn a_kill_while_writes_and_an_addition_are_under_way_loses_nothing() {
+    // Writes stream in while the disks are added, so the addition may find
+    // a CP running and wait for it; the kill comes while writes go on.
+    let scratch = Scratch::new();
+    let data = scratch.data();
+    let server = serve(&scratch);
+    let grown = std::thread::scope(|scope| {
+        let writer = scope.spawn(|| write_until_gone(&server, "vol0/lun0", 8, 3072));
+        std::thread::sleep(Duration::from_millis(300));
+        ok(&data, &["aggr", "add", "aggr0", "-g", "new", "3"]);
+        let grown = total_bytes(&server, "aggr0");
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = server.pid().to_string();
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .expect("kill runs");
+        assert!(killed.success());
+        let acknowledged = writer.join().expect("the writer");
+        assert!(acknowledged > 0, "no write was acknowledged");
+        (grown, acknowledged)
+    });
+    let (grown, acknowledged) = grown;
+    drop(server);
+    let server = serve(&scratch);
+    assert_eq!(total_bytes(&server, "aggr0"), grown);
+    check_chunks(&server, "vol0/lun0", 8, acknowledged);
     server.stop();
 }
 
