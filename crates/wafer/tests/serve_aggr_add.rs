@@ -10,7 +10,7 @@ mod serve_harness;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serve_harness::{NbdClient, Scratch, Served, ok, pattern, serve, wafer, wire};
+use serve_harness::{NbdClient, Scratch, Served, Tmpfs, ok, pattern, serve, wafer, wire};
 use wafer_server::admin::{AdminReply, AdminRequest};
 
 const CHUNK: usize = 64 * 1024;
@@ -347,5 +347,35 @@ fn wrong_aggr_add_is_refused_with_a_reason_and_makes_no_disk() {
     );
     let status = ok(&data, &["aggr", "status", "-v", "aggr1"]);
     assert!(status.contains("raidsize=3"), "{status}");
+    server.stop();
+}
+
+#[test]
+fn an_addition_the_host_has_no_room_for_is_refused_and_makes_no_disk() {
+    // A 256 MiB tmpfs holds the data directory (the NVLog written in full,
+    // the sparse disks' first blocks) but not three more 128 MiB disks.
+    let scratch = Scratch::new();
+    let Some(tmpfs) = Tmpfs::mount(&scratch.file("fs"), 256 << 20) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and must be able to mount a tmpfs"
+        );
+        eprintln!("cannot mount a tmpfs (not root?): this test did not run");
+        return;
+    };
+    let data = tmpfs.dir.join("data");
+    std::fs::create_dir(&data).expect("the data directory");
+    std::os::unix::fs::symlink(&data, scratch.data()).expect("a link to it");
+    let server = serve(&scratch);
+    let free = tmpfs.available();
+    assert!(free < 3 * DISK, "{free} bytes free");
+    let (code, _, err) = wafer(&data, &["aggr", "add", "aggr0", "-g", "new", "3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("not enough space for 3 new disk files"),
+        "{err}"
+    );
+    assert_eq!(disk_files(&data), 9, "no disk file was made");
+    assert_eq!(groups(&data, "aggr0").len(), 1);
     server.stop();
 }
