@@ -379,3 +379,47 @@ fn an_addition_the_host_has_no_room_for_is_refused_and_makes_no_disk() {
     assert_eq!(groups(&data, "aggr0").len(), 1);
     server.stop();
 }
+
+#[test]
+fn the_pool_spares_go_first_and_are_blanked_before_they_are_named() {
+    let scratch = Scratch::new();
+    let data = scratch.data();
+    let server = serve(&scratch);
+    write_chunks(&server, "vol0/lun0", 9, 128);
+    ok(&data, &["aggr", "create", "aggr1", "5"]);
+    let aggr1 = groups(&data, "aggr1").remove(0);
+    ok(&data, &["aggr", "offline", "aggr1"]);
+    ok(&data, &["aggr", "destroy", "aggr1"]);
+    // What a crash in the middle of aggr destroy leaves: pool spares with
+    // old contents. Plant some in each.
+    let garbage = vec![0xab_u8; 1 << 20];
+    let at = 64 << 20;
+    for disk in &aggr1 {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(data.join(format!("{disk}.img")))
+            .expect("a pool spare");
+        file.write_all_at(&garbage, at).expect("planted");
+    }
+    ok(&data, &["aggr", "add", "aggr0", "-g", "new", "3"]);
+    let rg1 = groups(&data, "aggr0").remove(1);
+    assert!(
+        rg1.iter().all(|d| aggr1.contains(d)),
+        "{rg1:?} from {aggr1:?}"
+    );
+    let pool = config(&data)["spare_pool"]
+        .as_array()
+        .map_or(0, |p| p.len());
+    assert_eq!(pool, 2, "three of the five pool spares were taken");
+    assert_eq!(disk_files(&data), 14, "no new file was made");
+    for disk in &rg1 {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::open(data.join(format!("{disk}.img"))).expect("a disk");
+        let mut back = vec![0u8; garbage.len()];
+        file.read_exact_at(&mut back, at).expect("read");
+        assert!(back != garbage, "{disk} was named with its old contents");
+    }
+    check_chunks(&server, "vol0/lun0", 9, 128);
+    server.stop();
+}
