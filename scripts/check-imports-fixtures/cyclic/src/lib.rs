@@ -1,6 +1,8 @@
 //! Fixture crate root: declares the modules, re-exports one item.
 mod a;
 mod b;
+mod d;
+mod g;
 mod reexport;
 mod tested;
 
