@@ -321,6 +321,13 @@ fn wrong_aggr_add_is_refused_with_a_reason_and_makes_no_disk() {
     assert!(err.contains("name a RAID group"), "{err}");
     let err = refused(&data, &["aggr", "add", "aggr0", "-g", "new", "5000"]);
     assert!(err.contains("at most 64"), "{err}");
+    // A new directory's NVLog has room for the CP records of four times
+    // aggr0's stripes: not for four more groups of its disks.
+    let err = refused(&data, &["aggr", "add", "aggr0", "-g", "new", "60"]);
+    assert!(
+        err.contains("have no room for the CP records of 4 more RAID groups"),
+        "{err}"
+    );
     // An offline aggregate takes no disk.
     ok(
         &data,
