@@ -661,6 +661,30 @@ impl Engine {
         Ok(AdminReply::Done { message })
     }
 
+    /// A stop refuses the additions still waiting for their aggregate's CP
+    /// to end: nothing names their disks yet, so the files made for them
+    /// are removed (pool spares they took stay in the pool, blank).
+    pub(super) fn abandon_additions(&mut self) {
+        for one in std::mem::take(&mut self.pending) {
+            match one {
+                Pending::Add {
+                    id, made, reply, ..
+                } => {
+                    remove_files(&made);
+                    let _ = reply.send(AdminResponse::Error(refuse(
+                        AdminErrorKind::ShuttingDown,
+                        format!(
+                            "aggr add: the server is stopping; no disk was added to aggregate \
+                             '{}'",
+                            self.aggr_name(id)
+                        ),
+                    )));
+                }
+                other => self.pending.push(other),
+            }
+        }
+    }
+
     /// Answers the aggregate administrations the node has carried out.
     pub(super) fn settle_pending(&mut self) {
         let pending = std::mem::take(&mut self.pending);

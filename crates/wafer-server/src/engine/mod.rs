@@ -691,6 +691,7 @@ impl Engine {
             self.waiters.len()
         );
         self.shared.stop.begin();
+        self.abandon_additions();
         self.stopping = match self.node.submit(self.clock.now(), HostRequest::Flush) {
             Ok(id) => {
                 self.waiters.insert(id, Waiter::FinalFlush);
