@@ -138,6 +138,20 @@ pub enum AdminRequest {
         /// Disks in all (parity included).
         disks: u16,
     },
+    /// `aggr add NAME [-g new|rgN] NDISKS`: NDISKS blank disks join an
+    /// online aggregate (pool spares first, then new disk files as large as
+    /// its disks): by default they fill its last RAID group up to its
+    /// raidsize, then make new groups of raidsize; `new` puts them all in
+    /// new groups, `rgN` all in the last group, `rgN`.
+    AggrAdd {
+        /// The aggregate.
+        name: String,
+        /// `new` or `rgN`; none: fill the last group, then new ones.
+        #[serde(default)]
+        group: Option<String>,
+        /// Disks to add.
+        disks: u16,
+    },
     /// `aggr offline NAME`: it serves no more, everything committed.
     AggrOffline {
         /// The aggregate.
@@ -154,16 +168,24 @@ pub enum AdminRequest {
         /// The aggregate.
         name: String,
     },
-    /// `disk fail DISK`: fail a disk for good (by name, or by slot number).
+    /// `disk fail [-a AGGR] DISK`: fail a disk for good (by name, or by
+    /// slot number: of AGGR's slots, else of the first aggregate's).
     DiskFail {
         /// The disk's name or slot number.
         disk: String,
+        /// The aggregate whose disk it is; a slot number needs it but for
+        /// the first aggregate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
     },
-    /// `disk replace DISK`: a new blank disk file joins as a spare to take
-    /// the place of failed disk DISK; the filer rebuilds onto it.
+    /// `disk replace [-a AGGR] DISK`: a new blank disk file joins as a spare
+    /// to take the place of failed disk DISK; the filer rebuilds onto it.
     DiskReplace {
         /// The failed disk's name or slot number.
         disk: String,
+        /// The aggregate whose disk it is, as for `DiskFail`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
     },
     /// `disk add`: a new blank disk file, as large as the largest disk a RAID
     /// group uses, joins as a spare; a failed disk waiting for one is rebuilt
@@ -175,10 +197,19 @@ pub enum AdminRequest {
         /// The broken disk's name.
         disk: String,
     },
-    /// `aggr scrub start`: verify and repair every stripe in the background.
-    AggrScrubStart,
-    /// `aggr scrub stop`.
-    AggrScrubStop,
+    /// `aggr scrub start [AGGR]`: verify and repair every stripe of AGGR,
+    /// or of every online aggregate, in the background.
+    AggrScrubStart {
+        /// The aggregate; none: every online one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
+    },
+    /// `aggr scrub stop [AGGR]`: AGGR's scrub, or every one running.
+    AggrScrubStop {
+        /// The aggregate; none: every one scrubbing.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        aggregate: Option<String>,
+    },
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
     /// `reallocate measure PATH`: how contiguously a LUN lies on disk.
@@ -451,6 +482,9 @@ pub struct AggregateStatus {
     pub failed_reason: Option<String>,
     /// The newest committed CP.
     pub committed_cp: u64,
+    /// Its raidsize: the most disks `aggr add` puts in a RAID group.
+    #[serde(default)]
+    pub raid_size: u16,
     /// Its RAID groups.
     pub raid_groups: Vec<RaidGroupStatus>,
     /// Its spare disks.
@@ -616,7 +650,21 @@ pub struct SysstatReport {
     pub nbd: NbdCountersStatus,
     /// The NVLog file or device.
     #[serde(default)]
-    pub nvlog: crate::NvlogCountersStatus,
+    pub nvlog: NvlogCountersStatus,
+}
+
+/// The NVLog thread's counters at one moment: what `sysstat` reports of the
+/// NVLog.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlogCountersStatus {
+    /// Bytes written to the NVLog file (records, terminators, resets).
+    pub bytes_written: u64,
+    /// Records appended.
+    pub appends: u64,
+    /// `pwrite` calls.
+    pub writes: u64,
+    /// `fdatasync` calls: one per group commit.
+    pub syncs: u64,
 }
 
 /// One disk's counters (`statit`'s raw material).

@@ -19,8 +19,8 @@ use std::thread;
 use crate::admin::{
     ADMIN_SOCKET, AdminError, AdminErrorKind, AdminRequest, AdminResponse, REQUEST_LINE_BYTES_MAX,
 };
-use crate::engine::Event;
 use crate::error::ServeError;
+use crate::events::Event;
 use crate::stop::StopSignal;
 use crate::stream::remove_stale_socket;
 

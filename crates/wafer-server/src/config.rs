@@ -51,8 +51,7 @@ use wafer_raid::{RaidGroupGeometry, RaidType};
 use crate::error::ServeError;
 use crate::lun_ids::{LunNow, LunRecord};
 
-/// The configuration file's name in the data directory.
-pub const CONFIG_FILE: &str = "wafer.toml";
+pub use crate::dir_names::CONFIG_FILE;
 /// The version of the data directory's layout this server writes and reads.
 pub const FORMAT_VERSION: u32 = 2;
 /// The format a data directory of one aggregate had; migrated when read.
@@ -102,6 +101,11 @@ pub(crate) struct AggrConfig {
     /// taken offline again at the next start.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) offline: bool,
+    /// The raidsize `aggr create -r` chose: the most disks `aggr add` puts
+    /// in a RAID group. Absent (an older file, or `aggr0` of a new
+    /// directory): ONTAP's default for its RAID type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) raid_size: Option<u16>,
     /// Spare disks, by name, in slot order.
     pub(crate) spares: Vec<String>,
     /// Failed disks a spare has replaced: no slot, their files kept until
@@ -147,6 +151,7 @@ impl DataConfigV1 {
                 aggregate: self.aggregate,
                 id: 0,
                 offline: false,
+                raid_size: None,
                 spares: self.spares,
                 broken: self.broken,
                 groups: self.groups,
@@ -276,6 +281,7 @@ impl DataConfig {
                 aggregate: "aggr0".into(),
                 id: 0,
                 offline: false,
+                raid_size: None,
                 spares: vec![disks[members].name.clone()],
                 broken: Vec::new(),
                 groups: vec![GroupConfig {
@@ -427,12 +433,6 @@ impl DataConfig {
         self.aggregates.iter().map(AggrConfig::stripes).collect()
     }
 
-    /// Where the NVLog's halves lie in its file for these aggregates, at
-    /// least: the file may have more room.
-    pub(crate) fn nvlog_layout(&self) -> crate::nvlog::NvlogLayout {
-        crate::nvlog::NvlogLayout::new(self.nvlog_half_bytes, &self.stripes())
-    }
-
     /// The aggregate with id `id`.
     pub(crate) fn aggr(&self, id: u32) -> Option<&AggrConfig> {
         self.aggregates.iter().find(|a| a.id == id)
@@ -490,7 +490,11 @@ impl DiskConfig {
 impl AggrConfig {
     /// Checks the aggregate on its own; `files` collects the files of every
     /// aggregate, none of which backs two disks.
-    fn validate(&self, nvlog_file: &str, files: &mut BTreeSet<String>) -> Result<(), String> {
+    pub(crate) fn validate(
+        &self,
+        nvlog_file: &str,
+        files: &mut BTreeSet<String>,
+    ) -> Result<(), String> {
         self.check_disks(nvlog_file, files)?;
         self.layout()?;
         for (group, config) in self.groups.iter().enumerate() {
@@ -510,6 +514,25 @@ impl AggrConfig {
     /// Its stripes: the sum of its RAID groups' blocks per disk.
     pub(crate) fn stripes(&self) -> u64 {
         self.groups.iter().map(|g| g.blocks_per_disk).sum()
+    }
+
+    /// Its raidsize: the one recorded, else ONTAP's default for the type of
+    /// its last group (16 disks for RAID-DP, 8 for RAID-4); never below its
+    /// largest group.
+    pub(crate) fn raid_size(&self) -> u16 {
+        let raid_type = self.last_group().raid_type.raid_type();
+        let largest = self.groups.iter().map(|g| g.disks.len()).max().unwrap_or(0);
+        let largest = u16::try_from(largest).unwrap_or(u16::MAX);
+        self.raid_size
+            .unwrap_or_else(|| default_raid_size(raid_type))
+            .max(largest)
+    }
+
+    /// Its last RAID group: the one `aggr add` can widen.
+    pub(crate) fn last_group(&self) -> &GroupConfig {
+        self.groups
+            .last()
+            .expect("a validated configuration has a RAID group")
     }
 
     /// Its engine id.
@@ -690,6 +713,14 @@ impl AggrConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// ONTAP's default raidsize: 16 disks for RAID-DP, 8 for RAID-4.
+pub(crate) fn default_raid_size(raid_type: RaidType) -> u16 {
+    match raid_type {
+        RaidType::RaidDp => 16,
+        RaidType::Raid4 => 8,
     }
 }
 

@@ -38,7 +38,7 @@ use wafer_core::format::TRAILER_SIZE;
 use wafer_core::{BLOCK_SIZE, Block};
 
 use crate::config::SECTOR_BYTES;
-use crate::engine::Event;
+use crate::events::Event;
 
 /// Writes one sync thread covers with a single `fdatasync`, at most.
 const SYNC_BATCH_MAX: usize = 1024;

@@ -28,7 +28,7 @@ pub enum ServeError {
         "{} is not empty and holds no {}: it is not a wafer data directory (if an earlier \
          `wafer serve` was interrupted while creating it, remove it and start again)",
         dir.display(),
-        crate::config::CONFIG_FILE
+        crate::dir_names::CONFIG_FILE
     )]
     NotADataDirectory {
         /// The directory.
@@ -99,7 +99,7 @@ pub enum ServeError {
          stopped before anything was committed without the disk. Make room for the \
          configuration and start again (the disk is tried again, and recorded failed if it \
          still fails)",
-        crate::config::CONFIG_FILE
+        crate::dir_names::CONFIG_FILE
     )]
     FailureUnrecorded {
         /// The disk's name.

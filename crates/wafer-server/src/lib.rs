@@ -56,9 +56,12 @@ mod budget;
 mod catalogue;
 mod clock;
 mod config;
+mod dir_names;
 mod disk;
 mod engine;
 mod error;
+mod events;
+mod growth;
 mod logging;
 mod lun_ids;
 mod nbd;
@@ -67,12 +70,11 @@ mod server;
 mod stop;
 mod stream;
 
-pub use admin::{AdminClient, AdminClientError, AdminRequest, AdminResponse};
+pub use admin::{AdminClient, AdminClientError, AdminRequest, AdminResponse, NvlogCountersStatus};
 pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
 pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
-pub use nvlog::NvlogCountersStatus;
 pub use server::{
     AggregateSummary, LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport,
 };

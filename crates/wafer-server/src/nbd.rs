@@ -68,7 +68,7 @@ use crate::admin::NbdCountersStatus;
 use crate::admission::{Activity, Admission, ConnectionLimits, Ticket};
 use crate::budget::{Budget, Loans};
 use crate::catalogue::{Export, SharedCatalogue, Target};
-use crate::engine::{Event, ExtentsCallback, HostCallback, HostOutcome};
+use crate::events::{Event, ExtentsCallback, HostCallback, HostOutcome};
 use crate::stop::StopSignal;
 use crate::stream::{Listener, Stream};
 

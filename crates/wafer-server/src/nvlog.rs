@@ -48,13 +48,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread;
 
-use serde::{Deserialize, Serialize};
-
 use wafer_core::filer::{Io, IoOp, IoResult};
 use wafer_core::nvlog::NvRecord;
 
-use crate::engine::Event;
+use crate::admin::NvlogCountersStatus;
+use crate::config::DataConfig;
 use crate::error::ServeError;
+use crate::events::Event;
 
 /// The largest record the engine logs: an NBD write of the maximum payload,
 /// with generous room for the record and operation headers.
@@ -82,6 +82,12 @@ pub(crate) struct NvlogLayout {
 }
 
 impl NvlogLayout {
+    /// Where the NVLog's halves lie in its file for `config`'s aggregates,
+    /// at least: the file may have more room.
+    pub(crate) fn of(config: &DataConfig) -> NvlogLayout {
+        NvlogLayout::new(config.nvlog_half_bytes, &config.stripes())
+    }
+
     /// The smallest layout for halves of `half_bytes` in a node whose
     /// aggregates have `stripes` stripes each (the sum of an aggregate's
     /// RAID groups' blocks per disk): every aggregate's CP appends its own
@@ -212,19 +218,6 @@ pub(crate) struct NvlogCounters {
     appends: AtomicU64,
     writes: AtomicU64,
     syncs: AtomicU64,
-}
-
-/// [`NvlogCounters`] at one moment: what `sysstat` reports of the NVLog.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NvlogCountersStatus {
-    /// Bytes written to the NVLog file (records, terminators, resets).
-    pub bytes_written: u64,
-    /// Records appended.
-    pub appends: u64,
-    /// `pwrite` calls.
-    pub writes: u64,
-    /// `fdatasync` calls: one per group commit.
-    pub syncs: u64,
 }
 
 impl NvlogCounters {

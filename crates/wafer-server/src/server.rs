@@ -40,8 +40,9 @@ use crate::catalogue::SharedCatalogue;
 use crate::clock::Clock;
 use crate::config::{CONFIG_FILE, CreateOptions, DataConfig, DiskConfig, DiskState, SECTOR_BYTES};
 use crate::disk::DiskHandle;
-use crate::engine::{Devices, Engine, Event, Plumbing, Shared};
+use crate::engine::{Devices, Engine, Plumbing, Shared};
 use crate::error::ServeError;
+use crate::events::Event;
 use crate::nbd::{Context, NbdCounters};
 use crate::stop::StopSignal;
 use crate::stream::{ListenAddress, Listener, nbd_uri};
@@ -413,7 +414,7 @@ fn create(
             .map_err(ServeError::io(format!("syncing {}", elsewhere.display())))?;
     }
     let (nvlog_file, halves, nvlog_layout) =
-        crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+        crate::nvlog::open(&nvlog_path, crate::nvlog::NvlogLayout::of(&config))?;
     let layout = config.aggregates[0]
         .layout()
         .expect("a new configuration is valid");
@@ -582,7 +583,7 @@ fn mount(
     }
     let nvlog_path = dir.join(&config.nvlog_file);
     let (mut nvlog_file, halves, mut nvlog_layout) =
-        crate::nvlog::open(&nvlog_path, config.nvlog_layout())?;
+        crate::nvlog::open(&nvlog_path, crate::nvlog::NvlogLayout::of(&config))?;
     if migrated {
         // A directory of one aggregate: its NVLog had room for that one's
         // CP records only; it grows (rewritten beside and renamed) before

@@ -13,10 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::stream::Stream;
-
-/// A callback that makes a blocked `accept` return.
-pub(crate) type Waker = Box<dyn Fn() + Send>;
+use crate::stream::{Stream, Waker};
 
 /// The server's stop switch, with what it must reach when flipped.
 #[derive(Default)]

@@ -106,6 +106,9 @@ impl Write for Stream {
     }
 }
 
+/// A callback that makes a thread blocked in [`Listener::accept`] return.
+pub(crate) type Waker = Box<dyn Fn() + Send>;
+
 /// A bound listening socket.
 #[derive(Debug)]
 pub(crate) enum Listener {
@@ -156,7 +159,7 @@ impl Listener {
 
     /// A callback that wakes a thread blocked in [`Listener::accept`] by
     /// connecting to the listener.
-    pub(crate) fn waker(&self) -> io::Result<crate::stop::Waker> {
+    pub(crate) fn waker(&self) -> io::Result<Waker> {
         Ok(match self.address()? {
             ListenAddress::Tcp(address) => Box::new(move || {
                 let _ = TcpStream::connect_timeout(&address, Duration::from_secs(1));

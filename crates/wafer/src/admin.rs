@@ -1,5 +1,6 @@
 //! The administrator's commands against a running `wafer serve`, in ONTAP's
-//! words and layouts (`wafl.md` §12): `aggr status`, `vol`, `lun`, `snap`,
+//! words and layouts (`wafl.md` §12): `aggr status`, `aggr create`, `aggr
+//! add`, `aggr scrub`, `vol`, `lun`, `snap`,
 //! `df`, `disk fail`, `disk replace`, `disk add`, `disk remove` and
 //! `sysstat -x`.
 //!
@@ -98,13 +99,20 @@ pub enum AggrCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Adding disks to an aggregate: not yet supported.
+    /// Adds NDISKS blank disks to an online aggregate: the node's pool
+    /// spares first, then new disk files as large as its disks. They fill
+    /// its last RAID group up to its raidsize, then make new groups of
+    /// raidsize; its space grows at once (df -A).
+    #[command(override_usage = "wafer aggr add <NAME> [-g new|rgN] <NDISKS>")]
     Add {
         /// The aggregate.
         name: String,
-        /// Anything ONTAP's `aggr add` takes.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        rest: Vec<String>,
+        /// `new`: all in new RAID groups; `rgN`: all in group N, which must
+        /// be the last.
+        #[arg(short = 'g', value_name = "new|rgN")]
+        group: Option<String>,
+        /// Disks to add.
+        ndisks: u16,
         #[command(flatten)]
         output: Output,
     },
@@ -117,13 +125,18 @@ pub enum AggrCommand {
 /// `wafer aggr scrub`.
 #[derive(Debug, Subcommand)]
 pub enum ScrubCommand {
-    /// Starts a scrub of every RAID group.
+    /// Starts a scrub of every RAID group of AGGR, or of every online
+    /// aggregate.
     Start {
+        /// Only this aggregate.
+        aggr: Option<String>,
         #[command(flatten)]
         output: Output,
     },
-    /// Stops the scrub running.
+    /// Stops AGGR's scrub, or every scrub running.
     Stop {
+        /// Only this aggregate.
+        aggr: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -291,6 +304,10 @@ pub enum DiskCommand {
     /// Fails a disk for good: its blocks are rebuilt from parity, onto a
     /// spare if there is one.
     Fail {
+        /// The aggregate the disk is in: a slot number is its slot (without
+        /// -a, the first aggregate's).
+        #[arg(short = 'a', value_name = "AGGR")]
+        aggr: Option<String>,
         /// The disk's name or slot number.
         disk: String,
         #[command(flatten)]
@@ -299,6 +316,9 @@ pub enum DiskCommand {
     /// Adds a new blank disk file as a spare for a failed disk; it takes the
     /// failed disk's place and is rebuilt in the background.
     Replace {
+        /// The aggregate the disk is in, as for disk fail.
+        #[arg(short = 'a', value_name = "AGGR")]
+        aggr: Option<String>,
         /// The failed disk's name or slot number.
         disk: String,
         #[command(flatten)]
@@ -486,8 +506,8 @@ impl AdminCommand {
                 | AggrCommand::Add { output, .. },
             )
             | AdminCommand::Aggr(AggrCommand::Scrub(
-                ScrubCommand::Start { output }
-                | ScrubCommand::Stop { output }
+                ScrubCommand::Start { output, .. }
+                | ScrubCommand::Stop { output, .. }
                 | ScrubCommand::Status { output, .. },
             ))
             | AdminCommand::Vol(
@@ -595,18 +615,21 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Aggr(AggrCommand::Destroy { name, .. }) => {
             done(ask(AdminRequest::AggrDestroy { name })?)
         }
-        AdminCommand::Aggr(AggrCommand::Add { name, .. }) => Err(refusal(
-            AdminErrorKind::Invalid,
-            format!(
-                "aggr add {name}: adding disks to an aggregate is not yet supported (create \
-                 another aggregate with aggr create)"
-            ),
-        )),
-        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { .. })) => {
-            done(ask(AdminRequest::AggrScrubStart)?)
+        AdminCommand::Aggr(AggrCommand::Add {
+            name,
+            group,
+            ndisks,
+            ..
+        }) => done(ask(AdminRequest::AggrAdd {
+            name,
+            group,
+            disks: ndisks,
+        })?),
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { aggr, .. })) => {
+            done(ask(AdminRequest::AggrScrubStart { aggregate: aggr })?)
         }
-        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Stop { .. })) => {
-            done(ask(AdminRequest::AggrScrubStop)?)
+        AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Stop { aggr, .. })) => {
+            done(ask(AdminRequest::AggrScrubStop { aggregate: aggr })?)
         }
         AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Status { aggr, .. })) => formatted(
             named_aggregate(ask(AdminRequest::AggrStatusAll)?, aggr.as_deref()),
@@ -632,11 +655,17 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Disk(DiskCommand::Show { .. }) => {
             formatted(ask(AdminRequest::AggrStatusAll)?, ontap::disk_show)
         }
-        AdminCommand::Disk(DiskCommand::Fail { disk, .. }) => {
-            done(ask(AdminRequest::DiskFail { disk })?)
+        AdminCommand::Disk(DiskCommand::Fail { disk, aggr, .. }) => {
+            done(ask(AdminRequest::DiskFail {
+                disk,
+                aggregate: aggr,
+            })?)
         }
-        AdminCommand::Disk(DiskCommand::Replace { disk, .. }) => {
-            done(ask(AdminRequest::DiskReplace { disk })?)
+        AdminCommand::Disk(DiskCommand::Replace { disk, aggr, .. }) => {
+            done(ask(AdminRequest::DiskReplace {
+                disk,
+                aggregate: aggr,
+            })?)
         }
         AdminCommand::Disk(DiskCommand::Add { .. }) => done(ask(AdminRequest::DiskAdd)?),
         AdminCommand::Disk(DiskCommand::Remove { disk, .. }) => {

@@ -24,7 +24,7 @@ fn admin_commands_print_ontap_layouts_and_json() {
     let data = server.data.clone();
     let status = ok(&data, &["aggr", "status"]);
     assert!(
-        status.contains("aggr0 online          raid_dp, aggr     raidsize=8"),
+        status.contains("aggr0 online          raid_dp, aggr     raidsize=16"),
         "{status}"
     );
     let raid = ok(&data, &["aggr", "status", "-r"]);

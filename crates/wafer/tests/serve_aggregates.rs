@@ -8,6 +8,7 @@ mod serve_harness;
 use std::path::Path;
 
 use serve_harness::{NbdClient, Scratch, Served, ok, pattern, serve, wafer};
+use wafer_server::admin::{AdminReply, AdminRequest, AggregateStatus};
 
 const CHUNK: usize = 64 * 1024;
 
@@ -239,8 +240,6 @@ fn wrong_aggregate_administration_is_refused_with_a_reason() {
     assert!(err.contains("a group of 2"), "{err}");
     let err = refused(&data, &["aggr", "create", "9lives", "3"]);
     assert!(err.contains("invalid aggregate name"), "{err}");
-    let err = refused(&data, &["aggr", "add", "aggr0", "3"]);
-    assert!(err.contains("not yet supported"), "{err}");
     let err = refused(&data, &["vol", "create", "v9", "aggr9", "10m"]);
     assert!(err.contains("No aggregate named 'aggr9' exists."), "{err}");
     // Nothing was made: no disk file beyond aggr0's nine.
@@ -352,5 +351,105 @@ fn writes_to_two_aggregates_survive_a_kill_through_the_one_nvlog() {
     let server = serve(&scratch);
     check_chunks(&server, "vol0/lun0", 12, 48);
     check_chunks(&server, "vol1/lun1", 13, 48);
+    server.stop();
+}
+
+/// Every aggregate's status, by the admin socket.
+fn statuses(server: &Served) -> Vec<AggregateStatus> {
+    match server.admin_ok(AdminRequest::AggrStatusAll) {
+        AdminReply::Aggregates(all) => all,
+        other => panic!("aggr status answered {other:?}"),
+    }
+}
+
+fn scrubbed(server: &Served, name: &str) -> bool {
+    let all = statuses(server);
+    let aggr = all.iter().find(|a| a.name == name).expect("listed");
+    aggr.scrub.is_some()
+}
+
+#[test]
+fn scrubs_and_disk_slots_act_on_the_named_aggregate() {
+    let scratch = Scratch::new();
+    let data = scratch.data();
+    let server = serve(&scratch);
+    create_aggr1(&data);
+    write_chunks(&server, "vol1/lun1", 14, 64);
+
+    // A named scrub runs on that aggregate only, and stops there only.
+    let started = ok(&data, &["aggr", "scrub", "start", "aggr1"]);
+    assert!(
+        started.contains("scrub of aggregate aggr1 started"),
+        "{started}"
+    );
+    assert!(scrubbed(&server, "aggr1") && !scrubbed(&server, "aggr0"));
+    let err = refused(&data, &["aggr", "scrub", "stop", "aggr0"]);
+    assert!(
+        err.contains("no scrub of aggregate aggr0 is running"),
+        "{err}"
+    );
+    let err = refused(&data, &["aggr", "scrub", "start", "aggr7"]);
+    assert!(err.contains("No aggregate named 'aggr7' exists."), "{err}");
+    let stopped = ok(&data, &["aggr", "scrub", "stop", "aggr1"]);
+    assert!(
+        stopped.contains("scrub of aggregate aggr1 stopped"),
+        "{stopped}"
+    );
+    // Without a name, as ONTAP: every online aggregate.
+    let started = ok(&data, &["aggr", "scrub", "start"]);
+    assert!(
+        started.contains("scrub of aggregates aggr0, aggr1 started"),
+        "{started}"
+    );
+    let running = statuses(&server)
+        .iter()
+        .filter(|a| a.scrub.as_ref().is_some_and(|s| s.running))
+        .count();
+    let stopped = ok(&data, &["aggr", "scrub", "stop"]);
+    assert!(
+        running == 0 || stopped.contains("stopped"),
+        "{running} running: {stopped}"
+    );
+    let status = ok(&data, &["aggr", "scrub", "status", "aggr1"]);
+    assert!(
+        status.contains("/aggr1/plex0/rg0") && !status.contains("aggr0"),
+        "{status}"
+    );
+
+    // A slot number names a slot of the aggregate -a names.
+    let aggr1 = group_disks(&data, "aggr1");
+    let failed = ok(&data, &["disk", "fail", "-a", "aggr1", "2"]);
+    assert!(
+        failed.contains(&format!(
+            "disk {} (slot 2 of aggregate aggr1) failed",
+            aggr1[2]
+        )),
+        "{failed}"
+    );
+    let text = std::fs::read_to_string(data.join(wafer_server::CONFIG_FILE)).expect("config");
+    assert_eq!(text.matches("state = \"failed\"").count(), 1, "{text}");
+    let all = statuses(&server);
+    let state = |aggr: &str, slot: u32| {
+        let aggr = all.iter().find(|a| a.name == aggr).expect("listed");
+        let disk = aggr.raid_groups[0].disks.iter().find(|d| d.slot == slot);
+        disk.map(|d| d.state)
+    };
+    assert_eq!(state("aggr1", 2), Some(wafer_server::DiskState::Failed));
+    assert_eq!(state("aggr0", 2), Some(wafer_server::DiskState::InService));
+    let err = refused(&data, &["disk", "fail", "-a", "aggr1", "disk0"]);
+    assert!(err.contains("no disk disk0 in aggregate aggr1"), "{err}");
+    let err = refused(&data, &["disk", "fail", "-a", "aggr7", "1"]);
+    assert!(
+        err.contains("disk fail: No aggregate named 'aggr7' exists."),
+        "{err}"
+    );
+    let err = refused(&data, &["disk", "replace", "-a", "aggr1", "3"]);
+    assert!(err.contains("not a failed RAID group member"), "{err}");
+    let replaced = ok(&data, &["disk", "replace", "-a", "aggr1", "2"]);
+    assert!(
+        replaced.contains(&format!("failed disk {}", aggr1[2])),
+        "{replaced}"
+    );
+    check_chunks(&server, "vol1/lun1", 14, 64);
     server.stop();
 }

@@ -43,7 +43,10 @@ fn check_all(server: &Served) {
 }
 
 fn fail(server: &Served, disk: &str) -> AdminResponse {
-    server.admin(AdminRequest::DiskFail { disk: disk.into() })
+    server.admin(AdminRequest::DiskFail {
+        disk: disk.into(),
+        aggregate: None,
+    })
 }
 
 fn aggregate(server: &Served) -> wafer_server::admin::AggregateStatus {

@@ -13,11 +13,11 @@
 mod serve_harness;
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use serve_harness::{NbdClient, Scratch, TEST_SIZES, pattern, serve_with, wire};
+use serve_harness::{NbdClient, Scratch, TEST_SIZES, Tmpfs, pattern, serve_with, wire};
 
 /// Room for the NVLog (2 x 32 MiB, written in full), the configuration and
 /// the disks' first metadata, and then a little.
@@ -28,44 +28,6 @@ const LEFT_FREE: u64 = 8 << 20;
 const WRITE_BYTES: usize = 64 * 1024;
 const WRITES: u64 = 1024; // 64 MiB
 const IN_FLIGHT: u64 = 8;
-
-/// A tmpfs mounted on a directory of the scratch area, unmounted on drop.
-struct Tmpfs {
-    dir: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(dir: &Path, bytes: u64) -> Option<Tmpfs> {
-        std::fs::create_dir_all(dir).expect("a mount point");
-        let status = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
-            .arg(dir)
-            .status()
-            .ok()?;
-        status.success().then(|| Tmpfs {
-            dir: dir.to_path_buf(),
-        })
-    }
-
-    fn available(&self) -> u64 {
-        let output = Command::new("df")
-            .args(["--output=avail", "-B1"])
-            .arg(&self.dir)
-            .output()
-            .expect("df runs");
-        let text = String::from_utf8_lossy(&output.stdout);
-        text.lines()
-            .nth(1)
-            .and_then(|l| l.trim().parse().ok())
-            .expect("df's answer")
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-    }
-}
 
 /// Writes generation 1 to blocks `0..WRITES`, pipelined, until the server
 /// goes away; returns which writes were acknowledged.

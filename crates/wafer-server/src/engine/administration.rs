@@ -64,6 +64,9 @@ impl Engine {
                 raid_size,
                 disks,
             } => Some(self.create_aggregate(&name, &raid_type, raid_size, disks, reply.clone())),
+            AdminRequest::AggrAdd { name, group, disks } => {
+                Some(self.add_to_aggregate(&name, group.as_deref(), disks, reply.clone()))
+            }
             AdminRequest::AggrOffline { name } => {
                 Some(self.offline_aggregate(&name, reply.clone()))
             }
@@ -306,17 +309,26 @@ impl Engine {
                     .collect(),
             )),
             AdminRequest::AggrCreate { .. }
+            | AdminRequest::AggrAdd { .. }
             | AdminRequest::AggrOffline { .. }
             | AdminRequest::AggrOnline { .. } => {
                 unreachable!("answered by Engine::admin when the node has done it")
             }
             AdminRequest::AggrDestroy { name } => Answer::Now(self.destroy_aggregate(&name)?),
-            AdminRequest::DiskFail { disk } => Answer::Now(self.fail_disk(&disk)?),
-            AdminRequest::DiskReplace { disk } => Answer::Now(self.replace_disk(&disk)?),
+            AdminRequest::DiskFail { disk, aggregate } => {
+                Answer::Now(self.fail_disk(&disk, aggregate.as_deref())?)
+            }
+            AdminRequest::DiskReplace { disk, aggregate } => {
+                Answer::Now(self.replace_disk(&disk, aggregate.as_deref())?)
+            }
             AdminRequest::DiskAdd => Answer::Now(self.add_disk()?),
             AdminRequest::DiskRemove { disk } => Answer::Now(self.remove_disk(&disk)?),
-            AdminRequest::AggrScrubStart => Answer::Now(self.start_scrub()?),
-            AdminRequest::AggrScrubStop => Answer::Now(self.stop_scrub()?),
+            AdminRequest::AggrScrubStart { aggregate } => {
+                Answer::Now(self.start_scrub(aggregate.as_deref())?)
+            }
+            AdminRequest::AggrScrubStop { aggregate } => {
+                Answer::Now(self.stop_scrub(aggregate.as_deref())?)
+            }
             AdminRequest::Sysstat => Answer::Now(AdminReply::Sysstat(Box::new(self.sysstat()))),
             AdminRequest::ReallocateMeasure { path } => {
                 let lun = self.lun_id(&path)?;
@@ -686,6 +698,7 @@ impl Engine {
             state,
             failed_reason,
             committed_cp: engine.map_or(0, |f| f.committed_cp().0),
+            raid_size: config.raid_size(),
             raid_groups,
             spares,
             broken: broken_disks(config),
@@ -755,32 +768,76 @@ impl Engine {
             })
     }
 
-    fn start_scrub(&mut self) -> Result<AdminReply, AdminError> {
-        let aggr = self.default_aggregate()?;
+    /// `aggr scrub start [AGGR]`: AGGR's scrub, or as ONTAP does without a
+    /// name, one on every online aggregate not scrubbing already.
+    fn start_scrub(&mut self, name: Option<&str>) -> Result<AdminReply, AdminError> {
         let now = self.clock.now();
+        let Some(name) = name else {
+            let mut started = Vec::new();
+            let mut not = Vec::new();
+            for aggr in self.serving_aggregates() {
+                let result = self
+                    .node
+                    .with_aggregate(now, aggr, |filer| filer.start_scrub());
+                match result.expect("a serving aggregate has an engine") {
+                    Ok(()) => started.push(self.aggr_name(aggr)),
+                    Err(e) => not.push(format!("{}: {e}", self.aggr_name(aggr))),
+                }
+            }
+            self.drain();
+            if started.is_empty() {
+                return Err(match not.is_empty() {
+                    true => invalid("scrub not started: no aggregate is online"),
+                    false => invalid(&format!("scrub not started: {}", not.join("; "))),
+                });
+            }
+            let mut message = match started.as_slice() {
+                [one] => format!("scrub of aggregate {one} started"),
+                all => format!("scrub of aggregates {} started", all.join(", ")),
+            };
+            if !not.is_empty() {
+                let _ = write!(message, "; not of {}", not.join("; "));
+            }
+            return Ok(AdminReply::Done { message });
+        };
+        let aggr = self.serving_aggregate(name, "aggr scrub start")?;
         self.node
             .with_aggregate(now, aggr, |filer| filer.start_scrub())
             .expect("a serving aggregate has an engine")
-            .map_err(|e| invalid(&format!("scrub not started: {e}")))?;
+            .map_err(|e| invalid(&format!("scrub of aggregate {name} not started: {e}")))?;
         self.drain();
         Ok(AdminReply::Done {
-            message: format!("scrub of aggregate {} started", self.aggr_name(aggr)),
+            message: format!("scrub of aggregate {name} started"),
         })
     }
 
-    fn stop_scrub(&mut self) -> Result<AdminReply, AdminError> {
-        let aggr = self.default_aggregate()?;
+    /// `aggr scrub stop [AGGR]`: AGGR's scrub, or every one running.
+    fn stop_scrub(&mut self, name: Option<&str>) -> Result<AdminReply, AdminError> {
+        let aggregates = match name {
+            Some(name) => vec![self.serving_aggregate(name, "aggr scrub stop")?],
+            None => self.serving_aggregates(),
+        };
         let now = self.clock.now();
-        let stopped = self
-            .node
-            .with_aggregate(now, aggr, |filer| filer.stop_scrub())
-            .unwrap_or(false);
+        let stopped: Vec<AggrId> = aggregates
+            .into_iter()
+            .filter(|aggr| {
+                let stop = self
+                    .node
+                    .with_aggregate(now, *aggr, |filer| filer.stop_scrub());
+                stop.unwrap_or(false)
+            })
+            .collect();
+        let stopped: Vec<String> = stopped.into_iter().map(|a| self.aggr_name(a)).collect();
         self.drain();
-        match stopped {
-            true => Ok(AdminReply::Done {
-                message: format!("scrub of aggregate {} stopped", self.aggr_name(aggr)),
+        match (stopped.as_slice(), name) {
+            ([], Some(name)) => Err(invalid(&format!("no scrub of aggregate {name} is running"))),
+            ([], None) => Err(invalid("no scrub is running")),
+            ([one], _) => Ok(AdminReply::Done {
+                message: format!("scrub of aggregate {one} stopped"),
             }),
-            false => Err(invalid("no scrub is running")),
+            (all, _) => Ok(AdminReply::Done {
+                message: format!("scrub of aggregates {} stopped", all.join(", ")),
+            }),
         }
     }
 
@@ -792,18 +849,49 @@ impl Engine {
             let slot = slots.iter().find(|s| s.disk.name == disk)?;
             Some((aggr.aggr_id(), slot.id))
         });
-        by_name.or_else(|| {
-            let aggr = self.config.aggregates.first()?;
-            let slots = aggr.slots();
-            let slot = slots.iter().find(|s| s.id.0.to_string() == disk)?;
-            Some((aggr.aggr_id(), slot.id))
-        })
+        by_name.or_else(|| self.slot_in(self.config.aggregates.first()?, disk))
     }
 
-    fn fail_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
-        let Some((aggr, id)) = self.find_slot(disk) else {
-            return Err(self.not_a_slot(disk, "failed"));
+    /// Disk `disk` (a name or a slot number) of aggregate `aggr`.
+    fn slot_in(
+        &self,
+        aggr: &AggrConfig,
+        disk: &str,
+    ) -> Option<(AggrId, wafer_core::units::DiskId)> {
+        let slots = aggr.slots();
+        let slot = (slots.iter().find(|s| s.disk.name == disk))
+            .or_else(|| slots.iter().find(|s| s.id.0.to_string() == disk))?;
+        Some((aggr.aggr_id(), slot.id))
+    }
+
+    /// The slot `command` (`disk fail`, the disk to be `what`: `failed`)
+    /// names: in aggregate `aggregate` if given (a name or a slot number of
+    /// it), else as [`Engine::find_slot`] finds it.
+    fn named_slot(
+        &self,
+        disk: &str,
+        aggregate: Option<&str>,
+        (command, what): (&str, &str),
+    ) -> Result<(AggrId, wafer_core::units::DiskId), AdminError> {
+        let Some(name) = aggregate else {
+            return self
+                .find_slot(disk)
+                .ok_or_else(|| self.not_a_slot(disk, what));
         };
+        let aggr = self.named_aggregate(name, command)?;
+        let config = self.config.aggr(aggr.0).expect("named");
+        self.slot_in(config, disk)
+            .ok_or_else(|| match config.broken.iter().any(|b| b == disk) {
+                true => self.not_a_slot(disk, what),
+                false => error(
+                    AdminErrorKind::NotFound,
+                    &format!("no disk {disk} in aggregate {name} (a disk name or a slot number)"),
+                ),
+            })
+    }
+
+    fn fail_disk(&mut self, disk: &str, aggregate: Option<&str>) -> Result<AdminReply, AdminError> {
+        let (aggr, id) = self.named_slot(disk, aggregate, ("disk fail", "failed"))?;
         let config = self.config.aggr(aggr.0).expect("found");
         let slots = config.slots();
         let slot = &slots[id.0 as usize];
@@ -824,16 +912,22 @@ impl Engine {
                     format!("disk {name} not failed: the configuration cannot be saved: {e}");
                 error(AdminErrorKind::Io, &message)
             })?;
-        let message = format!("disk {name} (slot {}) failed", id.0);
+        let message = format!(
+            "disk {name} (slot {} of aggregate {}) failed",
+            id.0,
+            self.aggr_name(aggr)
+        );
         Ok(AdminReply::Done { message })
     }
 
     /// Adds a blank disk file as a spare for failed disk `disk`, which the
     /// filer rebuilds onto it.
-    fn replace_disk(&mut self, disk: &str) -> Result<AdminReply, AdminError> {
-        let Some((aggr, id)) = self.find_slot(disk) else {
-            return Err(self.not_a_slot(disk, "replaced"));
-        };
+    fn replace_disk(
+        &mut self,
+        disk: &str,
+        aggregate: Option<&str>,
+    ) -> Result<AdminReply, AdminError> {
+        let (aggr, id) = self.named_slot(disk, aggregate, ("disk replace", "replaced"))?;
         let config = self.config.aggr(aggr.0).expect("found");
         let slots = config.slots();
         let slot = &slots[id.0 as usize];

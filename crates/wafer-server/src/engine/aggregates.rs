@@ -1,5 +1,5 @@
-//! `aggr create`, `aggr offline`, `aggr online` and `aggr destroy`, on the
-//! engine thread.
+//! `aggr create`, `aggr add`, `aggr offline`, `aggr online` and `aggr
+//! destroy`, on the engine thread.
 //!
 //! What each writes to `wafer.toml`, and when, is what keeps a crash safe:
 //!
@@ -11,6 +11,13 @@
 //!   (`diskN.img` that no aggregate names; new names skip them) and never an
 //!   aggregate the next start cannot mount. Pool spares it took stay in the
 //!   pool until then.
+//! * `aggr add` makes its disks first (pool spares blanked, new sparse
+//!   files, synced; the configuration's save syncs the directory), then,
+//!   when no CP runs in the aggregate, saves the configuration naming them,
+//!   moves the spares' threads up behind the new members' and gives the
+//!   node the grown layout, which the idle engine takes up at once. A crash
+//!   before the save leaves blank files nothing names; after it, the mount
+//!   takes the configured layout over the superblock's, the new blocks free.
 //! * `aggr offline` is recorded once the aggregate has committed everything
 //!   and let go of its engine; a crash before mounts it online again, which
 //!   is harmless.
@@ -29,32 +36,10 @@ use wafer_core::units::AggrId;
 use wafer_raid::RaidType;
 
 use super::Engine;
+use super::pending::Pending;
 use crate::admin::{AdminError, AdminErrorKind, AdminReply, AdminResponse};
 use crate::config::{AggrConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName};
-
-/// An aggregate administration waiting for the node.
-pub(super) enum Pending {
-    /// A new aggregate, named in the configuration once it is online.
-    Create {
-        id: AggrId,
-        config: AggrConfig,
-        /// Pool spares it took, by name.
-        from_pool: Vec<String>,
-        /// Disk files made for it.
-        made: Vec<PathBuf>,
-        reply: Sender<AdminResponse>,
-    },
-    /// An aggregate going offline.
-    Offline {
-        id: AggrId,
-        reply: Sender<AdminResponse>,
-    },
-    /// An aggregate mounting again.
-    Online {
-        id: AggrId,
-        reply: Sender<AdminResponse>,
-    },
-}
+use crate::growth::Placement;
 
 /// The default disk size of an aggregate when the node has none to copy.
 const DEFAULT_DISK_BYTES: u64 = 768 << 20;
@@ -139,10 +124,7 @@ impl Engine {
                 )));
             }
         };
-        let raid_size = raid_size.unwrap_or(match raid {
-            RaidType::RaidDp => 16,
-            RaidType::Raid4 => 8,
-        });
+        let raid_size = raid_size.unwrap_or(crate::config::default_raid_size(raid));
         let sizes = group_sizes(raid, raid_size, disks)
             .map_err(|e| invalid(format!("aggr create: {e}")))?;
         let blocks = self
@@ -165,7 +147,8 @@ impl Engine {
                 (blocks * wafer_core::BLOCK_SIZE as u64) >> 20
             )));
         }
-        let (members, from_pool, made, files) = self.gather_disks(usize::from(disks), blocks)?;
+        let (members, from_pool, made, files) =
+            self.gather_disks(usize::from(disks), blocks, "aggr create")?;
         let mut at = 0;
         let groups: Vec<GroupConfig> = sizes
             .iter()
@@ -186,6 +169,7 @@ impl Engine {
             aggregate: name.to_string(),
             id: u32::MAX,
             offline: false,
+            raid_size: Some(raid_size),
             spares: Vec::new(),
             broken: Vec::new(),
             groups,
@@ -239,6 +223,7 @@ impl Engine {
         &mut self,
         disks: usize,
         blocks: u64,
+        what: &str,
     ) -> Result<
         (
             Vec<DiskConfig>,
@@ -252,7 +237,7 @@ impl Engine {
         let mut from_pool = Vec::new();
         let mut made = Vec::new();
         let mut files = Vec::new();
-        let io = |e: String| refuse(AdminErrorKind::Io, format!("aggr create: {e}"));
+        let io = |e: String| refuse(AdminErrorKind::Io, format!("{what}: {e}"));
         let taken_from_pool: Vec<String> = self.pending_pool();
         for spare in &self.config.spare_pool {
             if members.len() == disks {
@@ -285,6 +270,227 @@ impl Engine {
         Ok((members, from_pool, made, files))
     }
 
+    /// `aggr add NAME [-g new|rgN] NDISKS`: checks, then makes the disks
+    /// (pool spares blanked, new files sparse, all synced) before anything
+    /// names them; they are given to the aggregate once no CP runs there
+    /// ([`Engine::give_disks`]), and the answer waits for that.
+    pub(super) fn add_to_aggregate(
+        &mut self,
+        name: &str,
+        group: Option<&str>,
+        disks: u16,
+        reply: Sender<AdminResponse>,
+    ) -> Result<(), AdminError> {
+        let id = self.named_aggregate(name, "aggr add")?;
+        if self.pending_for(id) {
+            return Err(invalid(format!("aggr add: aggregate '{name}' is busy")));
+        }
+        let (state, reason) = self.aggregate_state(id);
+        if state != "online" {
+            return Err(invalid(format!(
+                "aggr add: aggregate '{name}' is {state}{}; only an online aggregate takes disks",
+                reason.map_or_else(String::new, |r| format!(" ({r})"))
+            )));
+        }
+        if (self.node.aggregate(id)).is_some_and(|f| f.rebuild_status().is_some()) {
+            return Err(invalid(format!(
+                "aggr add: aggregate '{name}' is reconstructing a failed disk; add disks once the \
+                 reconstruction is done"
+            )));
+        }
+        let config = self.config.aggr(id.0).expect("named").clone();
+        let placement = crate::growth::place(&config, group, disks)
+            .map_err(|e| invalid(format!("aggr add: {e}")))?;
+        let blocks = config.last_group().blocks_per_disk;
+        let placeholders = (0..disks)
+            .map(|n| DiskConfig::blank(&format!("new{n}"), blocks))
+            .collect();
+        let planned = crate::growth::grown(&config, &placement, placeholders);
+        let layout = planned
+            .layout()
+            .map_err(|e| invalid(format!("aggr add: {e}")))?;
+        if let Some(filer) = self.node.aggregate(id) {
+            wafer_core::filer::check_extension(filer.layout(), &layout)
+                .map_err(|e| invalid(format!("aggr add: {e}")))?;
+        }
+        let mut stripes: Vec<u64> = (self.config.aggregates.iter())
+            .map(|a| match a.id == id.0 {
+                true => planned.stripes(),
+                false => a.stripes(),
+            })
+            .collect();
+        stripes.extend(self.pending_stripes());
+        if !self.nvlog_layout.holds(&stripes) {
+            return Err(invalid(format!(
+                "aggr add: the NVLog's halves ({} bytes each) have no room for the CP records of \
+                 {} more RAID groups of {} MiB disks; add fewer disks, or to the last group \
+                 (-g rg{})",
+                self.nvlog_layout.region_bytes,
+                placement.new_groups.len(),
+                (blocks * wafer_core::BLOCK_SIZE as u64) >> 20,
+                config.groups.len() - 1
+            )));
+        }
+        self.check_host_room(usize::from(disks), blocks)?;
+        let (members, from_pool, made, files) =
+            self.gather_disks(usize::from(disks), blocks, "aggr add")?;
+        let names: Vec<&str> = members.iter().map(|d| d.name.as_str()).collect();
+        crate::log!(
+            "aggr add: blank disks {} ready for aggregate {name} ({} in rg{}, {} new RAID \
+             groups); given to it when no CP runs there",
+            names.join(", "),
+            placement.to_last,
+            config.groups.len() - 1,
+            placement.new_groups.len()
+        );
+        self.pending.push(Pending::Add {
+            id,
+            placement,
+            members,
+            files,
+            from_pool,
+            made,
+            reply,
+        });
+        self.settle_pending();
+        Ok(())
+    }
+
+    /// Refuses an addition whose new disk files the host's file system has
+    /// no room for: they are sparse, but the aggregate would count on every
+    /// block of them, and a write the host refused later would take it
+    /// offline. Pool spares the addition takes need no room.
+    fn check_host_room(&self, disks: usize, blocks: u64) -> Result<(), AdminError> {
+        let taken = self.pending_pool();
+        let from_pool = (self.config.spare_pool.iter())
+            .filter(|d| d.blocks >= blocks && !taken.contains(&d.name))
+            .count()
+            .min(disks);
+        let files = (disks - from_pool) as u64;
+        let needed = files * blocks * crate::config::SECTOR_BYTES;
+        if needed == 0 {
+            return Ok(());
+        }
+        let free = rustix::fs::statvfs(&self.dir)
+            .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+            .map_err(|e| {
+                refuse(
+                    AdminErrorKind::Io,
+                    format!(
+                        "aggr add: cannot ask the file system of {} for its room: {e}",
+                        self.dir.display()
+                    ),
+                )
+            })?;
+        host_room(files, needed, free).map_err(|e| {
+            refuse(
+                AdminErrorKind::NoSpace,
+                format!("aggr add: {e} (in {})", self.dir.display()),
+            )
+        })
+    }
+
+    /// Gives the disks of an `aggr add` to aggregate `id`, which runs no CP:
+    /// their threads start, the configuration naming them is saved, the
+    /// threads take their slots (the new members' before the spares', whose
+    /// slots move up), and the node is given the new layout, which the
+    /// engine takes up at once with the CP it starts. A crash after the save
+    /// mounts the configured layout over the old superblock, its new blocks
+    /// free; one before it leaves blank files no configuration names.
+    fn give_disks(
+        &mut self,
+        id: AggrId,
+        (placement, disks, files): (Placement, Vec<DiskConfig>, Vec<std::fs::File>),
+        from_pool: &[String],
+        made: &[PathBuf],
+    ) -> AdminResponse {
+        let config = self.config.aggr(id.0).expect("configured");
+        let name = config.aggregate.clone();
+        let members: usize = config.groups.iter().map(|g| g.disks.len()).sum();
+        let names: Vec<String> = disks.iter().map(|d| d.name.clone()).collect();
+        let grown = crate::growth::grown(config, &placement, disks);
+        let filer = self.node.aggregate(id).expect("online");
+        let layout = match grown
+            .layout()
+            .map_err(|e| e.to_string())
+            .and_then(|layout| {
+                wafer_core::filer::check_extension(filer.layout(), &layout)
+                    .map(|()| layout)
+                    .map_err(|e| e.to_string())
+            }) {
+            Ok(layout) => layout,
+            Err(e) => {
+                remove_files(made);
+                return AdminResponse::Error(invalid(format!("aggr add: {e}; no disk was added")));
+            }
+        };
+        let count = names.len();
+        let mut handles = Vec::new();
+        for (disk, file) in names.iter().zip(files) {
+            match crate::disk::DiskHandle::spawn(disk, Some(file), self.to_self.clone()) {
+                Ok(handle) => handles.push(handle),
+                Err(e) => {
+                    remove_files(made);
+                    return AdminResponse::Error(refuse(
+                        AdminErrorKind::Io,
+                        format!(
+                            "aggr add: disk {disk}'s threads cannot start: {e}; no disk was added"
+                        ),
+                    ));
+                }
+            }
+        }
+        let before = self.config.clone();
+        *self.config.aggr_mut(id.0).expect("configured") = grown;
+        self.config
+            .spare_pool
+            .retain(|d| !from_pool.contains(&d.name));
+        if let Err(e) = self.config.save(&self.dir) {
+            self.config = before;
+            remove_files(made);
+            return AdminResponse::Error(refuse(
+                AdminErrorKind::Io,
+                format!("aggr add: the configuration cannot be saved: {e}; no disk was added"),
+            ));
+        }
+        let slots = self.devices.disks.get_mut(&id).expect("its disks");
+        slots.splice(members..members, handles);
+        let now = self.clock.now();
+        if let Err(e) = self.node.add_disks(now, id, layout.clone()) {
+            // Checked before: the aggregate was online, idle and not
+            // rebuilding. Put everything back as it was.
+            let slots = self.devices.disks.get_mut(&id).expect("its disks");
+            slots.drain(members..members + count);
+            self.config = before;
+            match self.config.save(&self.dir) {
+                Ok(()) => remove_files(made),
+                Err(save) => crate::log!(
+                    "aggr add: {} keeps naming the new disks ({save}); the next start mounts \
+                     aggregate {name} with them, blank",
+                    crate::config::CONFIG_FILE
+                ),
+            }
+            return AdminResponse::Error(invalid(format!(
+                "aggr add: {}; no disk was added",
+                self.state_error(id, e)
+            )));
+        }
+        let filer = self.node.aggregate(id).expect("online");
+        assert_eq!(
+            filer.layout(),
+            &layout,
+            "an idle aggregate takes up its new layout at once, as the disk threads did"
+        );
+        self.watches.insert(id, super::watch::Watch::of(filer));
+        self.drain();
+        let message = format!(
+            "Addition of {count} disk{} to the aggregate has completed.",
+            if count == 1 { "" } else { "s" }
+        );
+        crate::log!("aggr add {name}: {message}");
+        AdminResponse::Ok(AdminReply::Done { message })
+    }
+
     fn pending_name(&self, name: &str) -> bool {
         self.pending
             .iter()
@@ -296,7 +502,7 @@ impl Engine {
             .iter()
             .filter_map(|p| match p {
                 Pending::Create { config, .. } => Some(config.stripes()),
-                _ => None,
+                Pending::Add { .. } | Pending::Offline { .. } | Pending::Online { .. } => None,
             })
             .collect()
     }
@@ -305,8 +511,10 @@ impl Engine {
         self.pending
             .iter()
             .flat_map(|p| match p {
-                Pending::Create { from_pool, .. } => from_pool.clone(),
-                _ => Vec::new(),
+                Pending::Create { from_pool, .. } | Pending::Add { from_pool, .. } => {
+                    from_pool.clone()
+                }
+                Pending::Offline { .. } | Pending::Online { .. } => Vec::new(),
             })
             .collect()
     }
@@ -314,6 +522,7 @@ impl Engine {
     fn pending_for(&self, id: AggrId) -> bool {
         self.pending.iter().any(|p| match p {
             Pending::Create { id: i, .. }
+            | Pending::Add { id: i, .. }
             | Pending::Offline { id: i, .. }
             | Pending::Online { id: i, .. } => *i == id,
         })
@@ -452,6 +661,30 @@ impl Engine {
         Ok(AdminReply::Done { message })
     }
 
+    /// A stop refuses the additions still waiting for their aggregate's CP
+    /// to end: nothing names their disks yet, so the files made for them
+    /// are removed (pool spares they took stay in the pool, blank).
+    pub(super) fn abandon_additions(&mut self) {
+        for one in std::mem::take(&mut self.pending) {
+            match one {
+                Pending::Add {
+                    id, made, reply, ..
+                } => {
+                    remove_files(&made);
+                    let _ = reply.send(AdminResponse::Error(refuse(
+                        AdminErrorKind::ShuttingDown,
+                        format!(
+                            "aggr add: the server is stopping; no disk was added to aggregate \
+                             '{}'",
+                            self.aggr_name(id)
+                        ),
+                    )));
+                }
+                other => self.pending.push(other),
+            }
+        }
+    }
+
     /// Answers the aggregate administrations the node has carried out.
     pub(super) fn settle_pending(&mut self) {
         let pending = std::mem::take(&mut self.pending);
@@ -535,6 +768,46 @@ impl Engine {
                     reply,
                 }),
             },
+            Pending::Add {
+                id,
+                placement,
+                members,
+                files,
+                from_pool,
+                made,
+                reply,
+            } => {
+                let why_not = match (self.node_state(id), self.node.aggregate(id)) {
+                    (Some(AggrState::Online), Some(filer)) if filer.cp_running() => {
+                        return Some(Pending::Add {
+                            id,
+                            placement,
+                            members,
+                            files,
+                            from_pool,
+                            made,
+                            reply,
+                        });
+                    }
+                    (Some(AggrState::Online), Some(filer)) if filer.rebuild_status().is_some() => {
+                        Some("it started reconstructing a failed disk".to_string())
+                    }
+                    (Some(AggrState::Online), Some(_)) => None,
+                    _ => Some(format!("it is {}", self.aggregate_state(id).0)),
+                };
+                let answer = match why_not {
+                    Some(why) => {
+                        remove_files(&made);
+                        AdminResponse::Error(invalid(format!(
+                            "aggr add: no disk was added to aggregate '{}': {why}",
+                            self.aggr_name(id)
+                        )))
+                    }
+                    None => self.give_disks(id, (placement, members, files), &from_pool, &made),
+                };
+                let _ = reply.send(answer);
+                None
+            }
             Pending::Offline { id, reply } => match self.node_state(id) {
                 Some(AggrState::Offline) => {
                     let answer = self.record_offline(id, true);
@@ -621,6 +894,20 @@ fn blank(path: &std::path::Path, blocks: u64) -> std::io::Result<std::fs::File> 
     Ok(file)
 }
 
+/// Whether `files` new disk files of `needed` bytes in all fit in `free`
+/// bytes of the host's file system, and if not, why.
+fn host_room(files: u64, needed: u64, free: u64) -> Result<(), String> {
+    match needed <= free {
+        true => Ok(()),
+        false => Err(format!(
+            "not enough space for {files} new disk files: they need {} MiB and the file system \
+             has {} MiB free",
+            needed >> 20,
+            free >> 20
+        )),
+    }
+}
+
 fn remove_files(paths: &[PathBuf]) {
     for path in paths {
         let _ = std::fs::remove_file(path);
@@ -642,5 +929,17 @@ mod tests {
         assert_eq!(group_sizes(RaidType::Raid4, 3, 6), Ok(vec![3, 3]));
         assert!(group_sizes(RaidType::RaidDp, 2, 6).is_err());
         assert!(group_sizes(RaidType::RaidDp, 16, 2).is_err());
+    }
+
+    #[test]
+    fn new_disk_files_must_fit_in_the_file_system() {
+        assert!(host_room(2, 200 << 20, 200 << 20).is_ok());
+        let refused = host_room(3, 300 << 20, 100 << 20).unwrap_err();
+        assert!(
+            refused.contains("not enough space for 3 new disk files")
+                && refused.contains("300 MiB")
+                && refused.contains("100 MiB free"),
+            "{refused}"
+        );
     }
 }

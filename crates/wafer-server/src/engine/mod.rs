@@ -23,6 +23,7 @@
 
 mod administration;
 mod aggregates;
+mod pending;
 pub(crate) mod view;
 mod watch;
 
@@ -33,68 +34,21 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 
 use wafer_core::aggregate::Slot;
 use wafer_core::filer::{
-    Busy, Change, Extent, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
+    Busy, Change, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
 };
 use wafer_core::node::{AggrState, Node, NodeIo};
 use wafer_core::units::{AggrId, DiskId};
 
-use crate::admin::{AdminRequest, AdminResponse};
+use crate::admin::AdminResponse;
 use crate::catalogue::{Catalogue, Ended, Incarnations, SharedCatalogue, Target};
 use crate::clock::Clock;
 use crate::config::{DataConfig, DiskState};
 use crate::disk::{DiskCommand, DiskHandle};
 use crate::error::ServeError;
+use crate::events::{Event, HostCallback, HostOutcome};
 use crate::nbd::NbdCounters;
 use crate::nvlog::{NvlogCounters, NvlogLayout};
 use crate::stop::StopSignal;
-
-/// What a host request's sender hears back.
-#[derive(Debug)]
-pub(crate) enum HostOutcome {
-    /// The filer's reply.
-    Reply(Result<ReplyData, HostError>),
-    /// The server is stopping and did not take the request.
-    Refused,
-    /// The engine held its most requests and did not take this one.
-    Busy(Busy),
-}
-
-/// Called once with the outcome of a host request.
-pub(crate) type HostCallback = Box<dyn FnOnce(HostOutcome) + Send>;
-
-/// Called once with the data and hole runs of a LUN's range.
-pub(crate) type ExtentsCallback = Box<dyn FnOnce(Result<Vec<Extent>, HostError>) + Send>;
-
-/// Everything the engine thread is told.
-pub(crate) enum Event {
-    /// A host request from a connection to `target`, and whom to tell.
-    Host {
-        target: Target,
-        request: HostRequest,
-        done: HostCallback,
-    },
-    /// Which parts of a LUN's range (or of a snapshot's) hold data: answered
-    /// at once from the filer's trees, with no I/O.
-    Extents {
-        target: Target,
-        offset: u64,
-        length: u64,
-        done: ExtentsCallback,
-    },
-    /// A disk or NVLog I/O has completed.
-    IoDone { id: IoId, result: IoResult },
-    /// A disk (by name) failed a write or sync: fail it for good.
-    DiskError { disk: String, error: String },
-    /// The NVLog cannot be written: stop.
-    NvlogFailed(String),
-    /// An admin request, and where to send the response.
-    Admin {
-        request: AdminRequest,
-        reply: Sender<AdminResponse>,
-    },
-    /// Stop gracefully.
-    Shutdown,
-}
 
 /// The threads that perform the node's I/O.
 pub(crate) struct Devices {
@@ -261,7 +215,7 @@ pub(crate) struct Engine {
     incarnations: Incarnations,
     watches: BTreeMap<AggrId, watch::Watch>,
     /// Aggregate administrations waiting for the node.
-    pending: Vec<aggregates::Pending>,
+    pending: Vec<pending::Pending>,
     /// The aggregate of each disk I/O out.
     io_aggregates: BTreeMap<IoId, AggrId>,
     /// Whether the start is over: the node serves.
@@ -737,6 +691,7 @@ impl Engine {
             self.waiters.len()
         );
         self.shared.stop.begin();
+        self.abandon_additions();
         self.stopping = match self.node.submit(self.clock.now(), HostRequest::Flush) {
             Ok(id) => {
                 self.waiters.insert(id, Waiter::FinalFlush);

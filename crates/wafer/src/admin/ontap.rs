@@ -132,12 +132,18 @@ fn raid_type(aggr: &AggregateStatus) -> &str {
         .map_or("raid_dp", |g| g.raid_type.as_str())
 }
 
+/// The raidsize the server reports; a server from before it did, the
+/// largest group.
 fn raid_size(aggr: &AggregateStatus) -> usize {
-    aggr.raid_groups
-        .iter()
-        .map(|g| g.disks.len())
-        .max()
-        .unwrap_or(0)
+    match aggr.raid_size {
+        0 => aggr
+            .raid_groups
+            .iter()
+            .map(|g| g.disks.len())
+            .max()
+            .unwrap_or(0),
+        size => usize::from(size),
+    }
 }
 
 /// `aggr status -r`: every aggregate's RAID groups with their disks, then
@@ -922,6 +928,7 @@ mod tests {
             state: "online".into(),
             failed_reason: None,
             committed_cp: 1,
+            raid_size: 0,
             raid_groups: Vec::new(),
             spares: Vec::new(),
             broken: Vec::new(),
@@ -975,6 +982,7 @@ mod tests {
             state: "online".into(),
             failed_reason: None,
             committed_cp: 1,
+            raid_size: 0,
             raid_groups: vec![RaidGroupStatus {
                 group: 0,
                 raid_type: "raid_dp".into(),

@@ -308,6 +308,47 @@ impl Drop for Served {
     }
 }
 
+/// A tmpfs mounted on a directory of the scratch area, unmounted on drop.
+pub struct Tmpfs {
+    pub dir: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts one of `bytes` on `dir` (made if absent); `None` without the
+    /// right to mount (not root).
+    pub fn mount(dir: &Path, bytes: u64) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).expect("a mount point");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .ok()?;
+        status.success().then(|| Tmpfs {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Bytes free on it.
+    pub fn available(&self) -> u64 {
+        let output = Command::new("df")
+            .args(["--output=avail", "-B1"])
+            .arg(&self.dir)
+            .output()
+            .expect("df runs");
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.lines()
+            .nth(1)
+            .and_then(|l| l.trim().parse().ok())
+            .expect("df's answer")
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
 /// Runs `wafer --data DIR ARGS…`: (exit code, stdout, stderr).
 pub fn wafer(data: &Path, args: &[&str]) -> (i32, String, String) {
     let output = Command::new(env!("CARGO_BIN_EXE_wafer"))

@@ -1,0 +1,63 @@
+//! What the engine thread is told, and how it answers host requests.
+//!
+//! Every other thread talks to the engine through one channel of [`Event`]s:
+//! the disk and NVLog threads report completions and failures, NBD
+//! connections send requests with a callback for the reply, the admin socket
+//! sends requests with a channel for the response. These types sit below the
+//! engine and below everything that sends to it, so that the senders (disks,
+//! NVLog, NBD) need nothing of the engine itself.
+
+use std::sync::mpsc::Sender;
+
+use wafer_core::filer::{Busy, Extent, HostError, HostRequest, IoId, IoResult, ReplyData};
+
+use crate::admin::{AdminRequest, AdminResponse};
+use crate::catalogue::Target;
+
+/// What a host request's sender hears back.
+#[derive(Debug)]
+pub(crate) enum HostOutcome {
+    /// The filer's reply.
+    Reply(Result<ReplyData, HostError>),
+    /// The server is stopping and did not take the request.
+    Refused,
+    /// The engine held its most requests and did not take this one.
+    Busy(Busy),
+}
+
+/// Called once with the outcome of a host request.
+pub(crate) type HostCallback = Box<dyn FnOnce(HostOutcome) + Send>;
+
+/// Called once with the data and hole runs of a LUN's range.
+pub(crate) type ExtentsCallback = Box<dyn FnOnce(Result<Vec<Extent>, HostError>) + Send>;
+
+/// Everything the engine thread is told.
+pub(crate) enum Event {
+    /// A host request from a connection to `target`, and whom to tell.
+    Host {
+        target: Target,
+        request: HostRequest,
+        done: HostCallback,
+    },
+    /// Which parts of a LUN's range (or of a snapshot's) hold data: answered
+    /// at once from the filer's trees, with no I/O.
+    Extents {
+        target: Target,
+        offset: u64,
+        length: u64,
+        done: ExtentsCallback,
+    },
+    /// A disk or NVLog I/O has completed.
+    IoDone { id: IoId, result: IoResult },
+    /// A disk (by name) failed a write or sync: fail it for good.
+    DiskError { disk: String, error: String },
+    /// The NVLog cannot be written: stop.
+    NvlogFailed(String),
+    /// An admin request, and where to send the response.
+    Admin {
+        request: AdminRequest,
+        reply: Sender<AdminResponse>,
+    },
+    /// Stop gracefully.
+    Shutdown,
+}

@@ -1,0 +1,2 @@
+//! Uses nothing of the crate.
+pub struct C;

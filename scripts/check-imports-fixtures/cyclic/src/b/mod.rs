@@ -1,0 +1,4 @@
+//! Uses its child `c` (a path through `self`).
+mod c;
+
+pub struct B(pub self::c::C);
