@@ -59,6 +59,7 @@ mod config;
 mod disk;
 mod engine;
 mod error;
+mod iscsi;
 mod logging;
 mod lun_ids;
 mod nbd;
@@ -72,6 +73,7 @@ pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
 pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
+pub use iscsi::ISCSI_PORT;
 pub use nvlog::NvlogCountersStatus;
 pub use server::{
     AggregateSummary, LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport,
