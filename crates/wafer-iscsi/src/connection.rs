@@ -264,14 +264,33 @@ impl Connection {
     /// Consumes `input`.
     pub fn handle_input(&mut self, mut input: &[u8]) -> Result<(), ConnectionError> {
         while !input.is_empty() && !self.is_closed() {
-            match self.decoder.decode(&mut input)? {
+            let decoded = self.decoder.decode(&mut input)?;
+            let login = self.phase == Phase::Login;
+            match decoded {
+                None if login => self.check_login_header()?,
                 None => {}
                 Some(Decoded::Pdu(pdu)) => self.handle_pdu(pdu)?,
+                // During login nothing else may come, and login text is
+                // small: anything else is not an initiator logging in.
+                Some(Decoded::Oversized(bhs) | Decoded::DataDigest(bhs)) if login => {
+                    return Err(ConnectionError::NotLogin(bhs.opcode()));
+                }
                 Some(Decoded::Oversized(bhs)) => self.reject(&bhs, RejectReason::ProtocolError),
                 Some(Decoded::DataDigest(bhs)) => self.reject(&bhs, RejectReason::DataDigest),
             }
         }
         Ok(())
+    }
+
+    /// Refuses a PDU that is not a login request as soon as its header is
+    /// in, without waiting for the rest it claims to have.
+    fn check_login_header(&self) -> Result<(), ConnectionError> {
+        match self.decoder.pending_header() {
+            Some(bhs) if bhs.opcode() != initiator::LOGIN => {
+                Err(ConnectionError::NotLogin(bhs.opcode()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Reports a stream that ended.

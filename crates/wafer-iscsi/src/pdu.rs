@@ -248,6 +248,13 @@ impl PduDecoder {
         self.buffer.len()
     }
 
+    /// The header of the PDU being received, once its 48 bytes are in (so
+    /// a caller can refuse a PDU by its opcode before the rest arrives).
+    pub fn pending_header(&self) -> Option<Bhs> {
+        let bytes = self.buffer.get(..BHS_BYTES)?;
+        Some(Bhs(bytes.try_into().expect("a whole BHS")))
+    }
+
     /// Takes bytes from `input` until a PDU is whole (and returns it) or the
     /// input is used up (`None`).
     pub fn decode(&mut self, input: &mut &[u8]) -> Result<Option<Decoded>, FramingError> {
