@@ -36,9 +36,11 @@ pub struct ServeArgs {
     /// Serve NBD on this Unix socket (repeatable).
     #[arg(long, value_name = "PATH")]
     socket: Vec<PathBuf>,
-    /// Serve the node's iSCSI target on this address (repeatable); the
-    /// default is 127.0.0.1:3260 unless only --socket is given (a server
-    /// kept to Unix sockets opens no TCP port it was not asked for).
+    /// Serve the node's iSCSI target on this address (repeatable). Without
+    /// any address flag the server takes both well-known loopback ports
+    /// (NBD 10809, iSCSI 3260); once --listen or --socket names where to
+    /// serve, iSCSI is served only where --iscsi says, so every port the
+    /// server opens is one it was given.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_iscsi")]
     iscsi: Vec<SocketAddr>,
     /// Serve no iSCSI.
@@ -144,10 +146,10 @@ fn listen_addresses(args: &ServeArgs) -> Vec<ListenAddress> {
 }
 
 fn iscsi_addresses(args: &ServeArgs) -> Vec<SocketAddr> {
-    let unix_only = args.listen.is_empty() && !args.socket.is_empty();
-    match (args.no_iscsi, args.iscsi.is_empty(), unix_only) {
-        (true, _, _) | (false, true, true) => Vec::new(),
-        (false, true, false) => vec![SocketAddr::from(([127, 0, 0, 1], ISCSI_PORT))],
+    let defaults = args.listen.is_empty() && args.socket.is_empty();
+    match (args.no_iscsi, args.iscsi.is_empty(), defaults) {
+        (true, _, _) | (false, true, false) => Vec::new(),
+        (false, true, true) => vec![SocketAddr::from(([127, 0, 0, 1], ISCSI_PORT))],
         (false, false, _) => args.iscsi.clone(),
     }
 }
