@@ -635,7 +635,9 @@ impl Connection {
                 task.state = TaskState::Receiving(Receiving {
                     then,
                     need,
-                    buffer: Vec::with_capacity(need as usize),
+                    // Grown as data arrives: a command costs memory only
+                    // for what the initiator has sent.
+                    buffer: Vec::new(),
                     received: 0,
                     unsolicited_open: unsolicited,
                     unsolicited_data_sn: 0,

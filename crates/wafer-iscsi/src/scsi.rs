@@ -27,10 +27,11 @@ use crate::sense::{Sense, Status};
 pub const BLOCK_BYTES: u32 = 512;
 /// Logical blocks per physical (engine) block, as a power of two.
 pub const PHYSICAL_BLOCK_EXPONENT: u8 = 3;
-/// The most blocks one READ or WRITE moves (4 MiB).
-pub const MAX_TRANSFER_BLOCKS: u32 = 8192;
-/// The most blocks one WRITE SAME covers (4 MiB of pattern at most).
-pub const MAX_WRITE_SAME_BLOCKS: u32 = 8192;
+/// The most blocks one READ or WRITE moves (1 MiB): with the CmdSN window,
+/// what bounds the data one connection holds.
+pub const MAX_TRANSFER_BLOCKS: u32 = 2048;
+/// The most blocks one WRITE SAME covers (1 MiB of pattern at most).
+pub const MAX_WRITE_SAME_BLOCKS: u32 = 2048;
 /// The most blocks one UNMAP descriptor covers.
 pub const MAX_UNMAP_BLOCKS: u32 = 1 << 20;
 /// The most descriptors one UNMAP carries.
