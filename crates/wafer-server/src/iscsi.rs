@@ -286,9 +286,14 @@ impl Worker {
         let login_deadline = Instant::now() + self.context.limits.handshake_timeout;
         let mut logged_in = false;
         let activity = ticket.activity();
+        // When the initiator last sent anything: a quiet read may have
+        // started under the login's shorter timeout, so the idle timeout
+        // is measured from here, not from the read.
+        let mut last_input = Instant::now();
         while let Ok(message) = self.messages.recv() {
             match message {
                 Message::Input(bytes) => {
+                    last_input = Instant::now();
                     activity.touch();
                     self.refresh_luns();
                     let fed = self.connection.handle_input(&bytes);
@@ -306,7 +311,10 @@ impl Worker {
                     ));
                 }
                 Message::Quiet => match self.context.limits.idle_timeout {
-                    Some(idle) if self.connection.tasks_in_flight() == 0 => {
+                    Some(idle)
+                        if self.connection.tasks_in_flight() == 0
+                            && last_input.elapsed() >= idle =>
+                    {
                         return Err(EndError::Idle(idle));
                     }
                     _ => {}

@@ -110,3 +110,58 @@ fn hostile_input_is_rejected_or_dropped_and_good_initiators_go_on() {
     assert!(log.contains("1 PDUs rejected"), "{log}");
     server.stop();
 }
+
+/// Seconds until the target closes `initiator`'s connection (at most 20).
+fn seconds_until_closed(initiator: &mut Initiator) -> f64 {
+    let started = std::time::Instant::now();
+    initiator
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    while let Ok(1) = initiator.stream.read(&mut byte) {}
+    started.elapsed().as_secs_f64()
+}
+
+#[test]
+fn silent_trickling_and_idle_initiators_are_dropped_on_time() {
+    let scratch = Scratch::new();
+    let mut args = TEST_SIZES.to_vec();
+    args.extend([
+        "--iscsi",
+        "127.0.0.1:0",
+        "--handshake-timeout",
+        "1",
+        "--idle-timeout",
+        "3",
+    ]);
+    let server = serve_with(&scratch, &args);
+    let (address, target) = parse_uri(&server.iscsi_uri());
+
+    // Silent: dropped at the login deadline.
+    let mut silent = Initiator::connect(address);
+    let waited = seconds_until_closed(&mut silent);
+    assert!((0.8..3.0).contains(&waited), "silent for {waited}s");
+
+    // Trickling a login, a byte every 200 ms: the deadline is for the
+    // whole login, not per read.
+    let mut trickle = Initiator::connect(address);
+    let started = std::time::Instant::now();
+    let mut header = [0u8; 48];
+    header[0] = 0x43;
+    while trickle.stream.write_all(&header[..1]).is_ok() && started.elapsed().as_secs() < 10 {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let waited = started.elapsed().as_secs_f64();
+    assert!(
+        waited < 4.0,
+        "a trickling login kept its connection {waited}s"
+    );
+
+    // Logged in, then idle with nothing in flight: dropped at the idle
+    // timeout, not the login deadline.
+    let mut idle = Initiator::login(address, &target);
+    let waited = seconds_until_closed(&mut idle);
+    assert!((2.5..6.0).contains(&waited), "idle for {waited}s");
+    server.stop();
+}
