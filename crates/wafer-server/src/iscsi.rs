@@ -155,15 +155,16 @@ fn accept_loop(listener: &TcpListener, context: &Arc<Context>, target: &Arc<Node
             .ok()
             .and_then(|c| context.stop.register(c));
         let Some(id) = registered else { continue };
-        let (context, target) = (Arc::clone(context), Arc::clone(target));
+        let (connection_context, target) = (Arc::clone(context), Arc::clone(target));
         let spawned = thread::Builder::new()
             .name(format!("iscsi-{id}"))
             .spawn(move || {
-                serve_connection(stream, peer, &context, &target, &ticket);
-                context.stop.unregister(id);
+                serve_connection(stream, peer, &connection_context, &target, &ticket);
+                connection_context.stop.unregister(id);
             });
         if let Err(error) = spawned {
             crate::log!("cannot start an iSCSI connection thread: {error}");
+            context.stop.unregister(id);
         }
     }
 }
