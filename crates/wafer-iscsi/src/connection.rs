@@ -715,7 +715,7 @@ impl Connection {
         };
         let unit = self.luns.iter().find(|l| l.number == task.lun).cloned();
         let ops = match unit {
-            Some(unit) => scsi::with_data(receiving.then, &receiving.buffer, &unit),
+            Some(unit) => scsi::with_data(receiving.then, receiving.buffer, &unit),
             None => Err(Sense::LUN_NOT_SUPPORTED),
         };
         match ops {

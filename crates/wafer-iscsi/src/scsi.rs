@@ -371,20 +371,17 @@ fn unmap(cdb: &[u8; 16], unit: &LunInfo) -> Result<Plan, Sense> {
 /// Turns a command's Data-Out into block operations. A write given less
 /// than its CDB asked for (the initiator expected to send less) writes the
 /// whole blocks it was given.
-pub fn with_data(then: DataOut, data: &[u8], unit: &LunInfo) -> Result<Vec<BlockOp>, Sense> {
+pub fn with_data(then: DataOut, mut data: Vec<u8>, unit: &LunInfo) -> Result<Vec<BlockOp>, Sense> {
     match then {
         DataOut::Write { offset } => {
-            let whole = data.len() / BLOCK_BYTES as usize * BLOCK_BYTES as usize;
-            Ok(match whole {
-                0 => Vec::new(),
-                _ => vec![BlockOp::Write {
-                    offset,
-                    data: data[..whole].to_vec(),
-                }],
+            data.truncate(data.len() / BLOCK_BYTES as usize * BLOCK_BYTES as usize);
+            Ok(match data.is_empty() {
+                true => Vec::new(),
+                false => vec![BlockOp::Write { offset, data }],
             })
         }
-        DataOut::WriteSame { offset, blocks } => Ok(vec![same(offset, blocks, data)]),
-        DataOut::Unmap => unmap_descriptors(data, unit),
+        DataOut::WriteSame { offset, blocks } => Ok(vec![same(offset, blocks, &data)]),
+        DataOut::Unmap => unmap_descriptors(&data, unit),
     }
 }
 
@@ -967,7 +964,7 @@ mod tests {
         list.extend_from_slice(&8u64.to_be_bytes());
         list.extend_from_slice(&16u32.to_be_bytes());
         list.extend_from_slice(&[0; 4]);
-        let ops = with_data(DataOut::Unmap, &list, &luns[0]).expect("valid list");
+        let ops = with_data(DataOut::Unmap, list.clone(), &luns[0]).expect("valid list");
         assert_eq!(
             ops,
             vec![BlockOp::Trim {
@@ -977,7 +974,7 @@ mod tests {
         );
         list[8..16].copy_from_slice(&2040u64.to_be_bytes());
         assert_eq!(
-            with_data(DataOut::Unmap, &list, &luns[0]),
+            with_data(DataOut::Unmap, list, &luns[0]),
             Err(Sense::LBA_OUT_OF_RANGE)
         );
         let same = with_data(
@@ -985,7 +982,7 @@ mod tests {
                 offset: 0,
                 blocks: 3,
             },
-            &[7u8; 512],
+            vec![7u8; 512],
             &luns[0],
         );
         let Ok(ops) = same else { panic!("a write") };
