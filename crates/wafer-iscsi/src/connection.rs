@@ -46,7 +46,7 @@ use crate::pdu::{
     Bhs, Decoded, Digests, FLAG_FINAL, FramingError, Pdu, PduDecoder, RESERVED_TAG, encode,
     initiator, target,
 };
-use crate::scsi::{self, Answer, BlockError, BlockOp, DataOut, LunInfo, Plan};
+use crate::scsi::{self, Answer, BlockError, BlockOp, DataOut, LunInfo, Plan, Run};
 use crate::sense::{Sense, Status};
 use crate::text;
 
@@ -68,14 +68,16 @@ pub enum Event {
         /// Normal or discovery.
         session: SessionType,
     },
-    /// Carry out `ops` on LUN `lun` in order, then report the outcome with
-    /// [`Connection::complete`].
+    /// Carry out `ops` on LUN `lun`, then report the outcome with
+    /// [`Connection::complete`]: data for a read, runs for an allocation
+    /// question, done for the rest.
     Execute {
         /// The task.
         task: TaskId,
         /// The LUN number.
         lun: u16,
-        /// The operations: one read, or writes and trims.
+        /// The operations: one read, one allocation question, or writes
+        /// and trims.
         ops: Vec<BlockOp>,
     },
     /// The initiator logged out, or login failed: send what is queued and
@@ -90,6 +92,8 @@ pub enum Outcome {
     Done,
     /// A read's data.
     Data(Vec<u8>),
+    /// The runs of an allocation question, in order from its offset.
+    Runs(Vec<Run>),
     /// An operation failed; the ones after it were not carried out.
     Failed(BlockError),
 }
@@ -151,12 +155,24 @@ struct Receiving {
     r2t: Option<(u32, u32, u32)>,
 }
 
+/// What a task with the engine is, for how its outcome is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Read,
+    Write,
+    /// GET LBA STATUS from `lba`, cut to `allocation` bytes.
+    Status {
+        lba: u64,
+        allocation: u32,
+    },
+}
+
 #[derive(Debug)]
 enum TaskState {
     Receiving(Receiving),
-    /// With the engine; a write (`read` false) or a read.
+    /// With the engine.
     Executing {
-        read: bool,
+        kind: Kind,
         aborted: bool,
     },
 }
@@ -315,17 +331,23 @@ impl Connection {
         let Some(done) = self.tasks.remove(&task.0) else {
             return;
         };
-        let TaskState::Executing { read, aborted } = done.state else {
+        let TaskState::Executing { kind, aborted } = done.state else {
             // A task still receiving data was never handed out: a stray
             // completion leaves it be.
             self.tasks.insert(task.0, done);
             return;
         };
         if !aborted && !self.is_closed() {
-            let answer = match outcome {
-                Outcome::Done => Answer::good(Vec::new()),
-                Outcome::Data(data) => Answer::good(data),
-                Outcome::Failed(error) => error.answer(!read),
+            let answer = match (outcome, kind) {
+                (Outcome::Failed(error), _) => error.answer(kind == Kind::Write),
+                (Outcome::Runs(runs), Kind::Status { lba, allocation }) => {
+                    scsi::lba_status(lba, &runs, allocation)
+                }
+                // Runs for anything else: the driver answered the wrong
+                // question.
+                (Outcome::Runs(_), _) => Answer::check(Sense::INTERNAL_TARGET_FAILURE),
+                (Outcome::Done, _) => Answer::good(Vec::new()),
+                (Outcome::Data(data), _) => Answer::good(data),
             };
             self.respond(task.0, &done, answer);
         }
@@ -602,7 +624,7 @@ impl Connection {
             // Nothing moved yet: all the expected bytes are left over.
             residual: i64::from(edtl),
             state: TaskState::Executing {
-                read: true,
+                kind: Kind::Read,
                 aborted: false,
             },
         };
@@ -613,10 +635,22 @@ impl Connection {
             }
             Plan::Execute(ops) => {
                 task.state = TaskState::Executing {
-                    read: false,
+                    kind: Kind::Write,
                     aborted: false,
                 };
                 self.execute(itt, task, ops);
+            }
+            Plan::Status {
+                lba,
+                length,
+                allocation,
+            } => {
+                task.state = TaskState::Executing {
+                    kind: Kind::Status { lba, allocation },
+                    aborted: false,
+                };
+                let offset = lba * u64::from(scsi::BLOCK_BYTES);
+                self.execute(itt, task, vec![BlockOp::Allocation { offset, length }]);
             }
             Plan::Receive {
                 bytes,
@@ -707,7 +741,7 @@ impl Connection {
         let TaskState::Receiving(receiving) = std::mem::replace(
             &mut task.state,
             TaskState::Executing {
-                read: false,
+                kind: Kind::Write,
                 aborted: false,
             },
         ) else {

@@ -36,4 +36,4 @@ pub use connection::{
 };
 pub use digest::crc32c;
 pub use login::{Params, SessionType, TargetIdentity};
-pub use scsi::{BlockError, BlockOp, LunInfo};
+pub use scsi::{BlockError, BlockOp, LunInfo, Run};

@@ -5,7 +5,8 @@
 //! most commands are answered from what the target knows of the LUN alone
 //! (INQUIRY and its VPD pages, READ CAPACITY, MODE SENSE, REPORT LUNS,
 //! REPORT SUPPORTED OPERATION CODES, TEST UNIT READY, REQUEST SENSE,
-//! SYNCHRONIZE CACHE); a read becomes a [`BlockOp::Read`]; and the commands
+//! SYNCHRONIZE CACHE); a read becomes a [`BlockOp::Read`], GET LBA STATUS a
+//! question to the engine ([`BlockOp::Allocation`]); and the commands
 //! that carry data (WRITE, WRITE SAME, UNMAP) first wait for it and are then
 //! turned into block operations by [`with_data`]. Every check SBC asks for is
 //! made before anything reaches the engine: the range against the capacity
@@ -83,7 +84,29 @@ pub enum BlockOp {
         /// Bytes.
         length: u64,
     },
+    /// Which runs of `length` bytes at `offset` hold data: answered with
+    /// [`Run`]s.
+    Allocation {
+        /// Byte offset.
+        offset: u64,
+        /// Bytes.
+        length: u64,
+    },
 }
+
+/// A run of a LUN's bytes, as the engine reports them: data, or a hole
+/// (deallocated, reads as zeros).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// Bytes.
+    pub length: u64,
+    /// Whether it holds data.
+    pub data: bool,
+}
+
+/// The most of a LUN one GET LBA STATUS describes (64 MiB), so that one
+/// command cannot hold the engine for long.
+pub const STATUS_BYTES_MAX: u64 = 64 << 20;
 
 /// A command's answer made without the engine: status, data for Data-In
 /// (already cut to the allocation length) and sense.
@@ -140,6 +163,16 @@ pub enum Plan {
     },
     /// Carries out these operations, which need no data from the initiator.
     Execute(Vec<BlockOp>),
+    /// Asks the engine which runs hold data (GET LBA STATUS), answered by
+    /// [`lba_status`].
+    Status {
+        /// The first LBA described.
+        lba: u64,
+        /// Bytes from it to ask about.
+        length: u64,
+        /// The CDB's allocation length.
+        allocation: u32,
+    },
     /// Waits for `bytes` of Data-Out, then becomes block operations.
     Receive {
         /// Bytes of data the command carries.
@@ -223,7 +256,9 @@ fn plan_for_unit(cdb: &[u8; 16], unit: &LunInfo) -> Plan {
         0x42 => return unmap(cdb, unit).unwrap_or_else(check_plan),
         0x25 => read_capacity_10(cdb, unit),
         0x9e if cdb[1] & 0x1f == 0x10 => read_capacity_16(cdb, unit),
-        0x9e if cdb[1] & 0x1f == 0x12 => get_lba_status(cdb, unit),
+        0x9e if cdb[1] & 0x1f == 0x12 => {
+            return get_lba_status(cdb, unit).unwrap_or_else(check_plan);
+        }
         0x35 | 0x91 => synchronize_cache(cdb, unit),
         0x1a | 0x5a => mode_sense(cdb, unit),
         0xa3 if cdb[1] & 0x1f == 0x0c => report_supported_operation_codes(cdb),
@@ -458,22 +493,39 @@ fn read_capacity_16(cdb: &[u8; 16], unit: &LunInfo) -> Result<Answer, Sense> {
     Ok(allocated(data, allocation))
 }
 
-/// GET LBA STATUS: the rest of the LUN from the LBA asked for, as one run
-/// of mapped blocks. Trimmed blocks are reported mapped too, which SBC
-/// allows (they read as zeros either way); a caller learns only that no
-/// run is deallocated, never anything false about the data.
-fn get_lba_status(cdb: &[u8; 16], unit: &LunInfo) -> Result<Answer, Sense> {
+/// GET LBA STATUS: the engine is asked which runs from the LBA hold data,
+/// for at most [`STATUS_BYTES_MAX`] of the LUN.
+fn get_lba_status(cdb: &[u8; 16], unit: &LunInfo) -> Result<Plan, Sense> {
     let lba = be64(&cdb[2..10]);
-    let allocation = be32(&cdb[10..14]) as usize;
     if lba >= unit.blocks {
         return Err(Sense::LBA_OUT_OF_RANGE);
     }
-    let blocks = u32::try_from(unit.blocks - lba).unwrap_or(u32::MAX);
-    let mut data = vec![0u8; 24];
-    data[..4].copy_from_slice(&20u32.to_be_bytes());
-    data[8..16].copy_from_slice(&lba.to_be_bytes());
-    data[16..20].copy_from_slice(&blocks.to_be_bytes());
-    Ok(allocated(data, allocation))
+    let length = ((unit.blocks - lba) * u64::from(BLOCK_BYTES)).min(STATUS_BYTES_MAX);
+    Ok(Plan::Status {
+        lba,
+        length,
+        allocation: be32(&cdb[10..14]),
+    })
+}
+
+/// GET LBA STATUS's parameter data for the runs from `lba`: one descriptor
+/// per run, mapped (data) or deallocated (a hole, which reads as zeros),
+/// cut to the allocation length.
+pub fn lba_status(lba: u64, runs: &[Run], allocation: u32) -> Answer {
+    let mut data = vec![0u8; 8];
+    let mut next = lba;
+    for run in runs.iter().filter(|r| r.length > 0) {
+        let blocks = run.length.div_ceil(u64::from(BLOCK_BYTES));
+        let mut descriptor = [0u8; 16];
+        descriptor[..8].copy_from_slice(&next.to_be_bytes());
+        descriptor[8..12].copy_from_slice(&u32::try_from(blocks).unwrap_or(u32::MAX).to_be_bytes());
+        descriptor[12] = if run.data { 0 } else { 1 };
+        data.extend_from_slice(&descriptor);
+        next += blocks;
+    }
+    let length = u32::try_from(data.len() - 4).unwrap_or(u32::MAX);
+    data[..4].copy_from_slice(&length.to_be_bytes());
+    allocated(data, allocation as usize)
 }
 
 fn request_sense(cdb: &[u8; 16]) -> Result<Answer, Sense> {
@@ -989,6 +1041,53 @@ mod tests {
         assert!(matches!(&ops[0], BlockOp::Write { data, .. } if data.len() == 1536));
         let zero_length = plan(&cdb(&[0x41, 0x08, 0, 0, 0, 0, 0, 0, 0]), 0, &luns);
         assert_eq!(answer(zero_length).sense, Some(Sense::INVALID_FIELD_IN_CDB));
+    }
+
+    #[test]
+    fn lba_status_describes_each_run_from_the_lba_asked_for() {
+        let luns = [unit(false)];
+        assert_eq!(
+            plan(&cdb_at(2040), 0, &luns),
+            Plan::Status {
+                lba: 2040,
+                length: 4096,
+                allocation: 64
+            }
+        );
+        let runs = [
+            Run {
+                length: 1024,
+                data: false,
+            },
+            Run {
+                length: 3072,
+                data: true,
+            },
+        ];
+        let status = lba_status(2040, &runs, 64);
+        assert_eq!(be32(&status.data[..4]), 36);
+        assert_eq!(
+            (be64(&status.data[8..16]), be32(&status.data[16..20])),
+            (2040, 2)
+        );
+        assert_eq!(status.data[20], 1, "deallocated");
+        assert_eq!(
+            (be64(&status.data[24..32]), be32(&status.data[32..36])),
+            (2042, 6)
+        );
+        assert_eq!(status.data[36], 0, "mapped");
+        assert_eq!(lba_status(2040, &runs, 20).data.len(), 20);
+        let beyond = plan(&cdb_at(2048), 0, &luns);
+        assert_eq!(answer(beyond).sense, Some(Sense::LBA_OUT_OF_RANGE));
+    }
+
+    fn cdb_at(lba: u64) -> [u8; 16] {
+        let mut bytes = [0u8; 16];
+        bytes[0] = 0x9e;
+        bytes[1] = 0x12;
+        bytes[2..10].copy_from_slice(&lba.to_be_bytes());
+        bytes[13] = 64;
+        bytes
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use wafer_iscsi::pdu::{Bhs, Digests};
-use wafer_iscsi::{BlockError, Connection, Event, Outcome};
+use wafer_iscsi::{BlockError, Connection, Event, Outcome, Run};
 
 /// A valid initiator's stream, PDU by PDU: a login, then a read, a write
 /// (immediate data and unsolicited Data-Out), an INQUIRY, a ping, an ABORT
@@ -69,6 +69,16 @@ fn complete_all(connection: &mut Connection, outcomes: &[u8], next: &mut usize) 
             (0, wafer_iscsi::BlockOp::Read { length, .. }) => {
                 Outcome::Data(vec![pick; *length as usize])
             }
+            (0, wafer_iscsi::BlockOp::Allocation { length, .. }) => Outcome::Runs(vec![
+                Run {
+                    length: length / 3,
+                    data: false,
+                },
+                Run {
+                    length: length - length / 3,
+                    data: true,
+                },
+            ]),
             (0 | 1, _) => Outcome::Done,
             (2, _) => Outcome::Failed(BlockError::Io),
             _ => Outcome::Data(vec![pick; usize::from(pick)]),

@@ -167,6 +167,48 @@ fn data_out_out_of_sequence_is_rejected_and_fails_its_task() {
 }
 
 #[test]
+fn get_lba_status_asks_the_engine_and_describes_its_runs() {
+    let mut connection = logged_in("");
+    let mut cdb = [0u8; 16];
+    cdb[0] = 0x9e;
+    cdb[1] = 0x12;
+    cdb[2..10].copy_from_slice(&16u64.to_be_bytes());
+    cdb[13] = 64;
+    let status = command(5, 1, &cdb, 64, 0xc0);
+    connection
+        .handle_input(&wire(status, &[], Digests::default()))
+        .unwrap();
+    let happened = events(&mut connection);
+    let [Event::Execute { task, ops, .. }] = happened.as_slice() else {
+        panic!("one question for the engine");
+    };
+    assert_eq!(
+        ops,
+        &[BlockOp::Allocation {
+            offset: 8192,
+            length: (2048 - 16) * 512
+        }]
+    );
+    let runs = vec![
+        wafer_iscsi::Run {
+            length: 4096,
+            data: true,
+        },
+        wafer_iscsi::Run {
+            length: (2048 - 24) * 512,
+            data: false,
+        },
+    ];
+    connection.complete(*task, Outcome::Runs(runs));
+    let answer = sent(&mut connection, Digests::default());
+    let data = &answer[0].data;
+    assert_eq!(answer[0].bhs.0[3], 0, "GOOD");
+    assert_eq!(data[..4], 36u32.to_be_bytes());
+    assert_eq!((&data[8..16], data[20]), (&16u64.to_be_bytes()[..], 0));
+    assert_eq!((&data[24..32], data[36]), (&24u64.to_be_bytes()[..], 1));
+}
+
+#[test]
 fn commands_run_in_cmd_sn_order_and_outside_the_window_are_dropped() {
     let mut connection = logged_in("");
     let unit_ready = |itt, cmd_sn| {

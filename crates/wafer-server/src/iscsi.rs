@@ -16,6 +16,9 @@
 //! so a client that sends faster than the engine works is held back by TCP,
 //! and the CmdSN window bounds the commands in flight.
 //!
+//! GET LBA STATUS is answered from the filer's extents, as NBD's
+//! BLOCK_STATUS is, so an initiator sees holes (qemu skips them).
+//!
 //! A write is answered GOOD only when the engine replies to it, and the
 //! engine replies only once the write's NVLog record is durable: a SIGKILL
 //! after the response loses nothing. That is also why SYNCHRONIZE CACHE
@@ -37,13 +40,13 @@ use std::time::{Duration, Instant};
 use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
 use wafer_iscsi::scsi::BLOCK_BYTES;
 use wafer_iscsi::{
-    BlockError, BlockOp, Connection, ConnectionError, Event as IscsiEvent, LunInfo, Outcome,
+    BlockError, BlockOp, Connection, ConnectionError, Event as IscsiEvent, LunInfo, Outcome, Run,
     TargetIdentity, TaskId,
 };
 
 use crate::admission::Ticket;
 use crate::catalogue::{Catalogue, Target};
-use crate::engine::{Event, HostCallback, HostOutcome};
+use crate::engine::{Event, HostOutcome};
 use crate::nbd::Context;
 use crate::stream::Stream;
 
@@ -393,21 +396,49 @@ impl Worker {
         }));
         for op in ops {
             let gather = Arc::clone(&gather);
-            let done: HostCallback = Box::new(move |outcome| {
-                gather
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .one_done(outcome);
-            });
-            let request = host_request(target.lun, op);
-            let event = Event::Host {
-                target: target.clone(),
-                request,
-                done,
+            let one_done = move |outcome| {
+                let mut gather = gather.lock().unwrap_or_else(|p| p.into_inner());
+                gather.one_done(outcome);
             };
-            if let Err(mpsc::SendError(Event::Host { done, .. })) = self.context.engine.send(event)
-            {
-                done(HostOutcome::Refused);
+            // A read, write or trim is a host request; an allocation
+            // question goes to the filer's extents.
+            let lun = target.lun;
+            let request = match op {
+                BlockOp::Read { offset, length } => Ok(HostRequest::Read {
+                    lun,
+                    offset,
+                    length,
+                }),
+                BlockOp::Write { offset, data } => {
+                    Ok(HostRequest::Change(Change::Write { lun, offset, data }))
+                }
+                BlockOp::Trim { offset, length } => Ok(HostRequest::Change(Change::Trim {
+                    lun,
+                    offset,
+                    length,
+                })),
+                BlockOp::Allocation { offset, length } => Err((offset, length)),
+            };
+            let event = match request {
+                Ok(request) => Event::Host {
+                    target: target.clone(),
+                    request,
+                    done: Box::new(move |outcome| one_done(outcome_of(outcome))),
+                },
+                Err((offset, length)) => Event::Extents {
+                    target: target.clone(),
+                    offset,
+                    length,
+                    done: Box::new(move |runs| one_done(runs_of(runs))),
+                },
+            };
+            match self.context.engine.send(event) {
+                Ok(()) => {}
+                Err(mpsc::SendError(Event::Host { done, .. })) => done(HostOutcome::Refused),
+                Err(mpsc::SendError(Event::Extents { done, .. })) => {
+                    done(Err(HostError::Invalid("the server has stopped".into())));
+                }
+                Err(_) => unreachable!("only host requests and extents are sent"),
             }
         }
     }
@@ -422,8 +453,8 @@ struct Gather {
 }
 
 impl Gather {
-    fn one_done(&mut self, outcome: HostOutcome) {
-        let this = outcome_of(outcome);
+    /// One operation's outcome: the first that is not plain success wins.
+    fn one_done(&mut self, this: Outcome) {
         if matches!(self.outcome, Outcome::Done) {
             self.outcome = this;
         }
@@ -435,35 +466,39 @@ impl Gather {
     }
 }
 
-fn host_request(lun: wafer_core::nvlog::LunId, op: BlockOp) -> HostRequest {
-    match op {
-        BlockOp::Read { offset, length } => HostRequest::Read {
-            lun,
-            offset,
-            length,
-        },
-        BlockOp::Write { offset, data } => HostRequest::Change(Change::Write { lun, offset, data }),
-        BlockOp::Trim { offset, length } => HostRequest::Change(Change::Trim {
-            lun,
-            offset,
-            length,
-        }),
-    }
-}
-
 fn outcome_of(outcome: HostOutcome) -> Outcome {
     match outcome {
         HostOutcome::Refused => Outcome::Failed(BlockError::Refused),
         HostOutcome::Busy(_) => Outcome::Failed(BlockError::Busy),
         HostOutcome::Reply(Ok(ReplyData::Data(data))) => Outcome::Data(data),
         HostOutcome::Reply(Ok(_)) => Outcome::Done,
-        HostOutcome::Reply(Err(error)) => Outcome::Failed(match error {
-            HostError::OutOfRange { .. } => BlockError::OutOfRange,
-            HostError::NoSpace { .. } => BlockError::NoSpace,
-            HostError::Io => BlockError::Io,
-            HostError::NotFound(_) => BlockError::Gone,
-            _ => BlockError::Refused,
-        }),
+        HostOutcome::Reply(Err(error)) => Outcome::Failed(block_error(&error)),
+    }
+}
+
+/// The engine's data and hole runs as the codec takes them.
+fn runs_of(result: Result<Vec<wafer_core::filer::Extent>, HostError>) -> Outcome {
+    match result {
+        Ok(extents) => Outcome::Runs(
+            extents
+                .iter()
+                .map(|e| Run {
+                    length: e.length,
+                    data: e.data,
+                })
+                .collect(),
+        ),
+        Err(error) => Outcome::Failed(block_error(&error)),
+    }
+}
+
+fn block_error(error: &HostError) -> BlockError {
+    match error {
+        HostError::OutOfRange { .. } => BlockError::OutOfRange,
+        HostError::NoSpace { .. } => BlockError::NoSpace,
+        HostError::Io => BlockError::Io,
+        HostError::NotFound(_) => BlockError::Gone,
+        _ => BlockError::Refused,
     }
 }
 

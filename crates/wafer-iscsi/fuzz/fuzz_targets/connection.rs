@@ -15,7 +15,9 @@
 use libfuzzer_sys::fuzz_target;
 use wafer_iscsi::login::{TARGET_RECV_DATA_SEGMENT_BYTES, TEXT_BYTES_MAX};
 use wafer_iscsi::pdu::{AHS_BYTES_MAX, BHS_BYTES, Bhs, DIGEST_BYTES, Digests, encode};
-use wafer_iscsi::{BlockError, BlockOp, Connection, Event, LunInfo, Outcome, TargetIdentity};
+use wafer_iscsi::{
+    BlockError, BlockOp, Connection, Event, LunInfo, Outcome, Run, TargetIdentity,
+};
 
 const TARGET: &str = "iqn.2026-11.org.wafer:fuzz";
 
@@ -62,6 +64,16 @@ fn outcome(op: &BlockOp, fail: bool) -> Outcome {
     match (op, fail) {
         (_, true) => Outcome::Failed(BlockError::Io),
         (BlockOp::Read { length, .. }, false) => Outcome::Data(vec![0x5a; *length as usize]),
+        (BlockOp::Allocation { length, .. }, false) => Outcome::Runs(vec![
+            Run {
+                length: length / 2,
+                data: true,
+            },
+            Run {
+                length: length - length / 2,
+                data: false,
+            },
+        ]),
         (_, false) => Outcome::Done,
     }
 }
