@@ -47,6 +47,8 @@ use wafer_core::nvlog::LunId;
 use wafer_core::units::VolumeId;
 use wafer_nbd::{ExportInfo, Exports};
 
+use crate::lun_ids::LunRecord;
+
 /// What an export reaches.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Target {
@@ -137,6 +139,9 @@ impl Incarnations {
 pub(crate) struct Export {
     pub(crate) info: ExportInfo,
     pub(crate) target: Target,
+    /// The LUN's ID (`crate::lun_ids`), which iSCSI gives as its LUN
+    /// number; `None` for a snapshot's image.
+    pub(crate) lun_id: Option<u32>,
     /// Counts the connection that clones the export out of the catalogue;
     /// held for its drop alone.
     _hold: Hold,
@@ -211,13 +216,14 @@ pub(crate) struct Catalogue {
 
 impl Catalogue {
     /// The exports of everything `node` serves now, in their live
-    /// incarnations, each with its hold from `holds`; the empty name reaches
-    /// `default`.
+    /// incarnations, each with its hold from `holds` and its LUN ID from
+    /// `lun_ids`; the empty name reaches `default`.
     pub(crate) fn of(
         node: &Node,
         incarnations: &Incarnations,
         holds: &Holds,
         default: Option<LunId>,
+        lun_ids: &[LunRecord],
     ) -> Catalogue {
         let mut luns = Vec::new();
         let mut snapshots = Vec::new();
@@ -226,7 +232,9 @@ impl Catalogue {
                 let name = format!("{volume_name}/{lun_name}");
                 let path = format!("/vol/{name}");
                 let target = Target::live(lun, None, incarnations);
-                luns.push(export(&name, &path, size_bytes, target, holds));
+                let mut export = export(&name, &path, size_bytes, target, holds);
+                export.lun_id = crate::lun_ids::id_of(lun_ids, &path, lun.file.0);
+                luns.push(export);
             }
             for snapshot in crate::engine::view::snapshots(node, volume) {
                 for (lun, lun_name, size_bytes) in &snapshot.luns {
@@ -246,6 +254,11 @@ impl Catalogue {
             exports: luns,
             default,
         }
+    }
+
+    /// Every export: LUNs first, then snapshots' images.
+    pub(crate) fn exports(&self) -> &[Export] {
+        &self.exports
     }
 
     /// The export a client names ("" for the default).
@@ -285,6 +298,7 @@ fn export(name: &str, description: &str, size_bytes: u64, target: Target, holds:
             fast_zero: writable,
         },
         target,
+        lun_id: None,
         _hold: hold,
     }
 }

@@ -1,8 +1,8 @@
 //! wafer's server: the real-time driver of the filer engine. It runs the
 //! sans-I/O [`wafer_core::node::Node`] (1 to 16 aggregates, each a
 //! [`wafer_core::Filer`], over one NVLog) against files, the clock and
-//! sockets, and serves its LUNs over NBD and its administration over a Unix
-//! socket.
+//! sockets, and serves its LUNs over NBD and iSCSI and its administration
+//! over a Unix socket.
 //!
 //! # The data directory
 //!
@@ -34,7 +34,9 @@
 //!   completes writes after one `fdatasync` per batch (`disk`);
 //! * one **NVLog** thread that group-commits appends (`nvlog`);
 //! * per NBD listener an accept thread, per connection a reader and a writer
-//!   (`nbd`), admitted under caps and timeouts (`admission`); an admin accept
+//!   (`nbd`), admitted under caps and timeouts (`admission`); per iSCSI
+//!   listener an accept thread, per connection a reader and a worker
+//!   (`iscsi`), under the same caps; an admin accept
 //!   thread and a thread per admin connection (`admin_socket`); a signal
 //!   thread.
 //!
@@ -62,6 +64,7 @@ mod engine;
 mod error;
 mod events;
 mod growth;
+mod iscsi;
 mod logging;
 mod lun_ids;
 mod nbd;
@@ -75,6 +78,7 @@ pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
 pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
+pub use iscsi::ISCSI_PORT;
 pub use server::{
     AggregateSummary, LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport,
 };

@@ -21,6 +21,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
+use std::net::SocketAddr;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,8 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// Where to serve NBD.
     pub listen: Vec<ListenAddress>,
+    /// Where to serve iSCSI (none: not at all).
+    pub iscsi: Vec<SocketAddr>,
     /// The shape of a new data directory (used only if it is absent or empty).
     pub create: CreateOptions,
     /// The mode of the NBD Unix sockets (`--socket-mode`).
@@ -84,6 +87,9 @@ pub struct StartupReport {
     pub luns: Vec<(String, u64)>,
     /// The NBD URI of the default export (the first LUN), one per listener.
     pub uris: Vec<String>,
+    /// The iSCSI URI of the target (and of its LUN 0 if it lives), one per
+    /// `--iscsi` listener.
+    pub iscsi_uris: Vec<String>,
     /// The admin socket.
     pub admin_socket: PathBuf,
 }
@@ -182,6 +188,7 @@ impl Server {
             _ => None,
         };
         let listeners = bind_listeners(&options.listen, options.socket_mode)?;
+        let iscsi = crate::iscsi::bind(&options.iscsi)?;
         secure(&dir, existing.as_ref().map(|((config, _), _)| config))?;
         let (engine, lock, created) = match existing {
             None => {
@@ -193,11 +200,13 @@ impl Server {
             }
         };
         let (admin, admin_path) = crate::admin_socket::bind(&dir)?;
-        let report = report(&engine, created, &listeners, &admin_path)?;
+        let mut report = report(&engine, created, &listeners, &admin_path)?;
         for listener in listeners {
             crate::nbd::spawn_listener(listener, Arc::clone(&context))
                 .map_err(ServeError::io("starting an NBD listener"))?;
         }
+        report.iscsi_uris = crate::iscsi::spawn(iscsi, &context)
+            .map_err(ServeError::io("starting an iSCSI listener"))?;
         crate::admin_socket::spawn(admin, admin_path, context.engine.clone(), &stop)
             .map_err(ServeError::io("starting the admin listener"))?;
         let engine = thread::Builder::new()
@@ -841,6 +850,7 @@ fn report(
         volumes,
         luns,
         uris,
+        iscsi_uris: Vec::new(),
         admin_socket: admin_socket.to_path_buf(),
     })
 }

@@ -16,7 +16,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use wafer_server::{
-    ConnectionLimits, CreateOptions, ListenAddress, NBD_PORT, ServeOptions, Server, StartupReport,
+    ConnectionLimits, CreateOptions, ISCSI_PORT, ListenAddress, NBD_PORT, ServeOptions, Server,
+    StartupReport,
 };
 
 use crate::size::Size;
@@ -35,6 +36,16 @@ pub struct ServeArgs {
     /// Serve NBD on this Unix socket (repeatable).
     #[arg(long, value_name = "PATH")]
     socket: Vec<PathBuf>,
+    /// Serve the node's iSCSI target on this address (repeatable). Without
+    /// any address flag the server takes both well-known loopback ports
+    /// (NBD 10809, iSCSI 3260); once --listen or --socket names where to
+    /// serve, iSCSI is served only where --iscsi says, so every port the
+    /// server opens is one it was given.
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_iscsi")]
+    iscsi: Vec<SocketAddr>,
+    /// Serve no iSCSI.
+    #[arg(long)]
+    no_iscsi: bool,
     /// The mode of the --socket files, in octal: 0600 lets only this user
     /// connect; 0660 lets the socket's group in too.
     #[arg(long, value_name = "MODE", default_value = "0600", value_parser = parse_mode)]
@@ -86,6 +97,7 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let options = ServeOptions {
         data_dir: data.to_path_buf(),
         listen: listen_addresses(args),
+        iscsi: iscsi_addresses(args),
         create: CreateOptions {
             data_disks: args.data_disks,
             disk_bytes: args.disk_size.0,
@@ -131,6 +143,15 @@ fn listen_addresses(args: &ServeArgs) -> Vec<ListenAddress> {
         ))));
     }
     addresses
+}
+
+fn iscsi_addresses(args: &ServeArgs) -> Vec<SocketAddr> {
+    let defaults = args.listen.is_empty() && args.socket.is_empty();
+    match (args.no_iscsi, args.iscsi.is_empty(), defaults) {
+        (true, _, _) | (false, true, false) => Vec::new(),
+        (false, true, true) => vec![SocketAddr::from(([127, 0, 0, 1], ISCSI_PORT))],
+        (false, false, _) => args.iscsi.clone(),
+    }
 }
 
 fn print_report(dir: &std::path::Path, report: &StartupReport) {
@@ -190,6 +211,9 @@ fn print_report(dir: &std::path::Path, report: &StartupReport) {
         println!("  LUN {lun}: {}", Size(*size));
     }
     println!("admin socket: {}", report.admin_socket.display());
+    for uri in &report.iscsi_uris {
+        println!("serving iSCSI: {uri}");
+    }
     for uri in &report.uris {
         println!("serving NBD: {uri}");
     }

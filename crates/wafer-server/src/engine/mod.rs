@@ -814,7 +814,8 @@ impl Engine {
     fn publish_catalogue(&mut self) {
         let default = self.record_lun_ids();
         let holds = self.shared.catalogue.holds();
-        let catalogue = Catalogue::of(&self.node, &self.incarnations, holds, default);
+        let ids = &self.config.luns;
+        let catalogue = Catalogue::of(&self.node, &self.incarnations, holds, default, ids);
         self.shared.catalogue.publish(catalogue);
     }
 }

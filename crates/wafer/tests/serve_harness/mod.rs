@@ -6,6 +6,8 @@
 //! Each test binary uses part of this module, hence the `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod iscsi;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -197,6 +199,15 @@ impl Served {
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The iSCSI URI it reported for LUN 0 (`--iscsi`).
+    pub fn iscsi_uri(&self) -> String {
+        self.startup
+            .lines()
+            .find_map(|line| line.strip_prefix("serving iSCSI: "))
+            .unwrap_or_else(|| panic!("no iSCSI URI printed:\n{}", self.startup))
+            .to_string()
     }
 
     /// The address of the first TCP listener it reported (`--listen`).

@@ -1,0 +1,93 @@
+//! SCSI status and sense data: how a command that fails says why.
+//!
+//! A failed command ends with status CHECK CONDITION and sense data, here
+//! always in fixed format (response code 0x70): a sense key for the class
+//! of failure and an additional sense code and qualifier (ASC, ASCQ) for
+//! the particular one. Every failure this target reports is one of the
+//! [`Sense`] constants.
+
+/// A SCSI status byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status(pub u8);
+
+impl Status {
+    /// The command succeeded.
+    pub const GOOD: Status = Status(0x00);
+    /// The command failed; sense data says why.
+    pub const CHECK_CONDITION: Status = Status(0x02);
+    /// The target cannot take the command now; try again.
+    pub const BUSY: Status = Status(0x08);
+    /// The task set is full; try again.
+    pub const TASK_SET_FULL: Status = Status(0x28);
+}
+
+/// A sense key with its additional sense code and qualifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sense {
+    /// The class of failure.
+    pub key: u8,
+    /// Additional sense code.
+    pub asc: u8,
+    /// Additional sense code qualifier.
+    pub ascq: u8,
+}
+
+impl Sense {
+    /// ILLEGAL REQUEST, INVALID COMMAND OPERATION CODE.
+    pub const INVALID_OPCODE: Sense = Sense::new(0x05, 0x20, 0x00);
+    /// ILLEGAL REQUEST, INVALID FIELD IN CDB.
+    pub const INVALID_FIELD_IN_CDB: Sense = Sense::new(0x05, 0x24, 0x00);
+    /// ILLEGAL REQUEST, INVALID FIELD IN PARAMETER LIST.
+    pub const INVALID_FIELD_IN_PARAMETER_LIST: Sense = Sense::new(0x05, 0x26, 0x00);
+    /// ILLEGAL REQUEST, PARAMETER LIST LENGTH ERROR.
+    pub const PARAMETER_LIST_LENGTH_ERROR: Sense = Sense::new(0x05, 0x1a, 0x00);
+    /// ILLEGAL REQUEST, LOGICAL BLOCK ADDRESS OUT OF RANGE.
+    pub const LBA_OUT_OF_RANGE: Sense = Sense::new(0x05, 0x21, 0x00);
+    /// ILLEGAL REQUEST, LOGICAL UNIT NOT SUPPORTED.
+    pub const LUN_NOT_SUPPORTED: Sense = Sense::new(0x05, 0x25, 0x00);
+    /// ILLEGAL REQUEST, SAVING PARAMETERS NOT SUPPORTED.
+    pub const SAVING_NOT_SUPPORTED: Sense = Sense::new(0x05, 0x39, 0x00);
+    /// DATA PROTECT, WRITE PROTECTED.
+    pub const WRITE_PROTECTED: Sense = Sense::new(0x07, 0x27, 0x00);
+    /// DATA PROTECT, SPACE ALLOCATION FAILED WRITE PROTECT.
+    pub const SPACE_ALLOCATION_FAILED: Sense = Sense::new(0x07, 0x27, 0x07);
+    /// MEDIUM ERROR, UNRECOVERED READ ERROR.
+    pub const UNRECOVERED_READ_ERROR: Sense = Sense::new(0x03, 0x11, 0x00);
+    /// MEDIUM ERROR, WRITE ERROR.
+    pub const WRITE_ERROR: Sense = Sense::new(0x03, 0x0c, 0x00);
+    /// ABORTED COMMAND, DATA PHASE ERROR (bad Data-Out sequencing).
+    pub const DATA_PHASE_ERROR: Sense = Sense::new(0x0b, 0x4b, 0x00);
+    /// HARDWARE ERROR, INTERNAL TARGET FAILURE: the engine refused a
+    /// request for a reason no other sense names.
+    pub const INTERNAL_TARGET_FAILURE: Sense = Sense::new(0x04, 0x44, 0x00);
+
+    /// A sense of `key`, `asc` and `ascq`.
+    pub const fn new(key: u8, asc: u8, ascq: u8) -> Sense {
+        Sense { key, asc, ascq }
+    }
+
+    /// Fixed-format sense data: 18 bytes.
+    pub fn fixed(&self) -> [u8; 18] {
+        let mut data = [0u8; 18];
+        data[0] = 0x70;
+        data[2] = self.key;
+        data[7] = 10;
+        data[12] = self.asc;
+        data[13] = self.ascq;
+        data
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_sense_places_key_and_codes() {
+        let data = Sense::LBA_OUT_OF_RANGE.fixed();
+        assert_eq!(data[0], 0x70);
+        assert_eq!(data[2], 0x05);
+        assert_eq!((data[12], data[13]), (0x21, 0x00));
+        assert_eq!(usize::from(data[7]) + 8, data.len());
+    }
+}

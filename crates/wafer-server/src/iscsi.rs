@@ -1,0 +1,566 @@
+//! The iSCSI front end: one target per node, its LUNs by LUN ID, over TCP.
+//!
+//! The node is one iSCSI target, `iqn.2026-11.org.wafer:HOST`, with one
+//! portal group (tag 1) of the `--iscsi` addresses. Every writable LUN is a
+//! logical unit whose number is its LUN ID (`crate::lun_ids`, the number
+//! `lun show -m` gives), so a LUN keeps its number while others come and
+//! go; snapshots are not offered (they wait for read-only mappings).
+//!
+//! Connections are admitted under the same caps as NBD's (`admission`),
+//! and each gets two threads. A **reader** reads the socket and passes what
+//! it read to the connection's **worker**, which owns the sans-I/O
+//! [`wafer_iscsi::Connection`]: it feeds it bytes, hands the block
+//! operations it asks for to the engine, feeds the engine's outcomes back,
+//! and writes what the connection has to send. The reader reads again only
+//! when the worker has taken what it read (a few reads may wait at once),
+//! so a client that sends faster than the engine works is held back by TCP,
+//! and the CmdSN window bounds the commands in flight.
+//!
+//! GET LBA STATUS is answered from the filer's extents, as NBD's
+//! BLOCK_STATUS is, so an initiator sees holes (qemu skips them).
+//!
+//! A write is answered GOOD only when the engine replies to it, and the
+//! engine replies only once the write's NVLog record is durable: a SIGKILL
+//! after the response loses nothing. That is also why SYNCHRONIZE CACHE
+//! and FUA cost nothing here (see `wafer_iscsi::scsi`).
+//!
+//! Login must finish within the handshake timeout; after it the idle
+//! timeout ends a connection that sends nothing while it has nothing in
+//! flight, and one that leaves what it is sent unread. Protocol errors that
+//! lose the framing end only their connection; the codec rejects the rest.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
+use wafer_iscsi::scsi::BLOCK_BYTES;
+use wafer_iscsi::{
+    BlockError, BlockOp, Connection, ConnectionError, Event as IscsiEvent, LunInfo, Outcome, Run,
+    TargetIdentity, TaskId,
+};
+
+use crate::admission::Ticket;
+use crate::catalogue::{Catalogue, Target};
+use crate::events::{Event, HostOutcome};
+use crate::nbd::Context;
+use crate::stream::Stream;
+
+/// The iSCSI port (IANA-assigned).
+pub const ISCSI_PORT: u16 = 3260;
+/// The naming authority of the target's IQN.
+const IQN_PREFIX: &str = "iqn.2026-11.org.wafer";
+/// Bytes read from a socket at a time.
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+/// Reads that may wait for the worker.
+const READS_AHEAD: usize = 4;
+
+/// The node's target name: the IQN prefix and the host's name, lowercased
+/// and stripped to the characters an IQN allows.
+pub(crate) fn target_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host: String = host
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '.' | '-' => c,
+            _ => '-',
+        })
+        .collect();
+    let host = if host.is_empty() { "node".into() } else { host };
+    format!("{IQN_PREFIX}:{host}")
+}
+
+/// Bound iSCSI listeners, before the server starts.
+pub(crate) struct Listeners(Vec<TcpListener>);
+
+/// Binds every `--iscsi` address.
+pub(crate) fn bind(addresses: &[SocketAddr]) -> Result<Listeners, crate::ServeError> {
+    let listeners = addresses
+        .iter()
+        .map(|address| {
+            TcpListener::bind(address).map_err(|error| crate::ServeError::Listen {
+                address: format!("{address} (iSCSI)"),
+                error,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for address in addresses {
+        crate::access::warn_if_exposed(address);
+    }
+    Ok(Listeners(listeners))
+}
+
+/// Starts each listener's accept thread; returns the iSCSI URI of each
+/// (of LUN 0, the default LUN, when it lives).
+pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<Vec<String>> {
+    let target = Arc::new(NodeTarget {
+        name: target_name(),
+        sessions: AtomicU16::new(1),
+    });
+    let default = context
+        .catalogue
+        .current()
+        .find("")
+        .and_then(|e| e.lun_id)
+        .map_or_else(String::new, |id| format!("/{id}"));
+    let mut uris = Vec::new();
+    for listener in listeners.0 {
+        let address = listener.local_addr()?;
+        uris.push(format!("iscsi://{address}/{}{default}", target.name));
+        let waker_address = address;
+        context.stop.add_waker(Box::new(move || {
+            let _ = std::net::TcpStream::connect_timeout(&waker_address, Duration::from_secs(1));
+        }));
+        let (context, target) = (Arc::clone(context), Arc::clone(&target));
+        thread::Builder::new()
+            .name("iscsi-listener".into())
+            .spawn(move || accept_loop(&listener, &context, &target))?;
+    }
+    Ok(uris)
+}
+
+/// The node's target: its name and the next session handle.
+struct NodeTarget {
+    name: String,
+    sessions: AtomicU16,
+}
+
+fn accept_loop(listener: &TcpListener, context: &Arc<Context>, target: &Arc<NodeTarget>) {
+    loop {
+        let (socket, peer) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                crate::log!("iSCSI accept failed: {error}");
+                thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        if context.stop.is_stopping() {
+            break;
+        }
+        let _ = socket.set_nodelay(true);
+        let stream = Stream::Tcp(socket);
+        let ticket = match context.admission.admit(stream.peer_ip(), &stream) {
+            Ok(ticket) => ticket,
+            Err(refusal) => {
+                crate::log!("iSCSI {peer}: refused: {refusal}");
+                continue;
+            }
+        };
+        let registered = stream
+            .try_clone()
+            .ok()
+            .and_then(|c| context.stop.register(c));
+        let Some(id) = registered else { continue };
+        let (connection_context, target) = (Arc::clone(context), Arc::clone(target));
+        let spawned = thread::Builder::new()
+            .name(format!("iscsi-{id}"))
+            .spawn(move || {
+                serve_connection(stream, peer, &connection_context, &target, &ticket);
+                connection_context.stop.unregister(id);
+            });
+        if let Err(error) = spawned {
+            crate::log!("cannot start an iSCSI connection thread: {error}");
+            context.stop.unregister(id);
+        }
+    }
+}
+
+/// What the worker is told.
+enum Message {
+    Input(Vec<u8>),
+    Eof,
+    ReadFailed(io::Error),
+    /// The read timed out: the worker decides whether that is idleness.
+    Quiet,
+    Done(TaskId, Outcome),
+}
+
+/// Why a connection ended early.
+#[derive(Debug, thiserror::Error)]
+enum EndError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Protocol(#[from] ConnectionError),
+    #[error("login took over {0:?}")]
+    LoginTimeout(Duration),
+    #[error("sent nothing for {0:?}")]
+    Idle(Duration),
+}
+
+fn serve_connection(
+    stream: Stream,
+    peer: SocketAddr,
+    context: &Arc<Context>,
+    target: &NodeTarget,
+    ticket: &Ticket,
+) {
+    let Stream::Tcp(socket) = &stream else {
+        return;
+    };
+    let portal = socket
+        .local_addr()
+        .map_or_else(|_| "127.0.0.1:3260".into(), |a| a.to_string());
+    let identity = TargetIdentity {
+        name: target.name.clone(),
+        alias: "wafer".into(),
+        portal_group_tag: 1,
+        address: portal,
+    };
+    let tsih = target.sessions.fetch_add(1, Ordering::Relaxed).max(1);
+    let mut worker = match Worker::new(stream, identity, tsih, context) {
+        Ok(worker) => worker,
+        Err(error) => return crate::log!("iSCSI {peer}: dropped: {error}"),
+    };
+    match worker.run(ticket) {
+        Ok(()) => crate::log!("iSCSI {peer}: disconnected"),
+        Err(error) => crate::log!("iSCSI {peer}: dropped: {error}"),
+    }
+    let counters = worker.connection.counters();
+    if counters.rejected + counters.out_of_window > 0 {
+        crate::log!(
+            "iSCSI {peer}: {} PDUs rejected, {} commands outside the CmdSN window dropped",
+            counters.rejected,
+            counters.out_of_window
+        );
+    }
+    let _ = worker.stream.shutdown(Shutdown::Both);
+}
+
+/// A connection's worker thread state.
+struct Worker {
+    stream: Stream,
+    connection: Connection,
+    messages: Receiver<Message>,
+    to_self: Sender<Message>,
+    /// Given back to the reader for each input taken.
+    permits: SyncSender<()>,
+    context: Arc<Context>,
+    catalogue: Arc<Catalogue>,
+    /// The target's name, which its LUNs' serials are made from.
+    target_name: String,
+    targets: Vec<(u16, Target)>,
+    out: Vec<u8>,
+}
+
+impl Worker {
+    fn new(
+        stream: Stream,
+        identity: TargetIdentity,
+        tsih: u16,
+        context: &Arc<Context>,
+    ) -> io::Result<Worker> {
+        stream.set_read_timeout(Some(context.limits.handshake_timeout))?;
+        stream.set_write_timeout(Some(context.limits.handshake_timeout))?;
+        let (to_self, messages) = mpsc::channel();
+        let (permits, taken) = mpsc::sync_channel(READS_AHEAD);
+        for _ in 0..READS_AHEAD {
+            permits.send(()).expect("room for every permit");
+        }
+        let reader = stream.try_clone()?;
+        let sender = to_self.clone();
+        thread::Builder::new()
+            .name("iscsi-reader".into())
+            .spawn(move || read_loop(reader, &sender, &taken))?;
+        let catalogue = context.catalogue.current();
+        let (luns, targets) = luns_of(&catalogue, &identity.name);
+        let target_name = identity.name.clone();
+        Ok(Worker {
+            stream,
+            connection: Connection::new(identity, tsih, luns),
+            messages,
+            to_self,
+            permits,
+            context: Arc::clone(context),
+            catalogue,
+            target_name,
+            targets,
+            out: Vec::new(),
+        })
+    }
+
+    fn run(&mut self, ticket: &Ticket) -> Result<(), EndError> {
+        let login_deadline = Instant::now() + self.context.limits.handshake_timeout;
+        let mut logged_in = false;
+        let activity = ticket.activity();
+        // When the initiator last sent anything: a quiet read may have
+        // started under the login's shorter timeout, so the idle timeout
+        // is measured from here, not from the read.
+        let mut last_input = Instant::now();
+        while let Ok(message) = self.messages.recv() {
+            match message {
+                Message::Input(bytes) => {
+                    last_input = Instant::now();
+                    activity.touch();
+                    self.refresh_luns();
+                    let fed = self.connection.handle_input(&bytes);
+                    let _ = self.permits.try_send(());
+                    fed?;
+                }
+                Message::Eof => {
+                    self.connection.handle_eof()?;
+                    return Ok(());
+                }
+                Message::ReadFailed(error) => return Err(error.into()),
+                Message::Quiet if !logged_in => {
+                    return Err(EndError::LoginTimeout(
+                        self.context.limits.handshake_timeout,
+                    ));
+                }
+                Message::Quiet => match self.context.limits.idle_timeout {
+                    Some(idle)
+                        if self.connection.tasks_in_flight() == 0
+                            && last_input.elapsed() >= idle =>
+                    {
+                        return Err(EndError::Idle(idle));
+                    }
+                    _ => {}
+                },
+                Message::Done(task, outcome) => self.connection.complete(task, outcome),
+            }
+            if !logged_in && Instant::now() > login_deadline {
+                return Err(EndError::LoginTimeout(
+                    self.context.limits.handshake_timeout,
+                ));
+            }
+            let closing = self.handle_events(ticket, &mut logged_in)?;
+            self.transmit()?;
+            activity.touch();
+            if closing {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Acts on the connection's events; returns whether it is closing.
+    fn handle_events(&mut self, ticket: &Ticket, logged_in: &mut bool) -> io::Result<bool> {
+        let mut closing = false;
+        while let Some(event) = self.connection.poll_event() {
+            match event {
+                IscsiEvent::LoggedIn { initiator, session } => {
+                    *logged_in = true;
+                    ticket.negotiated();
+                    let idle = self.context.limits.idle_timeout;
+                    self.stream.set_read_timeout(idle)?;
+                    self.stream.set_write_timeout(idle)?;
+                    crate::log!("iSCSI: {initiator} logged in ({session:?} session)");
+                }
+                IscsiEvent::Execute { task, lun, ops } => self.execute(task, lun, ops),
+                IscsiEvent::Closing => closing = true,
+            }
+        }
+        Ok(closing)
+    }
+
+    fn transmit(&mut self) -> io::Result<()> {
+        self.out.clear();
+        if self.connection.poll_transmit(&mut self.out) > 0 {
+            self.stream.write_all(&self.out)?;
+        }
+        Ok(())
+    }
+
+    /// Takes the catalogue's LUNs again if it has changed.
+    fn refresh_luns(&mut self) {
+        let current = self.context.catalogue.current();
+        if Arc::ptr_eq(&current, &self.catalogue) {
+            return;
+        }
+        let (luns, targets) = luns_of(&current, &self.target_name);
+        self.catalogue = current;
+        self.targets = targets;
+        self.connection.set_luns(luns);
+    }
+
+    /// Hands a task's operations to the engine; its outcome comes back as a
+    /// message once every one has been answered.
+    fn execute(&mut self, task: TaskId, lun: u16, ops: Vec<BlockOp>) {
+        let Some((_, target)) = self.targets.iter().find(|(n, _)| *n == lun) else {
+            return self
+                .connection
+                .complete(task, Outcome::Failed(BlockError::Gone));
+        };
+        let gather = Arc::new(Mutex::new(Gather {
+            left: ops.len(),
+            outcome: Outcome::Done,
+            task,
+            to: self.to_self.clone(),
+        }));
+        for op in ops {
+            let gather = Arc::clone(&gather);
+            let one_done = move |outcome| {
+                let mut gather = gather.lock().unwrap_or_else(|p| p.into_inner());
+                gather.one_done(outcome);
+            };
+            // A read, write or trim is a host request; an allocation
+            // question goes to the filer's extents.
+            let lun = target.lun;
+            let request = match op {
+                BlockOp::Read { offset, length } => Ok(HostRequest::Read {
+                    lun,
+                    offset,
+                    length,
+                }),
+                BlockOp::Write { offset, data } => {
+                    Ok(HostRequest::Change(Change::Write { lun, offset, data }))
+                }
+                BlockOp::Trim { offset, length } => Ok(HostRequest::Change(Change::Trim {
+                    lun,
+                    offset,
+                    length,
+                })),
+                BlockOp::Allocation { offset, length } => Err((offset, length)),
+            };
+            let event = match request {
+                Ok(request) => Event::Host {
+                    target: target.clone(),
+                    request,
+                    done: Box::new(move |outcome| one_done(outcome_of(outcome))),
+                },
+                Err((offset, length)) => Event::Extents {
+                    target: target.clone(),
+                    offset,
+                    length,
+                    done: Box::new(move |runs| one_done(runs_of(runs))),
+                },
+            };
+            match self.context.engine.send(event) {
+                Ok(()) => {}
+                Err(mpsc::SendError(Event::Host { done, .. })) => done(HostOutcome::Refused),
+                Err(mpsc::SendError(Event::Extents { done, .. })) => {
+                    done(Err(HostError::Invalid("the server has stopped".into())));
+                }
+                Err(_) => unreachable!("only host requests and extents are sent"),
+            }
+        }
+    }
+}
+
+/// The outcomes of one task's operations, gathered.
+struct Gather {
+    left: usize,
+    outcome: Outcome,
+    task: TaskId,
+    to: Sender<Message>,
+}
+
+impl Gather {
+    /// One operation's outcome: the first that is not plain success wins.
+    fn one_done(&mut self, this: Outcome) {
+        if matches!(self.outcome, Outcome::Done) {
+            self.outcome = this;
+        }
+        self.left -= 1;
+        if self.left == 0 {
+            let outcome = std::mem::replace(&mut self.outcome, Outcome::Done);
+            let _ = self.to.send(Message::Done(self.task, outcome));
+        }
+    }
+}
+
+fn outcome_of(outcome: HostOutcome) -> Outcome {
+    match outcome {
+        HostOutcome::Refused => Outcome::Failed(BlockError::Refused),
+        HostOutcome::Busy(_) => Outcome::Failed(BlockError::Busy),
+        HostOutcome::Reply(Ok(ReplyData::Data(data))) => Outcome::Data(data),
+        HostOutcome::Reply(Ok(_)) => Outcome::Done,
+        HostOutcome::Reply(Err(error)) => Outcome::Failed(block_error(&error)),
+    }
+}
+
+/// The engine's data and hole runs as the codec takes them.
+fn runs_of(result: Result<Vec<wafer_core::filer::Extent>, HostError>) -> Outcome {
+    match result {
+        Ok(extents) => Outcome::Runs(
+            extents
+                .iter()
+                .map(|e| Run {
+                    length: e.length,
+                    data: e.data,
+                })
+                .collect(),
+        ),
+        Err(error) => Outcome::Failed(block_error(&error)),
+    }
+}
+
+fn block_error(error: &HostError) -> BlockError {
+    match error {
+        HostError::OutOfRange { .. } => BlockError::OutOfRange,
+        HostError::NoSpace { .. } => BlockError::NoSpace,
+        HostError::Io => BlockError::Io,
+        HostError::NotFound(_) => BlockError::Gone,
+        _ => BlockError::Refused,
+    }
+}
+
+/// The LUNs the target offers: every writable LUN with an ID below 16384,
+/// described for the codec, and what each reaches in the engine.
+fn luns_of(catalogue: &Catalogue, target_name: &str) -> (Vec<LunInfo>, Vec<(u16, Target)>) {
+    let node = fnv(target_name.as_bytes());
+    let mut luns = Vec::new();
+    let mut targets = Vec::new();
+    for export in catalogue.exports() {
+        let Some(number) = export.lun_id.and_then(|id| u16::try_from(id).ok()) else {
+            continue;
+        };
+        if number >= 1 << 14 || export.info.read_only {
+            continue;
+        }
+        luns.push(LunInfo {
+            number,
+            blocks: export.info.size_bytes / u64::from(BLOCK_BYTES),
+            read_only: false,
+            serial: format!("wafer{:08x}{:06x}", node as u32, number),
+            id: (node << 16) | u64::from(number),
+        });
+        targets.push((number, export.target.clone()));
+    }
+    (luns, targets)
+}
+
+/// FNV-1a: a stable number for the target, for serials and designators.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The reader: reads while the worker keeps up (one permit per input the
+/// worker has yet to take), and reports what it read; a read that times
+/// out is reported as quiet, and reading goes on.
+fn read_loop(mut stream: Stream, to: &Sender<Message>, permits: &Receiver<()>) {
+    let mut buffer = vec![0u8; READ_BUFFER_BYTES];
+    while permits.recv().is_ok() {
+        let message = loop {
+            match stream.read(&mut buffer) {
+                Ok(0) => break Message::Eof,
+                Ok(read) => break Message::Input(buffer[..read].to_vec()),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if to.send(Message::Quiet).is_err() {
+                        return;
+                    }
+                }
+                Err(error) => break Message::ReadFailed(error),
+            }
+        };
+        let last = matches!(message, Message::Eof | Message::ReadFailed(_));
+        if to.send(message).is_err() || last {
+            return;
+        }
+    }
+}
