@@ -554,8 +554,14 @@ impl<P: SimPayload> Harness<P> {
         self.filers().map(|f| f.counters().indirect_reads).sum()
     }
 
+    /// Runs until every aggregate serves; one the host's refusals took
+    /// offline while another mounted (brought back, or created) is
+    /// recovered as anywhere else.
     fn wait_online(&mut self) -> Result<(), String> {
-        self.world.wait_online()
+        match self.world.wait_online() {
+            Err(_) if self.world.offline_reason().is_some() => self.recover_from_offline(),
+            other => other,
+        }
     }
 
     /// On each aggregate one volume with two or three LUNs, made durable

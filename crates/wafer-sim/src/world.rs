@@ -437,18 +437,22 @@ impl<P: SimPayload> SimAggr<P> {
         IoResult::Done
     }
 
-    /// Disks the aggregate has finished rebuilding are back in service.
+    /// Disks the aggregate has finished rebuilding are back in service; a
+    /// disk it takes for failed again (a crash came before the CP that
+    /// records a rebuild's end, so the mount resumes it) is out of service
+    /// again.
     fn note_rebuilds(&mut self, filer: &Filer<P>, injected: &mut BTreeMap<&'static str, u64>) {
-        if !filer.is_online() {
-            return;
-        }
         for id in 0..self.disks.len() {
             let Some(Slot::Member { group, disk }) = self.layout.slot(DiskId(id as u32)) else {
                 continue;
             };
-            if self.disks[id].rebuilding && !filer.failed_disks()[group].contains(disk) {
-                self.disks[id].rebuilding = false;
+            let failed = (filer.failed_disks().get(group)).is_some_and(|set| set.contains(disk));
+            let sim = &mut self.disks[id];
+            if filer.is_online() && sim.rebuilding && !failed {
+                sim.rebuilding = false;
                 count(injected, "disk rebuilt");
+            } else if failed && !sim.out_of_service() {
+                sim.rebuilding = true;
             }
         }
     }
