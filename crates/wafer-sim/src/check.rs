@@ -937,8 +937,11 @@ impl<P: SimPayload> Harness<P> {
                 }
             }
             _ => {
+                // Not while the host refuses writes: a node restarted for an
+                // aggregate they took offline before the new one's first CP
+                // committed would find blank disks where it was created.
                 let count = self.world.aggregate_ids().len();
-                if count >= 3 {
+                if count >= 3 || self.world.is_refusing_writes() {
                     return Ok(());
                 }
                 let layout = random_layout(&mut self.rng);
