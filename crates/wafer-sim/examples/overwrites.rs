@@ -55,7 +55,7 @@ fn main() {
         ReplyData::Lun(l) => l,
         other => panic!("create LUN: {other:?}"),
     };
-    let before = world.filer.counters().clone();
+    let before = world.filer().counters().clone();
     let started = world.now();
     let (mut submitted, mut done, mut in_flight) = (0u64, 0u64, 0usize);
     let blocks = LUN_BYTES / 4096 - 1;
@@ -64,14 +64,8 @@ fn main() {
             let offset = world.rng().below(blocks) * 4096 + misalign;
             let mut data = vec![0u8; 4096];
             world.rng().fill(&mut data);
-            world
-                .filer
-                .submit(
-                    world.now(),
-                    HostRequest::Change(Change::Write { lun, offset, data }),
-                )
-                .expect("online");
-            world.drain();
+            let write = HostRequest::Change(Change::Write { lun, offset, data });
+            world.submit(None, write).expect("online");
             submitted += 1;
             in_flight += 1;
         }
@@ -86,7 +80,7 @@ fn main() {
     }
     admin(&mut world, HostRequest::Flush);
     let elapsed = world.now() - started;
-    let c = world.filer.counters();
+    let c = world.filer().counters();
     let cps: u64 = c.cps.values().sum::<u64>() - before.cps.values().sum::<u64>();
     let data = c.data_blocks_written - before.data_blocks_written;
     let meta = c.meta_blocks_written - before.meta_blocks_written;
@@ -122,7 +116,7 @@ fn main() {
 }
 
 fn admin(world: &mut World, request: HostRequest) -> ReplyData {
-    let id = world.filer.submit(world.now(), request).expect("online");
+    let id = world.submit(None, request).expect("online");
     world.drain();
     loop {
         for reply in world.take_replies() {

@@ -1,14 +1,27 @@
-//! The seeded check: a random workload against the real filer in a faulty
+//! The seeded check: a random workload against the real engine in a faulty
 //! world, every read compared with a reference model.
 //!
-//! One seed fixes everything: the aggregate's shape, the workload and the
-//! faults, so a failure is replayed exactly by `wafer check --seed N` (and its
-//! `--payload`). A run has two phases. The *safety* phase injects every fault
-//! kind (crashes with NVLog replay, dead disks, latent errors, bit rot, lost,
-//! misdirected and torn writes) within what RAID-DP promises; every read must
-//! return what the model says. The *liveness* phase injects nothing and must
-//! end with every acknowledged write readable, the filer's invariants intact
-//! and every stripe's parity consistent.
+//! One seed fixes everything: how many aggregates the node starts with (1 to
+//! 3) and their shapes, the workload and the faults, so a failure is replayed
+//! exactly by `wafer check --seed N` (and its `--payload`). A run has two
+//! phases. The *safety* phase injects every fault kind (crashes with NVLog
+//! replay, dead disks rebuilt onto spares, latent errors, bit rot, lost,
+//! misdirected and torn writes, host refusals) on the disks of every
+//! aggregate, each within what its RAID groups promise, and administers the
+//! node between requests: an aggregate taken offline and brought back, disks
+//! added to one, a new one created (up to 3) with a volume and LUNs of its
+//! own. Every read must return what the model says. The *liveness* phase
+//! injects nothing and must end with every acknowledged write to every
+//! aggregate's LUNs readable, every aggregate's invariants intact, every
+//! stripe's parity consistent and every reachable block sound on its disk.
+//! The node shares one NVLog among its aggregates, so a crash has every
+//! aggregate replay its own records from it: a record replayed into the
+//! wrong aggregate, or a half reset before every aggregate committed its
+//! records, shows as a read that differs from the model.
+//!
+//! With [`CheckConfig::single_filer`] the engine is one filer alone with its
+//! own log and no administration, as the check ran before nodes: the seeds
+//! found then (`scripts/regression-seeds`) replay as they were.
 //!
 //! The same check runs the filer on either payload ([`PayloadKind`]): real
 //! bytes, or one stamp per block. A stamp filer cannot mount, so it is never
@@ -33,10 +46,12 @@ use wafer_core::BLOCK_SIZE;
 use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
 #[cfg(feature = "sabotage")]
 use wafer_core::filer::Sabotage;
-use wafer_core::filer::{Busy, Change, HostRequest, Options, ReplyData, RequestId};
+use wafer_core::filer::{Busy, Change, GrowError, HostRequest, Options, ReplyData, RequestId};
+use wafer_core::node::AggrError;
+use wafer_core::node::{global_volume, split_volume};
 use wafer_core::nvlog::LunId;
 use wafer_core::payload::{Bytes, Stamps};
-use wafer_core::units::{DiskId, Duration, VolumeId};
+use wafer_core::units::{AggrId, DiskId, Duration, VolumeId};
 use wafer_raid::{RaidGroupGeometry, RaidType};
 use wafer_rng::Rng;
 
@@ -80,6 +95,10 @@ pub struct CheckConfig {
     /// flight. Off, every seed runs as it did before the bound existed, so
     /// the regression seeds replay what they found.
     pub bound_requests: bool,
+    /// Whether to run one filer alone (its own log, no aggregate
+    /// administration) instead of a node of 1 to 3 aggregates: how the check
+    /// ran before nodes, which the regression seeds found then replay.
+    pub single_filer: bool,
 }
 
 impl Default for CheckConfig {
@@ -94,6 +113,7 @@ impl Default for CheckConfig {
             payload: PayloadKind::Bytes,
             record_io: false,
             bound_requests: false,
+            single_filer: false,
         }
     }
 }
@@ -133,6 +153,10 @@ pub struct CheckReport {
     pub volumes: usize,
     /// LUNs at the end.
     pub luns: usize,
+    /// Aggregates at the end.
+    pub aggregates: usize,
+    /// Aggregate administration carried out, by kind.
+    pub administration: BTreeMap<&'static str, u64>,
     /// The shape of every I/O the filer issued after formatting, in order, if
     /// the config asked for it.
     pub io: Vec<IoShape>,
@@ -239,6 +263,7 @@ type SnapshotModel<P> = BTreeMap<LunId, LunModel<P>>;
 #[derive(Clone, Debug)]
 enum AdminOp {
     CreateVolume {
+        aggregate: AggrId,
         name: String,
     },
     Create {
@@ -364,6 +389,10 @@ struct Harness<P: SimPayload> {
     volumes: Vec<wafer_core::units::VolumeId>,
     next_name: u64,
     admin_due: bool,
+    /// Whether the engine is a node, which the harness administers.
+    node: bool,
+    /// Aggregate administration is due once nothing is in flight.
+    aggr_admin_due: bool,
     rng: Rng,
     luns: BTreeMap<LunId, LunModel<P>>,
     snapshots: BTreeMap<(VolumeId, String), SnapshotModel<P>>,
@@ -405,7 +434,19 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         #[cfg(feature = "sabotage")]
         sabotage: config.sabotage,
     };
-    let mut world = World::<P>::format(layout, options, rng.next_u64());
+    let mut world = match config.single_filer {
+        true => World::<P>::format(layout, options, rng.next_u64()),
+        false => {
+            let aggregates: Vec<(String, Layout)> = (node_layouts(config.seed, layout).into_iter())
+                .enumerate()
+                .map(|(n, layout)| (format!("aggr{n}"), layout))
+                .collect();
+            let named: Vec<(&str, Layout)> = (aggregates.iter())
+                .map(|(name, layout)| (name.as_str(), layout.clone()))
+                .collect();
+            World::<P>::format_node(&named, options, rng.next_u64())
+        }
+    };
     if config.record_io {
         world.record_io();
     }
@@ -414,6 +455,8 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         volumes: Vec::new(),
         next_name: 0,
         admin_due: false,
+        node: !config.single_filer,
+        aggr_admin_due: false,
         rng,
         luns: BTreeMap::new(),
         snapshots: BTreeMap::new(),
@@ -425,7 +468,6 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
     Ok(harness.report)
 }
 
-/// An aggregate of one or two small RAID-DP groups (sometimes a RAID-4 one).
 /// With `bound_requests`, the engine holds 1 to 8 requests, below the
 /// workload's eight in flight, so that `submit` refuses some (`Busy::Full`).
 /// A stream of its own: the seed's other draws stay as they were.
@@ -437,6 +479,19 @@ fn max_requests(config: &CheckConfig) -> usize {
     }
 }
 
+/// The aggregates a node seed starts with: 1 to 3, the first of `first`,
+/// the others drawn from a stream of their own (the seed's other draws stay
+/// as a filer alone has them).
+fn node_layouts(seed: u64, first: Layout) -> Vec<Layout> {
+    let mut rng = Rng::seeded(seed ^ 0x6e6f_6465_5f61_6767);
+    let more = rng.below(3);
+    let mut layouts = vec![first];
+    layouts.extend((0..more).map(|_| random_layout(&mut rng)));
+    layouts
+}
+
+/// An aggregate of one or two small RAID-DP groups (sometimes a RAID-4 one)
+/// and a spare.
 fn random_layout(rng: &mut Rng) -> Layout {
     let groups = 1 + rng.below(2) as usize;
     let blocks_per_disk = 4096 + rng.below(4096);
@@ -480,22 +535,52 @@ impl<P: SimPayload> Harness<P> {
         self.settle()?;
         self.verify_everything()?;
         self.report.faults = self.world.injected.clone();
-        self.report.cps = self.world.filer.counters().cps.values().sum();
-        self.report.indirect_reads += self.world.filer.counters().indirect_reads;
+        self.report.cps = self
+            .filers()
+            .map(|f| f.counters().cps.values().sum::<u64>())
+            .sum();
+        self.report.indirect_reads += self.indirect_reads();
         self.report.io = self.world.io_log().to_vec();
         Ok(())
     }
 
-    fn wait_online(&mut self) -> Result<(), String> {
-        self.world.wait_online()
+    /// Every aggregate's filer.
+    fn filers(&self) -> impl Iterator<Item = &wafer_core::Filer<P>> {
+        (self.world.aggregate_ids().into_iter()).filter_map(|id| self.world.filer_of(id))
     }
 
-    /// One volume with two or three LUNs, made durable before the workload.
+    /// Indirect blocks read on cache misses by the filers now running.
+    fn indirect_reads(&self) -> u64 {
+        self.filers().map(|f| f.counters().indirect_reads).sum()
+    }
+
+    /// Runs until every aggregate serves; one the host's refusals took
+    /// offline while another mounted (brought back, or created) is
+    /// recovered as anywhere else.
+    fn wait_online(&mut self) -> Result<(), String> {
+        match self.world.wait_online() {
+            Err(_) if self.world.offline_reason().is_some() => self.recover_from_offline(),
+            other => other,
+        }
+    }
+
+    /// On each aggregate one volume with two or three LUNs, made durable
+    /// before the workload.
     fn setup(&mut self) -> Result<(), String> {
-        let volume = match self.admin(HostRequest::Change(Change::CreateVolume {
-            name: "vol0".into(),
+        for aggregate in self.world.aggregate_ids() {
+            self.volume_with_luns(aggregate)?;
+        }
+        self.admin(HostRequest::Flush)?;
+        Ok(())
+    }
+
+    /// A volume of 20 MiB on `aggregate` with two or three LUNs.
+    fn volume_with_luns(&mut self, aggregate: AggrId) -> Result<(), String> {
+        let create = HostRequest::Change(Change::CreateVolume {
+            name: format!("vol{}", aggregate.0),
             size_bytes: 20 << 20,
-        }))? {
+        });
+        let volume = match self.admin_to(Some(aggregate), create)? {
             ReplyData::Volume(v) => v,
             other => return Err(format!("create volume replied {other:?}")),
         };
@@ -513,26 +598,28 @@ impl<P: SimPayload> Harness<P> {
             };
             self.luns.insert(lun, LunModel::new(size));
         }
-        self.admin(HostRequest::Flush)?;
         Ok(())
     }
 
     /// Submits a request and runs until its reply (no crash may intervene).
     fn admin(&mut self, request: HostRequest) -> Result<ReplyData, String> {
+        self.admin_to(None, request)
+    }
+
+    /// [`Harness::admin`], to `aggregate` (how a volume is created there).
+    fn admin_to(
+        &mut self,
+        aggregate: Option<AggrId>,
+        request: HostRequest,
+    ) -> Result<ReplyData, String> {
         let id = self
             .world
-            .filer
-            .submit(self.world.now(), request.clone())
+            .submit(aggregate, request.clone())
             .map_err(|e| e.to_string())?;
-        self.world.drain();
         let submitted = self.world.now();
         loop {
-            for reply in self.world.take_replies() {
-                if reply.id == id {
-                    return reply
-                        .result
-                        .map_err(|e| format!("{} failed: {e}", describe(&request)));
-                }
+            if let Some(result) = self.world.take_reply(id) {
+                return result.map_err(|e| format!("{} failed: {e}", describe(&request)));
             }
             if !self.world.step() {
                 return Err(format!(
@@ -570,23 +657,37 @@ impl<P: SimPayload> Harness<P> {
             self.crash()?;
         }
         if self.rng.chance(1, 1500) {
-            let disk = DiskId(self.rng.below(u64::from(self.world.layout().disk_count())) as u32);
-            self.world.kill_disk(disk);
+            let aggregate = self.random_aggregate();
+            let disks = self.world.layout(aggregate).disk_count();
+            let disk = DiskId(self.rng.below(u64::from(disks)) as u32);
+            self.world.kill_disk(aggregate, disk);
         }
         // Drawn only where it can happen, so that a stamp seed's faults stay
         // what they were before host refusals existed.
         if P::remountable(&mut self.world).is_some() && self.rng.chance(1, 2000) {
-            let disks = self.disks_the_host_refuses();
-            self.world.refuse_writes(disks);
+            let aggregate = self.random_aggregate();
+            let disks = self.disks_the_host_refuses(aggregate);
+            self.world.refuse_writes(aggregate, disks);
         }
+        // Drawn only on a node, so that a filer alone draws as it always did.
+        self.aggr_admin_due = self.aggr_admin_due || (self.node && self.rng.chance(1, 300));
         Ok(())
     }
 
-    /// Half the time every disk (the host's file system is full), else some
-    /// disks of one RAID group, as many as it has or fewer (disk files made
-    /// immutable): often more than the group survives losing.
-    fn disks_the_host_refuses(&mut self) -> Vec<DiskId> {
-        let layout = self.world.layout().clone();
+    /// One of the aggregates; a lone aggregate draws nothing.
+    fn random_aggregate(&mut self) -> AggrId {
+        let ids = self.world.aggregate_ids();
+        match ids.len() {
+            1 => ids[0],
+            n => ids[self.rng.below(n as u64) as usize],
+        }
+    }
+
+    /// Half the time every disk of `aggregate` (the host's file system is
+    /// full), else some disks of one RAID group, as many as it has or fewer
+    /// (disk files made immutable): often more than the group survives losing.
+    fn disks_the_host_refuses(&mut self, aggregate: AggrId) -> Vec<DiskId> {
+        let layout = self.world.layout(aggregate).clone();
         if self.rng.chance(1, 2) {
             return (0..layout.disk_count()).map(DiskId).collect();
         }
@@ -612,8 +713,8 @@ impl<P: SimPayload> Harness<P> {
         match P::remountable(&mut self.world) {
             Some(_) => self.crash(),
             None => Err(format!(
-                "the filer went offline and a stamp filer cannot mount again: {}",
-                self.world.filer.offline_reason().unwrap_or_default()
+                "an aggregate went offline and a stamp aggregate cannot mount again: {}",
+                self.world.offline_reason().unwrap_or_default()
             )),
         }
     }
@@ -622,10 +723,13 @@ impl<P: SimPayload> Harness<P> {
     /// any other, nothing happens); in-flight writes become uncertain,
     /// in-flight reads are dropped; then waits for the remount.
     fn crash(&mut self) -> Result<(), String> {
+        if P::remountable(&mut self.world).is_none() {
+            return Ok(());
+        }
+        self.report.indirect_reads += self.indirect_reads();
         let Some(world) = P::remountable(&mut self.world) else {
             return Ok(());
         };
-        self.report.indirect_reads += world.filer.counters().indirect_reads;
         world.crash_and_remount();
         self.report.crashes += 1;
         let mut admin = None;
@@ -655,12 +759,10 @@ impl<P: SimPayload> Harness<P> {
     fn reconcile(&mut self, op: AdminOp) {
         match &op {
             AdminOp::SnapCreate { volume, name } | AdminOp::SnapDelete { volume, name } => {
-                let exists = self
-                    .world
-                    .filer
-                    .snapshots(*volume)
-                    .iter()
-                    .any(|s| s.name == *name);
+                let (aggregate, local) = split_volume(*volume);
+                let filer = self.world.filer_of(aggregate);
+                let exists =
+                    filer.is_some_and(|f| f.snapshots(local).iter().any(|s| s.name == *name));
                 if exists == matches!(op, AdminOp::SnapCreate { .. }) {
                     self.apply_admin(op, None);
                 }
@@ -671,14 +773,11 @@ impl<P: SimPayload> Harness<P> {
             }
             _ => {}
         }
-        if let AdminOp::CreateVolume { name } = &op {
-            let created = self
-                .world
-                .filer
-                .volumes()
-                .into_iter()
+        if let AdminOp::CreateVolume { aggregate, name } = &op {
+            let filer = self.world.filer_of(*aggregate);
+            let created = (filer.map(|f| f.volumes()).unwrap_or_default().into_iter())
                 .find(|(_, n)| n == name)
-                .map(|(v, _)| v);
+                .map(|(v, _)| global_volume(*aggregate, v));
             if let Some(volume) = created {
                 self.volumes.push(volume);
             }
@@ -689,7 +788,7 @@ impl<P: SimPayload> Harness<P> {
             AdminOp::Resize { lun, .. } | AdminOp::Destroy { lun } => lun.volume,
             _ => return,
         };
-        let luns = self.world.filer.luns(volume);
+        let luns = self.luns_of(volume);
         let (happened, created) = match &op {
             AdminOp::Create { name, .. } => {
                 let found = luns.iter().find(|(_, n, _)| n == name).map(|(l, _, _)| *l);
@@ -717,10 +816,7 @@ impl<P: SimPayload> Harness<P> {
             luns.into_iter().filter(|(l, _)| affected(l)).collect()
         };
         let filer = shape(
-            self.world
-                .filer
-                .luns(volume)
-                .into_iter()
+            (self.luns_of(volume).into_iter())
                 .map(|(l, _, size)| (l, size))
                 .collect(),
         );
@@ -744,6 +840,17 @@ impl<P: SimPayload> Harness<P> {
         }
     }
 
+    /// A volume's LUNs as its aggregate has them, by node id.
+    fn luns_of(&self, volume: VolumeId) -> Vec<(LunId, String, u64)> {
+        let (aggregate, local) = split_volume(volume);
+        let Some(filer) = self.world.filer_of(aggregate) else {
+            return Vec::new();
+        };
+        (filer.luns(local).into_iter())
+            .map(|(lun, name, size)| (LunId { volume, ..lun }, name, size))
+            .collect()
+    }
+
     fn uncertain(&mut self, lun: LunId, offset: u64, length: u64) {
         let model = self.luns.get_mut(&lun).expect("modelled LUN");
         model.uncertain(offset, length);
@@ -751,19 +858,25 @@ impl<P: SimPayload> Harness<P> {
 
     /// Submits one random request if there is room, then advances the world.
     fn workload_step(&mut self) -> Result<(), String> {
+        if self.aggr_admin_due && self.in_flight.is_empty() {
+            self.aggr_admin_due = false;
+            self.administer()?;
+        }
         // Now and then the workload drains and changes volumes or LUNs, alone.
         self.admin_due = self.admin_due || self.luns.is_empty() || self.rng.chance(1, 60);
         let admin_turn = self.admin_due && self.in_flight.is_empty();
         if admin_turn {
             self.admin_due = false;
             let (request, op) = self.random_admin();
+            let target = match &op {
+                AdminOp::CreateVolume { aggregate, .. } => Some(*aggregate),
+                _ => None,
+            };
             let id = self
                 .world
-                .filer
-                .submit(self.world.now(), request)
+                .submit(target, request)
                 .map_err(|e| format!("submit refused: {e}"))?;
             self.in_flight.insert(id, InFlight::Admin(op));
-            self.world.drain();
         } else if !self.admin_due
             && self.in_flight.len() < 8
             && !self
@@ -772,10 +885,9 @@ impl<P: SimPayload> Harness<P> {
                 .any(|op| matches!(op, InFlight::Admin(_)))
         {
             if let Some((request, op)) = self.random_request() {
-                match self.world.filer.submit(self.world.now(), request) {
+                match self.world.submit(None, request) {
                     Ok(id) => {
                         self.in_flight.insert(id, op);
-                        self.world.drain();
                     }
                     // Refused before it was taken: as if never sent.
                     Err(Busy::Full(_)) => self.report.busy_refusals += 1,
@@ -784,6 +896,67 @@ impl<P: SimPayload> Harness<P> {
             }
         }
         self.advance()
+    }
+
+    /// With nothing in flight, administers the node: takes an aggregate
+    /// offline and brings it back (a byte node: bringing one back is a
+    /// mount), adds disks to one (a data disk to its last RAID group, or a
+    /// new group), or creates one (up to 3) with a volume and LUNs of its
+    /// own. Faults go on meanwhile.
+    fn administer(&mut self) -> Result<(), String> {
+        let aggregate = self.random_aggregate();
+        let done = match self.rng.below(3) {
+            0 if P::remountable(&mut self.world).is_some() => {
+                self.world
+                    .offline(aggregate)
+                    .map_err(|e| format!("offline: {e}"))?;
+                if self.world.offline_reason().is_some() {
+                    // The host refused its last CP's writes.
+                    return self.recover_from_offline();
+                }
+                let Some(world) = P::remountable(&mut self.world) else {
+                    unreachable!("drawn only on bytes");
+                };
+                world
+                    .online(aggregate)
+                    .map_err(|e| format!("online: {e}"))?;
+                self.wait_online()?;
+                "aggregate offline and back"
+            }
+            1 => {
+                let layout = self.world.layout(aggregate).clone();
+                if layout.groups().len() >= 3 {
+                    return Ok(());
+                }
+                let grown = grown_layout(&layout, &mut self.rng);
+                match self.world.add_disks(aggregate, grown) {
+                    Ok(()) => "disks added",
+                    // A rebuild is running, say: the administrator waits.
+                    Err(AggrError::Grow(GrowError::NotNow(_))) => return Ok(()),
+                    Err(e) => return Err(format!("add disks: {e}")),
+                }
+            }
+            _ => {
+                // Not while the host refuses writes: a node restarted for an
+                // aggregate they took offline before the new one's first CP
+                // committed would find blank disks where it was created.
+                let count = self.world.aggregate_ids().len();
+                if count >= 3 || self.world.is_refusing_writes() {
+                    return Ok(());
+                }
+                let layout = random_layout(&mut self.rng);
+                let name = format!("aggr{count}");
+                let id = self
+                    .world
+                    .create_aggregate(&name, layout)
+                    .map_err(|e| format!("create {name}: {e}"))?;
+                self.wait_online()?;
+                self.volume_with_luns(id)?;
+                "aggregate created"
+            }
+        };
+        *self.report.administration.entry(done).or_default() += 1;
+        Ok(())
     }
 
     /// Runs the world one step and takes its replies; fails when requests
@@ -798,7 +971,7 @@ impl<P: SimPayload> Harness<P> {
         for reply in replies {
             self.complete(reply)?;
         }
-        if self.world.filer.offline_reason().is_some() {
+        if self.world.offline_reason().is_some() {
             return self.recover_from_offline();
         }
         if self.in_flight.is_empty() {
@@ -870,11 +1043,12 @@ impl<P: SimPayload> Harness<P> {
             (false, 4) => {
                 // Often refused for want of space, which is checked too.
                 let size_bytes = (20 + self.rng.below(8)) << 20;
+                let aggregate = self.random_aggregate();
                 let request = HostRequest::Change(Change::CreateVolume {
                     name: name.clone(),
                     size_bytes,
                 });
-                (request, AdminOp::CreateVolume { name })
+                (request, AdminOp::CreateVolume { aggregate, name })
             }
             (false, _) => {
                 use wafer_core::filer::CachePolicy;
@@ -1217,42 +1391,56 @@ impl<P: SimPayload> Harness<P> {
         self.report.snapshots = self.snapshots.len();
         self.quiesce()?;
         self.world.pin_indirect()?;
-        self.world.filer.check_invariants()?;
+        self.world.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;
         self.world.check_trailers()?;
         self.scrub_to_the_end()?;
         self.report.volumes = self.volumes.len();
         self.report.luns = self.luns.len();
+        self.report.aggregates = self.world.aggregate_ids().len();
         Ok(())
     }
 }
 
 impl<P: SimPayload> Harness<P> {
-    /// With every disk in service, a scrub must leave no damage behind: each
-    /// block a pointer reaches that the world damaged behind the filer's back
-    /// is rewritten (but in the superblock stripes, which scrubs leave to
-    /// their copies). A damaged free block may stay as it is, but its stripe's
-    /// parity must now agree with it: parity is checked over every stripe, and
-    /// every reachable block must carry its own trailer. (Faults stopped with
-    /// the safety phase.)
+    /// On each aggregate with every disk in service, a scrub must leave no
+    /// damage behind: each block a pointer reaches that the world damaged
+    /// behind its back is rewritten (but in the superblock stripes, which
+    /// scrubs leave to their copies). A damaged free block may stay as it is,
+    /// but its stripe's parity must now agree with it: parity is checked over
+    /// every stripe, and every reachable block must carry its own trailer.
+    /// (Faults stopped with the safety phase.)
     fn scrub_to_the_end(&mut self) -> Result<(), String> {
-        if !self.world.all_disks_in_service() {
+        let scrubbed: Vec<AggrId> = (self.world.aggregate_ids().into_iter())
+            .filter(|id| self.world.all_disks_in_service(*id))
+            .collect();
+        if scrubbed.is_empty() {
             return Ok(());
         }
-        self.world
-            .filer
-            .start_scrub()
-            .map_err(|e| format!("the final scrub: {e}"))?;
-        self.world.drain();
+        for &id in &scrubbed {
+            let started = self.world.act(id, |filer| filer.start_scrub());
+            started
+                .ok_or("the final scrub: the aggregate has no filer")?
+                .map_err(|e| format!("the final scrub of aggregate {}: {e}", id.0))?;
+        }
         self.quiesce()?;
-        let status = self.world.filer.scrub_status().ok_or("no scrub status")?;
+        for id in scrubbed {
+            self.check_scrubbed(id)?;
+        }
+        self.report.stripes_verified = self.world.check_parity()?;
+        self.world.check_trailers()
+    }
+
+    /// Aggregate `id`'s scrub has finished and left no damage behind where
+    /// a pointer reaches.
+    fn check_scrubbed(&mut self, id: AggrId) -> Result<(), String> {
+        let filer = self.world.filer_of(id).ok_or("no filer after the scrub")?;
+        let status = filer.scrub_status().ok_or("no scrub status")?;
         if status.running {
             return Err(format!("the final scrub did not finish: {status:?}"));
         }
-        let layout = self.world.layout().clone();
-        let reachable: BTreeSet<(DiskId, u64)> = self
-            .world
-            .filer
+        let layout = self.world.layout(id).clone();
+        let reachable: BTreeSet<(DiskId, u64)> = filer
             .reachable_blocks()
             .into_iter()
             .filter_map(|(ptr, _)| layout.locate(ptr.pvbn))
@@ -1262,22 +1450,48 @@ impl<P: SimPayload> Harness<P> {
             Some(Slot::Member { group, .. }) => group == 0 && dbn < SUPERBLOCK_COPIES,
             _ => true,
         };
-        let damaged: Vec<(DiskId, u64)> = self.world.damaged_blocks().iter().copied().collect();
+        let damaged: Vec<(DiskId, u64)> = self.world.damaged_blocks(id).iter().copied().collect();
         let (left, free): (Vec<_>, Vec<_>) = damaged
             .into_iter()
             .filter(|&(disk, dbn)| !superblock_stripe(disk, dbn))
             .partition(|block| reachable.contains(block));
         if !left.is_empty() {
-            return Err(format!("damage left after a scrub ({status:?}): {left:?}"));
+            return Err(format!(
+                "aggregate {}: damage left after a scrub ({status:?}): {left:?}",
+                id.0
+            ));
         }
         for (disk, dbn) in free {
-            self.world.forget_damage(disk, dbn);
+            self.world.forget_damage(id, disk, dbn);
         }
         self.report.scrubs += 1;
         self.report.scrub_rewrites += status.tally.blocks_repaired + status.tally.parity_rewritten;
-        self.report.stripes_verified = self.world.check_parity()?;
-        self.world.check_trailers()
+        Ok(())
     }
+}
+
+/// `layout` with a data disk added to its last RAID group, or a new group
+/// of 4 to 6 RAID-DP disks (or 3 to 5 RAID-4) of the same size.
+fn grown_layout(layout: &Layout, rng: &mut Rng) -> Layout {
+    let mut groups = layout.groups().to_vec();
+    let last = groups.last_mut().expect("a group");
+    let blocks_per_disk = last.blocks_per_disk();
+    if rng.chance(1, 2) && last.group_size() < 10 {
+        let wider = RaidGroupGeometry::new(
+            last.raid_type(),
+            last.group_size() as u16 + 1,
+            blocks_per_disk,
+        );
+        *last = wider.expect("a valid wider group");
+    } else {
+        let (raid_type, size) = match rng.chance(1, 3) {
+            true => (RaidType::Raid4, 3 + rng.below(3) as u16),
+            false => (RaidType::RaidDp, 4 + rng.below(3) as u16),
+        };
+        groups
+            .push(RaidGroupGeometry::new(raid_type, size, blocks_per_disk).expect("a valid group"));
+    }
+    Layout::new(groups, layout.spares()).expect("a valid layout")
 }
 
 fn compare(

@@ -52,15 +52,14 @@ fn write(lun: LunId, block: u64) -> HostRequest {
 #[test]
 fn a_full_engine_refuses_and_takes_requests_again_once_answered() {
     let (mut world, lun) = world_with_lun();
-    let now = world.now();
     let taken: Vec<_> = (0..MAX_REQUESTS as u64)
-        .map(|block| world.filer.submit(now, write(lun, block)).expect("room"))
+        .map(|block| world.submit(None, write(lun, block)).expect("room"))
         .collect();
     assert_eq!(
-        world.filer.submit(now, write(lun, 9)),
+        world.submit(None, write(lun, 9)),
         Err(Busy::Full(MAX_REQUESTS))
     );
-    assert_eq!(world.filer.counters().busy_refusals, 1);
+    assert_eq!(world.filer().counters().busy_refusals, 1);
 
     let mut answered = Vec::new();
     while answered.len() < taken.len() {
@@ -70,10 +69,7 @@ fn a_full_engine_refuses_and_takes_requests_again_once_answered() {
     answered.sort();
     assert_eq!(answered, taken, "exactly the taken requests are answered");
 
-    world
-        .filer
-        .submit(world.now(), write(lun, 9))
-        .expect("room again");
+    world.submit(None, write(lun, 9)).expect("room again");
     let read = HostRequest::Read {
         lun,
         offset: 9 * 4096,

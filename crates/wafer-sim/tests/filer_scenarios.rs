@@ -4,9 +4,12 @@
 use wafer_core::aggregate::Layout;
 use wafer_core::filer::{Change, HostError, HostRequest, Options, ReplyData};
 use wafer_core::nvlog::LunId;
-use wafer_core::units::{DiskId, Duration};
+use wafer_core::units::{AggrId, DiskId, Duration};
 use wafer_raid::{RaidGroupGeometry, RaidType};
 use wafer_sim::world::World;
+
+/// The aggregate of a world of one filer.
+const A0: AggrId = AggrId(0);
 
 fn world() -> World {
     world_with(Options::default())
@@ -107,7 +110,7 @@ fn unaligned_writes_read_back_and_trims_read_as_zeros() {
     );
     assert_eq!(after[..3_192], data[..3_192]);
     assert!(
-        world.filer.counters().partial_write_reads == 0,
+        world.filer().counters().partial_write_reads == 0,
         "a first write to a hole reads nothing"
     );
 }
@@ -117,11 +120,11 @@ fn an_acknowledged_write_survives_a_crash_before_any_cp() {
     let mut world = world();
     let lun = lun(&mut world, 1 << 20);
     request(&mut world, HostRequest::Flush).expect("flush");
-    let committed = world.filer.committed_cp();
+    let committed = world.filer().committed_cp();
     let data = pattern(9, 8_192);
     write(&mut world, lun, 4_096, data.clone());
     assert_eq!(
-        world.filer.committed_cp(),
+        world.filer().committed_cp(),
         committed,
         "no CP ran: the write is only in the NVLog"
     );
@@ -138,18 +141,18 @@ fn every_block_reads_back_with_two_dead_disks() {
     write(&mut world, lun, 0, data.clone());
     request(&mut world, HostRequest::Flush).expect("flush");
     assert!(
-        world.kill_disk(DiskId(2)) && world.kill_disk(DiskId(4)),
+        world.kill_disk(A0, DiskId(2)) && world.kill_disk(A0, DiskId(4)),
         "two data disks die"
     );
     world.crash_and_remount(); // drop the cache so every block comes from disk
     world.wait_online().expect("remounted degraded");
     assert_eq!(read(&mut world, lun, 0, 2 << 20), data);
     assert!(
-        world.filer.counters().degraded_reads > 0,
+        world.filer().counters().degraded_reads > 0,
         "blocks were rebuilt from parity"
     );
     assert!(
-        !world.kill_disk(DiskId(3)),
+        !world.kill_disk(A0, DiskId(3)),
         "a third failure is beyond RAID-DP and is not injected"
     );
 }
@@ -212,7 +215,7 @@ fn bad_requests_get_clear_errors_and_change_nothing() {
         matches!(bad_name, Err(HostError::Invalid(_))),
         "{bad_name:?}"
     );
-    assert_eq!(world.filer.luns(volume).len(), 1, "nothing was created");
+    assert_eq!(world.filer().luns(volume).len(), 1, "nothing was created");
     assert!(read(&mut world, lun, 0, 4096).iter().all(|&b| b == 0));
 }
 
@@ -247,7 +250,7 @@ fn a_resized_lun_keeps_its_head_and_drops_its_tail() {
     );
     while world.step() {}
     world
-        .filer
+        .filer()
         .check_invariants()
         .expect("maps match the trees after the resize");
 }
@@ -260,9 +263,9 @@ fn a_sequential_read_goes_out_as_chains_and_disks_count_it() {
     request(&mut world, HostRequest::Flush).expect("flush");
     world.crash_and_remount(); // an empty cache
     world.wait_online().expect("remounted");
-    let before = world.filer.counters().clone();
+    let before = world.filer().counters().clone();
     read(&mut world, lun, 0, 4 << 20);
-    let after = world.filer.counters();
+    let after = world.filer().counters();
     let chains = after.read_chains - before.read_chains;
     let blocks = after.read_chain_blocks - before.read_chain_blocks;
     assert_eq!(blocks, 1024, "every block of the LUN was read once");
@@ -341,17 +344,17 @@ fn a_keep_volume_outlives_a_reuse_volume_in_the_cache() {
     };
     read_all(&mut world, keep);
     read_all(&mut world, reuse); // overflows the cache
-    let hits = world.filer.counters().cache_hits;
+    let hits = world.filer().counters().cache_hits;
     read_all(&mut world, keep);
     assert_eq!(
-        world.filer.counters().cache_hits - hits,
+        world.filer().counters().cache_hits - hits,
         256,
         "every block of the keep volume stayed cached"
     );
-    let hits = world.filer.counters().cache_hits;
+    let hits = world.filer().counters().cache_hits;
     read_all(&mut world, reuse);
     assert!(
-        world.filer.counters().cache_hits - hits < 64,
+        world.filer().counters().cache_hits - hits < 64,
         "the reuse volume's blocks went first"
     );
 }
@@ -393,7 +396,7 @@ fn reallocate_lays_a_randomly_written_lun_out_again() {
         aged.log_line("/vol/vol0/lun0", 4)
     );
     request(&mut world, HostRequest::ReallocateStart { lun }).expect("start");
-    while world.filer.realloc_status().is_some() {
+    while world.filer().realloc_status().is_some() {
         request(&mut world, HostRequest::Flush).expect("a CP moves the job on");
     }
     request(&mut world, HostRequest::Flush).expect("flush");
@@ -406,7 +409,7 @@ fn reallocate_lays_a_randomly_written_lun_out_again() {
     );
     while world.step() {}
     world
-        .filer
+        .filer()
         .check_invariants()
         .expect("maps match after reallocation");
 }
@@ -469,10 +472,10 @@ fn read_realloc_rewrites_scattered_blocks_a_sequential_read_touched() {
 #[test]
 fn space_is_reserved_by_luns_and_returned_when_they_go() {
     let mut world = world();
-    let before = world.filer.aggregate_space();
+    let before = world.filer().aggregate_space();
     let lun = lun(&mut world, 1 << 20);
     let volume = lun.volume;
-    let aggregate = world.filer.aggregate_space();
+    let aggregate = world.filer().aggregate_space();
     assert!(
         aggregate.available_bytes < before.available_bytes,
         "the volume took its footprint"
@@ -481,7 +484,7 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
         aggregate.used_bytes + aggregate.available_bytes,
         aggregate.total_bytes
     );
-    let space = world.filer.volume_space(volume).expect("volume");
+    let space = world.filer().volume_space(volume).expect("volume");
     assert_eq!(
         (space.size_bytes, space.lun_reserved_bytes),
         (40 << 20, 1 << 20)
@@ -490,10 +493,10 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
     assert_eq!(space.lun_written_bytes, 0, "nothing written yet");
     write(&mut world, lun, 0, pattern(8, 1 << 20));
     request(&mut world, HostRequest::Flush).expect("flush");
-    let written = world.filer.volume_space(volume).expect("volume");
+    let written = world.filer().volume_space(volume).expect("volume");
     assert_eq!(written.lun_written_bytes, 1 << 20);
     assert!(
-        world.filer.counters().cp_time_ns > 0,
+        world.filer().counters().cp_time_ns > 0,
         "CPs take time, and sysstat shows it"
     );
     assert!(
@@ -502,7 +505,7 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
     );
     request(&mut world, HostRequest::Change(Change::DestroyLun { lun })).expect("destroy");
     request(&mut world, HostRequest::Flush).expect("flush");
-    let gone = world.filer.volume_space(volume).expect("volume");
+    let gone = world.filer().volume_space(volume).expect("volume");
     assert_eq!(
         (
             gone.lun_reserved_bytes,
@@ -512,7 +515,7 @@ fn space_is_reserved_by_luns_and_returned_when_they_go() {
         (0, 0, 40 << 20)
     );
     while world.step() {}
-    world.filer.check_invariants().expect("space adds up");
+    world.filer().check_invariants().expect("space adds up");
 }
 
 #[test]
@@ -523,11 +526,9 @@ fn a_lun_destroyed_under_a_read_and_created_again_keeps_reads_and_data_apart() {
     request(&mut world, HostRequest::Flush).expect("flush");
     world.crash_and_remount(); // the reads below go to disk
     world.wait_online().expect("remounted");
-    let now = world.now();
     let read_id = world
-        .filer
         .submit(
-            now,
+            None,
             HostRequest::Read {
                 lun: old,
                 offset: 0,
@@ -536,8 +537,7 @@ fn a_lun_destroyed_under_a_read_and_created_again_keeps_reads_and_data_apart() {
         )
         .expect("online");
     let destroy = world
-        .filer
-        .submit(now, HostRequest::Change(Change::DestroyLun { lun: old }))
+        .submit(None, HostRequest::Change(Change::DestroyLun { lun: old }))
         .expect("online");
     let volume = old.volume;
     let create = HostRequest::Change(Change::CreateLun {
@@ -545,7 +545,7 @@ fn a_lun_destroyed_under_a_read_and_created_again_keeps_reads_and_data_apart() {
         name: "again".into(),
         size_bytes: 1 << 20,
     });
-    let create_id = world.filer.submit(now, create).expect("online");
+    let create_id = world.submit(None, create).expect("online");
     // The new LUN gets the old one's inode number: its first block is written
     // while the old LUN's reads of the same keys are still in flight.
     let write = HostRequest::Change(Change::Write {
@@ -553,7 +553,7 @@ fn a_lun_destroyed_under_a_read_and_created_again_keeps_reads_and_data_apart() {
         offset: 0,
         data: pattern(9, 4096),
     });
-    let write_id = world.filer.submit(now, write).expect("online");
+    let write_id = world.submit(None, write).expect("online");
     world.drain();
     let mut replies = Vec::new();
     while replies.len() < 4 {
@@ -630,7 +630,7 @@ fn a_snapshot_keeps_its_image_through_overwrites_crashes_and_deletion() {
     request(&mut world, HostRequest::Flush).expect("flush");
     assert_eq!(read_snapshot(&mut world, lun, "s1", 0, 256 << 10), a);
     assert_eq!(read(&mut world, lun, 0, 256 << 10), b);
-    let held = world.filer.volume_space(volume).expect("volume");
+    let held = world.filer().volume_space(volume).expect("volume");
     assert!(
         held.snapshot_used_bytes >= 256 << 10,
         "the overwritten blocks are the snapshot's alone: {held:?}"
@@ -641,13 +641,13 @@ fn a_snapshot_keeps_its_image_through_overwrites_crashes_and_deletion() {
     );
     world.crash_and_remount();
     world.wait_online().expect("remount");
-    let listed = world.filer.snapshots(volume);
+    let listed = world.filer().snapshots(volume);
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].name, "s1");
     assert!(listed[0].exclusive_bytes >= 256 << 10);
     assert_eq!(read_snapshot(&mut world, lun, "s1", 0, 256 << 10), a);
     assert_eq!(read(&mut world, lun, 0, 256 << 10), b);
-    let allocated = world.filer.aggregate_space().allocated_bytes;
+    let allocated = world.filer().aggregate_space().allocated_bytes;
     snap(
         &mut world,
         Change::DeleteSnapshot {
@@ -657,13 +657,13 @@ fn a_snapshot_keeps_its_image_through_overwrites_crashes_and_deletion() {
     )
     .expect("snap delete");
     request(&mut world, HostRequest::Flush).expect("flush");
-    let freed = world.filer.volume_space(volume).expect("volume");
+    let freed = world.filer().volume_space(volume).expect("volume");
     assert_eq!(
         (freed.snapshot_used_bytes, freed.overwrite_reserve_bytes),
         (0, 0)
     );
     assert!(
-        world.filer.aggregate_space().allocated_bytes + (256 << 10) <= allocated,
+        world.filer().aggregate_space().allocated_bytes + (256 << 10) <= allocated,
         "deleting the snapshot returned its blocks to the aggregate"
     );
     assert_eq!(
@@ -680,7 +680,7 @@ fn a_snapshot_keeps_its_image_through_overwrites_crashes_and_deletion() {
     );
     while world.step() {}
     world
-        .filer
+        .filer()
         .check_invariants()
         .expect("maps and space add up");
 }
@@ -709,7 +709,7 @@ fn restoring_brings_back_a_lun_and_a_whole_volume() {
         },
     )
     .expect("resize");
-    let held = &world.filer.snapshots(volume)[0].luns;
+    let held = &world.filer().snapshots(volume)[0].luns;
     assert_eq!(
         held[..],
         [(lun, "lun0".to_string(), 1 << 20)],
@@ -756,7 +756,7 @@ fn restoring_brings_back_a_lun_and_a_whole_volume() {
     )
     .expect("restore the volume");
     let names: Vec<String> = world
-        .filer
+        .filer()
         .luns(volume)
         .into_iter()
         .map(|(_, n, _)| n)
@@ -778,7 +778,7 @@ fn restoring_brings_back_a_lun_and_a_whole_volume() {
     );
     while world.step() {}
     world
-        .filer
+        .filer()
         .check_invariants()
         .expect("maps and space add up");
 }
@@ -817,7 +817,7 @@ fn snapshots_need_room_for_overwrites_and_a_reserve_can_be_set_aside() {
         },
     )
     .expect("4 MiB written fits");
-    let space = world.filer.volume_space(volume).expect("volume");
+    let space = world.filer().volume_space(volume).expect("volume");
     assert!(space.overwrite_reserve_bytes >= 4 << 20, "{space:?}");
     assert_eq!(
         snap(
@@ -839,7 +839,7 @@ fn snapshots_need_room_for_overwrites_and_a_reserve_can_be_set_aside() {
         },
     )
     .expect("20% reserve");
-    let reserved = world.filer.volume_space(volume).expect("volume");
+    let reserved = world.filer().volume_space(volume).expect("volume");
     assert_eq!(reserved.snapshot_reserve_bytes, 8 << 20);
     assert_eq!(
         reserved.used_bytes + reserved.available_bytes,
@@ -849,7 +849,7 @@ fn snapshots_need_room_for_overwrites_and_a_reserve_can_be_set_aside() {
     world.wait_online().expect("remount");
     assert_eq!(
         world
-            .filer
+            .filer()
             .volume_space(volume)
             .expect("volume")
             .snapshot_reserve_bytes,
@@ -867,9 +867,8 @@ fn a_snapshot_in_the_nvlog_is_taken_again_by_replay() {
     let a = pattern(9, 64 << 10);
     write(&mut world, lun, 0, a.clone());
     let id = world
-        .filer
         .submit(
-            world.now(),
+            None,
             HostRequest::Change(Change::CreateSnapshot {
                 volume,
                 name: "logged".into(),
@@ -877,9 +876,8 @@ fn a_snapshot_in_the_nvlog_is_taken_again_by_replay() {
         )
         .expect("online");
     let later = world
-        .filer
         .submit(
-            world.now(),
+            None,
             HostRequest::Change(Change::Write {
                 lun,
                 offset: 0,
@@ -901,7 +899,7 @@ fn a_snapshot_in_the_nvlog_is_taken_again_by_replay() {
     world.crash_and_remount();
     world.wait_online().expect("remount");
     assert_eq!(
-        world.filer.snapshots(volume).len(),
+        world.filer().snapshots(volume).len(),
         1,
         "replay took the snapshot"
     );
@@ -917,7 +915,7 @@ fn a_snapshot_in_the_nvlog_is_taken_again_by_replay() {
     );
     while world.step() {}
     world
-        .filer
+        .filer()
         .check_invariants()
         .expect("maps and space add up");
 }
@@ -928,7 +926,7 @@ fn lose_a_disk_under_data(world: &mut World, lun: LunId) -> Vec<u8> {
     let data = pattern(11, 2 << 20);
     write(world, lun, 0, data.clone());
     request(world, HostRequest::Flush).expect("flush");
-    assert!(world.kill_disk(DiskId(2)), "a data disk dies");
+    assert!(world.kill_disk(A0, DiskId(2)), "a data disk dies");
     world.crash_and_remount();
     world.wait_online().expect("remounted degraded");
     data
@@ -937,14 +935,14 @@ fn lose_a_disk_under_data(world: &mut World, lun: LunId) -> Vec<u8> {
 /// The rebuilt disk must hold real data: with two other disks dead, reads
 /// need it.
 fn rebuilt_disk_carries_the_group(world: &mut World, lun: LunId, data: &[u8]) {
-    assert_eq!(world.filer.rebuild_status(), None);
-    assert!(world.filer.failed_disks().iter().all(|f| f.is_empty()));
-    assert_eq!(world.filer.counters().rebuilds_completed, 1);
+    assert_eq!(world.filer().rebuild_status(), None);
+    assert!(world.filer().failed_disks().iter().all(|f| f.is_empty()));
+    assert_eq!(world.filer().counters().rebuilds_completed, 1);
     world
         .check_parity()
         .expect("every stripe's parity is consistent");
-    world.filer.check_invariants().expect("invariants hold");
-    assert!(world.kill_disk(DiskId(0)) && world.kill_disk(DiskId(4)));
+    world.filer().check_invariants().expect("invariants hold");
+    assert!(world.kill_disk(A0, DiskId(0)) && world.kill_disk(A0, DiskId(4)));
     world.crash_and_remount();
     world
         .wait_online()
@@ -966,14 +964,14 @@ fn a_dead_disk_is_rebuilt_onto_the_spare_in_the_background() {
     let mut expected = data.clone();
     expected[..64 << 10].copy_from_slice(&overwrite);
     let status = world
-        .filer
+        .filer()
         .rebuild_status()
         .expect("a rebuild is under way");
     assert!(status.stripes_done < status.stripes_total);
     while world.step() {}
-    assert!(world.filer.counters().rebuilt_blocks > 0);
+    assert!(world.filer().counters().rebuilt_blocks > 0);
     assert_eq!(
-        world.filer.counters().rebuild_walks,
+        world.filer().counters().rebuild_walks,
         1,
         "one walk of the trees named every block of the small disk, for all 16 batches"
     );
@@ -991,7 +989,7 @@ fn a_rebuild_whose_blocks_outnumber_a_walk_walks_again_and_misses_none() {
     while world.step() {}
     // 2 MiB over 4 data disks puts some 128 data blocks on the dead disk,
     // besides metadata: a walk keeps 8 of them.
-    let walks = world.filer.counters().rebuild_walks;
+    let walks = world.filer().counters().rebuild_walks;
     assert!(
         (16..=64).contains(&walks),
         "each walk covered the next 8 used blocks: {walks} walks"
@@ -1041,12 +1039,12 @@ fn host_writes_ahead_of_a_rebuild_leave_no_rebuilt_block_misnamed() {
             luns.push((lun, data));
         }
         request(&mut world, HostRequest::Flush).expect("flush");
-        assert!(world.kill_disk(DiskId(2)), "a data disk dies");
+        assert!(world.kill_disk(A0, DiskId(2)), "a data disk dies");
         world.crash_and_remount();
         world.wait_online().expect("remounted degraded");
         let mut rng = wafer_rng::Rng::seeded(per_walk as u64);
         let mut round = 0u8;
-        while world.filer.rebuild_status().is_some() {
+        while world.filer().rebuild_status().is_some() {
             round = round.checked_add(1).expect("the rebuild ends");
             for _ in 0..8 {
                 let (lun, data) = &mut luns[rng.below(2) as usize];
@@ -1058,7 +1056,7 @@ fn host_writes_ahead_of_a_rebuild_leave_no_rebuilt_block_misnamed() {
             request(&mut world, HostRequest::Flush).expect("flush");
         }
         while world.step() {}
-        assert!(world.kill_disk(DiskId(0)) && world.kill_disk(DiskId(4)));
+        assert!(world.kill_disk(A0, DiskId(0)) && world.kill_disk(A0, DiskId(4)));
         world.crash_and_remount();
         world
             .wait_online()
@@ -1080,17 +1078,17 @@ fn a_rebuild_interrupted_by_a_crash_resumes_where_it_was() {
     let lun = lun(&mut world, 2 << 20);
     let data = lose_a_disk_under_data(&mut world, lun);
     while world
-        .filer
+        .filer()
         .rebuild_status()
         .is_none_or(|s| s.stripes_done < 4 * wafer_core::filer::REBUILD_STRIPES_PER_CP)
     {
         assert!(world.step(), "the rebuild stopped before it was half done");
     }
-    let before = world.filer.rebuild_status().expect("under way");
+    let before = world.filer().rebuild_status().expect("under way");
     world.crash_and_remount();
     world.wait_online().expect("remount mid-rebuild");
     let after = world
-        .filer
+        .filer()
         .rebuild_status()
         .expect("the superblock recorded it");
     assert!(
@@ -1114,7 +1112,7 @@ fn extents_tell_data_from_holes_in_the_lun_and_its_snapshots() {
         data,
     };
     let cached = world
-        .filer
+        .filer()
         .extents(lun, None, 1000, 20_000)
         .expect("extents");
     assert_eq!(
@@ -1145,32 +1143,35 @@ fn extents_tell_data_from_holes_in_the_lun_and_its_snapshots() {
     .expect("trim");
     request(&mut world, HostRequest::Flush).expect("flush");
     assert_eq!(
-        world.filer.extents(lun, None, 8192, 8192).expect("extents"),
+        world
+            .filer()
+            .extents(lun, None, 8192, 8192)
+            .expect("extents"),
         vec![extent(8192, 4096, false), extent(12288, 4096, true)]
     );
     assert_eq!(
         world
-            .filer
+            .filer()
             .extents(lun, Some("s"), 8192, 8192)
             .expect("extents"),
         vec![extent(8192, 8192, true)],
         "the snapshot keeps the trimmed block"
     );
     assert!(matches!(
-        world.filer.extents(lun, None, 1 << 20, 1),
+        world.filer().extents(lun, None, 1 << 20, 1),
         Err(HostError::OutOfRange { .. })
     ));
     request(&mut world, HostRequest::Change(Change::DestroyLun { lun })).expect("destroy");
     assert_eq!(
         world
-            .filer
+            .filer()
             .extents(lun, Some("s"), 8192, 8192)
             .expect("extents"),
         vec![extent(8192, 8192, true)],
         "a snapshot's LUN destroyed since still has its extents (it is still exported)"
     );
     assert_eq!(
-        world.filer.extents(lun, None, 0, 4096),
+        world.filer().extents(lun, None, 0, 4096),
         Err(HostError::NotFound("LUN"))
     );
 }
@@ -1178,12 +1179,12 @@ fn extents_tell_data_from_holes_in_the_lun_and_its_snapshots() {
 /// Where the LUN's data blocks lie: (disk in the group, stripe).
 fn data_blocks_of(world: &World, lun: LunId) -> Vec<(wafer_raid::DiskIndex, u64)> {
     let mut blocks: Vec<_> = world
-        .filer
+        .filer()
         .reachable_blocks()
         .into_iter()
         .filter(|(_, id)| id.level == 0 && id.volume == lun.volume && id.file == lun.file)
         .map(|(ptr, _)| {
-            let at = world.layout().locate(ptr.pvbn).expect("inside");
+            let at = world.layout(A0).locate(ptr.pvbn).expect("inside");
             (at.disk, at.dbn.0)
         })
         .collect();
@@ -1212,12 +1213,12 @@ fn damage_cold_blocks(world: &mut World, lun: LunId) -> Vec<u8> {
     let bad_parity = stripes[30];
     let unreadable = on(3).nth(50).expect("data on disk 3");
     let misdirected = on(4).nth(70).expect("data on disk 4");
-    let id = |disk: u16| world.layout().disk_id(0, DiskIndex(disk));
+    let id = |disk: u16| world.layout(A0).disk_id(0, DiskIndex(disk));
     let (d1, d2, d3, d4) = (id(1), id(2), id(3), id(4));
-    assert!(world.rot_block(d2, rotten));
-    assert!(world.rot_block(d1, bad_parity));
-    world.lose_block(d3, unreadable);
-    assert!(world.misdirect_block(d4, misdirected + 1, misdirected));
+    assert!(world.rot_block(A0, d2, rotten));
+    assert!(world.rot_block(A0, d1, bad_parity));
+    world.lose_block(A0, d3, unreadable);
+    assert!(world.misdirect_block(A0, d4, misdirected + 1, misdirected));
     let distinct: std::collections::BTreeSet<u64> =
         [rotten, bad_parity, unreadable, misdirected].into();
     assert_eq!(distinct.len(), 4, "four stripes, one damaged block each");
@@ -1229,38 +1230,41 @@ fn a_scrub_repairs_damage_nobody_reads_so_two_dead_disks_lose_nothing() {
     let mut world = world();
     let lun = lun(&mut world, 2 << 20);
     let data = damage_cold_blocks(&mut world, lun);
-    world.filer.start_scrub().expect("a scrub starts");
+    world
+        .act(A0, |filer| filer.start_scrub())
+        .expect("a filer")
+        .expect("a scrub starts");
     assert_eq!(
-        world.filer.start_scrub(),
+        world.act(A0, |filer| filer.start_scrub()).expect("a filer"),
         Err(wafer_core::filer::ScrubError::Running)
     );
     world.drain();
     while world.step() {}
-    let status = world.filer.scrub_status().expect("a scrub ran");
+    let status = world.filer().scrub_status().expect("a scrub ran");
     assert!(!status.running);
     assert_eq!(status.stripes_done, status.stripes_total);
     assert_eq!(status.tally.parity_rewritten, 1, "{status:?}");
     assert_eq!(status.tally.blocks_repaired, 3, "{status:?}");
     assert_eq!(status.tally.stripes_left_alone, 0, "{status:?}");
-    let walks = world.filer.counters().scrub_walks;
+    let walks = world.filer().counters().scrub_walks;
     assert!(
         (1..=2).contains(&walks),
         "the unreadable and the misdirected block were named by a walk: {walks}"
     );
     assert!(
-        world.damaged_blocks().is_empty(),
+        world.damaged_blocks(A0).is_empty(),
         "every damaged block rewritten"
     );
     world.check_parity().expect("parity consistent everywhere");
     world
         .check_trailers()
         .expect("every block carries its own trailer");
-    world.filer.check_invariants().expect("invariants hold");
+    world.filer().check_invariants().expect("invariants hold");
     let (d3, d4) = (
-        world.layout().disk_id(0, wafer_raid::DiskIndex(3)),
-        world.layout().disk_id(0, wafer_raid::DiskIndex(4)),
+        world.layout(A0).disk_id(0, wafer_raid::DiskIndex(3)),
+        world.layout(A0).disk_id(0, wafer_raid::DiskIndex(4)),
     );
-    assert!(world.kill_disk(d3) && world.kill_disk(d4));
+    assert!(world.kill_disk(A0, d3) && world.kill_disk(A0, d4));
     world.crash_and_remount();
     world.wait_online().expect("remounts with two dead disks");
     assert!(
@@ -1274,14 +1278,14 @@ fn without_a_scrub_the_same_damage_and_two_dead_disks_lose_data() {
     let mut world = world();
     let lun = lun(&mut world, 2 << 20);
     let data = damage_cold_blocks(&mut world, lun);
-    let id = |world: &World, disk| world.layout().disk_id(0, wafer_raid::DiskIndex(disk));
-    assert!(world.kill_disk(id(&world, 3)));
+    let id = |world: &World, disk| world.layout(A0).disk_id(0, wafer_raid::DiskIndex(disk));
+    assert!(world.kill_disk(A0, id(&world, 3)));
     let d4 = id(&world, 4);
     assert!(
-        !world.kill_disk(d4),
+        !world.kill_disk(A0, d4),
         "the world's own guard sees the damage"
     );
-    world.kill_disk_regardless(d4);
+    world.kill_disk_regardless(A0, d4);
     let survived = remounts_with(&mut world, lun, data);
     assert!(
         !survived,
@@ -1312,18 +1316,15 @@ fn cp_meets_refused_writes(options: Options, refuse: &[u16]) -> (World, LunId, V
     let lun = lun(&mut world, 2 << 20);
     write(&mut world, lun, 0, pattern(1, 2 << 20));
     request(&mut world, HostRequest::Flush).expect("flush");
-    let committed = world.filer.committed_cp().0;
+    let committed = world.filer().committed_cp().0;
     let newest = pattern(2, 1 << 20);
     write(&mut world, lun, 512 << 10, newest.clone());
     let disks: Vec<DiskId> = refuse
         .iter()
-        .map(|d| world.layout().disk_id(0, wafer_raid::DiskIndex(*d)))
+        .map(|d| world.layout(A0).disk_id(0, wafer_raid::DiskIndex(*d)))
         .collect();
-    world.refuse_writes(disks);
-    world
-        .filer
-        .submit(world.now(), HostRequest::Flush)
-        .expect("online");
+    world.refuse_writes(A0, disks);
+    world.submit(None, HostRequest::Flush).expect("online");
     world.drain();
     while world.step() {}
     let mut expected = pattern(1, 2 << 20);
@@ -1335,10 +1336,14 @@ fn cp_meets_refused_writes(options: Options, refuse: &[u16]) -> (World, LunId, V
 fn a_full_host_takes_the_filer_offline_and_the_next_mount_loses_nothing() {
     let (mut world, lun, expected, committed) =
         cp_meets_refused_writes(Options::default(), &[0, 1, 2, 3, 4, 5]);
-    let reason = world.filer.offline_reason().expect("offline").to_string();
+    let reason = world.filer().offline_reason().expect("offline").to_string();
     assert!(reason.contains("could not store a write"), "{reason}");
-    assert_eq!(world.filer.committed_cp().0, committed, "nothing committed");
-    assert!(world.filer.submit(world.now(), HostRequest::Flush).is_err());
+    assert_eq!(
+        world.filer().committed_cp().0,
+        committed,
+        "nothing committed"
+    );
+    assert!(world.submit(None, HostRequest::Flush).is_err());
     world.crash_and_remount(); // the host has room again
     world.wait_online().expect("mounts");
     assert_eq!(read(&mut world, lun, 0, 2 << 20), expected);
@@ -1348,8 +1353,8 @@ fn a_full_host_takes_the_filer_offline_and_the_next_mount_loses_nothing() {
 fn three_immutable_disk_files_take_the_filer_offline_and_lose_nothing() {
     let (mut world, lun, expected, committed) =
         cp_meets_refused_writes(Options::default(), &[1, 3, 5]);
-    assert!(world.filer.offline_reason().is_some());
-    assert_eq!(world.filer.committed_cp().0, committed);
+    assert!(world.filer().offline_reason().is_some());
+    assert_eq!(world.filer().committed_cp().0, committed);
     world.crash_and_remount();
     world.wait_online().expect("mounts");
     assert_eq!(read(&mut world, lun, 0, 2 << 20), expected);
@@ -1363,7 +1368,7 @@ fn committing_regardless_of_refused_writes_loses_data() {
     };
     let (mut world, lun, expected, committed) =
         cp_meets_refused_writes(options, &[0, 1, 2, 3, 4, 5]);
-    assert!(world.filer.committed_cp().0 > committed, "it committed");
+    assert!(world.filer().committed_cp().0 > committed, "it committed");
     let survived = remounts_with(&mut world, lun, expected);
     assert!(!survived, "a CP committed over refused writes lost nothing");
 }
@@ -1374,21 +1379,22 @@ fn a_group_that_loses_three_disks_mid_cp_never_commits_it() {
     let lun = lun(&mut world, 2 << 20);
     write(&mut world, lun, 0, pattern(1, 2 << 20));
     request(&mut world, HostRequest::Flush).expect("flush");
-    let committed = world.filer.committed_cp().0;
+    let committed = world.filer().committed_cp().0;
     write(&mut world, lun, 0, pattern(2, 2 << 20));
-    world
-        .filer
-        .submit(world.now(), HostRequest::Flush)
-        .expect("online");
+    world.submit(None, HostRequest::Flush).expect("online");
     world.drain();
     for disk in [0, 2, 4] {
-        let id = world.layout().disk_id(0, wafer_raid::DiskIndex(disk));
-        world.kill_disk_regardless(id);
+        let id = world.layout(A0).disk_id(0, wafer_raid::DiskIndex(disk));
+        world.kill_disk_regardless(A0, id);
     }
     while world.step() {}
-    let reason = world.filer.offline_reason().expect("offline").to_string();
+    let reason = world.filer().offline_reason().expect("offline").to_string();
     assert!(reason.contains("lost 3 disks"), "{reason}");
-    assert_eq!(world.filer.committed_cp().0, committed, "nothing committed");
+    assert_eq!(
+        world.filer().committed_cp().0,
+        committed,
+        "nothing committed"
+    );
 }
 
 /// A lost write of content equal to what the block held leaves the old
@@ -1406,12 +1412,15 @@ fn a_scrub_rewrites_a_block_a_lost_write_left_with_a_stale_trailer() {
         .into_iter()
         .find(|(d, _)| *d == DiskIndex(3))
         .expect("data on disk 3");
-    let id = world.layout().disk_id(0, disk);
-    assert!(world.stale_trailer(id, dbn));
-    world.filer.start_scrub().expect("a scrub starts");
+    let id = world.layout(A0).disk_id(0, disk);
+    assert!(world.stale_trailer(A0, id, dbn));
+    world
+        .act(A0, |filer| filer.start_scrub())
+        .expect("a filer")
+        .expect("a scrub starts");
     world.drain();
     while world.step() {}
-    let status = world.filer.scrub_status().expect("a scrub ran");
+    let status = world.filer().scrub_status().expect("a scrub ran");
     assert_eq!(status.tally.blocks_repaired, 1, "{status:?}");
     world.check_trailers().expect("the trailer is whole again");
 }
@@ -1464,30 +1473,27 @@ fn a_host_refusal_never_cuts_short_a_stripe_of_a_doubly_degraded_group() {
     for n in 0..200u32 {
         if n == 20 {
             assert!(
-                world.kill_disk(DiskId(2)) && world.kill_disk(DiskId(4)),
+                world.kill_disk(A0, DiskId(2)) && world.kill_disk(A0, DiskId(4)),
                 "two data disks die"
             );
-            world.refuse_writes([DiskId(3)]);
+            world.refuse_writes(A0, [DiskId(3)]);
         }
         let offset = (n as usize * 7 % 64) * 4096;
         let data = pattern(n as u8, 4096);
         expected[offset..offset + data.len()].copy_from_slice(&data);
         write(&mut world, lun, offset as u64, data);
-        world
-            .filer
-            .submit(world.now(), HostRequest::Flush)
-            .expect("online");
+        world.submit(None, HostRequest::Flush).expect("online");
         world.drain();
         while world.step() {}
-        if world.filer.offline_reason().is_some() {
+        if world.filer().offline_reason().is_some() {
             // The host has room again, until the next write.
-            lost += world.filer.counters().unrecoverable_blocks;
+            lost += world.filer().counters().unrecoverable_blocks;
             world.crash_and_remount();
             world.wait_online().expect("mounts");
-            world.refuse_writes([DiskId(3)]);
+            world.refuse_writes(A0, [DiskId(3)]);
         }
     }
-    lost += world.filer.counters().unrecoverable_blocks;
+    lost += world.filer().counters().unrecoverable_blocks;
     assert_eq!(lost, 0, "a stripe of the degraded group was cut short");
     world.crash_and_remount(); // drop the cache so every block comes from disk
     world.wait_online().expect("remounted degraded");

@@ -100,7 +100,7 @@ fn read_whole(world: &mut World, lun: LunId, size: u64) -> Vec<u8> {
 fn indirect_blocks_share_the_budget_and_a_miss_costs_a_verified_read() {
     let mut world = world(CACHE_BLOCKS);
     let (lun, model) = written_lun(&mut world, LUN_BYTES);
-    let usage = world.filer.cache_usage();
+    let usage = world.filer().cache_usage();
     assert!(
         usage.data_blocks + usage.indirect_blocks <= CACHE_BLOCKS,
         "the cache is within its budget once idle: {usage:?}"
@@ -109,11 +109,11 @@ fn indirect_blocks_share_the_budget_and_a_miss_costs_a_verified_read() {
         usage.indirect_blocks < 37,
         "some indirect blocks left: {usage:?}"
     );
-    assert!(world.filer.counters().indirect_evictions > 0);
+    assert!(world.filer().counters().indirect_evictions > 0);
     let resident_before = usage.indirect_blocks as u64;
-    let reads_before = world.filer.counters().indirect_reads;
+    let reads_before = world.filer().counters().indirect_reads;
     let disk_reads_before: u64 = world
-        .filer
+        .filer()
         .counters()
         .disks
         .iter()
@@ -125,7 +125,7 @@ fn indirect_blocks_share_the_budget_and_a_miss_costs_a_verified_read() {
         "the LUN reads back"
     );
 
-    let counters = world.filer.counters();
+    let counters = world.filer().counters();
     let indirect_reads = counters.indirect_reads - reads_before;
     assert!(
         indirect_reads >= 37 - resident_before,
@@ -137,7 +137,7 @@ fn indirect_blocks_share_the_budget_and_a_miss_costs_a_verified_read() {
         disk_reads >= indirect_reads,
         "indirect reads are disk reads: {disk_reads} disk reads"
     );
-    let usage = world.filer.cache_usage();
+    let usage = world.filer().cache_usage();
     assert!(
         usage.data_blocks + usage.indirect_blocks <= CACHE_BLOCKS,
         "still within budget after reading it all: {usage:?}"
@@ -145,14 +145,14 @@ fn indirect_blocks_share_the_budget_and_a_miss_costs_a_verified_read() {
     world
         .pin_indirect()
         .expect("every indirect block comes back");
-    world.filer.check_invariants().expect("invariants");
+    world.filer().check_invariants().expect("invariants");
 }
 
 #[test]
 fn writes_under_evicted_indirect_blocks_survive_a_crash() {
     let mut world = world(CACHE_BLOCKS);
     let (lun, mut model) = written_lun(&mut world, LUN_BYTES);
-    assert!(world.filer.cache_usage().indirect_blocks < 37);
+    assert!(world.filer().cache_usage().indirect_blocks < 37);
     // Unaligned writes scattered over every level-1 block's range: each
     // faults its indirect block in (and reads the old data to merge).
     for n in 0..48u64 {
@@ -161,16 +161,16 @@ fn writes_under_evicted_indirect_blocks_survive_a_crash() {
         model[offset as usize..offset as usize + data.len()].copy_from_slice(&data);
         change(&mut world, Change::Write { lun, offset, data });
     }
-    let committed = world.filer.committed_cp();
+    let committed = world.filer().committed_cp();
     world.crash_and_remount();
     world.wait_online().expect("remounted");
-    assert!(world.filer.committed_cp() > committed, "replay ran a CP");
+    assert!(world.filer().committed_cp() > committed, "replay ran a CP");
     assert!(
         read_whole(&mut world, lun, LUN_BYTES) == model,
         "every acknowledged write is there"
     );
     world.pin_indirect().expect("pinned");
-    world.filer.check_invariants().expect("invariants");
+    world.filer().check_invariants().expect("invariants");
 }
 
 #[test]
@@ -179,7 +179,7 @@ fn requests_that_walk_a_whole_tree_fault_it_in_first() {
     let size = 16 << 20;
     let mut world = world(16);
     let (lun, model) = written_lun(&mut world, size);
-    assert!(world.filer.cache_usage().indirect_blocks < 25);
+    assert!(world.filer().cache_usage().indirect_blocks < 25);
     let measure = request(&mut world, HostRequest::ReallocateMeasure { lun }).expect("measure");
     assert!(
         matches!(measure, ReplyData::Measure(m) if m.rating == 1),
@@ -223,7 +223,7 @@ fn requests_that_walk_a_whole_tree_fault_it_in_first() {
     );
     change(&mut world, Change::DestroyLun { lun });
     world.pin_indirect().expect("pinned");
-    world.filer.check_invariants().expect("invariants");
+    world.filer().check_invariants().expect("invariants");
 }
 
 /// A volume of 20 MiB with its cache policy and an 8 MiB LUN (13 level-1
@@ -262,7 +262,7 @@ fn a_reuse_volume_gives_up_its_indirect_blocks_before_a_keep_volume() {
     let keep = volume_with_lun(&mut world, "keep", CachePolicy::Keep);
     let reuse = volume_with_lun(&mut world, "reuse", CachePolicy::Reuse);
     request(&mut world, HostRequest::Flush).expect("flush");
-    let indirect_reads = |world: &World| world.filer.counters().indirect_reads;
+    let indirect_reads = |world: &World| world.filer().counters().indirect_reads;
     let before = indirect_reads(&world);
     read_whole(&mut world, keep, 8 << 20);
     let keep_reads = indirect_reads(&world) - before;

@@ -1,5 +1,5 @@
 //! Negative controls: with a deliberate bug switched on in the engine, the
-//! simulation must fail within the seeds CI runs. Each proves one checker can
+//! simulation (nodes of 1 to 3 aggregates) must fail within the seeds CI runs. Each proves one checker can
 //! see the fault it exists for, on real bytes and, for every bug that does not
 //! need a crash to show (a stamp filer is never crashed), on stamps.
 
@@ -22,6 +22,7 @@ fn first_failure(sabotage: Sabotage, payload: PayloadKind) -> Option<(u64, Strin
             payload,
             record_io: false,
             bound_requests: false,
+            single_filer: false,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -122,6 +123,7 @@ fn the_same_runs_pass_without_sabotage() {
                 payload,
                 record_io: false,
                 bound_requests: false,
+                single_filer: false,
             };
             if let Err(failure) = run(&config) {
                 panic!("the control run on {payload:?} failed: {failure}");
@@ -141,7 +143,8 @@ fn a_scrub_that_writes_no_repair_is_seen_on_stamps() {
 }
 
 /// A stamp seed whose run, with 5,000 operations, once hung: a CP capturing
-/// waited for a block whose read was parked until a CP committed.
+/// waited for a block whose read was parked until a CP committed. Found on a
+/// filer alone, and replayed so.
 const DEADLOCK_SEED: u64 = 9_100_398;
 
 fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
@@ -153,6 +156,7 @@ fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         payload: PayloadKind::Stamps,
         record_io: false,
         bound_requests: false,
+        single_filer: true,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }
@@ -168,4 +172,14 @@ fn a_deadlocked_filer_is_reported_as_a_stall_not_a_hang() {
 #[test]
 fn committing_a_cp_whose_writes_the_host_refused_loses_acknowledged_writes() {
     assert_caught(Sabotage::CommitRegardless);
+}
+
+#[test]
+fn replaying_records_into_the_wrong_aggregate_is_caught() {
+    assert_caught(Sabotage::ReplayForeignRecords);
+}
+
+#[test]
+fn resetting_a_log_half_before_its_records_are_committed_is_caught() {
+    assert_caught(Sabotage::EarlyLogReset);
 }

@@ -16,6 +16,7 @@ fn config(seed: u64, ops: u64, faults: bool, payload: PayloadKind) -> CheckConfi
         payload,
         record_io: !faults,
         bound_requests: false,
+        single_filer: false,
     }
 }
 

@@ -1,18 +1,20 @@
 //! `wafer check`: run seeds of the deterministic simulation.
 //!
-//! Each seed builds a small aggregate, runs a random workload against the real
-//! engine with faults injected, and checks every read against a model; the exit
-//! status is 0 only if every check of every seed held. A failure prints the seed
-//! and the one command that replays it exactly. The filer runs on real bytes,
-//! or with `--payload stamps` on one stamp per block, as the performance lab
-//! runs it; a stamp filer cannot mount, so it is never crashed.
+//! Each seed builds a node of 1 to 3 small aggregates, runs a random workload
+//! against the real engine with faults injected on every aggregate's disks and
+//! the aggregates administered, and checks every read against a model; the
+//! exit status is 0 only if every check of every seed held. A failure prints
+//! the seed and the one command that replays it exactly. The engine runs on
+//! real bytes, or with `--payload stamps` on one stamp per block, as the
+//! performance lab runs it; a stamp aggregate cannot mount, so it is never
+//! crashed. `--single-filer` runs one filer alone, as the check did before
+//! nodes, to replay the seeds found then.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use wafer_sim::check::{CheckConfig, CheckFailure, CheckReport, PayloadKind, run as run_seed};
-use wafer_sim::node_check::{NodeCheckConfig, NodeCheckReport, run as run_node_seed};
 
 /// Options of `wafer check`.
 #[derive(Debug, Args)]
@@ -38,11 +40,11 @@ pub struct CheckArgs {
     /// workload's eight in flight, so that it refuses some as busy.
     #[arg(long)]
     bound_requests: bool,
-    /// Run nodes of 1 to 3 aggregates over one NVLog instead: --ops writes
-    /// spread over every aggregate's LUN, a crash and a full read-back every
-    /// 40, aggregates taken offline and back and disks lost between.
-    #[arg(long, conflicts_with_all = ["payload", "bound_requests"])]
-    node: bool,
+    /// Run one filer alone (its own NVLog, no aggregate administration)
+    /// instead of a node of 1 to 3 aggregates: how the check ran before
+    /// nodes, which replays the seeds found then (scripts/regression-seeds).
+    #[arg(long)]
+    single_filer: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -95,9 +97,6 @@ impl PayloadArg {
 
 /// Runs the seeds; exit status 1 on the first failure.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    if args.node {
-        return Ok(run_nodes(args));
-    }
     let mut totals = Totals::default();
     for seed in args.seed..args.seed.saturating_add(args.seeds) {
         match run_one(args, seed) {
@@ -115,8 +114,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     ""
                 };
+                let single = if args.single_filer {
+                    " --single-filer"
+                } else {
+                    ""
+                };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{}",
+                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{}",
                     args.ops,
                     args.payload.replay_option()
                 );
@@ -126,62 +130,6 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     }
     print_summary(args, &totals);
     Ok(ExitCode::SUCCESS)
-}
-
-/// Runs the node seeds; exit status 1 on the first failure.
-fn run_nodes(args: &CheckArgs) -> ExitCode {
-    let mut totals = NodeCheckReport::default();
-    for seed in args.seed..args.seed.saturating_add(args.seeds) {
-        let config = NodeCheckConfig {
-            rounds: args.ops.div_ceil(40).max(1),
-            faults: !args.no_faults,
-            ..NodeCheckConfig::for_seed(seed)
-        };
-        let outcome = std::panic::catch_unwind(|| run_node_seed(&config))
-            .unwrap_or_else(|panic| Err(format!("engine assertion failed: {}", message(&panic))));
-        match outcome {
-            Ok(report) => {
-                if args.verbose {
-                    println!(
-                        "seed {seed}: ok: {} aggregates, {report:?}",
-                        config.aggregates
-                    );
-                }
-                totals.crashes += report.crashes;
-                totals.writes += report.writes;
-                totals.blocks_checked += report.blocks_checked;
-                totals.offlines += report.offlines;
-                totals.disks_lost += report.disks_lost;
-                totals.disks_added += report.disks_added;
-            }
-            Err(reason) => {
-                println!(
-                    "check FAILED at seed {seed} ({} aggregates): {reason}",
-                    config.aggregates
-                );
-                let faults = if args.no_faults { " --no-faults" } else { "" };
-                println!(
-                    "replay: wafer check --node --seed {seed} --ops {}{faults}",
-                    args.ops
-                );
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    println!(
-        "check passed: {} node seeds from {} (1 to 3 aggregates), {} writes acknowledged, \
-         {} crashes survived, {} blocks read back, {} aggregates taken offline and back, \
-         {} disks lost, disks added {} times",
-        args.seeds,
-        args.seed,
-        totals.writes,
-        totals.crashes,
-        totals.blocks_checked,
-        totals.offlines,
-        totals.disks_lost,
-        totals.disks_added
-    );
-    ExitCode::SUCCESS
 }
 
 /// A panic's message.
@@ -201,6 +149,7 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         faults: !args.no_faults,
         payload: args.payload.into(),
         bound_requests: args.bound_requests,
+        single_filer: args.single_filer,
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
@@ -214,23 +163,29 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
 fn print_seed(args: &CheckArgs, seed: u64, report: &CheckReport) {
     println!(
         "seed {seed}: ok: {} ops, {} reads checked ({} of snapshots), {}, \
-         {} stripes verified, {} volumes, {} LUNs and {} snapshots at the end, \
-         faults {:?}",
+         {} stripes verified, {} aggregates, {} volumes, {} LUNs and {} snapshots \
+         at the end, faults {:?}, administration {:?}",
         report.ops,
         report.reads_checked,
         report.snapshot_reads_checked,
         args.payload.crashes(report.crashes, ""),
         report.stripes_verified,
+        report.aggregates,
         report.volumes,
         report.luns,
         report.snapshots,
-        report.faults
+        report.faults,
+        report.administration
     );
 }
 
 fn print_summary(args: &CheckArgs, totals: &Totals) {
+    let engine = match args.single_filer {
+        true => " (one filer alone)".to_string(),
+        false => format!(" ({} aggregates at the ends)", totals.aggregates),
+    };
     println!(
-        "check passed: {} seeds from {}{}, {} ops, {} reads checked ({} of snapshots), \
+        "check passed: {} seeds from {}{}{engine}, {} ops, {} reads checked ({} of snapshots), \
          {}, {} snapshots left at the ends, {} indirect blocks read on cache misses, \
          {} final scrubs rewrote {} blocks, {} requests refused busy",
         args.seeds,
@@ -260,6 +215,14 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
             .collect();
         println!("faults injected: {}", list.join(", "));
     }
+    if !totals.administration.is_empty() {
+        let list: Vec<String> = totals
+            .administration
+            .iter()
+            .map(|(kind, count)| format!("{kind} {count}"))
+            .collect();
+        println!("aggregate administration: {}", list.join(", "));
+    }
 }
 
 /// Sums over the seeds of a run.
@@ -275,7 +238,9 @@ struct Totals {
     scrubs: u64,
     scrub_rewrites: u64,
     busy_refusals: u64,
+    aggregates: u64,
     faults: BTreeMap<&'static str, u64>,
+    administration: BTreeMap<&'static str, u64>,
 }
 
 impl Totals {
@@ -290,8 +255,12 @@ impl Totals {
         self.scrubs += report.scrubs;
         self.scrub_rewrites += report.scrub_rewrites;
         self.busy_refusals += report.busy_refusals;
+        self.aggregates += report.aggregates as u64;
         for (kind, count) in &report.faults {
             *self.faults.entry(kind).or_default() += count;
+        }
+        for (kind, count) in &report.administration {
+            *self.administration.entry(kind).or_default() += count;
         }
     }
 }

@@ -230,6 +230,9 @@ impl<P: Payload> Filer<P> {
     fn continue_repair(&mut self, job_id: u64, mut job: RepairJob<P>) {
         let group = job.read.at.group;
         let geometry = self.layout.groups()[group];
+        // Disks added to the group since the job began (a CP took them in)
+        // widen its stripe: they are read like the others if needed.
+        job.stripe.resize(geometry.group_size(), None);
         let present: DiskSet = (0..geometry.group_size())
             .filter(|&d| job.stripe[d].is_some())
             .map(|d| DiskIndex(d as u16))
