@@ -159,6 +159,16 @@ struct Member<P: Payload> {
     uses_seen: u64,
 }
 
+/// What a call into an aggregate left the node to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owed {
+    /// Nothing: the call changed nothing the node answers for.
+    Nothing,
+    /// A pass over every aggregate, after resharing the cache budget first
+    /// when `cache_sharing`.
+    Something { cache_sharing: bool },
+}
+
 /// Why a node I/O was issued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Route {
@@ -742,14 +752,10 @@ impl<P: Payload> Node<P> {
     /// records, state changes).
     fn settle(&mut self, id: AggrId) {
         self.drain(id);
-        if self.owes_nothing_after(id) {
-            return;
-        }
-        let sharing_due = (self.members.get(&id))
-            .and_then(|m| Some((m, m.engine.as_ref()?)))
-            .is_some_and(|(m, engine)| self.sharing_due(m, engine));
-        if sharing_due {
-            self.share_cache();
+        match self.owed_after(id) {
+            Owed::Nothing => return,
+            Owed::Something { cache_sharing } if cache_sharing => self.share_cache(),
+            Owed::Something { .. } => {}
         }
         loop {
             let before = (self.io_out.len(), self.log.active, self.log.waiting.len());
@@ -771,26 +777,32 @@ impl<P: Payload> Node<P> {
         }
     }
 
-    /// Whether a call into aggregate `id`, now drained, left the node
-    /// nothing to do: no node CP due, no record waiting, no mount under
-    /// way, the aggregate serving as before and no new CP committed (which
-    /// could free a half). Most calls are I/O completions that change none
-    /// of these, and this spares them a pass over every aggregate.
-    fn owes_nothing_after(&self, id: AggrId) -> bool {
-        if self.cp_due.is_some() || !self.log.waiting.is_empty() || self.log.held_for_mount {
-            return false;
-        }
-        let Some(member) = self.members.get(&id) else {
-            return false;
+    /// What a call into aggregate `id`, now drained, left the node to do.
+    /// Nothing when no node CP is due, no record waits, no mount is under
+    /// way, the aggregate serves as before, no new CP committed (which could
+    /// free a half) and its cache share is not due. Most calls are I/O
+    /// completions that change none of these, and this spares them a pass
+    /// over every aggregate.
+    fn owed_after(&self, id: AggrId) -> Owed {
+        let Some((member, engine)) =
+            (self.members.get(&id)).and_then(|member| Some((member, member.engine.as_ref()?)))
+        else {
+            return Owed::Something {
+                cache_sharing: false,
+            };
         };
-        let Some(engine) = member.engine.as_ref() else {
-            return false;
-        };
-        member.state == AggrState::Online
+        let cache_sharing = self.sharing_due(member, engine);
+        let quiet = self.cp_due.is_none()
+            && self.log.waiting.is_empty()
+            && !self.log.held_for_mount
+            && member.state == AggrState::Online
             && engine.committed_cp() == member.committed_seen
             && engine.mount_error().is_none()
-            && engine.offline_reason().is_none()
-            && !self.sharing_due(member, engine)
+            && engine.offline_reason().is_none();
+        match quiet && !cache_sharing {
+            true => Owed::Nothing,
+            false => Owed::Something { cache_sharing },
+        }
     }
 
     /// Whether aggregate `member` has used its cache a quarter of the
