@@ -29,8 +29,9 @@ const DEFAULTS: ConnectionLimits = ConnectionLimits::DEFAULT;
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve NBD over TCP on this address (repeatable); the default is
-    /// 127.0.0.1:10809 unless --socket is given. TCP has no access control
-    /// yet: an address other hosts can reach is served with a warning.
+    /// 127.0.0.1:10809 unless --socket is given. Without --tls-require and
+    /// --tls-ca TCP has no access control: an address other hosts can reach
+    /// is served with a warning.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<SocketAddr>,
     /// Serve NBD on this Unix socket (repeatable).

@@ -183,7 +183,7 @@ fn with_tls_required_plain_and_unknown_clients_are_refused_while_a_good_one_work
 fn hostile_bytes_during_and_after_starttls_drop_only_that_connection() {
     let scratch = Scratch::new();
     let pki = Pki::new(&scratch.file("pki"));
-    let served = serve_tls(&scratch, &pki, &[]);
+    let served = serve_tls(&scratch, &pki, &["--handshake-timeout", "2"]);
     let mut good = good_connection(&served, &pki);
 
     // Garbage where the ClientHello belongs.
@@ -192,12 +192,23 @@ fn hostile_bytes_during_and_after_starttls_drop_only_that_connection() {
         .write_all(&pattern(3, 0, 4096))
         .expect("garbage sent");
     assert!(closed_by_server(&mut garbage));
-    // Half a ClientHello, then silence: the handshake's deadline is the
-    // NBD handshake's; then the client goes.
+    // Half a ClientHello, then silence: the NBD handshake's deadline covers
+    // the TLS handshake, so the server gives up on it.
+    let started = std::time::Instant::now();
     let mut half = plain_until_starttls(served.socket());
     half.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01])
         .expect("half a record");
-    drop(half);
+    assert!(closed_by_server(&mut half));
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1500),
+        "closed after {waited:?}"
+    );
+    // Half a ClientHello, then the client goes.
+    let mut gone = plain_until_starttls(served.socket());
+    gone.write_all(&[0x16, 0x03, 0x01])
+        .expect("a third of a header");
+    drop(gone);
     // Inside TLS: a second STARTTLS is refused and the negotiation goes on;
     // then an option with a bad magic ends the connection.
     let stream = plain_until_starttls(served.socket());
