@@ -81,7 +81,7 @@ pub const NBD_OPT_EXPORT_NAME: u32 = 1;
 pub const NBD_OPT_ABORT: u32 = 2;
 /// List the exports.
 pub const NBD_OPT_LIST: u32 = 3;
-/// Upgrade to TLS (not offered by this server).
+/// Upgrade to TLS (offered when the server is configured for it).
 pub const NBD_OPT_STARTTLS: u32 = 5;
 /// Describe one export.
 pub const NBD_OPT_INFO: u32 = 6;

@@ -13,6 +13,7 @@
 //! | `EXPORT_NAME` | size, flags, 124 zeroes unless no-zeroes; unknown export closes the connection |
 //! | `ABORT` | `ACK`, then the driver closes |
 //! | `LIST` | one `SERVER` per export, `ACK` |
+//! | `STARTTLS` | `ACK` and the upgrade, or a refusal, as the TLS mode says (`crate::tls`) |
 //! | `INFO`, `GO` | `INFO` export, name and description if asked, block size, `ACK`; `GO` then enters transmission |
 //! | `STRUCTURED_REPLY` | `ACK` once; a repeat is invalid |
 //! | `LIST_META_CONTEXT` | `base:allocation` if it matches, `ACK` |
@@ -35,21 +36,26 @@
 //!    replies to a pipelining client never pile up unsent; call it again while
 //!    input remains, draining `poll_transmit` in between.
 //!
-//! An event ends the handshake. On [`HandshakeEvent::Transmission`] the driver
-//! sends the pending output and hands whatever input is left to a
+//! An event ends the handshake, but for one. On [`HandshakeEvent::Transmission`]
+//! the driver sends the pending output and hands whatever input is left to a
 //! [`RequestDecoder`](crate::RequestDecoder); on [`HandshakeEvent::Aborted`] it
-//! sends the pending `ACK` and closes.
+//! sends the pending `ACK` and closes. On [`HandshakeEvent::StartTls`] it sends
+//! the pending `ACK` in the clear, gives the input left over to its TLS layer
+//! (it can only be the client's first TLS bytes), completes the TLS handshake,
+//! calls [`Handshake::tls_started`], and goes on feeding decrypted input.
 
 use crate::consts::{
     BASE_ALLOCATION, BASE_NAMESPACE, EXPORT_NAME_ZERO_PADDING_BYTES, IHAVEOPT,
     NBD_FLAG_C_FIXED_NEWSTYLE, NBD_FLAG_C_NO_ZEROES, NBD_FLAG_FIXED_NEWSTYLE, NBD_FLAG_NO_ZEROES,
-    NBD_INFO_BLOCK_SIZE, NBD_INFO_DESCRIPTION, NBD_INFO_EXPORT, NBD_INFO_NAME, NBD_OPT_EXPORT_NAME,
-    NBD_OPT_SET_META_CONTEXT, NBD_REP_ACK, NBD_REP_ERR_INVALID, NBD_REP_ERR_TOO_BIG,
+    NBD_INFO_BLOCK_SIZE, NBD_INFO_DESCRIPTION, NBD_INFO_EXPORT, NBD_INFO_NAME, NBD_OPT_ABORT,
+    NBD_OPT_EXPORT_NAME, NBD_OPT_SET_META_CONTEXT, NBD_OPT_STARTTLS, NBD_REP_ACK,
+    NBD_REP_ERR_INVALID, NBD_REP_ERR_POLICY, NBD_REP_ERR_TLS_REQD, NBD_REP_ERR_TOO_BIG,
     NBD_REP_ERR_UNKNOWN, NBD_REP_INFO, NBD_REP_MAGIC, NBD_REP_META_CONTEXT, NBD_REP_SERVER,
     NBDMAGIC,
 };
 use crate::export::{ExportInfo, Exports, TransmissionFlags};
 use crate::option::{self, ClientOption, ExportQuery, MetaContextQuery};
+use crate::tls::{TlsMode, TlsState};
 use crate::wire::{Reader, discard, gather};
 use crate::{
     BASE_ALLOCATION_CONTEXT_ID, BLOCK_SIZE_MAXIMUM, BLOCK_SIZE_MINIMUM, BLOCK_SIZE_PREFERRED,
@@ -86,6 +92,8 @@ pub struct Handshake {
     /// The export name of the last successful `NBD_OPT_SET_META_CONTEXT` that
     /// selected `base:allocation`.
     base_allocation_export: Option<String>,
+    /// The TLS mode, and whether TLS is on.
+    tls: TlsState,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +110,8 @@ enum Stage {
         length: u32,
         remaining: u32,
     },
+    /// STARTTLS was acknowledged: no input until the driver has started TLS.
+    StartingTls,
     Finished,
 }
 
@@ -113,6 +123,12 @@ pub enum HandshakeEvent {
     Transmission(Negotiated),
     /// The client sent `NBD_OPT_ABORT`: send the pending `ACK`, then close.
     Aborted,
+    /// The client sent `NBD_OPT_STARTTLS` and it was granted: send the pending
+    /// `ACK` in the clear, then run the TLS handshake on the connection (the
+    /// input left over is its first bytes), then call
+    /// [`Handshake::tls_started`] and go on with decrypted input. The
+    /// handshake has not ended.
+    StartTls,
 }
 
 /// What a successful handshake agreed on.
@@ -175,6 +191,15 @@ pub enum HandshakeError {
     /// The connection closed between messages, before an export was chosen.
     #[error("connection closed before the handshake finished")]
     Closed,
+    /// `NBD_OPT_EXPORT_NAME` before TLS where TLS is required; the option
+    /// cannot be answered with an error, so the connection is closed.
+    #[error("NBD_OPT_EXPORT_NAME before NBD_OPT_STARTTLS, and this server requires TLS")]
+    ExportNameWithoutTls,
+    /// A client without fixed newstyle cannot start TLS, which is required.
+    #[error(
+        "the client did not set NBD_FLAG_C_FIXED_NEWSTYLE, so it cannot start the TLS this server requires"
+    )]
+    TlsImpossible,
 }
 
 impl Default for Handshake {
@@ -184,8 +209,15 @@ impl Default for Handshake {
 }
 
 impl Handshake {
-    /// A handshake whose greeting is waiting in [`Handshake::poll_transmit`].
+    /// A handshake without TLS whose greeting is waiting in
+    /// [`Handshake::poll_transmit`].
     pub fn new() -> Handshake {
+        Handshake::with_tls(TlsMode::Off)
+    }
+
+    /// A handshake in the TLS mode `mode` (`crate::tls`) whose greeting is
+    /// waiting in [`Handshake::poll_transmit`].
+    pub fn with_tls(mode: TlsMode) -> Handshake {
         let mut output = Vec::with_capacity(GREETING_BYTES);
         output.extend_from_slice(&NBDMAGIC.to_be_bytes());
         output.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -198,6 +230,7 @@ impl Handshake {
             no_zeroes: false,
             structured_replies: false,
             base_allocation_export: None,
+            tls: TlsState::new(mode),
         }
     }
 
@@ -211,9 +244,11 @@ impl Handshake {
     /// Consumes bytes from the front of `input` until one client message is
     /// handled or `input` runs out.
     ///
-    /// Returns an event when the handshake ends; afterwards the rest of `input`
-    /// is not the handshake's. An error means the connection must be dropped.
-    /// Calling this again after an event or an error is a bug in the driver and
+    /// Returns an event when the handshake ends or TLS must start; afterwards
+    /// the rest of `input` is not the handshake's. An error means the
+    /// connection must be dropped. Calling this again after an event or an
+    /// error (but for [`HandshakeEvent::StartTls`] once
+    /// [`Handshake::tls_started`] has been called) is a bug in the driver and
     /// panics.
     pub fn handle_input<E: Exports + ?Sized>(
         &mut self,
@@ -225,12 +260,30 @@ impl Handshake {
             Stage::Finished,
             "handshake input after it ended"
         );
+        assert_ne!(
+            self.stage,
+            Stage::StartingTls,
+            "handshake input before tls_started"
+        );
         let result = self.step(input, exports);
-        if !matches!(result, Ok(None)) {
+        if !matches!(result, Ok(None) | Ok(Some(HandshakeEvent::StartTls))) {
             self.stage = Stage::Finished;
         }
         assert!(self.message.len() <= HANDSHAKE_BUFFER_BYTES_MAX);
         result
+    }
+
+    /// Tells the handshake that the driver has completed the TLS handshake
+    /// after [`HandshakeEvent::StartTls`]: the negotiation starts again inside
+    /// TLS, every option granted before forgotten, as the specification
+    /// demands. Calling it at any other time is a bug in the driver and panics.
+    pub fn tls_started(&mut self) {
+        assert_eq!(self.stage, Stage::StartingTls, "TLS started unasked");
+        assert!(self.message.is_empty(), "STARTTLS left no partial message");
+        self.stage = Stage::OptionHeader;
+        self.tls.on = true;
+        self.structured_replies = false;
+        self.base_allocation_export = None;
     }
 
     /// The error to report when the connection closes before the handshake ended.
@@ -245,6 +298,7 @@ impl Handshake {
             Stage::OversizedOption {
                 length, remaining, ..
             } => truncated(u64::from(length - remaining), u64::from(length)),
+            Stage::StartingTls => HandshakeError::Closed,
             Stage::Finished => panic!("end of input reported after the handshake ended"),
         }
     }
@@ -291,7 +345,11 @@ impl Handshake {
                 } => {
                     if discard(&mut remaining, input) {
                         self.stage = Stage::OptionHeader;
-                        self.reply_error(option, NBD_REP_ERR_TOO_BIG, "option data too large");
+                        if self.refuses_before_tls(option) {
+                            self.reply_tls_required(option);
+                        } else {
+                            self.reply_error(option, NBD_REP_ERR_TOO_BIG, "option data too large");
+                        }
                     } else {
                         self.stage = Stage::OversizedOption {
                             option,
@@ -301,7 +359,7 @@ impl Handshake {
                     }
                     return Ok(None);
                 }
-                Stage::Finished => unreachable!("checked by handle_input"),
+                Stage::StartingTls | Stage::Finished => unreachable!("checked by handle_input"),
             }
         }
     }
@@ -313,6 +371,13 @@ impl Handshake {
         self.message.clear();
         if flags & !CLIENT_FLAGS_KNOWN != 0 {
             return Err(HandshakeError::UnknownClientFlags { flags });
+        }
+        if flags & NBD_FLAG_C_FIXED_NEWSTYLE == 0 {
+            // The specification: NOTLS unless both sides said fixed newstyle.
+            if self.tls.mode == TlsMode::Required {
+                return Err(HandshakeError::TlsImpossible);
+            }
+            self.tls = TlsState::new(TlsMode::Off);
         }
         self.no_zeroes = flags & NBD_FLAG_C_NO_ZEROES != 0;
         self.stage = Stage::OptionHeader;
@@ -354,6 +419,13 @@ impl Handshake {
             // The specification: a SET replaces the selection even when it fails.
             self.base_allocation_export = None;
         }
+        if self.refuses_before_tls(option) {
+            if option == NBD_OPT_EXPORT_NAME {
+                return Err(HandshakeError::ExportNameWithoutTls);
+            }
+            self.reply_tls_required(option);
+            return Ok(None);
+        }
         let parsed = match option::parse(option, data) {
             Ok(parsed) => parsed,
             Err(_) if option == NBD_OPT_EXPORT_NAME => {
@@ -374,6 +446,7 @@ impl Handshake {
                 self.list(option, exports);
                 Ok(None)
             }
+            ClientOption::StartTls => Ok(self.start_tls(option)),
             ClientOption::Info(query) => {
                 self.describe_export(option, &query, exports);
                 Ok(None)
@@ -392,6 +465,39 @@ impl Handshake {
                 Ok(None)
             }
         }
+    }
+
+    /// Whether `option` is refused because TLS is required and not on yet.
+    fn refuses_before_tls(&self, option: u32) -> bool {
+        self.tls.refuses_plain_options() && option != NBD_OPT_STARTTLS && option != NBD_OPT_ABORT
+    }
+
+    fn reply_tls_required(&mut self, option: u32) {
+        self.reply_error(
+            option,
+            NBD_REP_ERR_TLS_REQD,
+            "this server requires TLS: send NBD_OPT_STARTTLS first",
+        );
+    }
+
+    /// Answers `NBD_OPT_STARTTLS`: `ACK` and [`HandshakeEvent::StartTls`] if
+    /// the mode allows an upgrade now, else an error and the negotiation goes on.
+    fn start_tls(&mut self, option: u32) -> Option<HandshakeEvent> {
+        if self.tls.mode == TlsMode::Off {
+            self.reply_error(
+                option,
+                NBD_REP_ERR_POLICY,
+                "TLS is not offered on this server",
+            );
+            return None;
+        }
+        if self.tls.on {
+            self.reply_error(option, NBD_REP_ERR_INVALID, "TLS is already on");
+            return None;
+        }
+        self.reply(option, NBD_REP_ACK, &[]);
+        self.stage = Stage::StartingTls;
+        Some(HandshakeEvent::StartTls)
     }
 
     fn export_name<E: Exports + ?Sized>(

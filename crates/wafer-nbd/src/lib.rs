@@ -22,9 +22,10 @@
 //!   or [`Rejected`] ones the driver answers with an error and survives.
 //! * The [`reply`] encoders append simple replies and structured chunks.
 //!
-//! Only the fixed newstyle handshake is spoken, without TLS, with structured
-//! replies and the `base:allocation` metadata context; extended headers are
-//! declined. Every buffer is bounded: the handshake holds at most one option of
+//! Only the fixed newstyle handshake is spoken, with structured replies, the
+//! `base:allocation` metadata context and, if the driver offers it, TLS
+//! (`NBD_OPT_STARTTLS`: the codec says when to switch, the driver wraps its
+//! stream; [`TlsMode`]); extended headers are declined. Every buffer is bounded: the handshake holds at most one option of
 //! [`OPTION_DATA_BYTES_MAX`], the decoder at most one write of
 //! [`BLOCK_SIZE_MAXIMUM`], and input beyond those limits is either counted off
 //! unread and answered with an error, or ends the connection.
@@ -40,6 +41,7 @@ mod export;
 mod handshake;
 mod option;
 mod request;
+mod tls;
 mod wire;
 
 pub mod consts;
@@ -55,6 +57,7 @@ pub use request::{
     Command, CommandFlags, DecodeError, Decoded, REQUEST_BUFFER_BYTES_MAX, REQUEST_HEADER_BYTES,
     Rejected, Request, RequestDecoder, RequestError,
 };
+pub use tls::TlsMode;
 
 /// The smallest request length and alignment the server accepts: any. The
 /// engine does read-modify-write below its 4 KiB block, so clients that never

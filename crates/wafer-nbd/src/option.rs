@@ -13,8 +13,8 @@
 
 use crate::consts::{
     NBD_OPT_ABORT, NBD_OPT_EXPORT_NAME, NBD_OPT_GO, NBD_OPT_INFO, NBD_OPT_LIST,
-    NBD_OPT_LIST_META_CONTEXT, NBD_OPT_SET_META_CONTEXT, NBD_OPT_STRUCTURED_REPLY,
-    NBD_REP_ERR_INVALID, NBD_REP_ERR_TOO_BIG, NBD_REP_ERR_UNSUP,
+    NBD_OPT_LIST_META_CONTEXT, NBD_OPT_SET_META_CONTEXT, NBD_OPT_STARTTLS,
+    NBD_OPT_STRUCTURED_REPLY, NBD_REP_ERR_INVALID, NBD_REP_ERR_TOO_BIG, NBD_REP_ERR_UNSUP,
 };
 use crate::wire::{Reader, StringError, decode_string};
 
@@ -27,6 +27,8 @@ pub(crate) enum ClientOption {
     Abort,
     /// `NBD_OPT_LIST`.
     List,
+    /// `NBD_OPT_STARTTLS`.
+    StartTls,
     /// `NBD_OPT_INFO`.
     Info(ExportQuery),
     /// `NBD_OPT_GO`.
@@ -110,6 +112,9 @@ pub(crate) fn parse(option: u32, data: &[u8]) -> Result<ClientOption, Refusal> {
         NBD_OPT_ABORT => Ok(ClientOption::Abort),
         NBD_OPT_LIST => {
             expect_no_data(data, "NBD_OPT_LIST takes no data").map(|()| ClientOption::List)
+        }
+        NBD_OPT_STARTTLS => {
+            expect_no_data(data, "NBD_OPT_STARTTLS takes no data").map(|()| ClientOption::StartTls)
         }
         NBD_OPT_INFO => parse_export_query(data).map(ClientOption::Info),
         NBD_OPT_GO => parse_export_query(data).map(ClientOption::Go),

@@ -7,13 +7,17 @@ mod common;
 use common::{catalogue, lun0, lun1, negotiated};
 use proptest::prelude::*;
 use wafer_nbd::consts::*;
-use wafer_nbd::{HANDSHAKE_BUFFER_BYTES_MAX, Handshake, REQUEST_BUFFER_BYTES_MAX, RequestDecoder};
+use wafer_nbd::{
+    HANDSHAKE_BUFFER_BYTES_MAX, Handshake, HandshakeEvent, REQUEST_BUFFER_BYTES_MAX,
+    RequestDecoder, TlsMode,
+};
 
-/// Feeds `input` to a handshake in the given piece sizes (cycled) until it is
-/// used up or the handshake ends.
-fn feed_handshake(input: &[u8], pieces: &[usize]) {
+/// Feeds `input` to a handshake in TLS mode `mode` in the given piece sizes
+/// (cycled) until it is used up or the handshake ends. A granted STARTTLS is
+/// taken as an upgrade whose decrypted bytes are the rest of the input.
+fn feed_handshake(mode: TlsMode, input: &[u8], pieces: &[usize]) {
     let exports = catalogue();
-    let mut handshake = Handshake::new();
+    let mut handshake = Handshake::with_tls(mode);
     let mut output = Vec::new();
     handshake.poll_transmit(&mut output);
     let mut rest = input;
@@ -28,8 +32,10 @@ fn feed_handshake(input: &[u8], pieces: &[usize]) {
             let outcome = handshake.handle_input(&mut chunk, &*exports);
             handshake.poll_transmit(&mut output);
             assert!(handshake.buffered_bytes() <= HANDSHAKE_BUFFER_BYTES_MAX);
-            if !matches!(outcome, Ok(None)) {
-                return;
+            match outcome {
+                Ok(None) => {}
+                Ok(Some(HandshakeEvent::StartTls)) => handshake.tls_started(),
+                Ok(Some(_)) | Err(_) => return,
             }
             assert!(chunk.len() < before, "a call with input made no progress");
         }
@@ -111,6 +117,14 @@ fn request_like() -> impl Strategy<Value = Vec<u8>> {
         )
 }
 
+fn any_tls_mode() -> impl Strategy<Value = TlsMode> {
+    prop_oneof![
+        Just(TlsMode::Off),
+        Just(TlsMode::Optional),
+        Just(TlsMode::Required)
+    ]
+}
+
 fn any_session() -> impl Strategy<Value = wafer_nbd::Negotiated> {
     (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(read_only, structured, context)| {
         let export = if read_only { lun1() } else { lun0() };
@@ -123,21 +137,23 @@ proptest! {
 
     #[test]
     fn the_handshake_survives_arbitrary_bytes(
+        mode in any_tls_mode(),
         input in proptest::collection::vec(any::<u8>(), 0..600),
         pieces in pieces(),
     ) {
-        feed_handshake(&input, &pieces);
+        feed_handshake(mode, &input, &pieces);
     }
 
     #[test]
     fn the_handshake_survives_almost_valid_options(
+        mode in any_tls_mode(),
         flags in prop_oneof![0u32..4, any::<u32>()],
         options in proptest::collection::vec(option_like(), 0..12),
         pieces in pieces(),
     ) {
         let mut input = flags.to_be_bytes().to_vec();
         input.extend(options.concat());
-        feed_handshake(&input, &pieces);
+        feed_handshake(mode, &input, &pieces);
     }
 
     #[test]

@@ -72,6 +72,7 @@ mod nvlog;
 mod server;
 mod stop;
 mod stream;
+mod tls;
 
 pub use admin::{AdminClient, AdminClientError, AdminRequest, AdminResponse, NvlogCountersStatus};
 pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
@@ -83,6 +84,7 @@ pub use server::{
     AggregateSummary, LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport,
 };
 pub use stream::ListenAddress;
+pub use tls::{TlsConfigError, TlsOptions};
 
 /// The NBD port (IANA-assigned), where `wafer serve` listens by default.
 pub const NBD_PORT: u16 = wafer_nbd::consts::NBD_DEFAULT_PORT;

@@ -42,9 +42,18 @@
 //! it has none in flight, and one whose replies the client leaves unread (the
 //! writer blocked) for as long.
 //!
+//! TLS: with `--tls-cert` the handshake offers `NBD_OPT_STARTTLS` (required
+//! with `--tls-require`); when the codec grants it, the reader runs the TLS
+//! handshake within the same handshake deadline and goes on over the
+//! encrypted stream (`tls`), which its writer shares. The client's
+//! certificate identity, if it gave one, is on the stream
+//! ([`Stream::peer_identity`]) from then on, for the whole connection.
+//!
 //! Hostile input: the codec answers malformed requests with errors and ends
 //! the connection on anything that breaks framing; either way only that
 //! connection is affected, and the engine validates every request it gets.
+//! Bytes that are not TLS after a STARTTLS fail that connection's TLS
+//! handshake, and it alone is dropped.
 
 use std::io::{self, BufWriter, Read, Write};
 use std::net::Shutdown;
@@ -61,7 +70,7 @@ use wafer_nbd::reply::{
 };
 use wafer_nbd::{
     Command, DecodeError, Decoded, Handshake, HandshakeError, HandshakeEvent, NbdError, Negotiated,
-    Request, RequestDecoder,
+    Request, RequestDecoder, TlsMode,
 };
 
 use crate::admin::NbdCountersStatus;
@@ -71,6 +80,7 @@ use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::events::{Event, ExtentsCallback, HostCallback, HostOutcome};
 use crate::stop::StopSignal;
 use crate::stream::{Listener, Stream};
+use crate::tls::{TlsError, TlsSettings};
 
 /// The most of a range one block-status reply describes: 16384 blocks.
 pub const BLOCK_STATUS_BYTES_MAX: u32 = 64 << 20;
@@ -91,6 +101,8 @@ pub(crate) struct Context {
     pub(crate) limits: ConnectionLimits,
     pub(crate) admission: Arc<Admission>,
     pub(crate) loans: Arc<Loans>,
+    /// The TLS credentials and mode, if the server offers TLS.
+    pub(crate) tls: Option<TlsSettings>,
 }
 
 /// Starts the accept loop of `listener`.
@@ -151,6 +163,8 @@ enum ConnectionError {
     #[error("handshake: {0}")]
     Handshake(#[from] HandshakeError),
     #[error("{0}")]
+    Tls(#[from] TlsError),
+    #[error("{0}")]
     Decode(#[from] DecodeError),
     #[error("sent no request for {0:?}")]
     Idle(Duration),
@@ -159,7 +173,11 @@ enum ConnectionError {
 fn serve_connection(mut stream: Stream, peer: &str, context: &Context, ticket: &Ticket) {
     let outcome = negotiate(&mut stream, context, ticket).and_then(|chosen| match chosen {
         Some((negotiated, export, leftover)) => {
-            crate::log!("{peer}: connected to export {:?}", export.info.name);
+            crate::log!(
+                "{peer}: connected to export {:?}{}",
+                export.info.name,
+                security(&stream)
+            );
             let activity = ticket.activity();
             transmit(
                 stream,
@@ -171,12 +189,21 @@ fn serve_connection(mut stream: Stream, peer: &str, context: &Context, ticket: &
                 &activity,
             )
         }
-        None => Ok(()),
+        None => {
+            stream.close();
+            Ok(())
+        }
     });
     match outcome {
         Ok(()) => crate::log!("{peer}: disconnected"),
         Err(error) => {
-            if !matches!(error, ConnectionError::Io(_) | ConnectionError::Idle(_)) {
+            let benign = matches!(
+                error,
+                ConnectionError::Io(_)
+                    | ConnectionError::Idle(_)
+                    | ConnectionError::Tls(TlsError::Io(_))
+            );
+            if !benign {
                 context
                     .counters
                     .protocol_errors
@@ -187,7 +214,17 @@ fn serve_connection(mut stream: Stream, peer: &str, context: &Context, ticket: &
     }
 }
 
-/// Runs the handshake; returns what was agreed, the export, and the bytes
+/// How a connection is secured, for its log line.
+fn security(stream: &Stream) -> String {
+    match (stream, stream.peer_identity()) {
+        (_, Some(identity)) => format!(" over TLS as {identity}"),
+        (Stream::Tls(_), None) => " over TLS".to_owned(),
+        _ => String::new(),
+    }
+}
+
+/// Runs the handshake, upgrading `stream` to TLS if the client asks and the
+/// server offers it; returns what was agreed, the export, and the bytes
 /// after the handshake (requests sent before the answer was read). The
 /// connection keeps its place (`ticket`) from before the client hears that
 /// the handshake is over.
@@ -201,7 +238,8 @@ fn negotiate(
         limit: context.limits.handshake_timeout,
     };
     let catalogue = context.catalogue.current();
-    let mut handshake = Handshake::new();
+    let mode = context.tls.as_ref().map_or(TlsMode::Off, TlsSettings::mode);
+    let mut handshake = Handshake::with_tls(mode);
     let mut output = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
     send_handshake_output(&mut handshake, stream, &mut output, deadline)?;
@@ -220,6 +258,13 @@ fn negotiate(
             send_handshake_output(&mut handshake, stream, &mut output, deadline)?;
             match event {
                 None => {}
+                Some(HandshakeEvent::StartTls) => {
+                    let settings = context.tls.as_ref().expect("STARTTLS is granted with TLS");
+                    // What the client sent after STARTTLS is its first TLS bytes.
+                    stream.start_tls(settings, input, &|s| limit_to(s, deadline))?;
+                    input = &[];
+                    handshake.tls_started();
+                }
                 Some(HandshakeEvent::Aborted) => return Ok(None),
                 Some(HandshakeEvent::Transmission(negotiated)) => {
                     let export = catalogue
@@ -318,7 +363,7 @@ fn transmit(
     // The writer ends once every reply in flight has been sent.
     drop(dispatcher);
     let _ = writer.join();
-    let _ = stream.shutdown(Shutdown::Both);
+    stream.close();
     read
 }
 

@@ -47,6 +47,7 @@ use crate::events::Event;
 use crate::nbd::{Context, NbdCounters};
 use crate::stop::StopSignal;
 use crate::stream::{ListenAddress, Listener, nbd_uri};
+use crate::tls::{TlsOptions, TlsSettings};
 
 /// The lock file's name in the data directory.
 pub const LOCK_FILE: &str = "wafer.lock";
@@ -72,6 +73,8 @@ pub struct ServeOptions {
     /// device: a new directory records it; an existing one must name the
     /// path it recorded.
     pub nvlog: Option<PathBuf>,
+    /// NBD over TLS: the credentials, and whether TLS is required.
+    pub tls: Option<TlsOptions>,
 }
 
 /// What a started server reports.
@@ -92,6 +95,8 @@ pub struct StartupReport {
     pub iscsi_uris: Vec<String>,
     /// The admin socket.
     pub admin_socket: PathBuf,
+    /// How NBD is offered over TLS, if it is.
+    pub tls: Option<String>,
 }
 
 /// One aggregate in a [`StartupReport`].
@@ -150,6 +155,17 @@ impl Server {
         abort_on_panic();
         crate::access::restrict_umask();
         let dir = options.data_dir.clone();
+        let tls = options
+            .tls
+            .as_ref()
+            .map(TlsSettings::load)
+            .transpose()
+            .map_err(|error| {
+                ServeError::io("the TLS credentials")(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    error,
+                ))
+            })?;
         let (events, received) = mpsc::channel();
         handle_signals(events.clone())?;
         let shared = Shared {
@@ -166,6 +182,7 @@ impl Server {
             limits: options.limits,
             admission: Arc::new(Admission::new(&options.limits)),
             loans: Arc::default(),
+            tls,
         });
         let stop = Arc::clone(&shared.stop);
         let parts = EngineParts {
@@ -187,7 +204,11 @@ impl Server {
             (None, Some(path)) => Some(resolve_new_nvlog(path)?),
             _ => None,
         };
-        let listeners = bind_listeners(&options.listen, options.socket_mode)?;
+        let guarded = options
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.require && tls.ca.is_some());
+        let listeners = bind_listeners(&options.listen, options.socket_mode, guarded)?;
         let iscsi = crate::iscsi::bind(&options.iscsi)?;
         secure(&dir, existing.as_ref().map(|((config, _), _)| config))?;
         let (engine, lock, created) = match existing {
@@ -205,6 +226,7 @@ impl Server {
             crate::nbd::spawn_listener(listener, Arc::clone(&context))
                 .map_err(ServeError::io("starting an NBD listener"))?;
         }
+        report.tls = options.tls.as_ref().map(TlsOptions::summary);
         report.iscsi_uris = crate::iscsi::spawn(iscsi, &context)
             .map_err(ServeError::io("starting an iSCSI listener"))?;
         crate::admin_socket::spawn(admin, admin_path, context.engine.clone(), &stop)
@@ -755,10 +777,12 @@ fn start_devices(
 }
 
 /// Binds every listener (Unix sockets with `socket_mode`), warning about TCP
-/// addresses other hosts can reach.
+/// addresses other hosts can reach unless NBD is `guarded` (TLS with client
+/// certificates required).
 fn bind_listeners(
     addresses: &[ListenAddress],
     socket_mode: u32,
+    guarded: bool,
 ) -> Result<Vec<Listener>, ServeError> {
     let listeners = addresses
         .iter()
@@ -770,7 +794,9 @@ fn bind_listeners(
         })
         .collect::<Result<Vec<_>, _>>()?;
     for address in addresses {
-        if let ListenAddress::Tcp(address) = address {
+        if let ListenAddress::Tcp(address) = address
+            && !guarded
+        {
             crate::access::warn_if_exposed(address);
         }
     }
@@ -852,6 +878,7 @@ fn report(
         uris,
         iscsi_uris: Vec::new(),
         admin_socket: admin_socket.to_path_buf(),
+        tls: None,
     })
 }
 

@@ -3,7 +3,9 @@
 //!
 //! NBD is served on either transport; the rest of the server sees one
 //! [`Stream`] type that reads, writes, clones (a connection's reader and
-//! writer threads each own a handle) and shuts down.
+//! writer threads each own a handle) and shuts down. After `NBD_OPT_STARTTLS`
+//! a connection's stream becomes [`Stream::Tls`], the same socket under
+//! encryption (`tls`); plain streams read and write the socket directly.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -12,6 +14,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use crate::tls::{PeerIdentity, Socket, TlsError, TlsSettings, TlsStream};
 
 /// Where the server listens for NBD clients.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,6 +40,8 @@ impl fmt::Display for ListenAddress {
 pub(crate) enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// A TCP or Unix connection after STARTTLS.
+    Tls(Box<TlsStream<Stream>>),
 }
 
 impl Stream {
@@ -44,6 +50,7 @@ impl Stream {
         Ok(match self {
             Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tls(s) => Stream::Tls(Box::new(s.try_clone()?)),
         })
     }
 
@@ -53,14 +60,27 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.peer_addr().ok().map(|a| a.ip().to_canonical()),
             Stream::Unix(_) => None,
+            Stream::Tls(s) => s.socket().peer_ip(),
         }
     }
 
-    /// Shuts down one or both directions.
+    /// Shuts down one or both directions of the socket (under TLS too,
+    /// without a word to the session: see [`Stream::close`]).
     pub(crate) fn shutdown(&self, how: Shutdown) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.shutdown(how),
             Stream::Unix(s) => s.shutdown(how),
+            Stream::Tls(s) => s.socket().shutdown(how),
+        }
+    }
+
+    /// Ends the connection: the TLS session first, if there is one.
+    pub(crate) fn close(&mut self) {
+        match self {
+            Stream::Tls(s) => s.close(),
+            plain => {
+                let _ = plain.shutdown(Shutdown::Both);
+            }
         }
     }
 
@@ -69,6 +89,7 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(limit),
             Stream::Unix(s) => s.set_read_timeout(limit),
+            Stream::Tls(s) => s.socket().set_read_timeout(limit),
         }
     }
 
@@ -77,7 +98,45 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_write_timeout(limit),
             Stream::Unix(s) => s.set_write_timeout(limit),
+            Stream::Tls(s) => s.socket().set_write_timeout(limit),
         }
+    }
+
+    /// Runs the TLS handshake on this plain connection, `early` being the
+    /// client's bytes already received after its STARTTLS, and makes it
+    /// [`Stream::Tls`]. `limit` is called before every socket read and write.
+    pub(crate) fn start_tls(
+        &mut self,
+        settings: &TlsSettings,
+        early: &[u8],
+        limit: &dyn Fn(&Stream) -> io::Result<()>,
+    ) -> Result<(), TlsError> {
+        assert!(!matches!(self, Stream::Tls(_)), "TLS starts once");
+        let socket = self.try_clone()?;
+        *self = Stream::Tls(Box::new(crate::tls::accept(
+            socket, settings, early, limit,
+        )?));
+        Ok(())
+    }
+
+    /// Who the client proved to be with its TLS certificate: `None` on a
+    /// plain connection, or under TLS without `--tls-ca`. LUN masking
+    /// matches this against igroups.
+    pub(crate) fn peer_identity(&self) -> Option<&PeerIdentity> {
+        match self {
+            Stream::Tls(s) => s.identity(),
+            Stream::Tcp(_) | Stream::Unix(_) => None,
+        }
+    }
+}
+
+impl Socket for Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        Stream::try_clone(self)
+    }
+
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        Stream::shutdown(self, how)
     }
 }
 
@@ -86,6 +145,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(s) => s.read(buffer),
             Stream::Unix(s) => s.read(buffer),
+            Stream::Tls(s) => s.read(buffer),
         }
     }
 }
@@ -95,6 +155,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.write(buffer),
             Stream::Unix(s) => s.write(buffer),
+            Stream::Tls(s) => s.write(buffer),
         }
     }
 
@@ -102,6 +163,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
         }
     }
 }

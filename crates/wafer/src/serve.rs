@@ -17,7 +17,7 @@ use anyhow::Context;
 use clap::Args;
 use wafer_server::{
     ConnectionLimits, CreateOptions, ISCSI_PORT, ListenAddress, NBD_PORT, ServeOptions, Server,
-    StartupReport,
+    StartupReport, TlsOptions,
 };
 
 use crate::size::Size;
@@ -29,8 +29,9 @@ const DEFAULTS: ConnectionLimits = ConnectionLimits::DEFAULT;
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Serve NBD over TCP on this address (repeatable); the default is
-    /// 127.0.0.1:10809 unless --socket is given. TCP has no access control
-    /// yet: an address other hosts can reach is served with a warning.
+    /// 127.0.0.1:10809 unless --socket is given. Without --tls-require and
+    /// --tls-ca TCP has no access control: an address other hosts can reach
+    /// is served with a warning.
     #[arg(long, value_name = "ADDR")]
     listen: Vec<SocketAddr>,
     /// Serve NBD on this Unix socket (repeatable).
@@ -73,6 +74,23 @@ pub struct ServeArgs {
     /// writes, so a start without it is refused).
     #[arg(long, value_name = "PATH")]
     nvlog: Option<PathBuf>,
+    /// Offer NBD over TLS (NBD_OPT_STARTTLS) with this certificate chain
+    /// (PEM, the server's certificate first). Plain clients are still served
+    /// unless --tls-require.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM); its file must be readable by its
+    /// owner only.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require every TLS client to present a certificate signed by one of
+    /// these CA certificates (PEM); its subject CN names the client.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    tls_ca: Option<PathBuf>,
+    /// Refuse NBD clients that do not start TLS: every option before
+    /// STARTTLS is answered NBD_REP_ERR_TLS_REQD.
+    #[arg(long, requires = "tls_cert")]
+    tls_require: bool,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -112,12 +130,23 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 .expect("clap keeps it within 1 to 64"),
         },
         nvlog: args.nvlog.clone(),
+        tls: tls_options(args),
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
     print_report(data, server.report());
     server.run().context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn tls_options(args: &ServeArgs) -> Option<TlsOptions> {
+    let (cert, key) = (args.tls_cert.clone()?, args.tls_key.clone()?);
+    Some(TlsOptions {
+        cert,
+        key,
+        ca: args.tls_ca.clone(),
+        require: args.tls_require,
+    })
 }
 
 /// An octal file mode such as `0660`.
@@ -213,6 +242,9 @@ fn print_report(dir: &std::path::Path, report: &StartupReport) {
     println!("admin socket: {}", report.admin_socket.display());
     for uri in &report.iscsi_uris {
         println!("serving iSCSI: {uri}");
+    }
+    if let Some(tls) = &report.tls {
+        println!("NBD over TLS: {tls}");
     }
     for uri in &report.uris {
         println!("serving NBD: {uri}");

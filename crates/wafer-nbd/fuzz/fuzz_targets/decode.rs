@@ -1,12 +1,15 @@
 //! Feeds arbitrary bytes to the handshake and the request decoder, cut into
 //! pieces of a size the input chooses, the way a socket would deliver them.
 //!
-//! The first byte selects the piece size (low five bits) and the session the
-//! stand-alone request decoder runs in (high three bits); the rest is the byte
-//! stream. The stream goes to a handshake first, and whatever follows a
-//! successful `NBD_OPT_GO` or `NBD_OPT_EXPORT_NAME` to a decoder for the
-//! negotiated session, as in the server; it also goes straight to a decoder so
-//! that requests are reached without a valid handshake in front of them.
+//! The first byte selects the piece size (low five bits), and with its high
+//! three bits both the handshake's TLS mode (their value modulo 3) and the
+//! session the stand-alone request decoder runs in; the rest is the byte
+//! stream. The stream goes to a handshake first (a granted `NBD_OPT_STARTTLS`
+//! is taken as an upgrade whose decrypted bytes are the rest of the stream),
+//! and whatever follows a successful `NBD_OPT_GO` or `NBD_OPT_EXPORT_NAME` to a
+//! decoder for the negotiated session, as in the server; it also goes straight
+//! to a decoder so that requests are reached without a valid handshake in
+//! front of them.
 //!
 //! Properties: nothing panics, every call with input makes progress, and
 //! neither side buffers more than its bound.
@@ -16,7 +19,7 @@
 use libfuzzer_sys::fuzz_target;
 use wafer_nbd::{
     ExportInfo, HANDSHAKE_BUFFER_BYTES_MAX, Handshake, HandshakeEvent, Negotiated,
-    REQUEST_BUFFER_BYTES_MAX, RequestDecoder, TransmissionFlags,
+    REQUEST_BUFFER_BYTES_MAX, RequestDecoder, TlsMode, TransmissionFlags,
 };
 
 fn exports() -> [ExportInfo; 2] {
@@ -51,9 +54,9 @@ fn session(selector: u8) -> Negotiated {
 
 /// Runs the handshake over `stream`; the negotiated session and the bytes left
 /// after it, if it entered transmission.
-fn handshake(stream: &[u8], piece: usize) -> Option<(Negotiated, &[u8])> {
+fn handshake(mode: TlsMode, stream: &[u8], piece: usize) -> Option<(Negotiated, &[u8])> {
     let exports = exports();
-    let mut handshake = Handshake::new();
+    let mut handshake = Handshake::with_tls(mode);
     let mut output = Vec::new();
     handshake.poll_transmit(&mut output);
     let mut rest = stream;
@@ -67,6 +70,7 @@ fn handshake(stream: &[u8], piece: usize) -> Option<(Negotiated, &[u8])> {
             assert!(handshake.buffered_bytes() <= HANDSHAKE_BUFFER_BYTES_MAX);
             match outcome {
                 Ok(None) => assert!(chunk.len() < before, "no progress"),
+                Ok(Some(HandshakeEvent::StartTls)) => handshake.tls_started(),
                 Ok(Some(HandshakeEvent::Transmission(negotiated))) => {
                     let consumed = stream.len() - after.len() - chunk.len();
                     return Some((negotiated, &stream[consumed..]));
@@ -102,7 +106,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let piece = usize::from(selector & 0x1f) + 1;
-    if let Some((negotiated, rest)) = handshake(stream, piece) {
+    let mode = [TlsMode::Off, TlsMode::Optional, TlsMode::Required][usize::from(selector >> 5) % 3];
+    if let Some((negotiated, rest)) = handshake(mode, stream, piece) {
         requests(&negotiated, rest, piece);
     }
     requests(&session(selector >> 5), stream, piece);
