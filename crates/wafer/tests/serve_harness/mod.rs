@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod iscsi;
+pub mod load;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
