@@ -88,6 +88,18 @@ pub fn response(identifier: u8, secret: &[u8], challenge: &[u8]) -> [u8; 16] {
     md5.finalize().into()
 }
 
+/// Whether `given` is `expected`, compared in time that does not depend on
+/// where they differ (so a wrong response teaches nothing about the right
+/// one).
+pub fn same_response(given: &[u8], expected: &[u8; 16]) -> bool {
+    given.len() == expected.len()
+        && given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |differ, (a, b)| differ | (a ^ b))
+            == 0
+}
+
 /// `bytes` as an iSCSI hex constant: `0x` and two lowercase digits each.
 pub fn to_hex(bytes: &[u8]) -> String {
     let mut text = String::with_capacity(2 + 2 * bytes.len());
@@ -139,6 +151,16 @@ mod tests {
             to_hex(&response(0, b"", b"")),
             "0xd41d8cd98f00b204e9800998ecf8427e"
         );
+    }
+
+    #[test]
+    fn responses_compare_whole() {
+        let expected = response(1, b"secret", b"challenge");
+        assert!(same_response(&expected, &expected));
+        let mut wrong = expected;
+        wrong[15] ^= 1;
+        assert!(!same_response(&wrong, &expected));
+        assert!(!same_response(&expected[..15], &expected));
     }
 
     #[test]

@@ -470,7 +470,7 @@ impl Login {
             &self.challenge.bytes,
         );
         let given = keys.response.and_then(chap::from_hex).ok_or(failure)?;
-        if given != expected {
+        if !chap::same_response(&given, &expected) {
             return Err(failure);
         }
         match (keys.identifier, keys.challenge) {

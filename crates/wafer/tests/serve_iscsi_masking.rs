@@ -507,7 +507,16 @@ fn wrong_igroups_maps_and_security_are_refused_with_a_reason_and_change_nothing(
     );
     let err = refused(&data, &["lun", "map", "/vol/vol0/lun1", "more", "3"]);
     assert!(err.contains("LUN ID 3 is already in use"), "{err}");
-    // Forced, the refusals give way.
+    // Forced, the refusals give way; a LUN destroyed takes its maps along.
+    ok(&data, &["lun", "map", "/vol/vol0/lun1", "more", "4"]);
+    ok(&data, &["lun", "destroy", "-f", "/vol/vol0/lun1"]);
+    let maps = ok(&data, &["lun", "show", "-m"]);
+    assert!(!maps.contains("/vol/vol0/lun1"), "{maps}");
+    assert!(
+        !std::fs::read_to_string(data.join("wafer.toml"))
+            .expect("config")
+            .contains("/vol/vol0/lun1")
+    );
     ok(&data, &["igroup", "destroy", "-f", "hosts"]);
     let maps = ok(&data, &["lun", "show", "-m"]);
     assert!(!maps.contains(" hosts "), "{maps}");
