@@ -2,7 +2,8 @@
 //! reads in Data-In sequences with residuals, writes gathered from
 //! immediate data and R2T sequences, Data-Out out of sequence, the CmdSN
 //! window, task management waiting for the engine, NOP and logout,
-//! digests, and refused logins.
+//! digests, refused logins (CHAP required, not offered), and the unit
+//! attention of a change of LUNs.
 
 mod common;
 
@@ -388,4 +389,41 @@ fn a_change_of_luns_is_a_unit_attention_on_the_next_command_but_report_luns() {
     assert_eq!(status_of(&sent(&mut connection, digests)).0, 0);
     connection.handle_input(&tur(5, 5)).unwrap();
     assert_eq!(status_of(&sent(&mut connection, digests)).0, 0);
+}
+
+#[test]
+fn an_initiator_that_must_use_chap_is_refused_at_login_without_it() {
+    use std::sync::Arc;
+    use wafer_iscsi::{Challenge, Credentials, Policy, Security};
+    let mut security = Security::default();
+    let inbound = Credentials {
+        name: "alice".into(),
+        secret: b"alice-secret-1".to_vec(),
+    };
+    let policy = Policy::Chap {
+        inbound,
+        outbound: None,
+    };
+    security.initiators.insert("iqn.i".into(), policy);
+    let challenge = Challenge {
+        identifier: 1,
+        bytes: [7; 16],
+    };
+    let mut connection = Connection::new(identity(), 1, luns());
+    connection.set_security(Arc::new(security), challenge);
+    let keys = format!("InitiatorName=iqn.i\0TargetName={TARGET}\0AuthMethod=None\0");
+    connection
+        .handle_input(&login_request(0, 1, &keys))
+        .unwrap();
+    let response = sent(&mut connection, Digests::default());
+    assert_eq!(
+        response[0].bhs.0[36..38],
+        [0x02, 0x01],
+        "authentication failure"
+    );
+    assert!(matches!(
+        events(&mut connection).as_slice(),
+        [Event::Closing]
+    ));
+    assert!(connection.is_closed());
 }
