@@ -6,7 +6,8 @@
 //! secret logs in, a wrong one or none is refused at login, and mutual
 //! CHAP with a wrong target secret is refused by the initiator. igroups,
 //! maps and CHAP settings survive a restart and a SIGKILL; wrong
-//! administration is refused with a reason and changes nothing.
+//! administration is refused with a reason and changes nothing; a corrupt
+//! CHAP file refuses every iSCSI login while NBD serves on.
 
 mod serve_harness;
 
@@ -520,5 +521,34 @@ fn wrong_igroups_maps_and_security_are_refused_with_a_reason_and_change_nothing(
     ok(&data, &["igroup", "destroy", "-f", "hosts"]);
     let maps = ok(&data, &["lun", "show", "-m"]);
     assert!(!maps.contains(" hosts "), "{maps}");
+    server.stop();
+}
+
+#[test]
+fn a_corrupt_security_file_refuses_every_iscsi_login_and_nbd_serves_on() {
+    let scratch = Scratch::new();
+    let server = serve_iscsi(&scratch);
+    let data = server.data.clone();
+    ok(&data, &["igroup", "add", "default", HOST]);
+    assert_eq!(luns_seen(parse_uri(&server.iscsi_uri()).0, HOST), ["Lun:0"]);
+    server.stop();
+    std::fs::write(data.join("iscsi_security.toml"), "entries = 7\n").expect("written");
+
+    let server = serve_iscsi(&scratch);
+    let (address, _) = parse_uri(&server.iscsi_uri());
+    let (admitted, _, errors) = iscsi_ls(address, HOST, "", "");
+    assert!(
+        !admitted && errors.contains("Authentication failure"),
+        "{errors}"
+    );
+    assert!(
+        server.log().contains("every iSCSI login is refused"),
+        "{}",
+        server.log()
+    );
+    let mut nbd = NbdClient::connect(server.socket(), "vol0/lun0");
+    assert!(nbd.read(0, 4096).is_ok(), "NBD serves on");
+    let err = refused(&data, &["iscsi", "security", "show"]);
+    assert!(err.contains("malformed"), "{err}");
     server.stop();
 }

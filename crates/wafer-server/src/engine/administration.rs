@@ -1438,7 +1438,13 @@ impl Engine {
         }
         match crate::chap_store::Entries::load(&self.dir) {
             Ok(entries) => catalogue.publish_security(entries.security()),
-            Err(e) => crate::log!("iSCSI logins are refused: {e}"),
+            Err(e) => {
+                crate::log!("every iSCSI login is refused: {e}");
+                catalogue.publish_security(wafer_iscsi::Security {
+                    default: wafer_iscsi::Policy::Deny,
+                    ..wafer_iscsi::Security::default()
+                });
+            }
         }
     }
 
