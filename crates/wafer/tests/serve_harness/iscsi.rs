@@ -251,3 +251,31 @@ impl Initiator {
         }
     }
 }
+
+/// `iscsi-ls -s` as `initiator`, with `credentials` (`user%secret@`,
+/// and `?target_user=…&target_password=…` for mutual CHAP) in the URL:
+/// (whether it succeeded, its `Lun:` lines, its stderr).
+pub fn iscsi_ls(
+    address: SocketAddr,
+    initiator: &str,
+    user: &str,
+    query: &str,
+) -> (bool, Vec<String>, String) {
+    let url = format!("iscsi://{user}{address}{query}");
+    let output = super::client("iscsi-ls", &["-s", "-i", initiator, &url]);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let luns = text
+        .lines()
+        .filter(|l| l.starts_with("Lun:"))
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_string())
+        .collect();
+    let errors = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.success(), luns, errors)
+}
+
+/// The LUN numbers `initiator` sees, without CHAP.
+pub fn luns_seen(address: SocketAddr, initiator: &str) -> Vec<String> {
+    let (logged_in, luns, errors) = iscsi_ls(address, initiator, "", "");
+    assert!(logged_in, "iscsi-ls as {initiator} failed: {errors}");
+    luns
+}
