@@ -37,6 +37,9 @@
 //! anything but a login request during login) ends it.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use crate::chap::{Challenge, Security};
 
 use crate::login::{
     Login, LoginRequest, LoginStatus, Params, SessionType, Stage, TARGET_RECV_DATA_SEGMENT_BYTES,
@@ -214,6 +217,8 @@ pub struct Connection {
     functions: Vec<PendingFunction>,
     next_ttt: u32,
     luns: Vec<LunInfo>,
+    /// A REPORTED LUNS DATA HAS CHANGED unit attention is pending.
+    luns_changed: bool,
     started: bool,
     out: Vec<u8>,
     events: VecDeque<Event>,
@@ -245,6 +250,7 @@ impl Connection {
             functions: Vec::new(),
             next_ttt: 1,
             luns,
+            luns_changed: false,
             started: false,
             out: Vec::new(),
             events: VecDeque::new(),
@@ -255,6 +261,21 @@ impl Connection {
     /// Replaces the LUNs served (new, destroyed or resized ones).
     pub fn set_luns(&mut self, luns: Vec<LunInfo>) {
         self.luns = luns;
+    }
+
+    /// Sets who must authenticate how, and the challenge (random, from
+    /// the driver) CHAP uses; before any input, or it changes nothing.
+    pub fn set_security(&mut self, security: Arc<Security>, challenge: Challenge) {
+        if !self.started {
+            self.login = Login::with_security(self.identity.clone(), security, challenge);
+        }
+    }
+
+    /// Tells the initiator, by a unit attention on its next command (other
+    /// than INQUIRY, REPORT LUNS and REQUEST SENSE), that the LUNs it sees
+    /// have changed (REPORTED LUNS DATA HAS CHANGED); REPORT LUNS clears it.
+    pub fn report_luns_changed(&mut self) {
+        self.luns_changed = true;
     }
 
     /// What was refused so far.
@@ -628,6 +649,17 @@ impl Connection {
                 aborted: false,
             },
         };
+        if self.luns_changed {
+            match cdb[0] {
+                scsi::REPORT_LUNS => self.luns_changed = false,
+                scsi::INQUIRY | scsi::REQUEST_SENSE => {}
+                _ => {
+                    self.luns_changed = false;
+                    let attention = Answer::check(Sense::REPORTED_LUNS_DATA_CHANGED);
+                    return self.respond(itt, &task, attention);
+                }
+            }
+        }
         match scsi::plan(&cdb, lun, &self.luns) {
             Plan::Answer(answer) => self.respond(itt, &task, answer),
             Plan::Read { offset, length } => {

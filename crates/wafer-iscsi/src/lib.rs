@@ -23,6 +23,7 @@
 //! PDU accepted and by the CmdSN window. Nothing here panics on any input;
 //! a driver that misuses the API (completing a task twice) is ignored.
 
+pub mod chap;
 mod connection;
 mod digest;
 pub mod login;
@@ -31,6 +32,7 @@ pub mod scsi;
 pub mod sense;
 pub mod text;
 
+pub use chap::{Challenge, Credentials, Policy, Security};
 pub use connection::{
     CMD_WINDOW, Connection, ConnectionError, Counters, Event, Outcome, RejectReason, TaskId,
 };

@@ -3,9 +3,14 @@
 //! A connection starts in login. The initiator sends login requests, each
 //! naming its current stage (security 0, operational 1) and, with the
 //! transit bit, the next (operational 1, full feature 3); each carries text
-//! keys the target answers in its login response. Security allows only
-//! `AuthMethod=None` here: an initiator that offers nothing else is refused
-//! with an authentication failure. Operational keys are settled by the
+//! keys the target answers in its login response. In security the
+//! initiator's [`Policy`] (from the driver's [`Security`], by its
+//! `InitiatorName`) decides: `None` takes `AuthMethod=None`; CHAP takes
+//! `AuthMethod=CHAP` and then the exchange of [`crate::chap`], and refuses an
+//! initiator that offers only `None`, or leaves security without finishing
+//! it (its transit is not granted while the exchange is under way); `Deny`
+//! refuses every login. Every refusal is an authentication failure (status
+//! 0x0201). Operational keys are settled by the
 //! RFC 7143 rules, key by key: the lesser or greater of two numbers, the
 //! OR or AND of two booleans, the first of the initiator's list the target
 //! supports; a key the target does not know is answered `NotUnderstood`.
@@ -14,6 +19,9 @@
 //! [`Login`] holds what has been agreed; the connection drives it one
 //! request at a time and reads the outcome from [`Step`].
 
+use std::sync::Arc;
+
+use crate::chap::{self, Challenge, Policy, Security};
 use crate::text::{self, Pair};
 
 /// Bytes the target accepts in one data segment, declared as its
@@ -164,10 +172,35 @@ pub struct Step {
     pub next: Option<Stage>,
 }
 
+/// Where authentication stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Auth {
+    /// Nothing negotiated yet.
+    Start,
+    /// `AuthMethod=CHAP` agreed; `CHAP_A` awaited.
+    ChapAgreed,
+    /// The challenge sent; the initiator's response awaited.
+    Challenged,
+    /// Authenticated (or no authentication asked).
+    Done,
+}
+
+/// The CHAP keys an initiator sent in one request.
+#[derive(Debug, Default)]
+struct ChapKeys<'a> {
+    name: Option<&'a str>,
+    response: Option<&'a str>,
+    identifier: Option<&'a str>,
+    challenge: Option<&'a str>,
+}
+
 /// A login in progress.
 #[derive(Clone, Debug)]
 pub struct Login {
     identity: TargetIdentity,
+    security: Arc<Security>,
+    challenge: Challenge,
+    auth: Auth,
     /// Settled so far.
     pub params: Params,
     /// The initiator's IQN, once given.
@@ -201,10 +234,27 @@ pub struct LoginRequest<'a> {
 }
 
 impl Login {
-    /// A login to `identity`.
+    /// A login to `identity`, with no authentication asked of anyone.
     pub fn new(identity: TargetIdentity) -> Login {
+        let challenge = Challenge {
+            identifier: 0,
+            bytes: [0; chap::CHALLENGE_BYTES],
+        };
+        Login::with_security(identity, Arc::new(Security::default()), challenge)
+    }
+
+    /// A login to `identity` under `security`, with `challenge` (random,
+    /// from the driver) for initiators that must use CHAP.
+    pub fn with_security(
+        identity: TargetIdentity,
+        security: Arc<Security>,
+        challenge: Challenge,
+    ) -> Login {
         Login {
             identity,
+            security,
+            challenge,
+            auth: Auth::Start,
             params: Params::default(),
             initiator_name: None,
             session_type: SessionType::Normal,
@@ -252,12 +302,20 @@ impl Login {
         if let Err(status) = self.negotiate(&pairs, &mut answer) {
             return self.refuse(current, status);
         }
-        let next = match request.transit {
+        let mut next = match request.transit {
             true => Stage::from_bits(request.next).filter(|&next| next > current),
             false => None,
         };
         if request.transit && next.is_none() {
             return self.refuse(current, LoginStatus::INVALID_REQUEST);
+        }
+        if current == Stage::Operational || next.is_some() {
+            match self.leave_security() {
+                Ok(true) => {}
+                // The exchange is under way: answer, and stay.
+                Ok(false) => next = None,
+                Err(status) => return self.refuse(current, status),
+            }
         }
         if next == Some(Stage::FullFeature) {
             if let Err(status) = self.ready_for_full_feature(&mut answer) {
@@ -308,10 +366,129 @@ impl Login {
         text::push(answer, "MaxRecvDataSegmentLength", &limit);
     }
 
-    fn negotiate(&mut self, pairs: &[Pair], answer: &mut Vec<u8>) -> Result<(), LoginStatus> {
-        for pair in pairs {
-            self.negotiate_key(pair, answer)?;
+    /// Whether the initiator may leave security: `Ok(true)` once
+    /// authenticated (or never asked to), `Ok(false)` while CHAP is under
+    /// way, an authentication failure if its policy was never met.
+    fn leave_security(&mut self) -> Result<bool, LoginStatus> {
+        match self.auth {
+            Auth::Done => Ok(true),
+            Auth::ChapAgreed | Auth::Challenged => Ok(false),
+            Auth::Start => match self.policy()? {
+                Policy::None => {
+                    self.auth = Auth::Done;
+                    Ok(true)
+                }
+                Policy::Chap { .. } | Policy::Deny => Err(LoginStatus::AUTHENTICATION_FAILURE),
+            },
         }
+    }
+
+    /// The policy of the initiator, which must have given its name.
+    fn policy(&self) -> Result<Policy, LoginStatus> {
+        let name = self
+            .initiator_name
+            .as_deref()
+            .ok_or(LoginStatus::MISSING_PARAMETER)?;
+        Ok(self.security.policy_for(name).clone())
+    }
+
+    fn negotiate(&mut self, pairs: &[Pair], answer: &mut Vec<u8>) -> Result<(), LoginStatus> {
+        // The name first: the policy it selects decides the rest.
+        let (names, others): (Vec<&Pair>, Vec<&Pair>) =
+            pairs.iter().partition(|p| p.key == "InitiatorName");
+        let mut keys = ChapKeys::default();
+        for pair in names.into_iter().chain(others) {
+            match pair.key.as_str() {
+                "CHAP_N" => keys.name = Some(&pair.value),
+                "CHAP_R" => keys.response = Some(&pair.value),
+                "CHAP_I" => keys.identifier = Some(&pair.value),
+                "CHAP_C" => keys.challenge = Some(&pair.value),
+                "AuthMethod" => self.auth_method(&pair.value, answer)?,
+                "CHAP_A" => self.chap_algorithm(&pair.value, answer)?,
+                _ => self.negotiate_key(pair, answer)?,
+            }
+        }
+        if keys.name.is_some() || keys.response.is_some() {
+            self.check_chap_response(&keys, answer)?;
+        } else if keys.identifier.is_some() || keys.challenge.is_some() {
+            return Err(LoginStatus::AUTHENTICATION_FAILURE);
+        }
+        Ok(())
+    }
+
+    /// `AuthMethod`: what the initiator's policy takes of what it offers.
+    fn auth_method(&mut self, offered: &str, answer: &mut Vec<u8>) -> Result<(), LoginStatus> {
+        let offers = |method: &str| offered.split(',').any(|m| m == method);
+        let chosen = match self.policy()? {
+            Policy::None if offers("None") => {
+                self.auth = Auth::Done;
+                "None"
+            }
+            Policy::Chap { .. } if offers("CHAP") && self.auth == Auth::Start => {
+                self.auth = Auth::ChapAgreed;
+                "CHAP"
+            }
+            _ => return Err(LoginStatus::AUTHENTICATION_FAILURE),
+        };
+        text::push(answer, "AuthMethod", chosen);
+        Ok(())
+    }
+
+    /// `CHAP_A`: MD5 must be among the algorithms offered; the challenge
+    /// goes back with it.
+    fn chap_algorithm(&mut self, offered: &str, answer: &mut Vec<u8>) -> Result<(), LoginStatus> {
+        if self.auth != Auth::ChapAgreed || !offered.split(',').any(|a| a == chap::ALGORITHM_MD5) {
+            return Err(LoginStatus::AUTHENTICATION_FAILURE);
+        }
+        self.auth = Auth::Challenged;
+        text::push(answer, "CHAP_A", chap::ALGORITHM_MD5);
+        let identifier = self.challenge.identifier.to_string();
+        text::push(answer, "CHAP_I", &identifier);
+        text::push(answer, "CHAP_C", &chap::to_hex(&self.challenge.bytes));
+        Ok(())
+    }
+
+    /// `CHAP_N` and `CHAP_R` (and, for mutual CHAP, `CHAP_I` and `CHAP_C`):
+    /// the initiator's name and response must be its policy's; a mutual
+    /// challenge is answered with the outbound credentials, which must
+    /// exist, and must not be the target's own challenge sent back.
+    fn check_chap_response(
+        &mut self,
+        keys: &ChapKeys<'_>,
+        answer: &mut Vec<u8>,
+    ) -> Result<(), LoginStatus> {
+        let failure = LoginStatus::AUTHENTICATION_FAILURE;
+        let Policy::Chap { inbound, outbound } = self.policy()? else {
+            return Err(failure);
+        };
+        if self.auth != Auth::Challenged || keys.name != Some(inbound.name.as_str()) {
+            return Err(failure);
+        }
+        let expected = chap::response(
+            self.challenge.identifier,
+            &inbound.secret,
+            &self.challenge.bytes,
+        );
+        let given = keys.response.and_then(chap::from_hex).ok_or(failure)?;
+        if !chap::same_response(&given, &expected) {
+            return Err(failure);
+        }
+        match (keys.identifier, keys.challenge) {
+            (None, None) => {}
+            (Some(identifier), Some(challenge)) => {
+                let outbound = outbound.ok_or(failure)?;
+                let identifier = identifier.parse::<u8>().map_err(|_| failure)?;
+                let challenge = chap::from_hex(challenge).ok_or(failure)?;
+                if challenge == self.challenge.bytes {
+                    return Err(failure);
+                }
+                let proof = chap::response(identifier, &outbound.secret, &challenge);
+                text::push(answer, "CHAP_N", &outbound.name);
+                text::push(answer, "CHAP_R", &chap::to_hex(&proof));
+            }
+            _ => return Err(failure),
+        }
+        self.auth = Auth::Done;
         Ok(())
     }
 
@@ -341,12 +518,7 @@ impl Login {
                 text::push(answer, "TargetAlias", &alias);
                 self.declare(answer);
             }
-            "AuthMethod" => {
-                if !value.split(',').any(|method| method == "None") {
-                    return Err(LoginStatus::AUTHENTICATION_FAILURE);
-                }
-                text::push(answer, "AuthMethod", "None");
-            }
+
             "HeaderDigest" => {
                 params.header_digest = choose_digest(value)?;
                 text::push(answer, &pair.key, digest_name(params.header_digest));
@@ -545,5 +717,154 @@ mod tests {
         assert_eq!(step.status, LoginStatus::SUCCESS);
         assert_eq!(login.initiator_name.as_deref(), Some("iqn.i"));
         assert_eq!(login.session_type, SessionType::Discovery);
+    }
+
+    fn chap_security(outbound: bool) -> Arc<Security> {
+        let mut security = Security::default();
+        let policy = Policy::Chap {
+            inbound: chap::Credentials {
+                name: "alice".into(),
+                secret: b"alice-secret".to_vec(),
+            },
+            outbound: outbound.then(|| chap::Credentials {
+                name: "target".into(),
+                secret: b"target-secret".to_vec(),
+            }),
+        };
+        security.initiators.insert("iqn.i".into(), policy);
+        Arc::new(security)
+    }
+
+    const CHALLENGE: Challenge = Challenge {
+        identifier: 7,
+        bytes: [0x5a; chap::CHALLENGE_BYTES],
+    };
+
+    /// Logs in through security up to the challenge, which it returns.
+    fn challenged(login: &mut Login) -> (u8, Vec<u8>) {
+        let first = b"InitiatorName=iqn.i\0SessionType=Normal\0AuthMethod=CHAP,None\0";
+        let step = login.step(&request(0, 1, first));
+        assert_eq!(step.status, LoginStatus::SUCCESS);
+        assert_eq!(step.next, None, "no transit before CHAP is done");
+        assert_eq!(value(&answers(&step), "AuthMethod"), Some("CHAP"));
+        let step = login.step(&request(0, 1, b"CHAP_A=7,5\0"));
+        assert_eq!(step.status, LoginStatus::SUCCESS);
+        assert_eq!(step.next, None);
+        let pairs = answers(&step);
+        assert_eq!(value(&pairs, "CHAP_A"), Some("5"));
+        let identifier = value(&pairs, "CHAP_I")
+            .expect("CHAP_I")
+            .parse()
+            .expect("a byte");
+        let challenge = chap::from_hex(value(&pairs, "CHAP_C").expect("CHAP_C")).expect("hex");
+        (identifier, challenge)
+    }
+
+    fn answer_with(secret: &[u8], identifier: u8, challenge: &[u8], extra: &str) -> Vec<u8> {
+        let response = chap::to_hex(&chap::response(identifier, secret, challenge));
+        format!("CHAP_N=alice\0CHAP_R={response}\0{extra}").into_bytes()
+    }
+
+    #[test]
+    fn one_way_chap_admits_the_right_secret_only() {
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let (identifier, challenge) = challenged(&mut login);
+        assert_eq!((identifier, challenge.as_slice()), (7, &[0x5a; 16][..]));
+        let step = login.step(&request(
+            0,
+            1,
+            &answer_with(b"alice-secret", 7, &challenge, ""),
+        ));
+        assert_eq!(step.status, LoginStatus::SUCCESS);
+        assert_eq!(step.next, Some(Stage::Operational));
+
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let (identifier, challenge) = challenged(&mut login);
+        let wrong = answer_with(b"wrong", identifier, &challenge, "");
+        let step = login.step(&request(0, 1, &wrong));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
+    }
+
+    #[test]
+    fn mutual_chap_answers_the_initiators_challenge() {
+        let mut login = Login::with_security(identity(), chap_security(true), CHALLENGE);
+        let (identifier, challenge) = challenged(&mut login);
+        let mutual = answer_with(
+            b"alice-secret",
+            identifier,
+            &challenge,
+            "CHAP_I=9\0CHAP_C=0x0102\0",
+        );
+        let step = login.step(&request(0, 1, &mutual));
+        assert_eq!(step.status, LoginStatus::SUCCESS);
+        let pairs = answers(&step);
+        assert_eq!(value(&pairs, "CHAP_N"), Some("target"));
+        let proof = chap::to_hex(&chap::response(9, b"target-secret", &[1, 2]));
+        assert_eq!(value(&pairs, "CHAP_R"), Some(proof.as_str()));
+
+        // Without outbound credentials, or with the target's own challenge
+        // reflected, mutual CHAP is refused.
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let (identifier, challenge) = challenged(&mut login);
+        let step = login.step(&request(
+            0,
+            1,
+            &answer_with(
+                b"alice-secret",
+                identifier,
+                &challenge,
+                "CHAP_I=9\0CHAP_C=0x0102\0",
+            ),
+        ));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
+        let mut login = Login::with_security(identity(), chap_security(true), CHALLENGE);
+        let (identifier, challenge) = challenged(&mut login);
+        let reflected = format!("CHAP_I=7\0CHAP_C={}\0", chap::to_hex(&challenge));
+        let step = login.step(&request(
+            0,
+            1,
+            &answer_with(b"alice-secret", identifier, &challenge, &reflected),
+        ));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
+    }
+
+    #[test]
+    fn an_initiator_that_must_use_chap_cannot_skip_it() {
+        let none_only = b"InitiatorName=iqn.i\0AuthMethod=None\0";
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let step = login.step(&request(0, 1, none_only));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
+        // Straight to operational, or out of security without AuthMethod.
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let step = login.step(&request(1, 3, b"InitiatorName=iqn.i\0"));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let step = login.step(&request(0, 1, b"InitiatorName=iqn.i\0"));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
+        // A response before any challenge.
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let early = b"InitiatorName=iqn.i\0AuthMethod=CHAP\0CHAP_N=alice\0CHAP_R=0x00\0";
+        let step = login.step(&request(0, 1, early));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
+        // Others keep the default: none needed.
+        let mut login = Login::with_security(identity(), chap_security(false), CHALLENGE);
+        let step = login.step(&request(
+            0,
+            1,
+            b"InitiatorName=iqn.other\0AuthMethod=None\0",
+        ));
+        assert_eq!(step.status, LoginStatus::SUCCESS);
+        // Deny refuses.
+        let deny = Arc::new(Security {
+            default: Policy::Deny,
+            ..Security::default()
+        });
+        let mut login = Login::with_security(identity(), deny, CHALLENGE);
+        let step = login.step(&request(
+            0,
+            1,
+            b"InitiatorName=iqn.other\0AuthMethod=None\0",
+        ));
+        assert_eq!(step.status, LoginStatus::AUTHENTICATION_FAILURE);
     }
 }

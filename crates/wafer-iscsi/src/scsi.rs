@@ -234,13 +234,20 @@ impl BlockError {
     }
 }
 
+/// INQUIRY's operation code.
+pub const INQUIRY: u8 = 0x12;
+/// REPORT LUNS's operation code.
+pub const REPORT_LUNS: u8 = 0xa0;
+/// REQUEST SENSE's operation code.
+pub const REQUEST_SENSE: u8 = 0x03;
+
 /// Plans the command `cdb` addressed to LUN number `lun`, one of `luns`.
 pub fn plan(cdb: &[u8; 16], lun: u16, luns: &[LunInfo]) -> Plan {
     let unit = luns.iter().find(|l| l.number == lun);
     let answered = match (cdb[0], unit) {
-        (0x12, _) => inquiry(cdb, unit),
-        (0xa0, _) => report_luns(cdb, luns),
-        (0x03, _) => request_sense(cdb),
+        (INQUIRY, _) => inquiry(cdb, unit),
+        (REPORT_LUNS, _) => report_luns(cdb, luns),
+        (REQUEST_SENSE, _) => request_sense(cdb),
         (_, None) => Err(Sense::LUN_NOT_SUPPORTED),
         (_, Some(unit)) => return plan_for_unit(cdb, unit),
     };

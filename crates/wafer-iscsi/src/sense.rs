@@ -57,6 +57,9 @@ impl Sense {
     pub const WRITE_ERROR: Sense = Sense::new(0x03, 0x0c, 0x00);
     /// ABORTED COMMAND, DATA PHASE ERROR (bad Data-Out sequencing).
     pub const DATA_PHASE_ERROR: Sense = Sense::new(0x0b, 0x4b, 0x00);
+    /// UNIT ATTENTION, REPORTED LUNS DATA HAS CHANGED: the LUNs the
+    /// initiator sees were mapped or unmapped.
+    pub const REPORTED_LUNS_DATA_CHANGED: Sense = Sense::new(0x06, 0x3f, 0x0e);
     /// HARDWARE ERROR, INTERNAL TARGET FAILURE: the engine refused a
     /// request for a reason no other sense names.
     pub const INTERNAL_TARGET_FAILURE: Sense = Sense::new(0x04, 0x44, 0x00);

@@ -2,7 +2,8 @@
 //! reads in Data-In sequences with residuals, writes gathered from
 //! immediate data and R2T sequences, Data-Out out of sequence, the CmdSN
 //! window, task management waiting for the engine, NOP and logout,
-//! digests, and refused logins.
+//! digests, refused logins (CHAP required, not offered), and the unit
+//! attention of a change of LUNs.
 
 mod common;
 
@@ -347,4 +348,82 @@ fn bad_logins_are_refused() {
     let answer = sent(&mut connection, Digests::default());
     assert_eq!(answer[0].bhs.0[36..38], [0x02, 0x03], "target not found");
     assert_eq!(events(&mut connection), vec![Event::Closing]);
+}
+
+#[test]
+fn a_change_of_luns_is_a_unit_attention_on_the_next_command_but_report_luns() {
+    let mut connection = logged_in("");
+    let digests = Digests::default();
+    let status_of = |pdus: &[common::Sent]| {
+        let last = pdus.last().expect("a response");
+        let sense = |at: usize| last.data.get(2 + at).copied().unwrap_or(0);
+        (last.bhs.0[3], sense(2) & 0x0f, sense(12), sense(13))
+    };
+    let tur = |itt: u32, cmd_sn: u32| {
+        wire(
+            command(itt, cmd_sn, &[0u8; 6], 0, 0x80),
+            &[],
+            Digests::default(),
+        )
+    };
+    connection.report_luns_changed();
+    // INQUIRY passes; TEST UNIT READY gets the attention, once.
+    let inquiry = command(1, 1, &[0x12, 0, 0, 0, 36, 0], 36, 0xc0);
+    connection
+        .handle_input(&wire(inquiry, &[], digests))
+        .unwrap();
+    assert_eq!(status_of(&sent(&mut connection, digests)).0, 0);
+    connection.handle_input(&tur(2, 2)).unwrap();
+    assert_eq!(
+        status_of(&sent(&mut connection, digests)),
+        (2, 0x06, 0x3f, 0x0e)
+    );
+    connection.handle_input(&tur(3, 3)).unwrap();
+    assert_eq!(status_of(&sent(&mut connection, digests)).0, 0);
+    // REPORT LUNS clears it.
+    connection.report_luns_changed();
+    let report = command(4, 4, &[0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], 256, 0xc0);
+    connection
+        .handle_input(&wire(report, &[], digests))
+        .unwrap();
+    assert_eq!(status_of(&sent(&mut connection, digests)).0, 0);
+    connection.handle_input(&tur(5, 5)).unwrap();
+    assert_eq!(status_of(&sent(&mut connection, digests)).0, 0);
+}
+
+#[test]
+fn an_initiator_that_must_use_chap_is_refused_at_login_without_it() {
+    use std::sync::Arc;
+    use wafer_iscsi::{Challenge, Credentials, Policy, Security};
+    let mut security = Security::default();
+    let inbound = Credentials {
+        name: "alice".into(),
+        secret: b"alice-secret-1".to_vec(),
+    };
+    let policy = Policy::Chap {
+        inbound,
+        outbound: None,
+    };
+    security.initiators.insert("iqn.i".into(), policy);
+    let challenge = Challenge {
+        identifier: 1,
+        bytes: [7; 16],
+    };
+    let mut connection = Connection::new(identity(), 1, luns());
+    connection.set_security(Arc::new(security), challenge);
+    let keys = format!("InitiatorName=iqn.i\0TargetName={TARGET}\0AuthMethod=None\0");
+    connection
+        .handle_input(&login_request(0, 1, &keys))
+        .unwrap();
+    let response = sent(&mut connection, Digests::default());
+    assert_eq!(
+        response[0].bhs.0[36..38],
+        [0x02, 0x01],
+        "authentication failure"
+    );
+    assert!(matches!(
+        events(&mut connection).as_slice(),
+        [Event::Closing]
+    ));
+    assert!(connection.is_closed());
 }

@@ -23,7 +23,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::chap_store::{Entry as SecurityEntry, Method};
 use crate::config::DiskState;
+pub use crate::masking::Protocol;
 
 /// The admin socket's name in the data directory.
 pub const ADMIN_SOCKET: &str = "admin.sock";
@@ -233,6 +235,73 @@ pub enum AdminRequest {
         /// `keep`, `reuse` or `default`.
         cache: String,
     },
+    /// `igroup create -i|-n -t OSTYPE NAME [INITIATOR...]`.
+    IgroupCreate {
+        /// The igroup's name.
+        name: String,
+        /// Its initiators' protocol.
+        protocol: Protocol,
+        /// The hosts' operating system type.
+        ostype: String,
+        /// Its first initiators.
+        initiators: Vec<String>,
+    },
+    /// `igroup add NAME INITIATOR`.
+    IgroupAdd {
+        /// The igroup.
+        name: String,
+        /// The initiator.
+        initiator: String,
+    },
+    /// `igroup remove [-f] NAME INITIATOR`.
+    IgroupRemove {
+        /// The igroup.
+        name: String,
+        /// The initiator.
+        initiator: String,
+        /// Even though LUNs are mapped to the igroup.
+        force: bool,
+    },
+    /// `igroup destroy [-f] NAME`.
+    IgroupDestroy {
+        /// The igroup.
+        name: String,
+        /// Unmap its LUNs first.
+        force: bool,
+    },
+    /// `igroup show`: every igroup.
+    IgroupShow,
+    /// `lun map PATH IGROUP [LUN_ID]`.
+    LunMap {
+        /// `/vol/VOLUME/LUN` or `/vol/VOLUME/LUN@SNAPSHOT` (read-only).
+        path: String,
+        /// The igroup.
+        igroup: String,
+        /// The LUN ID; the lowest free one if absent.
+        lun_id: Option<u16>,
+    },
+    /// `lun unmap PATH IGROUP`.
+    LunUnmap {
+        /// The LUN.
+        path: String,
+        /// The igroup.
+        igroup: String,
+    },
+    /// `lun show -m`: every map.
+    LunMaps,
+    /// `iscsi security add -i INITIATOR -s METHOD ...` (`-i default` for
+    /// the default).
+    IscsiSecurityAdd {
+        /// The entry, secrets included.
+        entry: SecurityEntry,
+    },
+    /// `iscsi security show`: user names, never secrets.
+    IscsiSecurityShow,
+    /// `iscsi security delete -i INITIATOR`.
+    IscsiSecurityDelete {
+        /// The initiator (or `default`).
+        initiator: String,
+    },
 }
 
 /// A LUN's new size: `{"to": BYTES}`, `{"grow": BYTES}` or `{"shrink": BYTES}`.
@@ -308,6 +377,60 @@ pub enum AdminReply {
     ReallocateMeasure(ReallocationMeasure),
     /// `reallocate status`: the reallocation in progress, if any.
     Reallocation(Option<ReallocationStatus>),
+    /// `igroup show`.
+    Igroups(Vec<IgroupStatus>),
+    /// `lun show -m`: the maps.
+    LunMaps(Vec<LunMapStatus>),
+    /// `iscsi security show`.
+    IscsiSecurity(Vec<SecurityStatus>),
+}
+
+/// One igroup in `igroup show`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IgroupStatus {
+    /// Its name.
+    pub name: String,
+    /// Its initiators' protocol.
+    pub protocol: Protocol,
+    /// The hosts' operating system type.
+    pub ostype: String,
+    /// Its initiators, with whether each has a session now.
+    pub initiators: Vec<InitiatorStatus>,
+}
+
+/// One initiator of an igroup.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitiatorStatus {
+    /// Its name.
+    pub name: String,
+    /// Whether it has a session now.
+    pub logged_in: bool,
+}
+
+/// One map in `lun show -m`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LunMapStatus {
+    /// The LUN.
+    pub path: String,
+    /// The igroup.
+    pub igroup: String,
+    /// The LUN ID.
+    pub lun_id: u16,
+    /// The igroup's protocol.
+    pub protocol: Protocol,
+}
+
+/// One entry in `iscsi security show`: no secrets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityStatus {
+    /// The initiator, or `default`.
+    pub initiator: String,
+    /// `chap`, `none` or `deny`.
+    pub method: Method,
+    /// CHAP: the initiator's user name.
+    pub inbound_user: Option<String>,
+    /// Mutual CHAP: the target's user name.
+    pub outbound_user: Option<String>,
 }
 
 /// What `reallocate measure` found.

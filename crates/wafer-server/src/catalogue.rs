@@ -47,7 +47,10 @@ use wafer_core::nvlog::LunId;
 use wafer_core::units::VolumeId;
 use wafer_nbd::{ExportInfo, Exports};
 
+use wafer_iscsi::Security;
+
 use crate::lun_ids::LunRecord;
+use crate::masking::San;
 
 /// What an export reaches.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -256,11 +259,6 @@ impl Catalogue {
         }
     }
 
-    /// Every export: LUNs first, then snapshots' images.
-    pub(crate) fn exports(&self) -> &[Export] {
-        &self.exports
-    }
-
     /// The export a client names ("" for the default).
     pub(crate) fn find(&self, name: &str) -> Option<&Export> {
         match name {
@@ -303,11 +301,35 @@ fn export(name: &str, description: &str, size_bytes: u64, target: Target, holds:
     }
 }
 
-/// The catalogue the engine publishes and connections read.
+/// The catalogue the engine publishes and connections read; beside it, the
+/// igroups and maps (`crate::masking`), the iSCSI security policies
+/// (`crate::chap_store`) and the initiators logged in now.
 #[derive(Debug, Default)]
 pub(crate) struct SharedCatalogue {
     current: RwLock<Arc<Catalogue>>,
     holds: Holds,
+    san: RwLock<Arc<San>>,
+    /// None until the engine first publishes it: every login is refused.
+    security: RwLock<Option<Arc<Security>>>,
+    sessions: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+/// An initiator's session, counted in `igroup show` while it lives.
+pub(crate) struct Session {
+    name: String,
+    sessions: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = sessions.get_mut(&self.name) {
+            *count -= 1;
+            if *count == 0 {
+                sessions.remove(&self.name);
+            }
+        }
+    }
 }
 
 impl SharedCatalogue {
@@ -325,6 +347,60 @@ impl SharedCatalogue {
     /// The connections' holds on every target.
     pub(crate) fn holds(&self) -> &Holds {
         &self.holds
+    }
+
+    /// The igroups and maps now.
+    pub(crate) fn san(&self) -> Arc<San> {
+        Arc::clone(&self.san.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Replaces the igroups and maps, if they changed.
+    pub(crate) fn publish_san(&self, san: &San) {
+        let mut current = self.san.write().unwrap_or_else(|p| p.into_inner());
+        if **current != *san {
+            *current = Arc::new(san.clone());
+        }
+    }
+
+    /// The iSCSI security policies now (all logins refused before the
+    /// first publication).
+    pub(crate) fn security(&self) -> Arc<Security> {
+        let current = self.security.read().unwrap_or_else(|p| p.into_inner());
+        current.clone().unwrap_or_else(|| {
+            Arc::new(Security {
+                default: wafer_iscsi::Policy::Deny,
+                ..Security::default()
+            })
+        })
+    }
+
+    /// Whether the security policies were ever published.
+    pub(crate) fn has_security(&self) -> bool {
+        self.security
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// Replaces the iSCSI security policies.
+    pub(crate) fn publish_security(&self, security: Security) {
+        *self.security.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(security));
+    }
+
+    /// Counts a session of `initiator` until the result is dropped.
+    pub(crate) fn logged_in(&self, initiator: &str) -> Session {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        *sessions.entry(initiator.to_string()).or_default() += 1;
+        Session {
+            name: initiator.to_string(),
+            sessions: Arc::clone(&self.sessions),
+        }
+    }
+
+    /// Whether `initiator` has a session now.
+    pub(crate) fn is_logged_in(&self, initiator: &str) -> bool {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.contains_key(initiator)
     }
 }
 

@@ -50,6 +50,7 @@ use wafer_raid::{RaidGroupGeometry, RaidType};
 
 use crate::error::ServeError;
 use crate::lun_ids::{LunNow, LunRecord};
+use crate::masking::San;
 
 pub use crate::dir_names::CONFIG_FILE;
 /// The version of the data directory's layout this server writes and reads.
@@ -87,6 +88,10 @@ pub(crate) struct DataConfig {
     pub(crate) spare_pool: Vec<DiskConfig>,
     /// The aggregates, in id order.
     pub(crate) aggregates: Vec<AggrConfig>,
+    /// igroups and LUN maps (`crate::masking`); absent in a directory from
+    /// before masking, which gets igroup `default` at its next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) san: Option<San>,
 }
 
 /// One aggregate: its RAID groups, spares and broken disks, and its disks.
@@ -158,6 +163,7 @@ impl DataConfigV1 {
                 groups: self.groups,
                 disks: self.disks,
             }],
+            san: None,
         }
     }
 }
@@ -292,6 +298,7 @@ impl DataConfig {
                 }],
                 disks,
             }],
+            san: Some(San::new_directory()),
         }
     }
 
@@ -322,6 +329,7 @@ impl DataConfig {
                 false,
             ),
         };
+        let config = with_masking(config);
         config.validate().map_err(refuse)?;
         Ok((config, migrated))
     }
@@ -420,7 +428,12 @@ impl DataConfig {
             }
         }
         crate::lun_ids::validate(self.next_lun_id, &self.luns)?;
-        Ok(())
+        self.san.as_ref().map_or(Ok(()), San::validate)
+    }
+
+    /// The igroups and LUN maps.
+    pub(crate) fn san(&self) -> &San {
+        self.san.as_ref().expect("given at load or creation")
     }
 
     /// The NVLog's path when it lies outside the data directory.
@@ -760,6 +773,23 @@ fn check_external_nvlog(path: &Path) -> Result<(), String> {
 
 /// Creates `path` (replacing it) with `parts` written one after another,
 /// and syncs it.
+/// A configuration from before masking (no `[san]`) gets igroup `default`
+/// with every LUN mapped at its LUN ID and no initiator in it: iSCSI
+/// initiators see nothing until added (`igroup add default IQN`). The
+/// result is the same at every start until the next save records it.
+fn with_masking(mut config: DataConfig) -> DataConfig {
+    if config.san.is_none() {
+        let luns: Vec<(String, u32)> = config.luns.iter().map(|l| (l.path.clone(), l.id)).collect();
+        config.san = Some(San::default_for(&luns));
+        crate::log!(
+            "no igroups recorded (a data directory from before LUN masking): every LUN is \
+             mapped to igroup default, which holds no initiator yet; `wafer igroup add default \
+             IQN` lets an iSCSI initiator see them"
+        );
+    }
+    config
+}
+
 fn write_synced(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     let mut file = fs::File::create(path)?;
     for part in parts {
@@ -886,6 +916,29 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_from_before_masking_maps_its_luns_to_igroup_default() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let mut old = config();
+        old.record_luns(&[LunNow {
+            path: "/vol/vol0/lun0".into(),
+            inode: 64,
+        }]);
+        old.san = None;
+        old.save(dir.path()).expect("saved");
+        let text = fs::read_to_string(dir.path().join(CONFIG_FILE)).expect("written");
+        assert!(!text.contains("san"), "{text}");
+        let loaded = DataConfig::load(dir.path()).expect("loaded");
+        let san = loaded.san();
+        assert_eq!(san.igroups[0].name, "default");
+        assert!(san.igroups[0].initiators.is_empty());
+        assert_eq!(san.maps.len(), 1);
+        assert_eq!(
+            (san.maps[0].path.as_str(), san.maps[0].lun_id),
+            ("/vol/vol0/lun0", 0)
+        );
+    }
+
+    #[test]
     fn a_format_1_configuration_is_migrated_to_aggregate_0() {
         let dir = tempfile::tempdir().expect("a scratch directory");
         let v2 = config();
@@ -898,6 +951,11 @@ mod tests {
         fs::write(dir.path().join(CONFIG_FILE), v1).expect("written");
         let (loaded, migrated) = DataConfig::load_migrating(dir.path()).expect("migrated");
         assert!(migrated);
+        // It had no LUN records, so igroup default maps nothing.
+        let v2 = DataConfig {
+            san: Some(San::default_for(&[])),
+            ..v2
+        };
         assert_eq!(loaded, v2);
         let mut newer = config();
         newer.format_version = 3;

@@ -1,10 +1,21 @@
-//! The iSCSI front end: one target per node, its LUNs by LUN ID, over TCP.
+//! The iSCSI front end: one target per node, its LUNs by mapping, over TCP.
 //!
 //! The node is one iSCSI target, `iqn.2026-11.org.wafer:HOST`, with one
-//! portal group (tag 1) of the `--iscsi` addresses. Every writable LUN is a
-//! logical unit whose number is its LUN ID (`crate::lun_ids`, the number
-//! `lun show -m` gives), so a LUN keeps its number while others come and
-//! go; snapshots are not offered (they wait for read-only mappings).
+//! portal group (tag 1) of the `--iscsi` addresses. An initiator sees the
+//! LUNs mapped to the igroups its InitiatorName is in, at the LUN IDs of
+//! those maps (`crate::masking`), and nothing else: REPORT LUNS lists only
+//! them and a command to any other number gets LOGICAL UNIT NOT SUPPORTED.
+//! A snapshot's image (`/vol/V/L@SNAP`) mapped is read-only (WRITE
+//! PROTECTED). Before login there are no LUNs at all. Discovery lists the
+//! target to every initiator that may log in, as ONTAP does: masking hides
+//! LUNs, not the target. A map or unmap reaches live sessions at their next
+//! command: the LUNs are looked up again, and if the numbers an initiator
+//! sees changed, its next command gets a REPORTED LUNS DATA HAS CHANGED
+//! unit attention, so it rescans.
+//!
+//! Login takes each initiator's CHAP policy (`crate::chap_store`) as
+//! published when the connection is accepted, with a challenge of 16 bytes
+//! and an identifier read from `/dev/urandom` for each connection.
 //!
 //! Connections are admitted under the same caps as NBD's (`admission`),
 //! and each gets two threads. A **reader** reads the socket and passes what
@@ -40,13 +51,14 @@ use std::time::{Duration, Instant};
 use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
 use wafer_iscsi::scsi::BLOCK_BYTES;
 use wafer_iscsi::{
-    BlockError, BlockOp, Connection, ConnectionError, Event as IscsiEvent, LunInfo, Outcome, Run,
-    TargetIdentity, TaskId,
+    BlockError, BlockOp, Challenge, Connection, ConnectionError, Event as IscsiEvent, LunInfo,
+    Outcome, Run, TargetIdentity, TaskId,
 };
 
 use crate::admission::Ticket;
-use crate::catalogue::{Catalogue, Target};
+use crate::catalogue::{Catalogue, Session, Target};
 use crate::events::{Event, HostOutcome};
+use crate::masking::{Initiator, San};
 use crate::nbd::Context;
 use crate::stream::Stream;
 
@@ -244,6 +256,11 @@ struct Worker {
     permits: SyncSender<()>,
     context: Arc<Context>,
     catalogue: Arc<Catalogue>,
+    /// The igroups and maps the LUNs were found by.
+    san: Arc<San>,
+    /// The initiator, once logged in (a normal session), with its count
+    /// for `igroup show`.
+    initiator: Option<(String, Session)>,
     /// The target's name, which its LUNs' serials are made from.
     target_name: String,
     targets: Vec<(u16, Target)>,
@@ -270,18 +287,21 @@ impl Worker {
             .name("iscsi-reader".into())
             .spawn(move || read_loop(reader, &sender, &taken))?;
         let catalogue = context.catalogue.current();
-        let (luns, targets) = luns_of(&catalogue, &identity.name);
         let target_name = identity.name.clone();
+        let mut connection = Connection::new(identity, tsih, Vec::new());
+        connection.set_security(context.catalogue.security(), random_challenge()?);
         Ok(Worker {
             stream,
-            connection: Connection::new(identity, tsih, luns),
+            connection,
             messages,
             to_self,
             permits,
             context: Arc::clone(context),
             catalogue,
+            san: context.catalogue.san(),
+            initiator: None,
             target_name,
-            targets,
+            targets: Vec::new(),
             out: Vec::new(),
         })
     }
@@ -352,6 +372,11 @@ impl Worker {
                     self.stream.set_read_timeout(idle)?;
                     self.stream.set_write_timeout(idle)?;
                     crate::log!("iSCSI: {initiator} logged in ({session:?} session)");
+                    if session == wafer_iscsi::SessionType::Normal {
+                        let counted = self.context.catalogue.logged_in(&initiator);
+                        self.initiator = Some((initiator, counted));
+                        self.look_up_luns();
+                    }
                 }
                 IscsiEvent::Execute { task, lun, ops } => self.execute(task, lun, ops),
                 IscsiEvent::Closing => closing = true,
@@ -368,14 +393,30 @@ impl Worker {
         Ok(())
     }
 
-    /// Takes the catalogue's LUNs again if it has changed.
+    /// Looks the initiator's LUNs up again if the catalogue or the maps
+    /// have changed; a change in the numbers it sees is a unit attention.
     fn refresh_luns(&mut self) {
         let current = self.context.catalogue.current();
-        if Arc::ptr_eq(&current, &self.catalogue) {
+        let san = self.context.catalogue.san();
+        if Arc::ptr_eq(&current, &self.catalogue) && Arc::ptr_eq(&san, &self.san) {
             return;
         }
-        let (luns, targets) = luns_of(&current, &self.target_name);
         self.catalogue = current;
+        self.san = san;
+        let before: Vec<u16> = self.targets.iter().map(|(n, _)| *n).collect();
+        self.look_up_luns();
+        if self.targets.iter().map(|(n, _)| *n).ne(before) {
+            self.connection.report_luns_changed();
+        }
+    }
+
+    /// Gives the connection the LUNs its initiator sees now.
+    fn look_up_luns(&mut self) {
+        let Some((initiator, _)) = &self.initiator else {
+            return;
+        };
+        let visible = self.san.visible(Initiator::Iscsi(initiator));
+        let (luns, targets) = luns_of(&self.catalogue, &visible, &self.target_name);
         self.targets = targets;
         self.connection.set_luns(luns);
     }
@@ -404,10 +445,19 @@ impl Worker {
             // question goes to the filer's extents.
             let lun = target.lun;
             let request = match op {
-                BlockOp::Read { offset, length } => Ok(HostRequest::Read {
-                    lun,
-                    offset,
-                    length,
+                // A snapshot's image reads what the snapshot holds.
+                BlockOp::Read { offset, length } => Ok(match &target.snapshot {
+                    None => HostRequest::Read {
+                        lun,
+                        offset,
+                        length,
+                    },
+                    Some(snapshot) => HostRequest::ReadSnapshot {
+                        lun,
+                        snapshot: snapshot.clone(),
+                        offset,
+                        length,
+                    },
                 }),
                 BlockOp::Write { offset, data } => {
                     Ok(HostRequest::Change(Change::Write { lun, offset, data }))
@@ -502,29 +552,50 @@ fn block_error(error: &HostError) -> BlockError {
     }
 }
 
-/// The LUNs the target offers: every writable LUN with an ID below 16384,
-/// described for the codec, and what each reaches in the engine.
-fn luns_of(catalogue: &Catalogue, target_name: &str) -> (Vec<LunInfo>, Vec<(u16, Target)>) {
+/// The LUNs `visible` maps that the node serves now, described for the
+/// codec at their mapped numbers, and what each reaches in the engine. A
+/// LUN's serial and designator follow the LUN (its node-wide LUN ID, or
+/// for a snapshot's image a hash of its path), not the number it is mapped
+/// at, so two initiators seeing it at two numbers see one device.
+fn luns_of(
+    catalogue: &Catalogue,
+    visible: &[crate::masking::Visible],
+    target_name: &str,
+) -> (Vec<LunInfo>, Vec<(u16, Target)>) {
     let node = fnv(target_name.as_bytes());
     let mut luns = Vec::new();
     let mut targets = Vec::new();
-    for export in catalogue.exports() {
-        let Some(number) = export.lun_id.and_then(|id| u16::try_from(id).ok()) else {
+    for map in visible {
+        let name = map.path.strip_prefix("/vol/").unwrap_or_default();
+        let Some(export) = catalogue.find(name).filter(|_| !name.is_empty()) else {
             continue;
         };
-        if number >= 1 << 14 || export.info.read_only {
-            continue;
-        }
+        let unit = match export.lun_id {
+            Some(id) => u64::from(id) & 0x7f_ffff,
+            None => 0x80_0000 | (fnv(map.path.as_bytes()) & 0x7f_ffff),
+        };
         luns.push(LunInfo {
-            number,
+            number: map.lun_id,
             blocks: export.info.size_bytes / u64::from(BLOCK_BYTES),
-            read_only: false,
-            serial: format!("wafer{:08x}{:06x}", node as u32, number),
-            id: (node << 16) | u64::from(number),
+            read_only: map.read_only || export.info.read_only,
+            serial: format!("wafer{:08x}{unit:06x}", node as u32),
+            id: (node << 24) | unit,
         });
-        targets.push((number, export.target.clone()));
+        targets.push((map.lun_id, export.target.clone()));
     }
     (luns, targets)
+}
+
+/// A CHAP identifier and challenge from `/dev/urandom`.
+fn random_challenge() -> io::Result<Challenge> {
+    let mut bytes = [0u8; 1 + wafer_iscsi::chap::CHALLENGE_BYTES];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    let mut challenge = [0u8; wafer_iscsi::chap::CHALLENGE_BYTES];
+    challenge.copy_from_slice(&bytes[1..]);
+    Ok(Challenge {
+        identifier: bytes[0],
+        bytes: challenge,
+    })
 }
 
 /// FNV-1a: a stable number for the target, for serials and designators.

@@ -12,6 +12,9 @@
 //! replies, so it is tested without a server.
 
 mod ontap;
+mod san;
+
+pub use san::{IgroupCommand, IscsiCommand};
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -190,9 +193,10 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Every LUN, or the one at PATH; -m shows how each is exported.
+    /// Every LUN, or the one at PATH; -m shows how each is exported and
+    /// mapped.
     Show {
-        /// The NBD export that serves each LUN.
+        /// The NBD export that serves each LUN, and its maps.
         #[arg(short = 'm')]
         maps: bool,
         /// Only this LUN (`/vol/VOLUME/LUN`).
@@ -213,8 +217,29 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Maps a LUN (or a snapshot's image, `/vol/VOLUME/LUN@SNAPSHOT`,
+    /// read-only) to an initiator group at LUN_ID, or the lowest free one.
+    Map {
+        /// `/vol/VOLUME/LUN` or `/vol/VOLUME/LUN@SNAPSHOT`.
+        path: String,
+        /// The initiator group.
+        igroup: String,
+        /// The LUN ID its initiators see it at (0 to 4095).
+        lun_id: Option<u16>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Unmaps a LUN from an initiator group.
+    Unmap {
+        /// The LUN.
+        path: String,
+        /// The initiator group.
+        igroup: String,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Destroys a LUN (snapshots keep what they hold of it); refused while an
-    /// NBD client has it open, unless -f.
+    /// NBD client has it open, or it is mapped, unless -f.
     Destroy {
         /// Destroy it even though NBD clients have it open.
         #[arg(short = 'f')]
@@ -491,6 +516,10 @@ pub enum AdminCommand {
     Priority(PriorityCommand),
     /// `statit -b | -e`.
     Statit(StatitArgs),
+    /// `igroup …`.
+    Igroup(IgroupCommand),
+    /// `iscsi …`.
+    Iscsi(IscsiCommand),
 }
 
 impl AdminCommand {
@@ -517,6 +546,8 @@ impl AdminCommand {
                 LunCommand::Create { output, .. }
                 | LunCommand::Show { output, .. }
                 | LunCommand::Resize { output, .. }
+                | LunCommand::Map { output, .. }
+                | LunCommand::Unmap { output, .. }
                 | LunCommand::Destroy { output, .. },
             )
             | AdminCommand::Snap(
@@ -542,6 +573,8 @@ impl AdminCommand {
             AdminCommand::Sysstat(args) => &args.output,
             AdminCommand::Sysconfig(args) => &args.output,
             AdminCommand::Statit(args) => &args.output,
+            AdminCommand::Igroup(command) => command.output(),
+            AdminCommand::Iscsi(command) => command.output(),
         };
         output.json
     }
@@ -697,6 +730,8 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         },
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
         AdminCommand::Statit(args) => statit(&mut ask, data, &args)?,
+        AdminCommand::Igroup(command) => san::igroup(&mut ask, command)?,
+        AdminCommand::Iscsi(command) => san::iscsi(&mut ask, command)?,
     };
     print_answer(json, answer)
 }
@@ -907,13 +942,30 @@ fn lun(
             path,
             size_bytes: size.0,
         })?),
-        LunCommand::Show { maps, path, .. } => formatted(
+        LunCommand::Show {
+            maps: true, path, ..
+        } => {
+            let luns = named_lun(ask(AdminRequest::LunShow)?, path.as_deref());
+            let maps = ask(AdminRequest::LunMaps)?;
+            luns.and_then(|luns| {
+                let Ok(AdminReply::LunMaps(maps)) = maps else {
+                    return maps.map(|m| (m, String::new()));
+                };
+                let text = ontap::lun_show_m(&luns) + &san::map_rows(&maps, path.as_deref());
+                Ok((AdminReply::LunMaps(maps), text))
+            })
+        }
+        LunCommand::Show { path, .. } => formatted(
             named_lun(ask(AdminRequest::LunShow)?, path.as_deref()),
-            |r| match maps {
-                true => ontap::lun_show_m(r),
-                false => ontap::lun_show(r),
-            },
+            ontap::lun_show,
         ),
+        LunCommand::Map {
+            path,
+            igroup,
+            lun_id,
+            ..
+        } => san::lun_map(ask, path, igroup, lun_id)?,
+        LunCommand::Unmap { path, igroup, .. } => san::lun_unmap(ask, path, igroup)?,
         LunCommand::Resize {
             force, path, size, ..
         } => done(ask(AdminRequest::LunResize { path, size, force })?),

@@ -86,6 +86,12 @@ enum Command {
     /// FlexShare: a volume's cache policy.
     #[command(subcommand)]
     Priority(admin::PriorityCommand),
+    /// Initiator groups: who sees the LUNs mapped to them.
+    #[command(subcommand)]
+    Igroup(admin::IgroupCommand),
+    /// iSCSI: initiators' authentication (CHAP).
+    #[command(subcommand)]
+    Iscsi(admin::IscsiCommand),
     /// A completion script for SHELL, on stdout (e.g. `wafer completions
     /// bash > /etc/bash_completion.d/wafer`).
     Completions {
@@ -198,6 +204,8 @@ fn main() -> ExitCode {
         Command::Statit(args) => admin::run(&data, admin::AdminCommand::Statit(args)),
         Command::Reallocate(command) => admin::run(&data, admin::AdminCommand::Reallocate(command)),
         Command::Priority(command) => admin::run(&data, admin::AdminCommand::Priority(command)),
+        Command::Igroup(command) => admin::run(&data, admin::AdminCommand::Igroup(command)),
+        Command::Iscsi(command) => admin::run(&data, admin::AdminCommand::Iscsi(command)),
     };
     match outcome {
         Ok(code) => code,

@@ -10,43 +10,17 @@ mod serve_harness;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serve_harness::{NbdClient, Scratch, Served, Tmpfs, ok, pattern, serve, wafer, wire};
+use serve_harness::load::{
+    CHUNK, Writes, aggregate, check_chunks, config, refused, write_chunks, write_pipelined,
+};
+use serve_harness::{NbdClient, Scratch, Served, Tmpfs, ok, serve, wafer};
 use wafer_server::admin::{AdminReply, AdminRequest};
 
-const CHUNK: usize = 64 * 1024;
 /// The blocks a 128 MiB data disk adds to a RAID group after the first.
 const DISK: u64 = 128 << 20;
 /// The blocks it adds to RAID group 0, whose every data disk keeps the two
 /// superblock copies.
 const RG0_DISK: u64 = DISK - 2 * 4096;
-
-fn write_chunks(server: &Served, export: &str, generation: u8, chunks: u64) {
-    let mut client = NbdClient::connect(server.socket(), export);
-    for n in 0..chunks {
-        let written = client.write(n * CHUNK as u64, &pattern(generation, n, CHUNK));
-        assert_eq!(written, 0, "write {n} to {export}");
-    }
-}
-
-fn check_chunks(server: &Served, export: &str, generation: u8, chunks: u64) {
-    let mut client = NbdClient::connect(server.socket(), export);
-    for n in 0..chunks {
-        let data = client
-            .read(n * CHUNK as u64, CHUNK as u32)
-            .expect("readable");
-        assert!(
-            data == pattern(generation, n, CHUNK),
-            "chunk {n} of {export} differs"
-        );
-    }
-}
-
-/// Runs `wafer ARGS`, which must fail; returns its stderr.
-fn refused(data: &Path, args: &[&str]) -> String {
-    let (code, out, err) = wafer(data, args);
-    assert_ne!(code, 0, "wafer {args:?} succeeded: {out}");
-    err
-}
 
 /// Aggregate `name`'s total bytes, as `df -A` reports them.
 fn total_bytes(server: &Served, name: &str) -> u64 {
@@ -76,20 +50,6 @@ fn groups(data: &Path, name: &str) -> Vec<Vec<String>> {
                 .collect()
         })
         .collect()
-}
-
-fn config(data: &Path) -> toml::Table {
-    let text = std::fs::read_to_string(data.join(wafer_server::CONFIG_FILE)).expect("config");
-    toml::from_str(&text).expect("TOML")
-}
-
-fn aggregate<'a>(config: &'a toml::Table, name: &str) -> &'a toml::Value {
-    config["aggregates"]
-        .as_array()
-        .expect("aggregates")
-        .iter()
-        .find(|a| a["aggregate"].as_str() == Some(name))
-        .expect("the aggregate is configured")
 }
 
 fn disk_files(data: &Path) -> usize {
@@ -196,22 +156,6 @@ fn a_kill_right_after_aggr_add_loses_nothing() {
     server.stop();
 }
 
-/// Writes chunks of generation `generation` one after another from chunk 0
-/// until the server goes away (or `chunks` are written); returns how many
-/// were acknowledged.
-fn write_until_gone(server: &Served, export: &str, generation: u8, chunks: u64) -> u64 {
-    let mut client = NbdClient::connect(server.socket(), export);
-    for n in 0..chunks {
-        let data = pattern(generation, n, CHUNK);
-        let sent = client.try_send(wire::CMD_WRITE, n * CHUNK as u64, CHUNK as u32, &data);
-        match sent.and_then(|_| client.reply()) {
-            Ok(reply) => assert_eq!(reply.error, 0, "write {n}"),
-            Err(_) => return n,
-        }
-    }
-    chunks
-}
-
 #[test]
 fn a_kill_while_writes_and_an_addition_are_under_way_loses_nothing() {
     // Writes stream in while the disks are added, so the addition may find
@@ -220,7 +164,18 @@ fn a_kill_while_writes_and_an_addition_are_under_way_loses_nothing() {
     let data = scratch.data();
     let server = serve(&scratch);
     let grown = std::thread::scope(|scope| {
-        let writer = scope.spawn(|| write_until_gone(&server, "vol0/lun0", 8, 3072));
+        let writer = scope.spawn(|| {
+            let mut client = NbdClient::connect(server.socket(), "vol0/lun0");
+            let writes = Writes {
+                generation: 8,
+                count: 3072,
+                bytes: CHUNK,
+                in_flight: 1,
+                stop_after: None,
+            };
+            let acknowledged = write_pipelined(&mut client, &writes);
+            acknowledged.iter().take_while(|&&a| a).count() as u64
+        });
         std::thread::sleep(Duration::from_millis(300));
         ok(&data, &["aggr", "add", "aggr0", "-g", "new", "3"]);
         let grown = total_bytes(&server, "aggr0");

@@ -7,54 +7,14 @@ mod serve_harness;
 
 use std::path::Path;
 
-use serve_harness::{NbdClient, Scratch, Served, ok, pattern, serve, wafer};
+use serve_harness::load::{aggregate, check_chunks, check_range, config, refused, write_chunks};
+use serve_harness::{NbdClient, Scratch, Served, ok, serve};
 use wafer_server::admin::{AdminReply, AdminRequest, AggregateStatus};
-
-const CHUNK: usize = 64 * 1024;
-
-fn write_chunks(server: &Served, export: &str, generation: u8, chunks: u64) {
-    let mut client = NbdClient::connect(server.socket(), export);
-    for n in 0..chunks {
-        let written = client.write(n * CHUNK as u64, &pattern(generation, n, CHUNK));
-        assert_eq!(written, 0, "write {n} to {export}");
-    }
-}
-
-fn check_chunks(server: &Served, export: &str, generation: u8, chunks: u64) {
-    check_range(server, export, generation, 0..chunks);
-}
-
-fn check_range(server: &Served, export: &str, generation: u8, chunks: std::ops::Range<u64>) {
-    let mut client = NbdClient::connect(server.socket(), export);
-    for n in chunks {
-        let data = client
-            .read(n * CHUNK as u64, CHUNK as u32)
-            .expect("readable");
-        assert!(
-            data == pattern(generation, n, CHUNK),
-            "chunk {n} of {export} differs"
-        );
-    }
-}
-
-/// Runs `wafer ARGS`, which must fail; returns its stderr.
-fn refused(data: &Path, args: &[&str]) -> String {
-    let (code, out, err) = wafer(data, args);
-    assert_ne!(code, 0, "wafer {args:?} succeeded: {out}");
-    err
-}
 
 /// The data disks' names of aggregate `name`'s first RAID group, from
 /// `wafer.toml`.
 fn group_disks(data: &Path, name: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(data.join(wafer_server::CONFIG_FILE)).expect("config");
-    let config: toml::Table = toml::from_str(&text).expect("TOML");
-    let aggregates = config["aggregates"].as_array().expect("aggregates");
-    let aggr = aggregates
-        .iter()
-        .find(|a| a["aggregate"].as_str() == Some(name))
-        .expect("the aggregate is configured");
-    aggr["groups"][0]["disks"]
+    aggregate(&config(data), name)["groups"][0]["disks"]
         .as_array()
         .expect("disks")
         .iter()
@@ -282,6 +242,7 @@ fn a_format_1_data_directory_is_migrated_to_aggregate_0() {
     };
     aggr.remove("id");
     config.remove("spare_pool");
+    config.remove("san");
     config.insert("format_version".into(), toml::Value::Integer(1));
     let half = config["nvlog_half_bytes"].as_integer().expect("a size") as u64;
     let stripes = aggr["groups"][0]["blocks_per_disk"]

@@ -6,7 +6,8 @@
 
 mod serve_harness;
 
-use serve_harness::{NbdClient, Scratch, pattern, serve, wire};
+use serve_harness::load::{Writes, write_pipelined};
+use serve_harness::{NbdClient, Scratch, pattern, serve};
 
 const WRITE_BYTES: usize = 16 * 1024;
 const BLOCKS: u64 = 1200;
@@ -15,44 +16,14 @@ const IN_FLIGHT: u64 = 16;
 /// Writes `generation` to blocks `0..BLOCKS` pipelined; stops after
 /// `stop_after` acknowledgements (if any). Returns the blocks acknowledged.
 fn write_generation(client: &mut NbdClient, generation: u8, stop_after: Option<u64>) -> Vec<bool> {
-    let mut acknowledged = vec![false; BLOCKS as usize];
-    let mut block_of = std::collections::BTreeMap::new();
-    let mut next = 0;
-    let mut acks = 0;
-    while next < BLOCKS.min(IN_FLIGHT) {
-        let data = pattern(generation, next, WRITE_BYTES);
-        block_of.insert(
-            client.send(
-                wire::CMD_WRITE,
-                next * WRITE_BYTES as u64,
-                data.len() as u32,
-                &data,
-            ),
-            next,
-        );
-        next += 1;
-    }
-    while !block_of.is_empty() {
-        if stop_after.is_some_and(|limit| acks >= limit) {
-            break;
-        }
-        let reply = client.reply().expect("a reply");
-        assert_eq!(reply.error, 0, "write refused");
-        acknowledged[block_of.remove(&reply.handle).expect("a pending write") as usize] = true;
-        acks += 1;
-        if next < BLOCKS {
-            let data = pattern(generation, next, WRITE_BYTES);
-            let handle = client.send(
-                wire::CMD_WRITE,
-                next * WRITE_BYTES as u64,
-                data.len() as u32,
-                &data,
-            );
-            block_of.insert(handle, next);
-            next += 1;
-        }
-    }
-    acknowledged
+    let writes = Writes {
+        generation,
+        count: BLOCKS,
+        bytes: WRITE_BYTES,
+        in_flight: IN_FLIGHT,
+        stop_after,
+    };
+    write_pipelined(client, &writes)
 }
 
 #[test]

@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use serve_harness::{NbdClient, Scratch, TEST_SIZES, Tmpfs, pattern, serve_with, wire};
+use serve_harness::load::{Writes, write_pipelined};
+use serve_harness::{NbdClient, Scratch, TEST_SIZES, Tmpfs, pattern, serve_with};
 
 /// Room for the NVLog (2 x 32 MiB, written in full), the configuration and
 /// the disks' first metadata, and then a little.
@@ -32,28 +33,14 @@ const IN_FLIGHT: u64 = 8;
 /// Writes generation 1 to blocks `0..WRITES`, pipelined, until the server
 /// goes away; returns which writes were acknowledged.
 fn write_until_the_server_goes(client: &mut NbdClient) -> Vec<bool> {
-    let mut acknowledged = vec![false; WRITES as usize];
-    let mut block_of = std::collections::BTreeMap::new();
-    let mut next = 0;
-    loop {
-        while next < WRITES && (block_of.len() as u64) < IN_FLIGHT {
-            let data = pattern(1, next, WRITE_BYTES);
-            let offset = next * WRITE_BYTES as u64;
-            match client.try_send(wire::CMD_WRITE, offset, data.len() as u32, &data) {
-                Ok(handle) => block_of.insert(handle, next),
-                Err(_) => return acknowledged,
-            };
-            next += 1;
-        }
-        if block_of.is_empty() {
-            return acknowledged;
-        }
-        let Ok(reply) = client.reply() else {
-            return acknowledged;
-        };
-        let block = block_of.remove(&reply.handle).expect("a pending write");
-        acknowledged[block as usize] = reply.error == 0;
-    }
+    let writes = Writes {
+        generation: 1,
+        count: WRITES,
+        bytes: WRITE_BYTES,
+        in_flight: IN_FLIGHT,
+        stop_after: None,
+    };
+    write_pipelined(client, &writes)
 }
 
 #[test]

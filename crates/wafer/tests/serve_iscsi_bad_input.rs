@@ -34,6 +34,7 @@ fn hostile_input_is_rejected_or_dropped_and_good_initiators_go_on() {
     let mut args = TEST_SIZES.to_vec();
     args.extend(["--iscsi", "127.0.0.1:0"]);
     let server = serve_with(&scratch, &args);
+    serve_harness::iscsi::admit_test_initiators(&scratch.data());
     let uri = server.iscsi_uri();
     let (address, target) = parse_uri(&uri);
     qemu_io(&uri, &["write -P 0x42 0 64k"]);
@@ -136,6 +137,7 @@ fn silent_trickling_and_idle_initiators_are_dropped_on_time() {
         "3",
     ]);
     let server = serve_with(&scratch, &args);
+    serve_harness::iscsi::admit_test_initiators(&scratch.data());
     let (address, target) = parse_uri(&server.iscsi_uri());
 
     // Silent: dropped at the login deadline.

@@ -12,7 +12,9 @@ use serve_harness::{Scratch, TEST_SIZES, client, client_ok, ok, pattern, qemu_io
 fn serve_iscsi(scratch: &Scratch) -> serve_harness::Served {
     let mut args = TEST_SIZES.to_vec();
     args.extend(["--iscsi", "127.0.0.1:0"]);
-    serve_with(scratch, &args)
+    let server = serve_with(scratch, &args);
+    serve_harness::iscsi::admit_test_initiators(&scratch.data());
+    server
 }
 
 #[test]
@@ -33,10 +35,15 @@ fn iscsi_ls_lists_the_target_and_its_luns() {
         "{listed}"
     );
 
+    // A new LUN is seen once mapped, not before.
     ok(
         &server.data,
         &["lun", "create", "-s", "16m", "/vol/vol0/logs"],
     );
+    let listed = client_ok("iscsi-ls", &["-s", &format!("iscsi://{address}")]);
+    let luns: Vec<&str> = listed.lines().filter(|l| l.contains("Lun:")).collect();
+    assert_eq!(luns.len(), 1, "{listed}");
+    ok(&server.data, &["lun", "map", "/vol/vol0/logs", "default"]);
     let listed = client_ok("iscsi-ls", &["-s", &format!("iscsi://{address}")]);
     let luns: Vec<&str> = listed.lines().filter(|l| l.contains("Lun:")).collect();
     assert_eq!(luns.len(), 2, "{listed}");

@@ -19,7 +19,9 @@ const ACKS_BEFORE_KILL: u64 = 800;
 fn serve_iscsi(scratch: &Scratch) -> serve_harness::Served {
     let mut args = TEST_SIZES.to_vec();
     args.extend(["--iscsi", "127.0.0.1:0"]);
-    serve_with(scratch, &args)
+    let server = serve_with(scratch, &args);
+    serve_harness::iscsi::admit_test_initiators(&scratch.data());
+    server
 }
 
 fn write(initiator: &mut Initiator, generation: u8, block: u64) -> u32 {

@@ -61,6 +61,7 @@ fn iscsi_test_cu_suites_pass() {
     let mut args = TEST_SIZES.to_vec();
     args.extend(["--iscsi", "127.0.0.1:0"]);
     let server = serve_with(&scratch, &args);
+    serve_harness::iscsi::admit_test_initiators(&scratch.data());
     let uri = server.iscsi_uri();
     let mut failures = Vec::new();
     for &(pattern, tests) in PASSING {

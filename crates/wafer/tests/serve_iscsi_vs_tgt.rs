@@ -148,6 +148,7 @@ fn wafer_passes_every_iscsi_test_cu_test_tgt_passes() {
     let mut args = TEST_SIZES.to_vec();
     args.extend(["--iscsi", "127.0.0.1:0"]);
     let server = serve_with(&scratch, &args);
+    serve_harness::iscsi::admit_test_initiators(&scratch.data());
     let image = scratch.file("tgt.raw");
     std::fs::File::create(&image)
         .and_then(|f| f.set_len(LUN_BYTES))

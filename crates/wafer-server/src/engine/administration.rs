@@ -263,6 +263,7 @@ impl Engine {
                 let lun = self.lun_id(&path)?;
                 if !force {
                     self.check_unused(lun, &path)?;
+                    self.check_unmapped(&path)?;
                 }
                 Answer::Change(Change::DestroyLun { lun }, format!("LUN {path} destroyed"))
             }
@@ -346,6 +347,17 @@ impl Engine {
                     blocks_total: total,
                 }),
             )),
+            AdminRequest::IgroupCreate { .. }
+            | AdminRequest::IgroupAdd { .. }
+            | AdminRequest::IgroupRemove { .. }
+            | AdminRequest::IgroupDestroy { .. }
+            | AdminRequest::IgroupShow
+            | AdminRequest::LunMap { .. }
+            | AdminRequest::LunUnmap { .. }
+            | AdminRequest::LunMaps => Answer::Now(self.masking(request)?),
+            AdminRequest::IscsiSecurityAdd { .. }
+            | AdminRequest::IscsiSecurityShow
+            | AdminRequest::IscsiSecurityDelete { .. } => Answer::Now(self.security(request)?),
             AdminRequest::PrioritySetCache { volume, cache } => {
                 let policy = match cache.as_str() {
                     "keep" => CachePolicy::Keep,
@@ -528,7 +540,9 @@ impl Engine {
                 });
             }
         }
-        let changed = self.config.record_luns(&now);
+        let before: Vec<String> = self.config.luns.iter().map(|l| l.path.clone()).collect();
+        let mut changed = self.config.record_luns(&now);
+        changed |= self.unmap_destroyed(&before);
         if changed
             && self.dir.join(CONFIG_FILE).exists()
             && let Err(e) = self.config.save(&self.dir)
@@ -1240,6 +1254,254 @@ impl Engine {
             nvlog: self.shared.nvlog.status(),
         }
     }
+
+    // ---- igroups, maps and iSCSI security (`crate::masking`, `crate::chap_store`)
+
+    /// Carries out an igroup or map request: the changed igroups and maps
+    /// are saved in `wafer.toml`, then published to the connections.
+    fn masking(&mut self, request: AdminRequest) -> Result<AdminReply, AdminError> {
+        let mut san = self.config.san().clone();
+        let message = match request {
+            AdminRequest::IgroupShow => return Ok(AdminReply::Igroups(self.igroup_status())),
+            AdminRequest::LunMaps => return Ok(AdminReply::LunMaps(self.map_status())),
+            AdminRequest::IgroupCreate {
+                name,
+                protocol,
+                ostype,
+                initiators,
+            } => {
+                san.create(&name, protocol, &ostype, &initiators)
+                    .map_err(masking_error)?;
+                format!("initiator group {name} created")
+            }
+            AdminRequest::IgroupAdd { name, initiator } => {
+                san.add(&name, &initiator).map_err(masking_error)?;
+                format!("{initiator} added to initiator group {name}")
+            }
+            AdminRequest::IgroupRemove {
+                name,
+                initiator,
+                force,
+            } => {
+                san.remove(&name, &initiator, force)
+                    .map_err(masking_error)?;
+                format!("{initiator} removed from initiator group {name}")
+            }
+            AdminRequest::IgroupDestroy { name, force } => {
+                san.destroy(&name, force).map_err(masking_error)?;
+                format!("initiator group {name} destroyed")
+            }
+            AdminRequest::LunMap {
+                path,
+                igroup,
+                lun_id,
+            } => {
+                self.check_mappable(&path)?;
+                let id = san.map(&path, &igroup, lun_id).map_err(masking_error)?;
+                format!("LUN {path} was mapped to initiator group {igroup}={id}")
+            }
+            AdminRequest::LunUnmap { path, igroup } => {
+                san.unmap(&path, &igroup).map_err(masking_error)?;
+                format!("LUN {path} unmapped from initiator group {igroup}")
+            }
+            _ => unreachable!("only igroup and map requests are routed here"),
+        };
+        self.save_san(san)?;
+        crate::log!("admin: {message}");
+        Ok(AdminReply::Done { message })
+    }
+
+    /// Records `san` in `wafer.toml` (the old one stays if that fails) and
+    /// publishes it.
+    fn save_san(&mut self, san: crate::masking::San) -> Result<(), AdminError> {
+        let old = self.config.san.replace(san);
+        if let Err(e) = self.config.save(&self.dir) {
+            self.config.san = old;
+            return Err(error(
+                AdminErrorKind::Io,
+                &format!("{CONFIG_FILE} could not be saved, nothing changed: {e}"),
+            ));
+        }
+        self.shared.catalogue.publish_san(self.config.san());
+        Ok(())
+    }
+
+    /// A path `lun map` takes: a LUN, or a snapshot's image of one, that the
+    /// node serves now.
+    fn check_mappable(&self, path: &str) -> Result<(), AdminError> {
+        let name = path.strip_prefix("/vol/").unwrap_or("");
+        let (live, snapshot) = name.split_once('@').unwrap_or((name, ""));
+        let well_formed = live.split('/').count() == 2
+            && live.split('/').all(|part| !part.is_empty())
+            && !snapshot.contains('/');
+        if !well_formed || (name.contains('@') && snapshot.is_empty()) {
+            return Err(invalid(&format!(
+                "lun map: {path} is not a LUN path (/vol/VOLUME/LUN, or \
+                 /vol/VOLUME/LUN@SNAPSHOT for a snapshot's image, read-only)"
+            )));
+        }
+        if self.shared.catalogue.current().find(name).is_none() {
+            return Err(error(
+                AdminErrorKind::NotFound,
+                &format!("lun map: {path}: no such LUN"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `lun destroy` without `-f` refuses a mapped LUN, as ONTAP does.
+    fn check_unmapped(&self, path: &str) -> Result<(), AdminError> {
+        let groups: Vec<&str> = self
+            .config
+            .san()
+            .maps
+            .iter()
+            .filter(|m| m.path == path)
+            .map(|m| m.igroup.as_str())
+            .collect();
+        if groups.is_empty() {
+            return Ok(());
+        }
+        Err(invalid(&format!(
+            "lun destroy: {path}: the LUN is mapped to initiator group {} (lun unmap it, or use -f)",
+            groups.join(", ")
+        )))
+    }
+
+    /// Forgets the maps of LUNs whose records went (destroyed, or taken
+    /// away by a restore); their snapshots' images stay mapped. Returns
+    /// whether any went.
+    fn unmap_destroyed(&mut self, before: &[String]) -> bool {
+        let gone: Vec<&String> = before
+            .iter()
+            .filter(|path| !self.config.luns.iter().any(|l| &l.path == *path))
+            .collect();
+        let Some(san) = self.config.san.as_mut() else {
+            return false;
+        };
+        let before_maps = san.maps.len();
+        san.maps.retain(|m| !gone.contains(&&m.path));
+        before_maps != san.maps.len()
+    }
+
+    fn igroup_status(&self) -> Vec<crate::admin::IgroupStatus> {
+        let catalogue = &self.shared.catalogue;
+        self.config
+            .san()
+            .igroups
+            .iter()
+            .map(|group| crate::admin::IgroupStatus {
+                name: group.name.clone(),
+                protocol: group.protocol,
+                ostype: group.ostype.clone(),
+                initiators: group
+                    .initiators
+                    .iter()
+                    .map(|name| crate::admin::InitiatorStatus {
+                        name: name.clone(),
+                        logged_in: catalogue.is_logged_in(name),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    fn map_status(&self) -> Vec<crate::admin::LunMapStatus> {
+        let san = self.config.san();
+        let mut maps: Vec<crate::admin::LunMapStatus> = san
+            .maps
+            .iter()
+            .filter_map(|map| {
+                let group = san.igroups.iter().find(|g| g.name == map.igroup)?;
+                Some(crate::admin::LunMapStatus {
+                    path: map.path.clone(),
+                    igroup: map.igroup.clone(),
+                    lun_id: map.lun_id,
+                    protocol: group.protocol,
+                })
+            })
+            .collect();
+        maps.sort_by(|a, b| (&a.path, &a.igroup).cmp(&(&b.path, &b.igroup)));
+        maps
+    }
+
+    /// Publishes the igroups and maps, and the iSCSI security settings the
+    /// first time (read from the data directory; a file that cannot be read
+    /// leaves every iSCSI login refused, and says so).
+    pub(super) fn publish_masking(&mut self) {
+        let catalogue = &self.shared.catalogue;
+        if let Some(san) = &self.config.san {
+            catalogue.publish_san(san);
+        }
+        if catalogue.has_security() {
+            return;
+        }
+        match crate::chap_store::Entries::load(&self.dir) {
+            Ok(entries) => catalogue.publish_security(entries.security()),
+            Err(e) => {
+                crate::log!("every iSCSI login is refused: {e}");
+                catalogue.publish_security(wafer_iscsi::Security {
+                    default: wafer_iscsi::Policy::Deny,
+                    ..wafer_iscsi::Security::default()
+                });
+            }
+        }
+    }
+
+    /// Carries out an `iscsi security` request against the file.
+    fn security(&mut self, request: AdminRequest) -> Result<AdminReply, AdminError> {
+        let mut entries = crate::chap_store::Entries::load(&self.dir).map_err(chap_error)?;
+        let message = match request {
+            AdminRequest::IscsiSecurityShow => {
+                return Ok(AdminReply::IscsiSecurity(
+                    entries
+                        .entries
+                        .iter()
+                        .map(|e| crate::admin::SecurityStatus {
+                            initiator: e.initiator.clone(),
+                            method: e.method,
+                            inbound_user: e.inbound_user.clone(),
+                            outbound_user: e.outbound_user.clone(),
+                        })
+                        .collect(),
+                ));
+            }
+            AdminRequest::IscsiSecurityAdd { entry } => {
+                let message = format!("iSCSI security of {} set", entry.initiator);
+                entries.add(entry).map_err(chap_error)?;
+                message
+            }
+            AdminRequest::IscsiSecurityDelete { initiator } => {
+                entries.delete(&initiator).map_err(chap_error)?;
+                format!("iSCSI security of {initiator} deleted")
+            }
+            _ => unreachable!("only iscsi security requests are routed here"),
+        };
+        entries.save(&self.dir).map_err(chap_error)?;
+        self.shared.catalogue.publish_security(entries.security());
+        crate::log!("admin: {message}");
+        Ok(AdminReply::Done { message })
+    }
+}
+
+fn masking_error(refusal: crate::masking::MaskingError) -> AdminError {
+    use crate::masking::MaskingError;
+    let kind = match &refusal {
+        MaskingError::Invalid(_) => AdminErrorKind::Invalid,
+        MaskingError::NotFound(_) => AdminErrorKind::NotFound,
+        MaskingError::Exists(_) => AdminErrorKind::Exists,
+    };
+    error(kind, &refusal.to_string())
+}
+
+fn chap_error(refusal: crate::chap_store::ChapError) -> AdminError {
+    use crate::chap_store::ChapError;
+    let kind = match &refusal {
+        ChapError::Invalid(_) => AdminErrorKind::Invalid,
+        ChapError::NotFound(_) => AdminErrorKind::NotFound,
+        ChapError::File { .. } => AdminErrorKind::Io,
+    };
+    error(kind, &refusal.to_string())
 }
 
 /// An aggregate's broken disks.

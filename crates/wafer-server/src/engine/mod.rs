@@ -826,6 +826,7 @@ impl Engine {
         let ids = &self.config.luns;
         let catalogue = Catalogue::of(&self.node, &self.incarnations, holds, default, ids);
         self.shared.catalogue.publish(catalogue);
+        self.publish_masking();
     }
 }
 

@@ -5,7 +5,34 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::time::Duration;
+
+/// The raw initiator's name.
+pub const TEST_INITIATOR: &str = "iqn.2026-11.org.wafer:test";
+/// The names the initiators the tests run log in with: this raw one,
+/// libiscsi's tools (`iscsi-test-cu` opens sessions as two) and qemu.
+pub const TEST_INITIATORS: [&str; 6] = [
+    TEST_INITIATOR,
+    "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test",
+    "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-test-2",
+    "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-ls",
+    "iqn.2007-10.com.github:sahlberg:libiscsi:iscsi-inq",
+    "iqn.2008-11.org.linux-kvm",
+];
+
+/// Puts every initiator the tests use in igroup `default`, to which a new
+/// data directory maps `/vol/vol0/lun0` at LUN ID 0: they see it, as any
+/// initiator an administrator adds would. Those already in stay.
+pub fn admit_test_initiators(data: &Path) {
+    for initiator in TEST_INITIATORS {
+        let (code, _, err) = super::wafer(data, &["igroup", "add", "default", initiator]);
+        assert!(
+            code == 0 || err.contains("already in"),
+            "{initiator}: {err}"
+        );
+    }
+}
 
 /// An initiator's view of one received PDU.
 #[derive(Debug)]
@@ -30,6 +57,7 @@ impl Pdu {
 
 /// A finished SCSI command: its status and the data it returned.
 #[derive(Debug)]
+/// A finished command: its data, or for CHECK CONDITION its sense data.
 pub struct Done {
     pub itt: u32,
     pub status: u8,
@@ -80,7 +108,7 @@ impl Initiator {
     pub fn login(address: SocketAddr, target: &str) -> Initiator {
         let mut initiator = Initiator::connect(address);
         let keys = format!(
-            "InitiatorName=iqn.2026-11.org.wafer:test\0SessionType=Normal\0TargetName={target}\0\
+            "InitiatorName={TEST_INITIATOR}\0SessionType=Normal\0TargetName={target}\0\
              HeaderDigest=None\0DataDigest=None\0ImmediateData=Yes\0InitialR2T=Yes\0\
              FirstBurstLength=262144\0MaxBurstLength=262144\0MaxRecvDataSegmentLength=262144\0"
         );
@@ -122,11 +150,25 @@ impl Initiator {
     /// Sends a SCSI command to LUN 0 with `data` as immediate data; returns
     /// its task tag.
     pub fn command(&mut self, cdb: &[u8], expected: u32, read: bool, data: &[u8]) -> u32 {
+        self.command_to(0, cdb, expected, read, data)
+    }
+
+    /// Sends a SCSI command to LUN `lun` (below 256) with `data` as
+    /// immediate data; returns its task tag.
+    pub fn command_to(
+        &mut self,
+        lun: u8,
+        cdb: &[u8],
+        expected: u32,
+        read: bool,
+        data: &[u8],
+    ) -> u32 {
         let itt = self.next_itt;
         self.next_itt += 1;
         let mut header = [0u8; 48];
         header[0] = 0x01;
         header[1] = 0x80 | if read { 0x40 } else { 0 } | if data.is_empty() { 0 } else { 0x20 };
+        header[9] = lun;
         header[16..20].copy_from_slice(&itt.to_be_bytes());
         header[20..24].copy_from_slice(&expected.to_be_bytes());
         header[24..28].copy_from_slice(&self.cmd_sn.to_be_bytes());
@@ -174,8 +216,12 @@ impl Initiator {
                 }
                 0x21 => {
                     let itt = pdu.itt();
-                    let data = self.partial.remove(&itt).unwrap_or_default();
                     let status = pdu.header[3];
+                    let data = match status {
+                        // CHECK CONDITION: the sense data, after its length.
+                        0x02 => pdu.data.get(2..).unwrap_or_default().to_vec(),
+                        _ => self.partial.remove(&itt).unwrap_or_default(),
+                    };
                     return Some(Done { itt, status, data });
                 }
                 _ => {}
@@ -204,4 +250,32 @@ impl Initiator {
             }
         }
     }
+}
+
+/// `iscsi-ls -s` as `initiator`, with `credentials` (`user%secret@`,
+/// and `?target_user=…&target_password=…` for mutual CHAP) in the URL:
+/// (whether it succeeded, its `Lun:` lines, its stderr).
+pub fn iscsi_ls(
+    address: SocketAddr,
+    initiator: &str,
+    user: &str,
+    query: &str,
+) -> (bool, Vec<String>, String) {
+    let url = format!("iscsi://{user}{address}{query}");
+    let output = super::client("iscsi-ls", &["-s", "-i", initiator, &url]);
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let luns = text
+        .lines()
+        .filter(|l| l.starts_with("Lun:"))
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_string())
+        .collect();
+    let errors = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.success(), luns, errors)
+}
+
+/// The LUN numbers `initiator` sees, without CHAP.
+pub fn luns_seen(address: SocketAddr, initiator: &str) -> Vec<String> {
+    let (logged_in, luns, errors) = iscsi_ls(address, initiator, "", "");
+    assert!(logged_in, "iscsi-ls as {initiator} failed: {errors}");
+    luns
 }

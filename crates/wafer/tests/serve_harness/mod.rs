@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod iscsi;
+pub mod load;
 pub mod tls;
 
 use std::collections::BTreeMap;
