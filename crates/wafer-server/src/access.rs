@@ -14,9 +14,10 @@
 //! directory made by hand (`mkdir` gives 0755) or loosened later is closed
 //! again rather than refused, since closing it is what the administrator
 //! would be told to do. The NBD Unix sockets get mode `0600` unless
-//! `--socket-mode` says otherwise. TCP has no access control yet (no TLS,
-//! no LUN masking), so listening on anything but a loopback address is
-//! allowed but warned about on standard error.
+//! `--socket-mode` says otherwise. Plain TCP has no access control (only
+//! a client with a TLS certificate is masked), so listening on anything but
+//! a loopback address without `--tls-require --tls-ca` is allowed but
+//! warned about on standard error.
 
 use std::fs;
 use std::io;
@@ -82,9 +83,10 @@ pub(crate) fn warn_if_exposed(address: &SocketAddr) {
         return;
     }
     crate::log!(
-        "WARNING: NBD on {address} is open to the network with no access control (no TLS, no \
-         LUN masking yet): any host that reaches it can read and write every LUN. Listen on a \
-         loopback address or a --socket unless every host on that network is trusted"
+        "WARNING: NBD on {address} is open to the network with no access control (plain \
+         clients are not masked): any host that reaches it can read and write every LUN. \
+         Listen on a loopback address or a --socket, or require TLS with client certificates \
+         (--tls-require --tls-ca), unless every host on that network is trusted"
     );
 }
 

@@ -70,6 +70,7 @@ mod logging;
 mod lun_ids;
 pub mod masking;
 mod nbd;
+mod nbd_masking;
 mod nvlog;
 mod server;
 mod stop;

@@ -47,7 +47,8 @@
 //! handshake within the same handshake deadline and goes on over the
 //! encrypted stream (`tls`), which its writer shares. The client's
 //! certificate identity, if it gave one, is on the stream
-//! ([`Stream::peer_identity`]) from then on, for the whole connection.
+//! ([`Stream::peer_identity`]) from then on, for the whole connection, and
+//! names it for LUN masking (`crate::nbd_masking`).
 //!
 //! Hostile input: the codec answers malformed requests with errors and ends
 //! the connection on anything that breaks framing; either way only that
@@ -78,6 +79,7 @@ use crate::admission::{Activity, Admission, ConnectionLimits, Ticket};
 use crate::budget::{Budget, Loans};
 use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::events::{Event, ExtentsCallback, HostCallback, HostOutcome};
+use crate::nbd_masking::ExportView;
 use crate::stop::StopSignal;
 use crate::stream::{Listener, Stream};
 use crate::tls::{TlsError, TlsSettings};
@@ -238,6 +240,7 @@ fn negotiate(
         limit: context.limits.handshake_timeout,
     };
     let catalogue = context.catalogue.current();
+    let san = context.catalogue.san();
     let mode = context.tls.as_ref().map_or(TlsMode::Off, TlsSettings::mode);
     let mut handshake = Handshake::with_tls(mode);
     let mut output = Vec::new();
@@ -251,7 +254,9 @@ fn negotiate(
         }
         let mut input = &buffer[..received];
         while !input.is_empty() {
-            let event = handshake.handle_input(&mut input, &*catalogue)?;
+            // Built anew each step: a certificate's name exists once TLS is on.
+            let view = ExportView::of(&catalogue, &san, stream.peer_identity());
+            let event = handshake.handle_input(&mut input, &view)?;
             if matches!(event, Some(HandshakeEvent::Transmission(_))) {
                 ticket.negotiated();
             }
@@ -267,10 +272,10 @@ fn negotiate(
                 }
                 Some(HandshakeEvent::Aborted) => return Ok(None),
                 Some(HandshakeEvent::Transmission(negotiated)) => {
-                    let export = catalogue
+                    let export = view
                         .find(&negotiated.export.name)
                         .cloned()
-                        .expect("the handshake found the export in this catalogue");
+                        .expect("the handshake found the export in this view");
                     return Ok(Some((negotiated, export, input.to_vec())));
                 }
             }

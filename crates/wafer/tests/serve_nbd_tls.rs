@@ -11,24 +11,107 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use serve_harness::tls::{
-    GOOD_CLIENT, OPT_EXPORT_NAME, OPT_LIST, Pki, REP_ERR_INVALID, REP_ERR_TLS_REQD, go,
-    nbds_unix_uri, plain_until_starttls, qemu_io_tls_args, request, upgrade,
+    GOOD_CLIENT, OPT_EXPORT_NAME, OPT_LIST, OTHER_CLIENT, Pki, REP_ERR_INVALID, REP_ERR_TLS_REQD,
+    go, nbds_unix_uri, plain_until_starttls, qemu_io_tls_args, request, upgrade,
 };
 use serve_harness::{
-    Scratch, Served, TEST_SIZES, client, client_ok, pattern, qemu_io, read_option_reply, refusal,
-    send_option, serve_with, wire,
+    Scratch, Served, TEST_SIZES, client, client_ok, ok, pattern, qemu_io, read_option_reply,
+    refusal, send_option, serve_with, wire,
 };
 
 /// `NBD_REP_ERR_POLICY`.
 const REP_ERR_POLICY: u32 = (1 << 31) + 2;
 
-/// A server with the test sizes, the PKI's credentials and `extra`.
+/// A server with the test sizes, the PKI's credentials and `extra`; the
+/// good client's certificate name is in NBD igroup `tlshosts`, with
+/// `/vol/vol0/lun0` mapped to it (a client with a certificate sees only
+/// what is mapped to it).
 fn serve_tls(scratch: &Scratch, pki: &Pki, extra: &[&str]) -> Served {
     let mut args: Vec<String> = TEST_SIZES.iter().map(|arg| arg.to_string()).collect();
     args.extend(pki.serve_args());
     args.extend(extra.iter().map(|arg| arg.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    serve_with(scratch, &args)
+    let served = serve_with(scratch, &args);
+    let data = scratch.data();
+    ok(
+        &data,
+        &[
+            "igroup",
+            "create",
+            "-n",
+            "-t",
+            "linux",
+            "tlshosts",
+            GOOD_CLIENT,
+        ],
+    );
+    ok(&data, &["lun", "map", "/vol/vol0/lun0", "tlshosts"]);
+    served
+}
+
+/// The exports `nbdinfo --list` shows a client with the credentials of
+/// `dir` (none if it is refused every export).
+fn listed(served: &Served, dir: &std::path::Path) -> Vec<String> {
+    let uri = nbds_unix_uri(served.socket(), "", dir);
+    let output = client("nbdinfo", &["--list", "--json", &uri]);
+    let text = String::from_utf8_lossy(&output.stdout);
+    let json: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(json) => json,
+        Err(_) => return Vec::new(),
+    };
+    let exports = json["exports"].as_array().cloned().unwrap_or_default();
+    exports
+        .iter()
+        .filter_map(|e| e["export-name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn certificate_names_are_masked_like_iscsi_initiators() {
+    let scratch = Scratch::new();
+    let pki = Pki::new(&scratch.file("pki"));
+    let served = serve_tls(&scratch, &pki, &[]);
+    let data = scratch.data();
+    ok(&data, &["lun", "create", "-s", "16m", "/vol/vol0/lun1"]);
+    let (good, other) = (pki.dir("good"), pki.dir("other"));
+
+    // host-a sees what is mapped to it, host-b (in no igroup) nothing: an
+    // export it is not mapped does not exist for it.
+    assert_eq!(listed(&served, &good), ["vol0/lun0"]);
+    assert_eq!(listed(&served, &other), Vec::<String>::new());
+    let lun1_for_other = nbds_unix_uri(served.socket(), "vol0/lun1", &other);
+    assert!(!client("nbdinfo", &[&lun1_for_other]).status.success());
+
+    // Mapped, it sees lun1 (its default export, at LUN ID 0); unmapped, it
+    // is gone again for the next connection.
+    ok(
+        &data,
+        &[
+            "igroup",
+            "create",
+            "-n",
+            "-t",
+            "linux",
+            "hostb",
+            OTHER_CLIENT,
+        ],
+    );
+    ok(&data, &["lun", "map", "/vol/vol0/lun1", "hostb", "0"]);
+    assert_eq!(listed(&served, &other), ["vol0/lun1"]);
+    let info = client_ok(
+        "nbdinfo",
+        &["--json", &nbds_unix_uri(served.socket(), "", &other)],
+    );
+    assert!(info.contains("vol0/lun1"), "{info}");
+    ok(&data, &["lun", "unmap", "/vol/vol0/lun1", "hostb"]);
+    assert!(!client("nbdinfo", &[&lun1_for_other]).status.success());
+
+    // A plain client has no name to mask by: it sees every export.
+    let plain = client_ok("nbdinfo", &["--list", &served.uri("")]);
+    assert!(
+        plain.contains("vol0/lun0") && plain.contains("vol0/lun1"),
+        "{plain}"
+    );
 }
 
 /// qemu-io over TLS with the credentials of `dir`; its output (it must exit 0).

@@ -30,12 +30,15 @@ pub const REP_ERR_TLS_REQD: u32 = (1 << 31) + 5;
 
 /// The common name of the client certificate the CA signed.
 pub const GOOD_CLIENT: &str = "host-a";
+/// The common name of another client certificate the CA signed.
+pub const OTHER_CLIENT: &str = "host-b";
 
 /// Every credential a TLS test needs, in `root`:
 ///
 /// ```text
 /// server/  ca-cert.pem  server-cert.pem  server-key.pem (0600)
 /// good/    ca-cert.pem  client-cert.pem  client-key.pem   signed by the CA, CN host-a
+/// other/   ca-cert.pem  client-cert.pem  client-key.pem   signed by the CA, CN host-b
 /// rogue/   ca-cert.pem  client-cert.pem  client-key.pem   self-signed, CN host-a
 /// ```
 pub struct Pki {
@@ -73,6 +76,10 @@ impl Pki {
         let good = good
             .signed_by(&good_key, &ca, &ca_key)
             .expect("the good client's certificate");
+        let (other, other_key) = leaf(&[], OTHER_CLIENT, ExtendedKeyUsagePurpose::ClientAuth);
+        let other = other
+            .signed_by(&other_key, &ca, &ca_key)
+            .expect("the other client's certificate");
         let (rogue, rogue_key) = leaf(&[], GOOD_CLIENT, ExtendedKeyUsagePurpose::ClientAuth);
         let rogue = rogue
             .self_signed(&rogue_key)
@@ -86,6 +93,7 @@ impl Pki {
         };
         pki.lay_out("server", "server", &server, &server_key);
         pki.lay_out("good", "client", &pki.good.0, &pki.good.1);
+        pki.lay_out("other", "client", &other, &other_key);
         pki.lay_out("rogue", "client", &pki.rogue.0, &pki.rogue.1);
         pki
     }
@@ -102,7 +110,8 @@ impl Pki {
         std::fs::set_permissions(&key_path, owner_only).expect("chmod 600");
     }
 
-    /// A directory of the layout above: `server`, `good` or `rogue`.
+    /// A directory of the layout above: `server`, `good`, `other` or
+    /// `rogue`.
     pub fn dir(&self, name: &str) -> PathBuf {
         self.root.join(name)
     }

@@ -1,0 +1,90 @@
+//! What an NBD client may see: every export, or, for a client that proved
+//! a certificate name over TLS, only the LUNs mapped to it.
+//!
+//! A plain NBD client has no identity, so it is not masked: its reach is
+//! whoever can open the socket or reach the listener (`--socket-mode`,
+//! `--listen`). A client that started TLS and presented a certificate the
+//! CA (`--tls-ca`) signed is an initiator like an iSCSI one, named by the
+//! certificate's CN: it sees exactly the LUNs mapped to the NBD igroups
+//! (`igroup create -n`) that list that name, each under its usual export
+//! name (`VOLUME/LUN`, `VOLUME/LUN@SNAPSHOT`), and no other export exists
+//! for it, in `NBD_OPT_LIST` as in `GO`, `INFO` and `EXPORT_NAME`. Its
+//! default export (the empty name) is the LUN mapped to it at LUN ID 0.
+//!
+//! The view is built per handshake step from the current catalogue and
+//! maps, since the identity appears only once TLS is on. As with every NBD
+//! export, what a connection resolved is kept for its life: an unmap is
+//! seen by the client's next connection.
+
+use wafer_nbd::{ExportInfo, Exports};
+
+use crate::catalogue::{Catalogue, Export};
+use crate::masking::{Initiator, San};
+use crate::tls::PeerIdentity;
+
+/// The exports one NBD client may reach.
+pub(crate) enum ExportView<'a> {
+    /// No identity: the whole catalogue.
+    Unmasked(&'a Catalogue),
+    /// A certificate's name: the exports mapped to it, by export name,
+    /// with the one at LUN ID 0 first when there is one.
+    Masked {
+        catalogue: &'a Catalogue,
+        mapped: Vec<(u16, String)>,
+    },
+}
+
+impl<'a> ExportView<'a> {
+    /// What a client with `identity` (none for plain NBD, or TLS without a
+    /// client certificate) may reach in `catalogue`, as `san` maps it.
+    pub(crate) fn of(
+        catalogue: &'a Catalogue,
+        san: &San,
+        identity: Option<&PeerIdentity>,
+    ) -> ExportView<'a> {
+        let Some(identity) = identity else {
+            return ExportView::Unmasked(catalogue);
+        };
+        let mapped = san
+            .visible(Initiator::NbdCertificate(&identity.common_name))
+            .into_iter()
+            .filter_map(|map| {
+                let name = map.path.strip_prefix("/vol/")?.to_string();
+                catalogue
+                    .find(&name)
+                    .is_some()
+                    .then_some((map.lun_id, name))
+            })
+            .collect();
+        ExportView::Masked { catalogue, mapped }
+    }
+
+    /// The export a client names ("" for its default), if it may reach it.
+    pub(crate) fn find(&self, name: &str) -> Option<&'a Export> {
+        match self {
+            ExportView::Unmasked(catalogue) => catalogue.find(name),
+            ExportView::Masked { catalogue, mapped } => {
+                let reached = match name {
+                    "" => mapped.iter().find(|(id, _)| *id == 0),
+                    _ => mapped.iter().find(|(_, mapped)| mapped == name),
+                };
+                reached.and_then(|(_, name)| catalogue.find(name))
+            }
+        }
+    }
+}
+
+impl Exports for ExportView<'_> {
+    fn lookup(&self, name: &str) -> Option<ExportInfo> {
+        self.find(name).map(|e| e.info.clone())
+    }
+
+    fn list(&self) -> Vec<String> {
+        match self {
+            ExportView::Unmasked(catalogue) => catalogue.list(),
+            ExportView::Masked { mapped, .. } => {
+                mapped.iter().map(|(_, name)| name.clone()).collect()
+            }
+        }
+    }
+}
