@@ -410,10 +410,6 @@ pub struct Superblock {
     pub aggregate: AggrId,
     /// The aggregate's name (`aggr0` where none was recorded).
     pub name: String,
-    /// Taken offline by the administrator: a mount brings it up offline
-    /// (false on disks written before the state was recorded, where the
-    /// byte was zero).
-    pub offline: bool,
 }
 
 /// A reconstruction in progress, as the superblock records it: the disk in
@@ -444,7 +440,6 @@ fn superblock_hash(bytes: &[u8]) -> u64 {
 }
 const GROUP_RECORDS_AT: usize = 1024;
 const REBUILD_AT: usize = 800;
-const STATE_AT: usize = 816;
 const AGGREGATE_AT: usize = 832;
 const NAME_AT: usize = 840;
 /// The name an aggregate has when its superblock records none.
@@ -469,7 +464,6 @@ impl Superblock {
             put_u16(&mut out, REBUILD_AT + 4, rebuild.disk);
             put_u64(&mut out, REBUILD_AT + 8, rebuild.cursor);
         }
-        out[STATE_AT] = u8::from(self.offline);
         assert!(self.name.len() <= NAME_MAX, "aggregate name too long");
         put_u32(&mut out, AGGREGATE_AT, self.aggregate.0);
         out[AGGREGATE_AT + 4] = self.name.len() as u8;
@@ -526,20 +520,9 @@ impl Superblock {
                 });
             }
         };
-        let offline = match block[STATE_AT] {
-            0 => false,
-            1 => true,
-            state => {
-                return Err(FormatError::Corrupt {
-                    what: "superblock",
-                    detail: format!("aggregate state {state}"),
-                });
-            }
-        };
         Ok(Superblock {
             aggregate: AggrId(get_u32(block, AGGREGATE_AT)),
             name,
-            offline,
             cp: CpCount(get_u64(block, 16)),
             rebuild,
             groups,
@@ -694,7 +677,6 @@ mod tests {
             rebuild: None,
             aggregate: AggrId(0),
             name: DEFAULT_AGGREGATE_NAME.into(),
-            offline: false,
         }
     }
 
@@ -724,15 +706,9 @@ mod tests {
             }),
             aggregate: AggrId(7),
             name: "aggr_sas".into(),
-            offline: true,
         };
         let mut block = superblock.encode();
-        assert_eq!(Superblock::decode(&block), Ok(superblock.clone()));
-        let online = Superblock {
-            offline: false,
-            ..superblock.clone()
-        };
-        assert_eq!(Superblock::decode(&online.encode()), Ok(online));
+        assert_eq!(Superblock::decode(&block), Ok(superblock));
         block[300] ^= 4;
         assert_eq!(Superblock::decode(&block), Err(FormatError::Checksum));
         // Three valid superblocks XORed together (what a rebuild from mixed copies

@@ -182,15 +182,6 @@ type PendingIo<D> = (
     Instant,
 );
 
-/// The administrator's offline as the aggregate's superblocks record it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct OfflineMark {
-    /// What the next superblock records.
-    marked: bool,
-    /// What the newest committed superblock records.
-    committed: bool,
-}
-
 /// One aggregate, its volumes and LUNs: the filer engine, over payload `P`
 /// (real bytes unless the lab asks for stamps).
 #[derive(Debug)]
@@ -241,8 +232,6 @@ pub struct Filer<P: Payload = Bytes> {
     spares_exhausted: bool,
     /// A rebuild finished and no committed superblock says so yet.
     rebuild_done_unrecorded: bool,
-    /// Whether the administrator's offline is recorded on the disks.
-    offline: OfflineMark,
     outbox: outbox::Outbox<P, PendingIo<P::ReadData>>,
     counters: Counters,
 }
@@ -301,7 +290,6 @@ impl<P: Payload> Filer<P> {
             scrub: None,
             spares_exhausted: no_spares,
             rebuild_done_unrecorded: false,
-            offline: OfflineMark::default(),
             repairs: blockio::Repairs::default(),
             next_fill: 0,
             parked_reads: Vec::new(),
@@ -412,27 +400,6 @@ impl<P: Payload> Filer<P> {
     /// The aggregate's name.
     pub fn aggregate_name(&self) -> &str {
         &self.name
-    }
-
-    /// Marks the aggregate taken offline by the administrator (or no
-    /// longer): every superblock from the next CP on records it, so that a
-    /// mount brings the aggregate up offline. The aggregate goes on serving
-    /// meanwhile; not serving it is the node's part.
-    pub fn mark_offline(&mut self, offline: bool) {
-        self.offline.marked = offline;
-    }
-
-    /// Whether the next superblock records the aggregate offline (as the
-    /// mounted one did, until [`mark_offline`](Self::mark_offline) says
-    /// otherwise).
-    pub fn marked_offline(&self) -> bool {
-        self.offline.marked
-    }
-
-    /// Whether the newest committed superblock records the aggregate
-    /// offline.
-    pub fn offline_committed(&self) -> bool {
-        self.offline.committed
     }
 
     /// Whether a CP is running.

@@ -22,7 +22,7 @@ use super::meta::{
     FileRef, MetaFile, Snapshot, Volume, decode_inofile_block, decode_snapinfo_block,
     decode_volume_table,
 };
-use super::{Filer, IoOp, IoPurpose, IoResult, OfflineMark, Options, Phase};
+use super::{Filer, IoOp, IoPurpose, IoResult, Options, Phase};
 use crate::Block;
 use crate::aggregate::{Layout, SUPERBLOCK_COPIES};
 use crate::format::{Superblock, Trailer};
@@ -209,10 +209,6 @@ impl<P: Payload> Filer<P> {
             }
         }
         self.committed = superblock.cp;
-        self.offline = OfflineMark {
-            marked: superblock.offline,
-            committed: superblock.offline,
-        };
         self.id = superblock.aggregate;
         self.name = superblock.name;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
