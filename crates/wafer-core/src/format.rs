@@ -410,6 +410,10 @@ pub struct Superblock {
     pub aggregate: AggrId,
     /// The aggregate's name (`aggr0` where none was recorded).
     pub name: String,
+    /// One past the NVLog sequence number of the last record a mount
+    /// replayed into this image or an older one (0: none): a later mount
+    /// replays only records from it on, whatever their generation says.
+    pub replayed_below: u64,
 }
 
 /// A reconstruction in progress, as the superblock records it: the disk in
@@ -440,6 +444,7 @@ fn superblock_hash(bytes: &[u8]) -> u64 {
 }
 const GROUP_RECORDS_AT: usize = 1024;
 const REBUILD_AT: usize = 800;
+const REPLAYED_BELOW_AT: usize = 824;
 const AGGREGATE_AT: usize = 832;
 const NAME_AT: usize = 840;
 /// The name an aggregate has when its superblock records none.
@@ -464,6 +469,7 @@ impl Superblock {
             put_u16(&mut out, REBUILD_AT + 4, rebuild.disk);
             put_u64(&mut out, REBUILD_AT + 8, rebuild.cursor);
         }
+        put_u64(&mut out, REPLAYED_BELOW_AT, self.replayed_below);
         assert!(self.name.len() <= NAME_MAX, "aggregate name too long");
         put_u32(&mut out, AGGREGATE_AT, self.aggregate.0);
         out[AGGREGATE_AT + 4] = self.name.len() as u8;
@@ -523,6 +529,7 @@ impl Superblock {
         Ok(Superblock {
             aggregate: AggrId(get_u32(block, AGGREGATE_AT)),
             name,
+            replayed_below: get_u64(block, REPLAYED_BELOW_AT),
             cp: CpCount(get_u64(block, 16)),
             rebuild,
             groups,
@@ -677,6 +684,7 @@ mod tests {
             rebuild: None,
             aggregate: AggrId(0),
             name: DEFAULT_AGGREGATE_NAME.into(),
+            replayed_below: 0,
         }
     }
 
@@ -706,6 +714,7 @@ mod tests {
             }),
             aggregate: AggrId(7),
             name: "aggr_sas".into(),
+            replayed_below: 1 << 40,
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block), Ok(superblock));

@@ -551,9 +551,12 @@ impl LogPort {
         }
     }
 
-    /// Numbers new records after every one of `replayed`.
-    pub fn resume_after(&mut self, replayed: &[NvRecord]) {
-        self.next_seq = replayed.iter().map(|r| r.seq + 1).max().unwrap_or(0);
+    /// Numbers new records after every one of `replayed`, and from
+    /// `replayed_below` on (records below it were replayed once: a new
+    /// record numbered there would be taken for one of them).
+    pub fn resume_after(&mut self, replayed: &[NvRecord], replayed_below: u64) {
+        let after_log = replayed.iter().map(|r| r.seq + 1).max().unwrap_or(0);
+        self.next_seq = after_log.max(replayed_below);
     }
 
     /// The half new records go to.

@@ -938,6 +938,7 @@ impl<P: Payload> Filer<P> {
         let superblock = Superblock {
             aggregate: self.id,
             name: self.name.clone(),
+            replayed_below: self.replayed_below,
             cp: number,
             rebuild,
             groups: self.layout.records(),

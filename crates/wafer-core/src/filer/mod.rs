@@ -232,6 +232,10 @@ pub struct Filer<P: Payload = Bytes> {
     spares_exhausted: bool,
     /// A rebuild finished and no committed superblock says so yet.
     rebuild_done_unrecorded: bool,
+    /// One past the NVLog sequence number of the last record a mount
+    /// replayed (or found so in the superblock it mounted): every
+    /// superblock records it, and replay takes only records from it on.
+    replayed_below: u64,
     outbox: outbox::Outbox<P, PendingIo<P::ReadData>>,
     counters: Counters,
 }
@@ -290,6 +294,7 @@ impl<P: Payload> Filer<P> {
             scrub: None,
             spares_exhausted: no_spares,
             rebuild_done_unrecorded: false,
+            replayed_below: 0,
             repairs: blockio::Repairs::default(),
             next_fill: 0,
             parked_reads: Vec::new(),

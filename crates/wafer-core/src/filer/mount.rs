@@ -209,6 +209,7 @@ impl<P: Payload> Filer<P> {
             }
         }
         self.committed = superblock.cp;
+        self.replayed_below = superblock.replayed_below;
         self.id = superblock.aggregate;
         self.name = superblock.name;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
@@ -466,14 +467,19 @@ impl<P: Payload> Filer<P> {
     /// Replays the operations newer than the mounted CP, then commits them.
     pub(super) fn replay(&mut self) {
         let records = core::mem::take(&mut self.mount_state().records);
-        self.log.resume_after(&records);
+        let below = self.replayed_below;
+        self.log.resume_after(&records, below);
         let skip = self.sabotaged(super::Sabotage::SkipReplay);
         let foreign_too = self.sabotaged(super::Sabotage::ReplayForeignRecords);
         let (committed, id) = (self.committed, self.id);
         // A node's aggregates share the log: each replays its own records.
+        // A record is newer than the image when its generation says so and
+        // no earlier mount replayed it: a replay CP takes records of a
+        // generation above its own number, and a crash before the log is
+        // reset must not replay them again over later changes.
         let newer: VecDeque<NvRecord> = records
             .into_iter()
-            .filter(|r| r.generation > committed && !skip)
+            .filter(|r| r.generation > committed && r.seq >= below && !skip)
             .filter(|r| r.aggregate == id || foreign_too)
             .collect();
         self.warn_of_damage(&newer);
@@ -507,6 +513,8 @@ impl<P: Payload> Filer<P> {
     fn replay_some(&mut self) {
         let generation = CpCount(self.committed.0 + 1);
         while let Some(record) = self.mount_state().to_replay.pop_front() {
+            // The CP that follows holds this record, applied or not.
+            self.replayed_below = record.seq + 1;
             // An operation that no longer applies (say, a LUN created twice) was
             // already in the on-disk image; it is skipped, as it was then.
             let applied = self.validate(&record.op).is_ok();
