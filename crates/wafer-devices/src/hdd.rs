@@ -386,9 +386,10 @@ pub struct Hdd {
     cache: SegmentCache,
     dirty_blocks: u64,
     /// Requests the controller answers without the arm (hits, write-back
-    /// acknowledgements), by finishing time and arrival.
+    /// acknowledgements), by finishing time and then the order in which
+    /// they were answered (several may finish at one instant).
     answers: BTreeMap<(u64, u64), Completion>,
-    arrivals: u64,
+    answered: u64,
     sweep_inward: bool,
 }
 
@@ -408,7 +409,7 @@ impl Hdd {
             cache,
             dirty_blocks: 0,
             answers: BTreeMap::new(),
-            arrivals: 0,
+            answered: 0,
             sweep_inward: true,
         }
     }
@@ -442,7 +443,8 @@ impl Hdd {
             },
         };
         self.answers
-            .insert((finished_ns, self.arrivals), completion);
+            .insert((finished_ns, self.answered), completion);
+        self.answered += 1;
     }
 
     /// Serves a read from the buffer at `now` if it can: from the read-ahead
@@ -738,7 +740,6 @@ impl Device for Hdd {
         check_call_order(Instant(self.now_ns), now, self.next_event());
         check_request(&request, self.capacity_blocks())?;
         self.now_ns = now.0;
-        self.arrivals += 1;
         let queued = Queued {
             request,
             origin: Origin::Host,

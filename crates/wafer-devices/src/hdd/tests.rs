@@ -494,3 +494,16 @@ fn two_queued_1mib_sequential_reads_stream_at_least_as_fast_as_one() {
         }
     }
 }
+
+#[test]
+fn queued_reads_served_from_the_stream_at_one_instant_all_complete() {
+    // Eight 4 KiB reads in flight, one sequential stream: when the first
+    // leaves the media the next seven are in the stream, and those the
+    // stream reads within the command overhead answer at the same instant.
+    let mut disk = drive("fc15k-144g", SchedulingPolicy::Sptf);
+    let completions = sequential_at_depth(&mut disk, 8, 1, 2000);
+    let mut ids: Vec<u64> = completions.iter().map(|c| c.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 2000, "every request completes once");
+}
