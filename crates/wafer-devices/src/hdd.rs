@@ -27,8 +27,9 @@
 //!   up (64 KiB at queue depth 1). A read wholly inside another segment is a
 //!   hit too. Hits cost the command overhead and the interface transfer, and
 //!   do not wait for the arm. Reads already queued when a media read ends
-//!   are weighed against the new stream first: those that continue it are
-//!   served from it like a read arriving then, so a sequential reader with
+//!   are weighed against the new stream first: those that continue it
+//!   exactly (from the block after the last one it serves) are served from
+//!   it like a read arriving then, so a sequential reader with
 //!   several commands in flight streams as one with one does, where a drive
 //!   that repositioned for each would lose most of a revolution per command
 //!   (DiskSim's `Buffer continuous read` 3-4 with hits on queued requests,
@@ -679,11 +680,14 @@ impl Hdd {
     }
 
     /// Serves from the new read-ahead stream the queued reads that continue
-    /// it, in arrival order: the head is already on their blocks, so the
-    /// drive reads on instead of repositioning for them (DiskSim's
-    /// `Buffer continuous read` with hits on queued requests,
-    /// device-models.md §1.6). Each one served pushes the stream on, so a
-    /// chain of queued reads streams at the media rate.
+    /// it, each starting where the previous one it served ends: the head is
+    /// already on their first block, so they need no positioning at all,
+    /// less than any other queued request, and the drive reads on instead of
+    /// repositioning for them (DiskSim's `Buffer continuous read` with hits
+    /// on queued requests, device-models.md §1.6). Each one served pushes
+    /// the stream on, so a chain of queued reads streams at the media rate.
+    /// A queued read further ahead in the stream waits its turn, as SPTF
+    /// weighs it.
     fn continue_queued_reads(&mut self, now_ns: u64) {
         let mut index = 0;
         while index < self.queue.len() {
@@ -692,7 +696,7 @@ impl Hdd {
                 && queued.request.op == Op::Read
                 && self
                     .read_ahead
-                    .is_some_and(|s| self.stream_holds(&s, queued.request.block));
+                    .is_some_and(|s| s.committed == queued.request.block);
             if continues && self.read_from_buffer(&queued, now_ns) {
                 self.queue.remove(index);
                 index = 0;
