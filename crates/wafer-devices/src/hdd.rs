@@ -26,7 +26,14 @@
 //!   long as its requests are large enough for the command overhead to keep
 //!   up (64 KiB at queue depth 1). A read wholly inside another segment is a
 //!   hit too. Hits cost the command overhead and the interface transfer, and
-//!   do not wait for the arm.
+//!   do not wait for the arm. Reads already queued when a media read ends
+//!   are weighed against the new stream first: those that continue it
+//!   exactly (from the block after the last one it serves) are served from
+//!   it like a read arriving then, so a sequential reader with
+//!   several commands in flight streams as one with one does, where a drive
+//!   that repositioned for each would lose most of a revolution per command
+//!   (DiskSim's `Buffer continuous read` 3-4 with hits on queued requests,
+//!   the setting of every validated drive, device-models.md §1.6).
 //! - **Writes** go to the media before they complete (write-through), as
 //!   array controllers configure enterprise drives. With the write-back
 //!   option a write is acknowledged once in the buffer (up to half of it may
@@ -380,9 +387,10 @@ pub struct Hdd {
     cache: SegmentCache,
     dirty_blocks: u64,
     /// Requests the controller answers without the arm (hits, write-back
-    /// acknowledgements), by finishing time and arrival.
+    /// acknowledgements), by finishing time and then the order in which
+    /// they were answered (several may finish at one instant).
     answers: BTreeMap<(u64, u64), Completion>,
-    arrivals: u64,
+    answered: u64,
     sweep_inward: bool,
 }
 
@@ -402,7 +410,7 @@ impl Hdd {
             cache,
             dirty_blocks: 0,
             answers: BTreeMap::new(),
-            arrivals: 0,
+            answered: 0,
             sweep_inward: true,
         }
     }
@@ -415,9 +423,12 @@ impl Hdd {
     /// Answers a request from the controller at `finished_ns`: the command
     /// overhead, then the interface (and for a read-ahead hit, the wait for
     /// the stream), all counted as transfer.
-    fn answer(&mut self, queued: &Queued, finished_ns: u64) {
+    /// A request taken from the queue at `taken_ns` counts the wait as queue
+    /// time.
+    fn answer(&mut self, queued: &Queued, taken_ns: u64, finished_ns: u64) {
         let overhead_ns = self.model.command_overhead_ns;
-        let transfer_ns = finished_ns - queued.submitted_ns - overhead_ns;
+        let queue_ns = taken_ns - queued.submitted_ns;
+        let transfer_ns = finished_ns - taken_ns - overhead_ns;
         let completion = Completion {
             id: queued.request.id,
             op: queued.request.op,
@@ -425,6 +436,7 @@ impl Hdd {
             submitted_at: Instant(queued.submitted_ns),
             finished_at: Instant(finished_ns),
             service: Service {
+                queue: Duration(queue_ns),
                 overhead: Duration(overhead_ns),
                 transfer: Duration(transfer_ns),
                 cache_hit: true,
@@ -432,13 +444,13 @@ impl Hdd {
             },
         };
         self.answers
-            .insert((finished_ns, self.arrivals), completion);
+            .insert((finished_ns, self.answered), completion);
+        self.answered += 1;
     }
 
-    /// Serves a read from the buffer if it can: from the read-ahead stream, or
-    /// from a segment that holds all of it.
-    fn read_from_buffer(&mut self, queued: &Queued) -> bool {
-        let now_ns = queued.submitted_ns;
+    /// Serves a read from the buffer at `now` if it can: from the read-ahead
+    /// stream, or from a segment that holds all of it.
+    fn read_from_buffer(&mut self, queued: &Queued, now_ns: u64) -> bool {
         let request = queued.request;
         let (start, end) = (request.block, request.end_block());
         let answered_ns =
@@ -454,11 +466,11 @@ impl Hdd {
             stream.committed_ns = stream.committed_ns.max(read_ns);
             self.read_ahead = Some(stream);
             let finished_ns = answered_ns.max(read_ns + self.model.interface_ns(1));
-            self.answer(queued, finished_ns);
+            self.answer(queued, now_ns, finished_ns);
             return true;
         }
         if self.cache.lookup(start, end) {
-            self.answer(queued, answered_ns);
+            self.answer(queued, now_ns, answered_ns);
             return true;
         }
         false
@@ -507,7 +519,7 @@ impl Hdd {
             self.cache.insert(start, end);
             let overhead_ns = self.model.command_overhead_ns;
             let answered_ns = queued.submitted_ns + overhead_ns + self.model.interface_ns(blocks);
-            self.answer(&queued, answered_ns);
+            self.answer(&queued, queued.submitted_ns, answered_ns);
             self.queue.push(Queued {
                 origin: Origin::Destage,
                 ..queued
@@ -663,6 +675,34 @@ impl Hdd {
         }
         if op.queued.origin == Origin::Host && request.op == Op::Read {
             self.start_read_ahead(&request, op.finished_ns);
+            self.continue_queued_reads(op.finished_ns);
+        }
+    }
+
+    /// Serves from the new read-ahead stream the queued reads that continue
+    /// it, each starting where the previous one it served ends: the head is
+    /// already on their first block, so they need no positioning at all,
+    /// less than any other queued request, and the drive reads on instead of
+    /// repositioning for them (DiskSim's `Buffer continuous read` with hits
+    /// on queued requests, device-models.md §1.6). Each one served pushes
+    /// the stream on, so a chain of queued reads streams at the media rate.
+    /// A queued read further ahead in the stream waits its turn, as SPTF
+    /// weighs it.
+    fn continue_queued_reads(&mut self, now_ns: u64) {
+        let mut index = 0;
+        while index < self.queue.len() {
+            let queued = self.queue[index];
+            let continues = queued.origin == Origin::Host
+                && queued.request.op == Op::Read
+                && self
+                    .read_ahead
+                    .is_some_and(|s| s.committed == queued.request.block);
+            if continues && self.read_from_buffer(&queued, now_ns) {
+                self.queue.remove(index);
+                index = 0;
+            } else {
+                index += 1;
+            }
         }
     }
 
@@ -704,7 +744,6 @@ impl Device for Hdd {
         check_call_order(Instant(self.now_ns), now, self.next_event());
         check_request(&request, self.capacity_blocks())?;
         self.now_ns = now.0;
-        self.arrivals += 1;
         let queued = Queued {
             request,
             origin: Origin::Host,
@@ -712,7 +751,7 @@ impl Device for Hdd {
             place: self.model.geometry.locate(request.block),
         };
         match request.op {
-            Op::Read if self.read_from_buffer(&queued) => {}
+            Op::Read if self.read_from_buffer(&queued, now.0) => {}
             Op::Read => self.queue.push(queued),
             Op::Write => self.accept_write(queued),
         }

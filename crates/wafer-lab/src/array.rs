@@ -35,6 +35,12 @@ pub trait Array {
     /// Size of the LUN the workload addresses, in bytes.
     fn capacity_bytes(&self) -> u64;
 
+    /// Sizes of the LUNs that make up [`Array::capacity_bytes`], end to end
+    /// in address order, in bytes: by default one LUN.
+    fn lun_bytes(&self) -> Vec<u64> {
+        vec![self.capacity_bytes()]
+    }
+
     /// Makes the array's state what it would be after the workload's prepare
     /// step (the test file written once, then optionally a full reallocate),
     /// in whatever way is exact for the array, telling `progress` the

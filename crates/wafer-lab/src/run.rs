@@ -189,9 +189,9 @@ fn run_array(
         array: array.name().to_string(),
         source,
     };
-    let capacity = array.capacity_bytes();
-    let streams = workload.streams(options.seed, capacity).map_err(misfit)?;
-    let plan = workload.prepare_plan(capacity).map_err(misfit)?;
+    let luns = array.lun_bytes();
+    let streams = workload.streams(options.seed, &luns).map_err(misfit)?;
+    let plan = workload.prepare_plan(&luns).map_err(misfit)?;
     array.prepare(&plan, &mut |fraction| {
         progress(Progress::Preparing(fraction))
     });

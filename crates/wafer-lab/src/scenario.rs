@@ -7,7 +7,9 @@
 //!
 //! - `[workload] kind = "iometer"`: `name`, `workers` (default 1),
 //!   `outstanding_ios` (per worker), the test file (`test_file_<unit>`,
-//!   default the whole LUN; `test_file_offset_<unit>`, default 0), `fill`
+//!   default the whole LUN; `test_file_offset_<unit>`, default 0;
+//!   `worker_offset_increment_<unit>`, default 0: each worker's test file
+//!   starts this much after the previous worker's), `fill`
 //!   (default true: IOmeter writes its test file first), `reallocate`
 //!   (default false), `ramp_s`, `run_s` (one segment), `segments`, and
 //!   `lines = [{ size_<unit>, percent, read_percent, random_percent,
@@ -15,6 +17,9 @@
 //! - `[workload] kind = "fio"`: a job file in `job = """..."""`, or its
 //!   options inline in `[workload.options]`; `fill` and `reallocate`
 //!   (default false).
+//! - Either kind may set `lun_active_percent = X`: every worker addresses
+//!   the first X % of each of the array's LUNs (the active data set) instead
+//!   of one range (see [`crate::workload`]).
 //! - `[[array]] kind = "in-place"`: `name`, `drive`, `disks`, `raid =
 //!   "raid5"` (the default and only choice), `stripe_unit_<unit>`,
 //!   `stripe_width` (data chunks per stripe, default `disks - 1`),
@@ -385,6 +390,8 @@ fn parse_iometer(
         test_file: Region {
             offset_bytes: fields.size("test_file_offset")?.unwrap_or(0),
             length_bytes: fields.size("test_file")?,
+            offset_increment_bytes: fields.size("worker_offset_increment")?.unwrap_or(0),
+            lun_active_percent: fields.count("lun_active_percent")?,
         },
         reallocate_first: fields.boolean("reallocate")?.unwrap_or(false),
     };
@@ -437,6 +444,8 @@ fn parse_fio(fields: &mut Fields, overrides: &TimingOverrides) -> Result<Workloa
         .map_err(|error| fio_error(fields, source, &error))?;
     workload.prepare.fill = fields.boolean("fill")?.unwrap_or(false);
     workload.prepare.reallocate = fields.boolean("reallocate")?.unwrap_or(false);
+    workload.region.lun_active_percent = fields.count("lun_active_percent")?;
+    workload.check().map_err(|error| workload_error(&error))?;
     Ok(workload)
 }
 

@@ -788,6 +788,10 @@ impl Array for WaferArray {
         self.lun_bytes
     }
 
+    fn lun_bytes(&self) -> Vec<u64> {
+        self.luns.iter().map(|lun| lun.bytes).collect()
+    }
+
     /// Fills the test file and reallocates, I/O by I/O, then lets the CPs
     /// settle; the lab's time zero is where that ends. Progress counts bytes
     /// filled, then bytes of the fill the reallocation has passed (it rewrites

@@ -20,6 +20,25 @@
 //! Every offset is a multiple of its line's alignment, counted from the start
 //! of the LUN.
 //!
+//! **Where each worker goes.** The array's LUNs form one address space, end
+//! to end in the order the array lists them. By default every worker
+//! addresses the same range (the test file): fio's clones of a job
+//! (`numjobs`) all start at the job's `offset` unless `offset_increment` is
+//! set, and IOmeter's workers all start at their target's Starting Disk
+//! Sector, 0 unless set per worker (device-models.md §3.1, §3.2; fio's
+//! HOWTO: "the real offset becomes offset + offset_increment *
+//! thread_number, where the thread number is a counter that starts at 0 and
+//! is incremented for each sub-job"). So sequential workers over one range
+//! read the same blocks, as they would on a real array. With
+//! [`Region::offset_increment_bytes`] worker `i`'s range starts that many
+//! bytes further per worker, each its own region and position; its length
+//! is the job's `size` (fio's size is per job) or, without one, the rest of
+//! the address space. With [`Region::lun_active_percent`] every worker
+//! addresses the first X % of each LUN (the active data set): random
+//! offsets are uniform over the union of those parts, a sequential run
+//! moves from one LUN's part to the next at its end, and worker `i` starts
+//! at the start of LUN `i mod n`.
+//!
 //! A workload may ask for the test file to be written once before measuring
 //! ([`Prepare::fill`], IOmeter's preparation of its test file) and for a full
 //! reallocate after that; [`Workload::prepare_plan`] lists the regions so a
@@ -70,13 +89,21 @@ pub struct AccessLine {
     pub align_bytes: u64,
 }
 
-/// The part of the LUN a workload addresses (its test file).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// The part of the array's address space a workload addresses (its test
+/// file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Region {
-    /// First byte, from the start of the LUN.
+    /// First byte, from the start of the first LUN.
     pub offset_bytes: u64,
-    /// Bytes; `None` for the rest of the LUN.
+    /// Bytes; `None` for the rest of the address space.
     pub length_bytes: Option<u64>,
+    /// Each worker's range starts this much further than the previous
+    /// worker's (fio's `offset_increment`); 0: every worker addresses the
+    /// same range.
+    pub offset_increment_bytes: u64,
+    /// Instead of one range, the first this many percent of every LUN
+    /// (the active data set), for every worker.
+    pub lun_active_percent: Option<u32>,
 }
 
 /// How random offsets spread over the region.
@@ -197,6 +224,7 @@ impl Workload {
         require(self.region.length_bytes != Some(0), "size", || {
             "an empty range".into()
         })?;
+        self.check_active_percent()?;
         if let Distribution::Zipf { theta } = self.distribution {
             require(
                 theta > 0.0 && theta.is_finite(),
@@ -205,6 +233,24 @@ impl Workload {
             )?;
         }
         self.check_timing()
+    }
+
+    /// The active part of every LUN replaces the one range: it takes no
+    /// offset, length or increment.
+    fn check_active_percent(&self) -> Result<(), WorkloadError> {
+        let Some(percent) = self.region.lun_active_percent else {
+            return Ok(());
+        };
+        require((1..=100).contains(&percent), "lun_active_percent", || {
+            format!("{percent}; 1 to 100")
+        })?;
+        let region = &self.region;
+        let alone = region.offset_bytes == 0
+            && region.length_bytes.is_none()
+            && region.offset_increment_bytes == 0;
+        require(alone, "lun_active_percent", || {
+            "the active part of every LUN is the range: no offset, size or increment with it".into()
+        })
     }
 
     fn check_timing(&self) -> Result<(), WorkloadError> {
@@ -224,62 +270,123 @@ impl Workload {
         })
     }
 
-    /// The region on a LUN of `capacity_bytes`, checked to hold every line's
-    /// I/O at its alignment.
-    pub fn span(&self, capacity_bytes: u64) -> Result<Extent, WorkloadError> {
-        let offset = self.region.offset_bytes;
-        let length = self
-            .region
+    /// The ranges worker `worker` addresses on an array of LUNs of
+    /// `lun_bytes` (in address order), each checked to lie in the address
+    /// space and to hold every line's I/O at its alignment.
+    pub fn worker_extents(
+        &self,
+        worker: u32,
+        lun_bytes: &[u64],
+    ) -> Result<Vec<Extent>, WorkloadError> {
+        let extents = match self.region.lun_active_percent {
+            Some(percent) => active_parts(lun_bytes, percent),
+            None => vec![self.worker_range(worker, lun_bytes.iter().sum())?],
+        };
+        for extent in &extents {
+            self.check_fits(extent)?;
+        }
+        Ok(extents)
+    }
+
+    /// Worker `worker`'s one range in an address space of `capacity_bytes`.
+    fn worker_range(&self, worker: u32, capacity_bytes: u64) -> Result<Extent, WorkloadError> {
+        let region = &self.region;
+        let shift = u128::from(worker) * u128::from(region.offset_increment_bytes);
+        let offset = u64::try_from(u128::from(region.offset_bytes) + shift).unwrap_or(u64::MAX);
+        let length = region
             .length_bytes
             .unwrap_or(capacity_bytes.saturating_sub(offset));
-        let outside = WorkloadError::OutsideLun {
-            offset_bytes: offset,
-            length_bytes: length,
-            capacity_bytes,
-        };
         match offset.checked_add(length) {
-            Some(end) if end <= capacity_bytes && length > 0 => {}
-            _ => return Err(outside),
+            Some(end) if end <= capacity_bytes && length > 0 => Ok(Extent { offset, length }),
+            _ => Err(WorkloadError::OutsideLun {
+                offset_bytes: offset,
+                length_bytes: length,
+                capacity_bytes,
+            }),
         }
-        let span = Extent { offset, length };
+    }
+
+    /// Checks that every line's I/O fits `extent` at its alignment.
+    fn check_fits(&self, extent: &Extent) -> Result<(), WorkloadError> {
         for line in &self.lines {
-            if stream::aligned_starts(&span, line.size_bytes, line.align_bytes).is_none() {
+            if stream::aligned_starts(extent, line.size_bytes, line.align_bytes).is_none() {
                 return Err(WorkloadError::RangeTooSmall {
                     size_bytes: line.size_bytes,
                     align_bytes: line.align_bytes,
                 });
             }
         }
-        Ok(span)
+        Ok(())
     }
 
-    /// One stream per worker over the region of a LUN of `capacity_bytes`,
-    /// each seeded from `seed` and its index.
+    /// One stream per worker over its ranges on an array of LUNs of
+    /// `lun_bytes`, each seeded from `seed` and its index.
     pub fn streams(
         &self,
         seed: u64,
-        capacity_bytes: u64,
+        lun_bytes: &[u64],
     ) -> Result<Vec<WorkerStream>, WorkloadError> {
         self.check()?;
-        let span = self.span(capacity_bytes)?;
         let mut seeds = wafer_rng::Rng::seeded(seed);
-        Ok((0..self.workers)
-            .map(|_| WorkerStream::new(self, span, seeds.next_u64()))
-            .collect())
+        (0..self.workers)
+            .map(|worker| {
+                let extents = self.worker_extents(worker, lun_bytes)?;
+                let first = worker as usize % extents.len();
+                Ok(WorkerStream::new(self, &extents, first, seeds.next_u64()))
+            })
+            .collect()
     }
 
-    /// What the prepare step leaves on a LUN of `capacity_bytes`.
-    pub fn prepare_plan(&self, capacity_bytes: u64) -> Result<PreparePlan, WorkloadError> {
-        let span = self.span(capacity_bytes)?;
+    /// What the prepare step leaves on an array of LUNs of `lun_bytes`: every
+    /// worker's ranges filled once, in address order, overlaps once.
+    pub fn prepare_plan(&self, lun_bytes: &[u64]) -> Result<PreparePlan, WorkloadError> {
+        let mut ranges = Vec::new();
+        for worker in 0..self.workers {
+            ranges.extend(self.worker_extents(worker, lun_bytes)?);
+        }
         Ok(PreparePlan {
             fill: if self.prepare.fill {
-                vec![span]
+                merged(ranges)
             } else {
                 Vec::new()
             },
             reallocate: self.prepare.reallocate,
         })
     }
+}
+
+/// The first `percent` of each LUN of `lun_bytes`, in the address space of
+/// the LUNs end to end.
+fn active_parts(lun_bytes: &[u64], percent: u32) -> Vec<Extent> {
+    let mut start = 0;
+    lun_bytes
+        .iter()
+        .map(|&bytes| {
+            let length = u64::try_from(u128::from(bytes) * u128::from(percent) / 100)
+                .expect("a part is no larger than its LUN");
+            let part = Extent {
+                offset: start,
+                length,
+            };
+            start += bytes;
+            part
+        })
+        .collect()
+}
+
+/// `ranges` sorted, with overlapping or touching ones joined.
+fn merged(mut ranges: Vec<Extent>) -> Vec<Extent> {
+    ranges.sort_by_key(|range| range.offset);
+    let mut joined: Vec<Extent> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        match joined.last_mut() {
+            Some(last) if range.offset <= last.end() => {
+                last.length = last.length.max(range.end() - last.offset);
+            }
+            _ => joined.push(range),
+        }
+    }
+    joined
 }
 
 /// A duration in reports: its nanoseconds.

@@ -49,6 +49,7 @@ fn random_read_iops_at_depth_150_is_plausible() {
         region: Region {
             offset_bytes: 0,
             length_bytes: None,
+            ..Region::default()
         },
         distribution: Distribution::Uniform,
         timing: Timing {

@@ -43,6 +43,7 @@ fn workload(read_percent: u32, outstanding_ios: u32) -> wafer_lab::Workload {
         test_file: Region {
             offset_bytes: 0,
             length_bytes: Some(1 << 30),
+            ..Region::default()
         },
         reallocate_first: false,
     };

@@ -64,6 +64,7 @@ fn a_workload_beyond_the_lun_is_refused() {
     workload.region = Region {
         offset_bytes: 90 << 30,
         length_bytes: Some(20 << 30),
+        ..Region::default()
     };
     let error = run(&mut common::arrays(), &workload, &OPTIONS, &mut |_| {}).unwrap_err();
     assert!(matches!(

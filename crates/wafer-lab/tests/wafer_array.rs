@@ -45,6 +45,7 @@ fn workload() -> wafer_lab::Workload {
         test_file: Region {
             offset_bytes: 0,
             length_bytes: Some(1 << 30),
+            ..Region::default()
         },
         reallocate_first: true,
     };

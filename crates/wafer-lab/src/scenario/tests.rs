@@ -405,3 +405,50 @@ fn aggregate_volume_and_lun_tables_are_checked_by_field() {
         "array[0].lun_gib"
     );
 }
+
+#[test]
+fn workers_may_each_have_a_range_or_share_every_luns_active_part() {
+    let staggered = SMALL.replace(
+        "outstanding_ios = 8\n",
+        "outstanding_ios = 8\nworkers = 4\nworker_offset_increment_gib = 1\n",
+    );
+    let region = parse(&staggered).unwrap().workload.region;
+    assert_eq!(region.offset_increment_bytes, 1 << 30);
+    assert_eq!(region.lun_active_percent, None);
+
+    let active =
+        small_with_aggregates().replace("test_file_gib = 1\n", "lun_active_percent = 25\n");
+    let region = parse(&active).unwrap().workload.region;
+    assert_eq!(region.lun_active_percent, Some(25));
+    let both = small_with_aggregates().replace(
+        "test_file_gib = 1\n",
+        "test_file_gib = 1\nlun_active_percent = 25\n",
+    );
+    assert_eq!(
+        field(parse(&both).unwrap_err()),
+        "workload.lun_active_percent"
+    );
+    let over = active.replace("lun_active_percent = 25", "lun_active_percent = 101");
+    assert_eq!(
+        field(parse(&over).unwrap_err()),
+        "workload.lun_active_percent"
+    );
+
+    let fio = "[workload]\nkind = \"fio\"\nlun_active_percent = 50\njob = \"\"\"\n[j]\nrw=read\nbs=1m\nnumjobs=2\n\"\"\"\n";
+    let with_fio = SMALL.replace(
+        &SMALL[SMALL.find("[workload]").unwrap()..SMALL.find("[[array]]").unwrap()],
+        fio,
+    );
+    assert_eq!(
+        parse(&with_fio).unwrap().workload.region.lun_active_percent,
+        Some(50)
+    );
+    let increment = with_fio
+        .replace("lun_active_percent = 50\n", "")
+        .replace("numjobs=2\n", "numjobs=2\nsize=1g\noffset_increment=1g\n");
+    let region = parse(&increment).unwrap().workload.region;
+    assert_eq!(
+        (region.length_bytes, region.offset_increment_bytes),
+        (Some(1 << 30), 1 << 30)
+    );
+}

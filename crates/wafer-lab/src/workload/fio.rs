@@ -11,7 +11,9 @@
 //! `percentage_random`, `bs`/`blocksize`, `bssplit` (`4k/60:64k/40`; a blank
 //! share splits what is left evenly), `blockalign`/`ba` (default: the
 //! smallest block size, as fio aligns random I/O to `bs`), `iodepth`,
-//! `numjobs`, `size`, `offset`, `random_distribution` (`random`, `zipf:θ`),
+//! `numjobs`, `size` (per job), `offset`, `offset_increment` (clone `n`
+//! starts at `offset + n * offset_increment`; without it every clone starts
+//! at `offset`, as fio's do on one file), `random_distribution` (`random`, `zipf:θ`),
 //! `runtime`, `ramp_time`, `name`. Options that change nothing in the lab are
 //! accepted and ignored: `ioengine`, `direct=1`, `filename`, `time_based`
 //! (the lab always runs for the runtime), `group_reporting`, `thread`,
@@ -32,7 +34,7 @@ use wafer_core::units::Duration;
 use super::{AccessLine, Distribution, Prepare, Region, Timing, Workload, WorkloadError};
 
 /// Options read and acted on.
-const UNDERSTOOD: [&str; 18] = [
+const UNDERSTOOD: [&str; 19] = [
     "rw",
     "readwrite",
     "rwmixread",
@@ -47,6 +49,7 @@ const UNDERSTOOD: [&str; 18] = [
     "numjobs",
     "size",
     "offset",
+    "offset_increment",
     "random_distribution",
     "runtime",
     "ramp_time",
@@ -236,6 +239,8 @@ impl FioJob {
             region: Region {
                 offset_bytes: self.size_option("offset")?.unwrap_or(0),
                 length_bytes: self.size_option("size")?,
+                offset_increment_bytes: self.size_option("offset_increment")?.unwrap_or(0),
+                lun_active_percent: None,
             },
             distribution: self.distribution()?,
             timing,

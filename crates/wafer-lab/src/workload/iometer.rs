@@ -9,7 +9,10 @@
 //! per worker per target, and the lab's arrays are one target. The test file
 //! is IOmeter's "Maximum Disk Size" and "Starting Disk Sector", given here in
 //! bytes; IOmeter writes it sequentially once before its first run, and a
-//! test that reallocates (defragments) first says so.
+//! test that reallocates (defragments) first says so. Each worker has its
+//! own target settings in IOmeter; the lab's workers share the test file
+//! unless the region's offset increment moves each one's Starting Disk
+//! Sector on from the previous worker's.
 //!
 //! A run is a ramp-up, then `segments` back-to-back runs of `run_time`, each
 //! measured on its own: E1's 14 consecutive 20-minute tests.
@@ -104,8 +107,8 @@ mod tests {
             run_time: Duration::from_secs(60),
             segments: 3,
             test_file: Region {
-                offset_bytes: 0,
                 length_bytes: Some(1 << 30),
+                ..Region::default()
             },
             reallocate_first: true,
         }

@@ -4,6 +4,13 @@
 //! and random by percent, the offset among the aligned starts), so a seed
 //! names the sequence exactly; only a Zipf offset goes through floating
 //! point ([`super::zipf`]).
+//!
+//! A worker addresses one or more ranges (its places): a random offset is
+//! drawn among the aligned starts of all of them together, so each start is
+//! equally likely; a sequential I/O continues in the range the previous one
+//! was in, and moves to the next range (after the last, the first) when it
+//! would run past its end. With one range the draws are those of a single
+//! span, one for one.
 
 use wafer_rng::Rng;
 
@@ -11,8 +18,18 @@ use super::zipf::{Zipf, gcd};
 use super::{Distribution, Workload};
 use crate::array::{Extent, HostIo, HostOp};
 
-/// One access line, ready to draw from.
+/// Where one line's I/O may start in one of the worker's ranges.
 #[derive(Clone, Copy, Debug)]
+struct Starts {
+    /// First and last aligned offsets where the I/O fits in the range.
+    first: u64,
+    last: u64,
+    /// Aligned starts in the ranges before this one.
+    before: u64,
+}
+
+/// One access line, ready to draw from.
+#[derive(Clone, Debug)]
 struct Line {
     /// The line is chosen when the share draw is below this.
     share_below: u64,
@@ -20,17 +37,19 @@ struct Line {
     read_percent: u64,
     random_percent: u64,
     align: u64,
-    /// First and last aligned offsets where the I/O fits in the span.
-    first_start: u64,
-    last_start: u64,
+    /// Per range of the worker, in order.
+    starts: Vec<Starts>,
+    /// Aligned starts in all the ranges.
+    starts_total: u64,
 }
 
-/// Random offsets spread over Zipf-ranked units of the span.
+/// Random offsets spread over Zipf-ranked units of the ranges, numbered
+/// through them in order.
 #[derive(Clone, Debug)]
 struct ZipfOffsets {
     zipf: Zipf,
-    /// The first unit's offset.
-    base: u64,
+    /// Per range: its first unit's offset, and the units before it.
+    bases: Vec<(u64, u64)>,
     /// Bytes per unit: the smallest I/O, rounded up to every alignment.
     unit: u64,
 }
@@ -41,6 +60,8 @@ pub struct WorkerStream {
     rng: Rng,
     lines: Vec<Line>,
     cursor: u64,
+    /// The range the previous I/O was in.
+    range: usize,
     zipf: Option<ZipfOffsets>,
 }
 
@@ -52,37 +73,62 @@ pub(super) fn aligned_starts(span: &Extent, size: u64, align: u64) -> Option<(u6
     (first <= last).then_some((first, last))
 }
 
+/// Where an I/O of `size` aligned to `align` may start in each of `ranges`.
+fn line_starts(ranges: &[Extent], size: u64, align: u64) -> (Vec<Starts>, u64) {
+    let mut before = 0;
+    let starts = ranges
+        .iter()
+        .map(|range| {
+            let (first, last) = aligned_starts(range, size, align)
+                .expect("every range was checked to hold every line");
+            let starts = Starts {
+                first,
+                last,
+                before,
+            };
+            before += (last - first) / align + 1;
+            starts
+        })
+        .collect();
+    (starts, before)
+}
+
 impl WorkerStream {
-    /// The stream of a checked `workload` over `span`, seeded with `seed`.
-    pub(super) fn new(workload: &Workload, span: Extent, seed: u64) -> WorkerStream {
+    /// The stream of a checked `workload` over `ranges` (at least one),
+    /// starting at the start of range `first`, seeded with `seed`.
+    pub(super) fn new(
+        workload: &Workload,
+        ranges: &[Extent],
+        first: usize,
+        seed: u64,
+    ) -> WorkerStream {
         let mut share_below = 0;
         let lines = workload
             .lines
             .iter()
             .map(|line| {
                 share_below += u64::from(line.percent);
-                let (first_start, last_start) =
-                    aligned_starts(&span, line.size_bytes, line.align_bytes)
-                        .expect("the span was checked to hold every line");
+                let (starts, starts_total) = line_starts(ranges, line.size_bytes, line.align_bytes);
                 Line {
                     share_below,
                     size: line.size_bytes,
                     read_percent: u64::from(line.read_percent),
                     random_percent: u64::from(line.random_percent),
                     align: line.align_bytes,
-                    first_start,
-                    last_start,
+                    starts,
+                    starts_total,
                 }
             })
             .collect();
         let zipf = match workload.distribution {
             Distribution::Uniform => None,
-            Distribution::Zipf { theta } => Some(zipf_offsets(workload, &span, theta)),
+            Distribution::Zipf { theta } => Some(zipf_offsets(workload, ranges, theta)),
         };
         WorkerStream {
             rng: Rng::seeded(seed),
             lines,
-            cursor: span.offset,
+            cursor: ranges[first].offset,
+            range: first,
             zipf,
         }
     }
@@ -90,17 +136,20 @@ impl WorkerStream {
     /// The worker's next I/O, named `id`.
     pub fn next_io(&mut self, id: u64) -> HostIo {
         let share = self.rng.below(100);
-        let line = *self
+        let index = self
             .lines
             .iter()
-            .find(|line| share < line.share_below)
+            .position(|line| share < line.share_below)
             .expect("the shares add up to 100");
+        let line = &self.lines[index];
         let read = self.rng.chance(line.read_percent, 100);
         let random = self.rng.chance(line.random_percent, 100);
-        let offset = match random {
-            true => self.random_offset(&line),
-            false => self.sequential_offset(&line),
+        let (range, offset) = match random {
+            true => self.random_offset(index),
+            false => self.sequential_offset(index),
         };
+        let line = &self.lines[index];
+        self.range = range;
         self.cursor = offset + line.size;
         HostIo {
             id,
@@ -110,34 +159,46 @@ impl WorkerStream {
         }
     }
 
-    fn random_offset(&mut self, line: &Line) -> u64 {
+    /// A random start for line `index`: its range and offset.
+    fn random_offset(&mut self, index: usize) -> (usize, u64) {
+        let line = &self.lines[index];
         match &self.zipf {
             None => {
-                let starts = (line.last_start - line.first_start) / line.align + 1;
-                line.first_start + self.rng.below(starts) * line.align
+                let draw = self.rng.below(line.starts_total);
+                let range = line.starts.partition_point(|s| s.before <= draw) - 1;
+                let starts = &line.starts[range];
+                (range, starts.first + (draw - starts.before) * line.align)
             }
             Some(zipf) => {
-                let offset = zipf.base + zipf.zipf.item(&mut self.rng) * zipf.unit;
-                (offset / line.align * line.align).clamp(line.first_start, line.last_start)
+                let item = zipf.zipf.item(&mut self.rng);
+                let range = zipf.bases.partition_point(|&(_, before)| before <= item) - 1;
+                let (base, before) = zipf.bases[range];
+                let offset = base + (item - before) * zipf.unit;
+                let starts = &line.starts[range];
+                let aligned = offset / line.align * line.align;
+                (range, aligned.clamp(starts.first, starts.last))
             }
         }
     }
 
-    /// Where the previous I/O ended, aligned up; the start of the span if
-    /// the I/O would run past its end.
-    fn sequential_offset(&self, line: &Line) -> u64 {
+    /// Where the previous I/O ended, aligned up, in the same range; the start
+    /// of the next range if the I/O would run past its end.
+    fn sequential_offset(&self, index: usize) -> (usize, u64) {
+        let line = &self.lines[index];
+        let starts = &line.starts[self.range];
         let next = self.cursor.div_ceil(line.align) * line.align;
-        if next <= line.last_start {
-            next.max(line.first_start)
+        if next <= starts.last {
+            (self.range, next.max(starts.first))
         } else {
-            line.first_start
+            let range = (self.range + 1) % line.starts.len();
+            (range, line.starts[range].first)
         }
     }
 }
 
-/// Zipf units over `span`: the smallest I/O rounded up to the least common
+/// Zipf units over `ranges`: the smallest I/O rounded up to the least common
 /// multiple of the alignments, so each unit's offset suits every line.
-fn zipf_offsets(workload: &Workload, span: &Extent, theta: f64) -> ZipfOffsets {
+fn zipf_offsets(workload: &Workload, ranges: &[Extent], theta: f64) -> ZipfOffsets {
     let align = workload.lines.iter().fold(1, |lcm, line| {
         lcm / gcd(lcm, line.align_bytes) * line.align_bytes
     });
@@ -148,11 +209,19 @@ fn zipf_offsets(workload: &Workload, span: &Extent, theta: f64) -> ZipfOffsets {
         .min()
         .unwrap_or(1);
     let unit = smallest.div_ceil(align) * align;
-    let base = span.offset.div_ceil(align) * align;
-    let units = (span.end().saturating_sub(base) / unit).max(1);
+    let mut units = 0;
+    let bases = ranges
+        .iter()
+        .map(|range| {
+            let base = range.offset.div_ceil(align) * align;
+            let here = (base, units);
+            units += (range.end().saturating_sub(base) / unit).max(1);
+            here
+        })
+        .collect();
     ZipfOffsets {
         zipf: Zipf::new(units, theta),
-        base,
+        bases,
         unit,
     }
 }

@@ -31,6 +31,7 @@ fn file_server() -> Workload {
         region: Region {
             offset_bytes: 1 << 20,
             length_bytes: Some(1 << 30),
+            ..Region::default()
         },
         distribution: Distribution::Uniform,
         timing: Timing {
@@ -46,7 +47,7 @@ fn file_server() -> Workload {
 }
 
 fn draw(workload: &Workload, seed: u64, count: u64) -> Vec<HostIo> {
-    let mut streams = workload.streams(seed, 4 << 30).unwrap();
+    let mut streams = workload.streams(seed, &[4 << 30]).unwrap();
     (0..count).map(|id| streams[0].next_io(id)).collect()
 }
 
@@ -96,6 +97,7 @@ fn every_offset_honours_its_alignment_and_the_region() {
     workload.region = Region {
         offset_bytes: 1000,
         length_bytes: Some(10 << 20),
+        ..Region::default()
     };
     let ios = draw(&workload, 11, 50_000);
     for io in &ios {
@@ -120,7 +122,7 @@ fn a_seed_names_the_sequence_and_workers_differ() {
     let workload = file_server();
     assert_eq!(draw(&workload, 5, 1000), draw(&workload, 5, 1000));
     assert_ne!(draw(&workload, 5, 1000), draw(&workload, 6, 1000));
-    let mut streams = workload.streams(5, 4 << 30).unwrap();
+    let mut streams = workload.streams(5, &[4 << 30]).unwrap();
     let first: Vec<HostIo> = (0..50).map(|id| streams[0].next_io(id)).collect();
     let second: Vec<HostIo> = (0..50).map(|id| streams[1].next_io(id)).collect();
     assert_ne!(first, second);
@@ -159,33 +161,37 @@ fn zipf_concentrates_random_offsets() {
 fn regions_must_fit_the_lun() {
     let workload = file_server();
     assert!(matches!(
-        workload.span(1 << 30),
+        workload.worker_extents(0, &[1 << 30]),
         Err(WorkloadError::OutsideLun { .. })
     ));
     assert_eq!(
-        workload.span(2 << 30).unwrap(),
-        Extent {
+        workload.worker_extents(0, &[2 << 30]).unwrap(),
+        vec![Extent {
             offset: 1 << 20,
             length: 1 << 30
-        }
+        }]
     );
     let mut whole = file_server();
     whole.region = Region {
         offset_bytes: 4096,
         length_bytes: None,
+        ..Region::default()
     };
-    assert_eq!(whole.span(1 << 20).unwrap().length, (1 << 20) - 4096);
+    assert_eq!(
+        whole.worker_extents(0, &[1 << 20]).unwrap()[0].length,
+        (1 << 20) - 4096
+    );
     let mut tiny = file_server();
     tiny.region.length_bytes = Some(32768);
     assert_eq!(
-        tiny.span(2 << 30),
+        tiny.worker_extents(0, &[2 << 30]),
         Err(WorkloadError::RangeTooSmall {
             size_bytes: 65536,
             align_bytes: 512
         })
     );
     assert_eq!(
-        whole.prepare_plan(1 << 20).unwrap().fill,
+        whole.prepare_plan(&[1 << 20]).unwrap().fill,
         vec![Extent {
             offset: 4096,
             length: (1 << 20) - 4096
@@ -215,4 +221,104 @@ fn checks_name_the_field() {
         "outstanding_ios"
     );
     assert_eq!(field(|w| w.timing.segments = 0), "segments");
+}
+
+/// 1 MiB sequential reads, one worker per stream.
+fn sequential_1mib(workers: u32) -> Workload {
+    let mut workload = file_server();
+    workload.lines = vec![AccessLine {
+        size_bytes: 1 << 20,
+        percent: 100,
+        read_percent: 100,
+        random_percent: 0,
+        align_bytes: 1 << 20,
+    }];
+    workload.workers = workers;
+    workload.region = Region::default();
+    workload
+}
+
+#[test]
+fn workers_share_the_range_unless_each_is_offset_by_the_increment() {
+    let capacity = 64 << 20;
+    let firsts = |workload: &Workload| -> Vec<u64> {
+        let mut streams = workload.streams(3, &[capacity]).unwrap();
+        streams.iter_mut().map(|s| s.next_io(0).offset).collect()
+    };
+    let mut shared = sequential_1mib(4);
+    assert_eq!(firsts(&shared), vec![0; 4], "fio clones on one file");
+    shared.region.offset_increment_bytes = 16 << 20;
+    assert_eq!(firsts(&shared), vec![0, 16 << 20, 32 << 20, 48 << 20]);
+    // Each worker keeps to its own 16 MiB, wrapping at its end.
+    shared.region.length_bytes = Some(16 << 20);
+    let mut streams = shared.streams(3, &[capacity]).unwrap();
+    for (worker, stream) in streams.iter_mut().enumerate() {
+        let base = worker as u64 * (16 << 20);
+        for id in 0..40 {
+            let io = stream.next_io(id);
+            assert_eq!(io.offset, base + id % 16 * (1 << 20), "worker {worker}");
+        }
+    }
+    assert_eq!(
+        shared.prepare_plan(&[capacity]).unwrap().fill,
+        vec![Extent {
+            offset: 0,
+            length: capacity
+        }],
+        "the four ranges filled once, joined"
+    );
+    shared.region.offset_increment_bytes = 24 << 20;
+    assert!(matches!(
+        shared.streams(3, &[capacity]),
+        Err(WorkloadError::OutsideLun { .. })
+    ));
+}
+
+#[test]
+fn an_active_share_of_every_lun_is_addressed_and_nothing_else() {
+    let luns = [100 << 20, 200 << 20, 100 << 20];
+    let mut workload = file_server();
+    workload.region = Region {
+        lun_active_percent: Some(25),
+        ..Region::default()
+    };
+    let parts = [(0, 25 << 20), (100 << 20, 50 << 20), (300 << 20, 25 << 20)];
+    let mut hits = [0u64; 3];
+    let mut streams = workload.streams(9, &luns).unwrap();
+    for id in 0..60_000 {
+        let io = streams[0].next_io(id);
+        let part = parts
+            .iter()
+            .position(|&(start, length)| start <= io.offset && io.end() <= start + length)
+            .unwrap_or_else(|| panic!("{io:?} is outside every LUN's first 25 %"));
+        hits[part] += 1;
+    }
+    // Uniform over the union: each part by its size (1 : 2 : 1).
+    let share = hits[1] as f64 / 60_000.0;
+    assert!((share - 0.5).abs() < 0.01, "{hits:?}");
+    assert!(hits[0].abs_diff(hits[2]) < 1000, "{hits:?}");
+    let fill = workload.prepare_plan(&luns).unwrap().fill;
+    let expected: Vec<Extent> = parts
+        .iter()
+        .map(|&(offset, length)| Extent { offset, length })
+        .collect();
+    assert_eq!(fill, expected);
+}
+
+#[test]
+fn sequential_workers_over_several_luns_start_in_their_own_and_move_on() {
+    let luns = [8 << 20, 8 << 20];
+    let mut workload = sequential_1mib(2);
+    workload.region.lun_active_percent = Some(50);
+    let mut streams = workload.streams(1, &luns).unwrap();
+    let offsets = |stream: &mut WorkerStream| -> Vec<u64> {
+        (0..9).map(|id| stream.next_io(id).offset >> 20).collect()
+    };
+    assert_eq!(offsets(&mut streams[0]), vec![0, 1, 2, 3, 8, 9, 10, 11, 0]);
+    assert_eq!(offsets(&mut streams[1]), vec![8, 9, 10, 11, 0, 1, 2, 3, 8]);
+    workload.region.offset_bytes = 4096;
+    assert!(matches!(
+        workload.check(),
+        Err(WorkloadError::Invalid { field, .. }) if field == "lun_active_percent"
+    ));
 }

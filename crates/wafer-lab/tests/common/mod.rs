@@ -27,6 +27,7 @@ pub fn workload() -> Workload {
         region: Region {
             offset_bytes: 0,
             length_bytes: Some(20 << 30),
+            ..Region::default()
         },
         distribution: Distribution::Uniform,
         timing: Timing {

@@ -43,7 +43,8 @@ fn a_job_file_compiles_to_its_workload() {
         workload.region,
         Region {
             offset_bytes: 1 << 30,
-            length_bytes: Some(10 << 30)
+            length_bytes: Some(10 << 30),
+            ..Region::default()
         }
     );
     assert_eq!(workload.timing.segment, Duration::from_secs(300));
