@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::stop::StopSignal;
 use crate::stream::Stream;
 
 /// Connections served at once; more are refused unless one still in its
@@ -238,4 +239,39 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         self.admission.lock().entries.remove(&self.id);
     }
+}
+
+/// Admits `stream` under the caps, registers it with `stop` (which shuts
+/// it at a graceful stop) and serves it on a thread of its own, named
+/// `{kind}-{id}`: `serve` gets the stream and its ticket, and the stream is
+/// unregistered when `serve` returns. A refusal is logged after `label`.
+/// Returns whether the connection was taken (admitted and registered).
+pub(crate) fn serve_admitted(
+    admission: &Arc<Admission>,
+    stop: &Arc<StopSignal>,
+    stream: Stream,
+    (label, kind): (&str, &str),
+    serve: impl FnOnce(Stream, &Ticket) + Send + 'static,
+) -> bool {
+    let ticket = match admission.admit(stream.peer_ip(), &stream) {
+        Ok(ticket) => ticket,
+        Err(refusal) => {
+            crate::log!("{label}: refused: {refusal}");
+            return false;
+        }
+    };
+    let registered = stream.try_clone().ok().and_then(|c| stop.register(c));
+    let Some(id) = registered else { return false };
+    let stop_now = Arc::clone(stop);
+    let spawned = std::thread::Builder::new()
+        .name(format!("{kind}-{id}"))
+        .spawn(move || {
+            serve(stream, &ticket);
+            stop_now.unregister(id);
+        });
+    if let Err(error) = spawned {
+        crate::log!("cannot start a {kind} connection thread: {error}");
+        stop.unregister(id);
+    }
+    true
 }

@@ -42,6 +42,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use wafer_core::filer::HostRequest;
 use wafer_core::node::Node;
 use wafer_core::nvlog::LunId;
 use wafer_core::units::VolumeId;
@@ -77,6 +78,25 @@ impl Target {
         };
         target.incarnation = incarnations.current(&target.reach());
         target
+    }
+
+    /// A read of `length` bytes at `offset` of the target: of the LUN, or
+    /// of what its snapshot holds.
+    pub(crate) fn read(&self, offset: u64, length: u64) -> HostRequest {
+        let lun = self.lun;
+        match &self.snapshot {
+            None => HostRequest::Read {
+                lun,
+                offset,
+                length,
+            },
+            Some(snapshot) => HostRequest::ReadSnapshot {
+                lun,
+                snapshot: snapshot.clone(),
+                offset,
+                length,
+            },
+        }
     }
 
     /// What the target reaches, whatever its incarnation.

@@ -55,7 +55,7 @@ use wafer_iscsi::{
     Outcome, Run, TargetIdentity, TaskId,
 };
 
-use crate::admission::Ticket;
+use crate::admission::{Ticket, serve_admitted};
 use crate::catalogue::{Catalogue, Session, Target};
 use crate::events::{Event, HostOutcome};
 use crate::masking::{Initiator, San};
@@ -158,29 +158,16 @@ fn accept_loop(listener: &TcpListener, context: &Arc<Context>, target: &Arc<Node
         }
         let _ = socket.set_nodelay(true);
         let stream = Stream::Tcp(socket);
-        let ticket = match context.admission.admit(stream.peer_ip(), &stream) {
-            Ok(ticket) => ticket,
-            Err(refusal) => {
-                crate::log!("iSCSI {peer}: refused: {refusal}");
-                continue;
-            }
-        };
-        let registered = stream
-            .try_clone()
-            .ok()
-            .and_then(|c| context.stop.register(c));
-        let Some(id) = registered else { continue };
         let (connection_context, target) = (Arc::clone(context), Arc::clone(target));
-        let spawned = thread::Builder::new()
-            .name(format!("iscsi-{id}"))
-            .spawn(move || {
-                serve_connection(stream, peer, &connection_context, &target, &ticket);
-                connection_context.stop.unregister(id);
-            });
-        if let Err(error) = spawned {
-            crate::log!("cannot start an iSCSI connection thread: {error}");
-            context.stop.unregister(id);
-        }
+        serve_admitted(
+            &context.admission,
+            &context.stop,
+            stream,
+            (&format!("iSCSI {peer}"), "iscsi"),
+            move |stream, ticket| {
+                serve_connection(stream, peer, &connection_context, &target, ticket)
+            },
+        );
     }
 }
 
@@ -446,19 +433,7 @@ impl Worker {
             let lun = target.lun;
             let request = match op {
                 // A snapshot's image reads what the snapshot holds.
-                BlockOp::Read { offset, length } => Ok(match &target.snapshot {
-                    None => HostRequest::Read {
-                        lun,
-                        offset,
-                        length,
-                    },
-                    Some(snapshot) => HostRequest::ReadSnapshot {
-                        lun,
-                        snapshot: snapshot.clone(),
-                        offset,
-                        length,
-                    },
-                }),
+                BlockOp::Read { offset, length } => Ok(target.read(offset, length)),
                 BlockOp::Write { offset, data } => {
                     Ok(HostRequest::Change(Change::Write { lun, offset, data }))
                 }

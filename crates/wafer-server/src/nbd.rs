@@ -75,7 +75,7 @@ use wafer_nbd::{
 };
 
 use crate::admin::NbdCountersStatus;
-use crate::admission::{Activity, Admission, ConnectionLimits, Ticket};
+use crate::admission::{Activity, Admission, ConnectionLimits, Ticket, serve_admitted};
 use crate::budget::{Budget, Loans};
 use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::events::{Event, ExtentsCallback, HostCallback, HostOutcome};
@@ -130,29 +130,17 @@ fn accept_loop(listener: &Listener, context: &Arc<Context>) {
         if context.stop.is_stopping() {
             break;
         }
-        let ticket = match context.admission.admit(stream.peer_ip(), &stream) {
-            Ok(ticket) => ticket,
-            Err(refusal) => {
-                crate::log!("{peer}: refused: {refusal}");
-                continue;
-            }
-        };
-        let registered = stream
-            .try_clone()
-            .ok()
-            .and_then(|c| context.stop.register(c));
-        let Some(id) = registered else { continue };
-        context.counters.accepted.fetch_add(1, Ordering::Relaxed);
         let connection_context = Arc::clone(context);
-        let spawned = thread::Builder::new()
-            .name(format!("nbd-{id}"))
-            .spawn(move || {
-                serve_connection(stream, &peer, &connection_context, &ticket);
-                connection_context.stop.unregister(id);
-            });
-        if let Err(error) = spawned {
-            crate::log!("cannot start a connection thread: {error}");
-            context.stop.unregister(id);
+        let label = peer.clone();
+        let taken = serve_admitted(
+            &context.admission,
+            &context.stop,
+            stream,
+            (&label, "nbd"),
+            move |stream, ticket| serve_connection(stream, &peer, &connection_context, ticket),
+        );
+        if taken {
+            context.counters.accepted.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -509,20 +497,7 @@ impl Dispatcher {
             };
             return self.answer(request.handle, body);
         }
-        let lun = self.target.lun;
-        let read = match &self.target.snapshot {
-            None => HostRequest::Read {
-                lun,
-                offset,
-                length,
-            },
-            Some(snapshot) => HostRequest::ReadSnapshot {
-                lun,
-                snapshot: snapshot.clone(),
-                offset,
-                length,
-            },
-        };
+        let read = self.target.read(offset, length);
         self.submit(
             request.handle,
             Expect::Data { offset, length },

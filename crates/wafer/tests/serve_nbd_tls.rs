@@ -33,20 +33,17 @@ fn serve_tls(scratch: &Scratch, pki: &Pki, extra: &[&str]) -> Served {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let served = serve_with(scratch, &args);
     let data = scratch.data();
-    ok(
-        &data,
-        &[
-            "igroup",
-            "create",
-            "-n",
-            "-t",
-            "linux",
-            "tlshosts",
-            GOOD_CLIENT,
-        ],
-    );
+    nbd_igroup(&data, "tlshosts", GOOD_CLIENT);
     ok(&data, &["lun", "map", "/vol/vol0/lun0", "tlshosts"]);
     served
+}
+
+/// Creates NBD igroup `name` holding the certificate name `client`.
+fn nbd_igroup(data: &std::path::Path, name: &str, client: &str) {
+    ok(
+        data,
+        &["igroup", "create", "-n", "-t", "linux", name, client],
+    );
 }
 
 /// The exports `nbdinfo --list` shows a client with the credentials of
@@ -84,18 +81,7 @@ fn certificate_names_are_masked_like_iscsi_initiators() {
 
     // Mapped, it sees lun1 (its default export, at LUN ID 0); unmapped, it
     // is gone again for the next connection.
-    ok(
-        &data,
-        &[
-            "igroup",
-            "create",
-            "-n",
-            "-t",
-            "linux",
-            "hostb",
-            OTHER_CLIENT,
-        ],
-    );
+    nbd_igroup(&data, "hostb", OTHER_CLIENT);
     ok(&data, &["lun", "map", "/vol/vol0/lun1", "hostb", "0"]);
     assert_eq!(listed(&served, &other), ["vol0/lun1"]);
     let info = client_ok(
