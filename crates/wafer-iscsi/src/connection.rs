@@ -68,6 +68,9 @@ pub enum Event {
     LoggedIn {
         /// The initiator's IQN.
         initiator: String,
+        /// The session's initiator session id: with the IQN, the I_T
+        /// nexus persistent reservations are held by.
+        isid: [u8; 6],
         /// Normal or discovery.
         session: SessionType,
     },
@@ -82,6 +85,14 @@ pub enum Event {
         /// The operations: one read, one allocation question, or writes
         /// and trims.
         ops: Vec<BlockOp>,
+    },
+    /// A LOGICAL UNIT RESET (or a target reset, for every LUN) came
+    /// through this session: every session that sees these LUNs, this one
+    /// included, is to be told, by a reset count that grows in their
+    /// [`LunInfo`]s.
+    Reset {
+        /// The LUN numbers.
+        luns: Vec<u16>,
     },
     /// The initiator logged out, or login failed: send what is queued and
     /// close the connection.
@@ -99,6 +110,11 @@ pub enum Outcome {
     Runs(Vec<Run>),
     /// An operation failed; the ones after it were not carried out.
     Failed(BlockError),
+    /// A compare found the bytes differ, first at this offset into the
+    /// data compared (nothing was written).
+    Miscompare(u32),
+    /// The whole answer (a persistent reservation command's).
+    Answer(Answer),
 }
 
 /// Input after which the connection must end.
@@ -163,6 +179,8 @@ struct Receiving {
 enum Kind {
     Read,
     Write,
+    /// A VERIFY: a failure is a read's, success has no data.
+    Verify,
     /// GET LBA STATUS from `lba`, cut to `allocation` bytes.
     Status {
         lba: u64,
@@ -212,6 +230,8 @@ pub struct Connection {
     stat_sn: u32,
     exp_cmd_sn: u32,
     max_cmd_sn: u32,
+    /// The initiator session id of the login.
+    isid: [u8; 6],
     held: BTreeMap<u32, Pdu>,
     tasks: BTreeMap<u32, Task>,
     functions: Vec<PendingFunction>,
@@ -219,6 +239,8 @@ pub struct Connection {
     luns: Vec<LunInfo>,
     /// A REPORTED LUNS DATA HAS CHANGED unit attention is pending.
     luns_changed: bool,
+    /// LUNs owing a reset's unit attention (at most one per LUN seen).
+    reset_attention: Vec<u16>,
     started: bool,
     out: Vec<u8>,
     events: VecDeque<Event>,
@@ -245,12 +267,14 @@ impl Connection {
             stat_sn: 0,
             exp_cmd_sn: 0,
             max_cmd_sn: 0,
+            isid: [0; 6],
             held: BTreeMap::new(),
             tasks: BTreeMap::new(),
             functions: Vec::new(),
             next_ttt: 1,
             luns,
             luns_changed: false,
+            reset_attention: Vec::new(),
             started: false,
             out: Vec::new(),
             events: VecDeque::new(),
@@ -258,8 +282,22 @@ impl Connection {
         }
     }
 
-    /// Replaces the LUNs served (new, destroyed or resized ones).
+    /// Replaces the LUNs served (new, destroyed or resized ones, or a
+    /// reservation or reset changed). A LUN whose reset count grew owes the
+    /// initiator a unit attention (BUS DEVICE RESET FUNCTION OCCURRED) on
+    /// its next command to it.
     pub fn set_luns(&mut self, luns: Vec<LunInfo>) {
+        for new in &luns {
+            let reset = self
+                .luns
+                .iter()
+                .any(|old| old.id == new.id && old.number == new.number && old.resets < new.resets);
+            if reset && !self.reset_attention.contains(&new.number) {
+                self.reset_attention.push(new.number);
+            }
+        }
+        self.reset_attention
+            .retain(|number| luns.iter().any(|l| l.number == *number));
         self.luns = luns;
     }
 
@@ -368,7 +406,10 @@ impl Connection {
                 // question.
                 (Outcome::Runs(_), _) => Answer::check(Sense::INTERNAL_TARGET_FAILURE),
                 (Outcome::Done, _) => Answer::good(Vec::new()),
+                (Outcome::Data(_), Kind::Verify) => Answer::good(Vec::new()),
                 (Outcome::Data(data), _) => Answer::good(data),
+                (Outcome::Miscompare(offset), _) => Answer::check(Sense::miscompare_at(offset)),
+                (Outcome::Answer(answer), _) => answer,
             };
             self.respond(task.0, &done, answer);
         }
@@ -396,6 +437,7 @@ impl Connection {
         let cmd_sn = bhs.u32_at(24);
         if !self.started {
             self.started = true;
+            self.isid.copy_from_slice(&bhs.0[8..14]);
             self.exp_cmd_sn = cmd_sn;
             self.max_cmd_sn = cmd_sn.wrapping_add(CMD_WINDOW - 1);
             self.stat_sn = bhs.u32_at(28);
@@ -448,8 +490,11 @@ impl Connection {
         self.decoder.set_digests(self.digests);
         self.decoder.set_data_limit(TARGET_RECV_DATA_SEGMENT_BYTES);
         let initiator = self.login.initiator_name.clone().unwrap_or_default();
-        self.events
-            .push_back(Event::LoggedIn { initiator, session });
+        self.events.push_back(Event::LoggedIn {
+            initiator,
+            isid: self.isid,
+            session,
+        });
     }
 
     fn close(&mut self) {
@@ -649,6 +694,17 @@ impl Connection {
                 aborted: false,
             },
         };
+        let exempt = matches!(
+            cdb[0],
+            scsi::INQUIRY | scsi::REQUEST_SENSE | scsi::REPORT_LUNS
+        );
+        if let Some(at) = self.reset_attention.iter().position(|&n| n == lun)
+            && !exempt
+        {
+            self.reset_attention.swap_remove(at);
+            let attention = Answer::check(Sense::LUN_RESET_OCCURRED);
+            return self.respond(itt, &task, attention);
+        }
         if self.luns_changed {
             match cdb[0] {
                 scsi::REPORT_LUNS => self.luns_changed = false,
@@ -667,7 +723,7 @@ impl Connection {
             }
             Plan::Execute(ops) => {
                 task.state = TaskState::Executing {
-                    kind: Kind::Write,
+                    kind: kind_of(&ops),
                     aborted: false,
                 };
                 self.execute(itt, task, ops);
@@ -686,9 +742,10 @@ impl Connection {
             }
             Plan::Receive {
                 bytes,
-                then: DataOut::WriteSame { .. },
+                then: DataOut::WriteSame { .. } | DataOut::CompareAndWrite { .. },
             } if edtl != bytes => {
-                // WRITE SAME's one block must come whole, and alone.
+                // WRITE SAME's one block must come whole, and alone; and
+                // COMPARE AND WRITE's halves must both come whole.
                 self.respond(itt, &task, Answer::check(Sense::INVALID_FIELD_IN_CDB));
             }
             Plan::Receive { bytes, then } => {
@@ -786,7 +843,13 @@ impl Connection {
         };
         match ops {
             Ok(ops) if ops.is_empty() => self.respond(itt, &task, Answer::good(Vec::new())),
-            Ok(ops) => self.execute(itt, task, ops),
+            Ok(ops) => {
+                task.state = TaskState::Executing {
+                    kind: kind_of(&ops),
+                    aborted: false,
+                };
+                self.execute(itt, task, ops);
+            }
             Err(sense) => self.respond(itt, &task, Answer::check(sense)),
         }
     }
@@ -909,8 +972,17 @@ impl Connection {
         let response = match function {
             1 => self.abort_task(referenced, request.u32_at(32)),
             2 | 4 | 5 if !self.luns.iter().any(|l| Some(l.number) == lun) => Ok(2),
-            2 | 4 | 5 => Err(self.abort_where(|_, task| Some(task.lun) == lun)),
-            6 => Err(self.abort_where(|_, _| true)),
+            2 | 4 => Err(self.abort_where(|_, task| Some(task.lun) == lun)),
+            5 => {
+                let luns = lun.into_iter().collect();
+                self.events.push_back(Event::Reset { luns });
+                Err(self.abort_where(|_, task| Some(task.lun) == lun))
+            }
+            6 => {
+                let luns = self.luns.iter().map(|l| l.number).collect();
+                self.events.push_back(Event::Reset { luns });
+                Err(self.abort_where(|_, _| true))
+            }
             8 => Ok(4),
             _ => Ok(5),
         };
@@ -1018,6 +1090,14 @@ fn accept_data_out(receiving: &mut Receiving, edtl: u32, bhs: &Bhs, length: u32)
 }
 
 /// The U (underflow) or O (overflow) flag for a residual.
+/// How a task carrying out `ops` (no read among them) is answered.
+fn kind_of(ops: &[BlockOp]) -> Kind {
+    match ops.first() {
+        Some(BlockOp::Verify { .. }) => Kind::Verify,
+        _ => Kind::Write,
+    }
+}
+
 fn residual_flags(residual: i64) -> u8 {
     match residual {
         0 => 0,

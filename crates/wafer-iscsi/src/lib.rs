@@ -12,7 +12,8 @@
 //! quinn-proto: [`pdu`] frames bytes into PDUs and back (digests, bounded
 //! buffers), [`login`] settles the negotiation, [`scsi`] answers CDBs
 //! against a LUN's description and turns reads and writes into
-//! [`BlockOp`]s, and [`Connection`] ties them together: fed bytes and
+//! [`BlockOp`]s, [`reservation`] keeps a LUN's persistent reservations,
+//! and [`Connection`] ties them together: fed bytes and
 //! completions, it yields [`Event`]s (operations for the engine) and bytes
 //! to send. The driver owns the socket, the threads and the engine.
 //!
@@ -28,6 +29,7 @@ mod connection;
 mod digest;
 pub mod login;
 pub mod pdu;
+pub mod reservation;
 pub mod scsi;
 pub mod sense;
 pub mod text;
@@ -38,4 +40,5 @@ pub use connection::{
 };
 pub use digest::crc32c;
 pub use login::{Params, SessionType, TargetIdentity};
+pub use reservation::{Access, Nexus, Reservations};
 pub use scsi::{BlockError, BlockOp, LunInfo, Run};

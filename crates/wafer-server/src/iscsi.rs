@@ -28,7 +28,12 @@
 //! and the CmdSN window bounds the commands in flight.
 //!
 //! GET LBA STATUS is answered from the filer's extents, as NBD's
-//! BLOCK_STATUS is, so an initiator sees holes (qemu skips them).
+//! BLOCK_STATUS is, so an initiator sees holes (qemu skips them). VERIFY
+//! reads and compares here; COMPARE AND WRITE goes to the engine, which
+//! makes it atomic. Persistent reservations are the node's
+//! (`crate::lun_state`), by the session's I_T nexus (initiator name and
+//! ISID); each session looks again at what they leave it whenever they
+//! change, before the next command it reads.
 //!
 //! A write is answered GOOD only when the engine replies to it, and the
 //! engine replies only once the write's NVLog record is durable: a SIGKILL
@@ -49,15 +54,17 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
-use wafer_iscsi::scsi::BLOCK_BYTES;
+use wafer_iscsi::scsi::{Answer, BLOCK_BYTES};
+use wafer_iscsi::sense::Sense;
 use wafer_iscsi::{
     BlockError, BlockOp, Challenge, Connection, ConnectionError, Event as IscsiEvent, LunInfo,
-    Outcome, Run, TargetIdentity, TaskId,
+    Nexus, Outcome, Run, TargetIdentity, TaskId,
 };
 
 use crate::admission::{Ticket, serve_admitted};
 use crate::catalogue::{Catalogue, Session, Target};
-use crate::events::{Event, HostOutcome};
+use crate::events::{CompareRequest, Compared, Event, HostOutcome};
+use crate::lun_state::SharedLunState;
 use crate::masking::{Initiator, San};
 use crate::nbd::Context;
 use crate::stream::Stream;
@@ -114,6 +121,7 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
     let target = Arc::new(NodeTarget {
         name: target_name(),
         sessions: AtomicU16::new(1),
+        reservations: Arc::default(),
     });
     let default = context
         .catalogue
@@ -137,10 +145,12 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
     Ok(uris)
 }
 
-/// The node's target: its name and the next session handle.
+/// The node's target: its name, the next session handle and its LUNs'
+/// persistent reservations.
 struct NodeTarget {
     name: String,
     sessions: AtomicU16,
+    reservations: Arc<SharedLunState>,
 }
 
 fn accept_loop(listener: &TcpListener, context: &Arc<Context>, target: &Arc<NodeTarget>) {
@@ -214,7 +224,8 @@ fn serve_connection(
         address: portal,
     };
     let tsih = target.sessions.fetch_add(1, Ordering::Relaxed).max(1);
-    let mut worker = match Worker::new(stream, identity, tsih, context) {
+    let reservations = Arc::clone(&target.reservations);
+    let mut worker = match Worker::new(stream, identity, tsih, context, reservations) {
         Ok(worker) => worker,
         Err(error) => return crate::log!("iSCSI {peer}: dropped: {error}"),
     };
@@ -248,6 +259,11 @@ struct Worker {
     /// The initiator, once logged in (a normal session), with its count
     /// for `igroup show`.
     initiator: Option<(String, Session)>,
+    /// The session's I_T nexus, once logged in.
+    nexus: Option<Nexus>,
+    reservations: Arc<SharedLunState>,
+    /// The reservations' version the LUNs' access was looked up at.
+    reservations_seen: u64,
     /// The target's name, which its LUNs' serials are made from.
     target_name: String,
     targets: Vec<(u16, Target)>,
@@ -260,6 +276,7 @@ impl Worker {
         identity: TargetIdentity,
         tsih: u16,
         context: &Arc<Context>,
+        reservations: Arc<SharedLunState>,
     ) -> io::Result<Worker> {
         stream.set_read_timeout(Some(context.limits.handshake_timeout))?;
         stream.set_write_timeout(Some(context.limits.handshake_timeout))?;
@@ -287,6 +304,9 @@ impl Worker {
             catalogue,
             san: context.catalogue.san(),
             initiator: None,
+            nexus: None,
+            reservations_seen: reservations.version(),
+            reservations,
             target_name,
             targets: Vec::new(),
             out: Vec::new(),
@@ -330,7 +350,10 @@ impl Worker {
                     }
                     _ => {}
                 },
-                Message::Done(task, outcome) => self.connection.complete(task, outcome),
+                Message::Done(task, outcome) => {
+                    self.connection.complete(task, outcome);
+                    self.refresh_luns();
+                }
             }
             if !logged_in && Instant::now() > login_deadline {
                 return Err(EndError::LoginTimeout(
@@ -352,7 +375,11 @@ impl Worker {
         let mut closing = false;
         while let Some(event) = self.connection.poll_event() {
             match event {
-                IscsiEvent::LoggedIn { initiator, session } => {
+                IscsiEvent::LoggedIn {
+                    initiator,
+                    isid,
+                    session,
+                } => {
                     *logged_in = true;
                     ticket.negotiated();
                     let idle = self.context.limits.idle_timeout;
@@ -361,11 +388,16 @@ impl Worker {
                     crate::log!("iSCSI: {initiator} logged in ({session:?} session)");
                     if session == wafer_iscsi::SessionType::Normal {
                         let counted = self.context.catalogue.logged_in(&initiator);
+                        self.nexus = Some(Nexus {
+                            initiator: initiator.clone(),
+                            isid,
+                        });
                         self.initiator = Some((initiator, counted));
                         self.look_up_luns();
                     }
                 }
                 IscsiEvent::Execute { task, lun, ops } => self.execute(task, lun, ops),
+                IscsiEvent::Reset { luns } => self.reset(&luns),
                 IscsiEvent::Closing => closing = true,
             }
         }
@@ -380,14 +412,20 @@ impl Worker {
         Ok(())
     }
 
-    /// Looks the initiator's LUNs up again if the catalogue or the maps
-    /// have changed; a change in the numbers it sees is a unit attention.
+    /// Looks the initiator's LUNs up again if the catalogue, the maps or
+    /// the reservations have changed; a change in the numbers it sees is a
+    /// unit attention.
     fn refresh_luns(&mut self) {
         let current = self.context.catalogue.current();
         let san = self.context.catalogue.san();
-        if Arc::ptr_eq(&current, &self.catalogue) && Arc::ptr_eq(&san, &self.san) {
+        let reservations = self.reservations.version();
+        if Arc::ptr_eq(&current, &self.catalogue)
+            && Arc::ptr_eq(&san, &self.san)
+            && reservations == self.reservations_seen
+        {
             return;
         }
+        self.reservations_seen = reservations;
         self.catalogue = current;
         self.san = san;
         let before: Vec<u16> = self.targets.iter().map(|(n, _)| *n).collect();
@@ -403,9 +441,24 @@ impl Worker {
             return;
         };
         let visible = self.san.visible(Initiator::Iscsi(initiator));
-        let (luns, targets) = luns_of(&self.catalogue, &visible, &self.target_name);
+        let (mut luns, targets) = luns_of(&self.catalogue, &visible, &self.target_name);
+        if let Some(nexus) = &self.nexus {
+            for (info, (_, target)) in luns.iter_mut().zip(&targets) {
+                (info.access, info.resets) = self.reservations.seen_by(target, nexus);
+            }
+        }
         self.targets = targets;
         self.connection.set_luns(luns);
+    }
+
+    /// A LOGICAL UNIT RESET (or a target reset) of `luns` through this
+    /// session: a unit attention for every session that sees them, this
+    /// one included.
+    fn reset(&mut self, luns: &[u16]) {
+        for (_, target) in self.targets.iter().filter(|(n, _)| luns.contains(n)) {
+            self.reservations.reset(target);
+        }
+        self.refresh_luns();
     }
 
     /// Hands a task's operations to the engine; its outcome comes back as a
@@ -428,44 +481,131 @@ impl Worker {
                 let mut gather = gather.lock().unwrap_or_else(|p| p.into_inner());
                 gather.one_done(outcome);
             };
-            // A read, write or trim is a host request; an allocation
-            // question goes to the filer's extents.
-            let lun = target.lun;
-            let request = match op {
-                // A snapshot's image reads what the snapshot holds.
-                BlockOp::Read { offset, length } => Ok(target.read(offset, length)),
-                BlockOp::Write { offset, data } => {
-                    Ok(HostRequest::Change(Change::Write { lun, offset, data }))
+            match op {
+                BlockOp::ReserveIn { .. } | BlockOp::ReserveOut { .. } => {
+                    one_done(Outcome::Answer(self.reservation_answer(target, &op)));
                 }
-                BlockOp::Trim { offset, length } => Ok(HostRequest::Change(Change::Trim {
-                    lun,
-                    offset,
-                    length,
-                })),
-                BlockOp::Allocation { offset, length } => Err((offset, length)),
-            };
-            let event = match request {
-                Ok(request) => Event::Host {
-                    target: target.clone(),
-                    request,
-                    done: Box::new(move |outcome| one_done(outcome_of(outcome))),
-                },
-                Err((offset, length)) => Event::Extents {
-                    target: target.clone(),
-                    offset,
-                    length,
-                    done: Box::new(move |runs| one_done(runs_of(runs))),
-                },
-            };
-            match self.context.engine.send(event) {
-                Ok(()) => {}
-                Err(mpsc::SendError(Event::Host { done, .. })) => done(HostOutcome::Refused),
-                Err(mpsc::SendError(Event::Extents { done, .. })) => {
-                    done(Err(HostError::Invalid("the server has stopped".into())));
-                }
-                Err(_) => unreachable!("only host requests and extents are sent"),
+                op => self.send(engine_event(target, op, one_done)),
             }
         }
+    }
+
+    /// A persistent reservation command's answer, from the node's shared
+    /// reservations.
+    fn reservation_answer(&self, target: &Target, op: &BlockOp) -> Answer {
+        let (Some(nexus), BlockOp::ReserveOut { cdb, parameters }) = (&self.nexus, op) else {
+            return match op {
+                BlockOp::ReserveIn { cdb } => self.reservations.reserve_in(target, cdb),
+                // Only a logged-in session sees a LUN to reserve.
+                _ => Answer::check(Sense::LUN_NOT_SUPPORTED),
+            };
+        };
+        self.reservations
+            .reserve_out(target, nexus, cdb, parameters)
+    }
+
+    /// Sends `event` to the engine; if it has stopped, the event's sender
+    /// hears so.
+    fn send(&self, event: Event) {
+        let Err(mpsc::SendError(event)) = self.context.engine.send(event) else {
+            return;
+        };
+        match event {
+            Event::Host { done, .. } => done(HostOutcome::Refused),
+            Event::Extents { done, .. } => {
+                done(Err(HostError::Invalid("the server has stopped".into())));
+            }
+            Event::CompareAndWrite(compare) => {
+                (compare.done)(Compared::Outcome(HostOutcome::Refused));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The engine's event for one block operation of a task on `target`;
+/// `one_done` takes its outcome. A read, write or trim is a host request
+/// (a snapshot's image reads what the snapshot holds); an allocation
+/// question goes to the filer's extents; a VERIFY reads and compares here;
+/// a COMPARE AND WRITE goes whole to the engine.
+fn engine_event(
+    target: &Target,
+    op: BlockOp,
+    one_done: impl FnOnce(Outcome) + Send + 'static,
+) -> Event {
+    let lun = target.lun;
+    let host = |request, done: crate::events::HostCallback| Event::Host {
+        target: target.clone(),
+        request,
+        done,
+    };
+    match op {
+        BlockOp::Read { offset, length } => host(
+            target.read(offset, length),
+            Box::new(move |outcome| one_done(outcome_of(outcome))),
+        ),
+        BlockOp::Write { offset, data } => host(
+            HostRequest::Change(Change::Write { lun, offset, data }),
+            Box::new(move |outcome| one_done(outcome_of(outcome))),
+        ),
+        BlockOp::Trim { offset, length } => host(
+            HostRequest::Change(Change::Trim {
+                lun,
+                offset,
+                length,
+            }),
+            Box::new(move |outcome| one_done(outcome_of(outcome))),
+        ),
+        BlockOp::Verify {
+            offset,
+            length,
+            expected,
+        } => host(
+            target.read(offset, length),
+            Box::new(move |outcome| one_done(verified(outcome_of(outcome), expected.as_deref()))),
+        ),
+        BlockOp::Allocation { offset, length } => Event::Extents {
+            target: target.clone(),
+            offset,
+            length,
+            done: Box::new(move |runs| one_done(runs_of(runs))),
+        },
+        BlockOp::CompareAndWrite {
+            offset,
+            expected,
+            data,
+        } => Event::CompareAndWrite(Box::new(CompareRequest {
+            target: target.clone(),
+            offset,
+            expected,
+            data,
+            done: Box::new(move |compared| one_done(compare_outcome(compared))),
+        })),
+        BlockOp::ReserveIn { .. } | BlockOp::ReserveOut { .. } => {
+            unreachable!("the worker answers reservation commands itself")
+        }
+    }
+}
+
+/// A VERIFY's read, compared with what the blocks must hold (if given).
+fn verified(read: Outcome, expected: Option<&[u8]>) -> Outcome {
+    match (read, expected) {
+        (Outcome::Data(data), Some(expected)) => {
+            match data.iter().zip(expected).position(|(a, b)| a != b) {
+                Some(at) => Outcome::Miscompare(u32::try_from(at).unwrap_or(u32::MAX)),
+                None => Outcome::Done,
+            }
+        }
+        (Outcome::Data(_), None) => Outcome::Done,
+        (other, _) => other,
+    }
+}
+
+/// A COMPARE AND WRITE's outcome as the codec takes it.
+fn compare_outcome(compared: Compared) -> Outcome {
+    match compared {
+        Compared::Miscompare(at) => Outcome::Miscompare(at),
+        Compared::Outcome(outcome) => outcome_of(outcome),
     }
 }
 
@@ -555,6 +695,8 @@ fn luns_of(
             read_only: map.read_only || export.info.read_only,
             serial: format!("wafer{:08x}{unit:06x}", node as u32),
             id: (node << 24) | unit,
+            access: wafer_iscsi::Access::Full,
+            resets: 0,
         });
         targets.push((map.lun_id, export.target.clone()));
     }

@@ -68,6 +68,7 @@ mod growth;
 mod iscsi;
 mod logging;
 mod lun_ids;
+mod lun_state;
 pub mod masking;
 mod nbd;
 mod nbd_masking;
