@@ -2,7 +2,7 @@
 //! it, as a pure state machine: no sockets, no threads, no clocks.
 //!
 //! An iSCSI initiator reaches a target's LUNs over one TCP connection per
-//! session here. It logs in (security negotiation, then operational
+//! session, or several ([`session`] orders their commands as one). It logs in (security negotiation, then operational
 //! parameters), and then in the full feature phase sends SCSI commands
 //! (CDBs), their data, task management functions, text requests
 //! (SendTargets, for discovery), pings and finally a logout. A discovery
@@ -32,6 +32,7 @@ pub mod pdu;
 pub mod reservation;
 pub mod scsi;
 pub mod sense;
+pub mod session;
 pub mod text;
 
 pub use chap::{Challenge, Credentials, Policy, Security};
@@ -42,3 +43,4 @@ pub use digest::crc32c;
 pub use login::{Params, SessionType, TargetIdentity};
 pub use reservation::{Access, Nexus, Reservations};
 pub use scsi::{BlockError, BlockOp, LunInfo, Run};
+pub use session::{Sequencer, Sessions};

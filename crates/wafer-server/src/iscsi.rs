@@ -40,11 +40,18 @@
 //! after the response loses nothing. That is also why SYNCHRONIZE CACHE
 //! and FUA cost nothing here (see `wafer_iscsi::scsi`).
 //!
+//! A session that negotiates several connections (MaxConnections, up to
+//! [`wafer_iscsi::session::CONNECTIONS_MAX`]) is a [`SharedSession`] in the
+//! node's table: a login naming its TSIH joins it, its commands are put in
+//! CmdSN order by one [`Sequencer`] across its connections, and each is
+//! carried out and answered by the worker of the connection it came on.
+//!
 //! Login must finish within the handshake timeout; after it the idle
 //! timeout ends a connection that sends nothing while it has nothing in
 //! flight, and one that leaves what it is sent unread. Protocol errors that
 //! lose the framing end only their connection; the codec rejects the rest.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -54,11 +61,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
+use wafer_iscsi::login::Params;
+use wafer_iscsi::pdu::Pdu;
 use wafer_iscsi::scsi::{Answer, BLOCK_BYTES};
 use wafer_iscsi::sense::Sense;
 use wafer_iscsi::{
     BlockError, BlockOp, Challenge, Connection, ConnectionError, Event as IscsiEvent, LunInfo,
-    Nexus, Outcome, Run, TargetIdentity, TaskId,
+    Nexus, Outcome, Run, Sequencer, Sessions, TargetIdentity, TaskId,
 };
 
 use crate::admission::{Ticket, serve_admitted};
@@ -121,6 +130,7 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
     let target = Arc::new(NodeTarget {
         name: target_name(),
         sessions: AtomicU16::new(1),
+        session_table: Arc::default(),
         reservations: Arc::default(),
     });
     let default = context
@@ -150,7 +160,86 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
 struct NodeTarget {
     name: String,
     sessions: AtomicU16,
+    /// The sessions with several connections, by TSIH.
+    session_table: Arc<SessionTable>,
     reservations: Arc<SharedLunState>,
+}
+
+/// The sessions that may have several connections, by TSIH.
+#[derive(Debug, Default)]
+struct SessionTable {
+    sessions: Mutex<BTreeMap<u16, Arc<SharedSession>>>,
+}
+
+/// One session spread over several connections.
+#[derive(Debug)]
+struct SharedSession {
+    initiator: String,
+    isid: [u8; 6],
+    /// The parameters its leading connection negotiated.
+    params: Params,
+    sequencer: Mutex<Sequencer>,
+    /// Its connections' workers, by connection id.
+    members: Mutex<BTreeMap<u16, Sender<Message>>>,
+}
+
+impl Sessions for SessionTable {
+    fn join(&self, initiator: &str, isid: [u8; 6], tsih: u16, cid: u16) -> Option<Params> {
+        let session = lock(&self.sessions).get(&tsih).cloned()?;
+        let members = lock(&session.members);
+        let room = members.len() < session.params.max_connections as usize;
+        (session.initiator == initiator
+            && session.isid == isid
+            && room
+            && !members.contains_key(&cid))
+        .then_some(session.params)
+    }
+}
+
+impl SessionTable {
+    /// Adds connection `cid` (whose worker `to` is) to session `tsih`:
+    /// made by this connection if it leads it, else joined. `None` if the
+    /// session ended or filled meanwhile.
+    fn enter(
+        &self,
+        tsih: u16,
+        cid: u16,
+        to: Sender<Message>,
+        lead: Option<SharedSession>,
+    ) -> Option<Arc<SharedSession>> {
+        let mut sessions = lock(&self.sessions);
+        let session = match lead {
+            Some(session) => Arc::clone(sessions.entry(tsih).or_insert(Arc::new(session))),
+            None => Arc::clone(sessions.get(&tsih)?),
+        };
+        let mut members = lock(&session.members);
+        if members.len() >= session.params.max_connections as usize || members.contains_key(&cid) {
+            return None;
+        }
+        members.insert(cid, to);
+        drop(members);
+        Some(session)
+    }
+
+    /// Takes connection `cid` out of session `tsih`; the session ends with
+    /// its last connection.
+    fn leave(&self, tsih: u16, cid: u16) {
+        let mut sessions = lock(&self.sessions);
+        let Some(session) = sessions.get(&tsih) else {
+            return;
+        };
+        lock(&session.sequencer).forget(cid);
+        let mut members = lock(&session.members);
+        members.remove(&cid);
+        if members.is_empty() {
+            drop(members);
+            sessions.remove(&tsih);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn accept_loop(listener: &TcpListener, context: &Arc<Context>, target: &Arc<NodeTarget>) {
@@ -189,6 +278,10 @@ enum Message {
     /// The read timed out: the worker decides whether that is idleness.
     Quiet,
     Done(TaskId, Outcome),
+    /// A request of this connection the session's sequencer released.
+    Deliver(Box<Pdu>),
+    /// The initiator logged this connection out through another.
+    End,
 }
 
 /// Why a connection ended early.
@@ -224,8 +317,11 @@ fn serve_connection(
         address: portal,
     };
     let tsih = target.sessions.fetch_add(1, Ordering::Relaxed).max(1);
-    let reservations = Arc::clone(&target.reservations);
-    let mut worker = match Worker::new(stream, identity, tsih, context, reservations) {
+    let shared = Shared {
+        reservations: Arc::clone(&target.reservations),
+        sessions: Arc::clone(&target.session_table),
+    };
+    let mut worker = match Worker::new(stream, identity, tsih, context, shared) {
         Ok(worker) => worker,
         Err(error) => return crate::log!("iSCSI {peer}: dropped: {error}"),
     };
@@ -241,7 +337,16 @@ fn serve_connection(
             counters.out_of_window
         );
     }
+    if let Some((session, cid)) = worker.session.take() {
+        worker.sessions.leave(session, cid);
+    }
     let _ = worker.stream.shutdown(Shutdown::Both);
+}
+
+/// What a connection's worker shares with every other.
+struct Shared {
+    reservations: Arc<SharedLunState>,
+    sessions: Arc<SessionTable>,
 }
 
 /// A connection's worker thread state.
@@ -264,6 +369,16 @@ struct Worker {
     reservations: Arc<SharedLunState>,
     /// The reservations' version the LUNs' access was looked up at.
     reservations_seen: u64,
+    sessions: Arc<SessionTable>,
+    /// The session spread over several connections this connection is in
+    /// (its TSIH and this connection's id), if it is.
+    session: Option<(u16, u16)>,
+    /// That session, shared.
+    shared_session: Option<Arc<SharedSession>>,
+    /// This connection's TSIH, if it leads a session.
+    own_tsih: u16,
+    /// Requests released to the session's other connections, to forward.
+    released: Vec<(u16, Pdu)>,
     /// The target's name, which its LUNs' serials are made from.
     target_name: String,
     targets: Vec<(u16, Target)>,
@@ -276,8 +391,12 @@ impl Worker {
         identity: TargetIdentity,
         tsih: u16,
         context: &Arc<Context>,
-        reservations: Arc<SharedLunState>,
+        shared: Shared,
     ) -> io::Result<Worker> {
+        let Shared {
+            reservations,
+            sessions,
+        } = shared;
         stream.set_read_timeout(Some(context.limits.handshake_timeout))?;
         stream.set_write_timeout(Some(context.limits.handshake_timeout))?;
         let (to_self, messages) = mpsc::channel();
@@ -294,6 +413,7 @@ impl Worker {
         let target_name = identity.name.clone();
         let mut connection = Connection::new(identity, tsih, Vec::new());
         connection.set_security(context.catalogue.security(), random_challenge()?);
+        connection.set_sessions(Arc::clone(&sessions) as Arc<dyn Sessions>);
         Ok(Worker {
             stream,
             connection,
@@ -307,6 +427,11 @@ impl Worker {
             nexus: None,
             reservations_seen: reservations.version(),
             reservations,
+            sessions,
+            session: None,
+            shared_session: None,
+            own_tsih: tsih,
+            released: Vec::new(),
             target_name,
             targets: Vec::new(),
             out: Vec::new(),
@@ -354,6 +479,8 @@ impl Worker {
                     self.connection.complete(task, outcome);
                     self.refresh_luns();
                 }
+                Message::Deliver(pdu) => self.connection.deliver(*pdu),
+                Message::End => self.connection.end(),
             }
             if !logged_in && Instant::now() > login_deadline {
                 return Err(EndError::LoginTimeout(
@@ -361,6 +488,7 @@ impl Worker {
                 ));
             }
             let closing = self.handle_events(ticket, &mut logged_in)?;
+            self.share_window();
             self.transmit()?;
             activity.touch();
             if closing {
@@ -379,7 +507,15 @@ impl Worker {
                     initiator,
                     isid,
                     session,
+                    tsih,
+                    cid,
+                    shared_order,
+                    cmd_sn,
                 } => {
+                    if shared_order && !self.enter_session(&initiator, isid, (tsih, cid), cmd_sn) {
+                        self.connection.end();
+                        continue;
+                    }
                     *logged_in = true;
                     ticket.negotiated();
                     let idle = self.context.limits.idle_timeout;
@@ -398,9 +534,13 @@ impl Worker {
                 }
                 IscsiEvent::Execute { task, lun, ops } => self.execute(task, lun, ops),
                 IscsiEvent::Reset { luns } => self.reset(&luns),
+                IscsiEvent::Order { cmd_sn, pdu } => self.order(cmd_sn, pdu),
+                IscsiEvent::EndSession => self.end_others(None),
+                IscsiEvent::EndConnection { cid } => self.end_others(Some(cid)),
                 IscsiEvent::Closing => closing = true,
             }
         }
+        self.forward_released();
         Ok(closing)
     }
 
@@ -449,6 +589,86 @@ impl Worker {
         }
         self.targets = targets;
         self.connection.set_luns(luns);
+    }
+
+    /// Enters the session this connection leads or joined; false if it
+    /// has ended or filled since the login was let in.
+    fn enter_session(
+        &mut self,
+        initiator: &str,
+        isid: [u8; 6],
+        (tsih, cid): (u16, u16),
+        cmd_sn: u32,
+    ) -> bool {
+        let lead = (tsih == self.own_tsih).then(|| SharedSession {
+            initiator: initiator.to_owned(),
+            isid,
+            params: self.connection.params(),
+            sequencer: Mutex::new(Sequencer::new(cmd_sn)),
+            members: Mutex::new(BTreeMap::new()),
+        });
+        let Some(session) = self.sessions.enter(tsih, cid, self.to_self.clone(), lead) else {
+            return false;
+        };
+        self.session = Some((tsih, cid));
+        self.shared_session = Some(session);
+        true
+    }
+
+    /// Puts a request in the session's CmdSN order; what is now due goes to
+    /// the connection it came on: this one's now, the others' once this
+    /// one's have gone to the engine ([`Worker::forward_released`]), so that
+    /// a command released after this connection's is submitted after it.
+    fn order(&mut self, cmd_sn: u32, pdu: Pdu) {
+        let (Some(session), Some((_, own))) = (&self.shared_session, self.session) else {
+            return;
+        };
+        let due = lock(&session.sequencer).order(own, cmd_sn, pdu);
+        for (cid, pdu) in due {
+            match cid == own {
+                true => self.connection.deliver(pdu),
+                false => self.released.push((cid, pdu)),
+            }
+        }
+    }
+
+    /// Sends the other connections what the sequencer released to them.
+    fn forward_released(&mut self) {
+        let Some(session) = &self.shared_session else {
+            return;
+        };
+        let members = lock(&session.members);
+        for (cid, pdu) in self.released.drain(..) {
+            if let Some(to) = members.get(&cid) {
+                let _ = to.send(Message::Deliver(Box::new(pdu)));
+            }
+        }
+    }
+
+    /// Ends the session's other connections (`None`), or connection `cid`.
+    fn end_others(&self, cid: Option<u16>) {
+        let (Some(session), Some((_, own))) = (&self.shared_session, self.session) else {
+            return;
+        };
+        for (member, to) in lock(&session.members).iter() {
+            if *member != own && cid.is_none_or(|cid| cid == *member) {
+                let _ = to.send(Message::End);
+            }
+        }
+    }
+
+    /// Tells the session's sequencer what this connection has in flight,
+    /// and the connection the session's window.
+    fn share_window(&mut self) {
+        let (Some(session), Some((_, own))) = (&self.shared_session, self.session) else {
+            return;
+        };
+        let (exp, max) = {
+            let mut sequencer = lock(&session.sequencer);
+            sequencer.set_in_flight(own, self.connection.tasks_in_flight());
+            sequencer.window()
+        };
+        self.connection.set_window(exp, max);
     }
 
     /// A LOGICAL UNIT RESET (or a target reset) of `luns` through this
