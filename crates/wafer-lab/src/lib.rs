@@ -24,7 +24,9 @@ pub mod scenario;
 pub mod wafer;
 pub mod workload;
 
-pub use array::{Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan};
+pub use array::{
+    Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan, SnapshotStats,
+};
 pub use inplace::{InPlaceArray, InPlaceSpec};
 pub use report::LabReport;
 pub use run::{Progress, RunError, RunOptions, run, run_each};

@@ -29,7 +29,7 @@ pub mod sysstat;
 
 use serde::Serialize;
 
-use crate::array::{ArrayKind, DiskStats, EngineStats};
+use crate::array::{ArrayKind, DiskStats, EngineStats, SnapshotStats};
 use crate::workload::Workload;
 
 /// The latency percentiles fio reports by default (its `percentile_list`).
@@ -73,6 +73,13 @@ pub struct ArrayReport {
     /// The engine's cumulative counters at the same instants (empty for
     /// arrays without a write-anywhere engine).
     pub engine_snapshots: Vec<EngineStats>,
+    /// How often the run took a snapshot, if it took any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_every_ns: Option<u64>,
+    /// What came of the snapshots, cumulative, at the same instants as
+    /// `disk_snapshots` (empty if the run took none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub snapshot_counts: Vec<SnapshotStats>,
 }
 
 /// One measured segment: the I/Os that completed within it.

@@ -18,13 +18,20 @@
 //! dropped. The array's disk counters are sampled when measurement starts,
 //! at the end of every segment and of every `sysstat` interval.
 //!
+//! A run may take snapshots on a schedule ([`RunOptions::snapshot_every`]):
+//! every N seconds of virtual time from the start of the run (N, 2N, ...,
+//! before the end of the last segment), the loop asks the array for one
+//! ([`Array::take_snapshot`]) once it has advanced the array to that
+//! instant, keeps them all, and samples the array's snapshot counters with
+//! its disk counters.
+//!
 //! Nothing here reads a clock: the same arrays, workload and seed give the
 //! same report, bit for bit.
 
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
 
-use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp};
+use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp, SnapshotStats};
 use crate::histogram::Histogram;
 use crate::report::{
     ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile, SegmentReport,
@@ -46,6 +53,9 @@ pub struct RunOptions {
     pub seed: u64,
     /// Length of a `sysstat` interval.
     pub sysstat_interval: Duration,
+    /// Take a snapshot this often during the run, keeping every one; `None`:
+    /// no snapshots.
+    pub snapshot_every: Option<Duration>,
 }
 
 /// Why a run could not finish.
@@ -59,8 +69,8 @@ pub enum RunError {
         /// Workloads given.
         workloads: usize,
     },
-    /// The `sysstat` interval is zero.
-    #[error("the sysstat interval must be longer than zero")]
+    /// The `sysstat` interval or the snapshot schedule's is zero.
+    #[error("the sysstat and snapshot intervals must be longer than zero")]
     Interval,
     /// The workload does not fit the array.
     #[error("array `{array}`: {source}")]
@@ -118,7 +128,7 @@ pub fn run_each(
             workloads: workloads.len(),
         });
     }
-    if options.sysstat_interval.0 == 0 {
+    if options.sysstat_interval.0 == 0 || options.snapshot_every == Some(Duration(0)) {
         return Err(RunError::Interval);
     }
     let count = arrays.len();
@@ -205,14 +215,45 @@ fn run_array(
             host.submit(array, Instant(0), worker);
         }
     }
+    let snapshots = options.snapshot_every.map(|_| array.snapshot_stats());
     let mut meter = Meter::new(
         workload.timing,
         options.sysstat_interval,
         array.disk_stats(),
         array.engine_stats(),
+        snapshots,
     );
-    drive(array, &mut host, &mut meter, progress)?;
-    Ok(meter.finish(array, workload))
+    let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
+    drive(array, &mut host, &mut meter, &mut schedule, progress)?;
+    Ok(meter.finish(array, workload, options.snapshot_every))
+}
+
+/// When the run's next snapshot falls, if it takes any more.
+struct SnapshotSchedule {
+    every: Duration,
+    next: Instant,
+    end: Instant,
+}
+
+impl SnapshotSchedule {
+    /// The schedule of a run that ends at `end`; `None` without snapshots.
+    fn new(every: Option<Duration>, end: Instant) -> Option<SnapshotSchedule> {
+        every.map(|every| SnapshotSchedule {
+            every,
+            next: Instant(0) + every,
+            end,
+        })
+    }
+
+    /// The next snapshot's instant, if one falls before the end.
+    fn due(&self) -> Option<Instant> {
+        (self.next < self.end).then_some(self.next)
+    }
+
+    /// The snapshot due has been asked for.
+    fn taken(&mut self) {
+        self.next = self.next + self.every;
+    }
 }
 
 /// The loop proper: from time zero to the end of the last segment.
@@ -220,6 +261,7 @@ fn drive(
     array: &mut dyn Array,
     host: &mut Host,
     meter: &mut Meter,
+    schedule: &mut Option<SnapshotSchedule>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(), RunError> {
     let end = meter.end;
@@ -229,12 +271,14 @@ fn drive(
     let mut next_progress: u64 = 1;
     loop {
         let boundary = meter.next_boundary();
+        let snapshot = schedule.as_ref().and_then(SnapshotSchedule::due);
         let stuck = || RunError::Stuck {
             array: array.name().to_string(),
             at_ns: last.0,
             outstanding: host.in_flight.len(),
         };
-        let now = array.next_event().ok_or_else(stuck)?.min(boundary);
+        let next_event = array.next_event().ok_or_else(stuck)?;
+        let now = next_event.min(boundary).min(snapshot.unwrap_or(boundary));
         same_instant = if now == last { same_instant + 1 } else { 0 };
         if same_instant > SAME_INSTANT_EVENTS_MAX {
             return Err(stuck());
@@ -251,8 +295,18 @@ fn drive(
                 host.submit(array, now, io.worker);
             }
         }
+        if let Some(schedule) = schedule.as_mut().filter(|_| Some(now) == snapshot) {
+            array.take_snapshot(now);
+            schedule.taken();
+        }
         if now == boundary {
-            meter.sample(now, array.disk_stats(), || array.engine_stats());
+            let scheduled = schedule.is_some();
+            meter.sample(
+                now,
+                array.disk_stats(),
+                || array.engine_stats(),
+                || scheduled.then(|| array.snapshot_stats()),
+            );
         }
         if now >= end {
             return Ok(());
@@ -301,6 +355,7 @@ struct Meter {
     intervals: Vec<IntervalReport>,
     disk_snapshots: Vec<Vec<DiskStats>>,
     engine_snapshots: Vec<EngineStats>,
+    snapshot_counts: Vec<SnapshotStats>,
 }
 
 impl Meter {
@@ -309,12 +364,15 @@ impl Meter {
         interval: Duration,
         disks: Vec<DiskStats>,
         engine: Option<EngineStats>,
+        snapshots: Option<SnapshotStats>,
     ) -> Meter {
         let mut disk_snapshots = Vec::new();
         let mut engine_snapshots = Vec::new();
+        let mut snapshot_counts = Vec::new();
         if timing.ramp.0 == 0 {
             disk_snapshots.push(disks.clone());
             engine_snapshots.extend(engine);
+            snapshot_counts.extend(snapshots);
         }
         Meter {
             timing,
@@ -331,6 +389,7 @@ impl Meter {
             intervals: Vec::new(),
             disk_snapshots,
             engine_snapshots,
+            snapshot_counts,
         }
     }
 
@@ -410,6 +469,7 @@ impl Meter {
         now: Instant,
         disks: Vec<DiskStats>,
         engine: impl FnOnce() -> Option<EngineStats>,
+        snapshots: impl FnOnce() -> Option<SnapshotStats>,
     ) {
         let snapshot_due = match self.disk_snapshots.len() {
             0 => self.measure_start(),
@@ -418,6 +478,7 @@ impl Meter {
         if now == snapshot_due {
             self.disk_snapshots.push(disks.clone());
             self.engine_snapshots.extend(engine());
+            self.snapshot_counts.extend(snapshots());
         }
         if now == (self.last_tick + self.interval).min(self.end) {
             self.close_interval(now, disks);
@@ -448,7 +509,12 @@ impl Meter {
         self.last_disks = disks;
     }
 
-    fn finish(mut self, array: &dyn Array, workload: &Workload) -> ArrayReport {
+    fn finish(
+        mut self,
+        array: &dyn Array,
+        workload: &Workload,
+        snapshot_every: Option<Duration>,
+    ) -> ArrayReport {
         while self.segments.len() < self.timing.segments as usize {
             self.close_segment();
         }
@@ -464,6 +530,8 @@ impl Meter {
             intervals: self.intervals,
             disk_snapshots: self.disk_snapshots,
             engine_snapshots: self.engine_snapshots,
+            snapshot_every_ns: snapshot_every.map(|every| every.0),
+            snapshot_counts: self.snapshot_counts,
         }
     }
 }

@@ -53,6 +53,7 @@ pub fn arrays() -> Vec<Box<dyn Array>> {
         lun_bytes: 100 << 30,
         cache,
         controller: None,
+        snapshots: None,
     };
     let cache = CacheSpec {
         capacity_mib: 64,
@@ -68,6 +69,7 @@ pub fn small_run(seed: u64) -> LabReport {
     let options = RunOptions {
         seed,
         sysstat_interval: Duration::from_millis(500),
+        snapshot_every: None,
     };
     run(&mut arrays(), &workload(), &options, &mut |_| {}).unwrap()
 }
