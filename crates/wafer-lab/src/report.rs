@@ -103,6 +103,10 @@ pub struct SegmentReport {
     pub latency_ms_avg: f64,
     /// 99th-percentile latency (nearest rank), milliseconds.
     pub latency_ms_p99: f64,
+    /// An offered load's I/Os that arrived in the segment, per second
+    /// (`iops` is those that completed); absent for a closed loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_iops: Option<f64>,
 }
 
 /// Reads or writes over the measured time, as fio reports a direction.

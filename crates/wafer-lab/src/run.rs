@@ -28,7 +28,6 @@
 //! Nothing here reads a clock: the same arrays, workload and seed give the
 //! same report, bit for bit.
 
-use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
 
 use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp, SnapshotStats};
@@ -36,7 +35,12 @@ use crate::histogram::Histogram;
 use crate::report::{
     ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile, SegmentReport,
 };
-use crate::workload::{Timing, WorkerStream, Workload, WorkloadError};
+use crate::workload::{Timing, Workload, WorkloadError};
+
+mod host;
+
+use self::host::Host;
+pub use self::host::WAITING_MAX;
 
 /// Events the loop takes at one instant before it declares the array stuck:
 /// far more than a closed loop of [`crate::workload::OUTSTANDING_MAX`] I/Os
@@ -90,6 +94,19 @@ pub enum RunError {
         at_ns: u64,
         /// I/Os it had not answered.
         outstanding: usize,
+    },
+    /// An offered load outran the array so far that the I/Os waiting at the
+    /// host passed [`WAITING_MAX`].
+    #[error(
+        "array `{array}`: the offered load outran it; {waiting} I/Os were waiting at the host at {at_ns} ns"
+    )]
+    Overrun {
+        /// The array.
+        array: String,
+        /// When.
+        at_ns: u64,
+        /// I/Os waiting.
+        waiting: usize,
     },
 }
 
@@ -157,38 +174,6 @@ pub fn run_each(
     })
 }
 
-/// A host I/O in flight: its worker and what it moves.
-#[derive(Clone, Copy, Debug)]
-struct InFlight {
-    worker: usize,
-    op: HostOp,
-    length: u64,
-}
-
-/// The workers' side of one array's run.
-struct Host {
-    streams: Vec<WorkerStream>,
-    in_flight: FixedMap<u64, InFlight>,
-    next_id: u64,
-}
-
-impl Host {
-    /// Submits `worker`'s next I/O at `now`.
-    fn submit(&mut self, array: &mut dyn Array, now: Instant, worker: usize) {
-        self.next_id += 1;
-        let io = self.streams[worker].next_io(self.next_id);
-        self.in_flight.insert(
-            io.id,
-            InFlight {
-                worker,
-                op: io.op,
-                length: io.length,
-            },
-        );
-        array.submit(now, io);
-    }
-}
-
 fn run_array(
     array: &mut dyn Array,
     workload: &Workload,
@@ -205,16 +190,9 @@ fn run_array(
     array.prepare(&plan, &mut |fraction| {
         progress(Progress::Preparing(fraction))
     });
-    let mut host = Host {
-        streams,
-        in_flight: FixedMap::default(),
-        next_id: 0,
-    };
-    for worker in 0..host.streams.len() {
-        for _ in 0..workload.outstanding_per_worker {
-            host.submit(array, Instant(0), worker);
-        }
-    }
+    let arrivals = workload.arrivals(options.seed);
+    let mut host = Host::new(streams, workload.outstanding_per_worker, arrivals);
+    host.start(array, workload.outstanding_per_worker);
     let snapshots = options.snapshot_every.map(|_| array.snapshot_stats());
     let mut meter = Meter::new(
         workload.timing,
@@ -222,6 +200,7 @@ fn run_array(
         array.disk_stats(),
         array.engine_stats(),
         snapshots,
+        host.is_open(),
     );
     let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
     drive(array, &mut host, &mut meter, &mut schedule, progress)?;
@@ -272,13 +251,23 @@ fn drive(
     loop {
         let boundary = meter.next_boundary();
         let snapshot = schedule.as_ref().and_then(SnapshotSchedule::due);
+        let arrival = host.next_arrival(end);
         let stuck = || RunError::Stuck {
             array: array.name().to_string(),
             at_ns: last.0,
-            outstanding: host.in_flight.len(),
+            outstanding: host.in_flight(),
         };
-        let next_event = array.next_event().ok_or_else(stuck)?;
-        let now = next_event.min(boundary).min(snapshot.unwrap_or(boundary));
+        // An open loop's array may idle until the next arrival; with I/Os in
+        // flight it never may.
+        let next_event = match array.next_event() {
+            Some(at) => at,
+            None if host.in_flight() == 0 => boundary,
+            None => return Err(stuck()),
+        };
+        let now = [snapshot, arrival]
+            .into_iter()
+            .flatten()
+            .fold(next_event.min(boundary), Instant::min);
         same_instant = if now == last { same_instant + 1 } else { 0 };
         if same_instant > SAME_INSTANT_EVENTS_MAX {
             return Err(stuck());
@@ -286,13 +275,17 @@ fn drive(
         last = now;
         array.advance(now, &mut done);
         for completion in done.drain(..) {
-            let io = host
-                .in_flight
-                .remove(&completion.id)
-                .expect("the array answers its I/Os");
+            let (io, completion) = host.finished(array, now, completion, end);
             meter.record(&completion, io.op, io.length);
-            if now < end {
-                host.submit(array, now, io.worker);
+        }
+        if Some(now) == arrival {
+            meter.arrived(now, host.arrive(array, now));
+            if host.waiting() > WAITING_MAX {
+                return Err(RunError::Overrun {
+                    array: array.name().to_string(),
+                    at_ns: now.0,
+                    waiting: host.waiting(),
+                });
             }
         }
         if let Some(schedule) = schedule.as_mut().filter(|_| Some(now) == snapshot) {
@@ -356,6 +349,8 @@ struct Meter {
     disk_snapshots: Vec<Vec<DiskStats>>,
     engine_snapshots: Vec<EngineStats>,
     snapshot_counts: Vec<SnapshotStats>,
+    /// An open loop's arrivals per segment; `None` for a closed loop.
+    offered: Option<Vec<u64>>,
 }
 
 impl Meter {
@@ -365,6 +360,7 @@ impl Meter {
         disks: Vec<DiskStats>,
         engine: Option<EngineStats>,
         snapshots: Option<SnapshotStats>,
+        open: bool,
     ) -> Meter {
         let mut disk_snapshots = Vec::new();
         let mut engine_snapshots = Vec::new();
@@ -390,6 +386,19 @@ impl Meter {
             disk_snapshots,
             engine_snapshots,
             snapshot_counts,
+            offered: open.then(|| vec![0; timing.segments as usize]),
+        }
+    }
+
+    /// `count` I/Os of an open loop arrived at `now`.
+    fn arrived(&mut self, now: Instant, count: u64) {
+        let start = self.measure_start();
+        let Some(offered) = self.offered.as_mut().filter(|_| now >= start) else {
+            return;
+        };
+        let index = (now - start).0 / self.timing.segment.0;
+        if let Some(segment) = offered.get_mut(index as usize) {
+            *segment += count;
         }
     }
 
@@ -459,6 +468,8 @@ impl Meter {
             mbps: segment.bytes as f64 / 1e6 / seconds,
             latency_ms_avg: latency.mean() / 1e6,
             latency_ms_p99: latency.percentile(99.0) as f64 / 1e6,
+            offered_iops: (self.offered.as_ref())
+                .map(|offered| offered[self.segment_index as usize] as f64 / seconds),
         });
         self.segment_index += 1;
     }

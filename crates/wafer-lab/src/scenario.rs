@@ -21,7 +21,9 @@
 //!   (default false).
 //! - Either kind may set `lun_active_percent = X`: every worker addresses
 //!   the first X % of each of the array's LUNs (the active data set) instead
-//!   of one range (see [`crate::workload`]).
+//!   of one range (see [`crate::workload`]); and `offered_iops = N`: an open
+//!   loop, N I/Os a second arriving as a Poisson process, at most
+//!   `outstanding_ios` per worker in flight, the rest waiting at the host.
 //! - `[[array]] kind = "in-place"`: `name`, `drive`, `disks`, `raid =
 //!   "raid5"` (the default and only choice), `stripe_unit_<unit>`,
 //!   `stripe_width` (data chunks per stripe, default `disks - 1`),
@@ -405,13 +407,15 @@ fn parse_run(table: &Table) -> Result<(RunOptions, TimingOverrides), ScenarioErr
 fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload, ScenarioError> {
     let mut fields = Fields::new(table, "workload");
     let kind = fields.required_string("kind")?;
-    let workload = match kind {
+    let mut workload = match kind {
         "iometer" => parse_iometer(&mut fields, overrides)?,
         "fio" => parse_fio(&mut fields, overrides)?,
         other => {
             return Err(fields.invalid("kind", format!("`{other}`: expected `iometer` or `fio`")));
         }
     };
+    workload.offered_iops = fields.count("offered_iops")?;
+    workload.check().map_err(|error| workload_error(&error))?;
     fields.finish()?;
     Ok(workload)
 }

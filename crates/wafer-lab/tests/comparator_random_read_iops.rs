@@ -59,6 +59,7 @@ fn random_read_iops_at_depth_150_is_plausible() {
             segments: 1,
         },
         prepare: Prepare::default(),
+        offered_iops: None,
     };
     let mut arrays: Vec<Box<dyn Array>> =
         vec![Box::new(InPlaceArray::new(&spec, &catalog).unwrap())];

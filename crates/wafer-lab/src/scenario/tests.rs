@@ -528,3 +528,24 @@ fn snapshot_schedules_the_arrays_cannot_keep_are_refused_by_field() {
     );
     assert!(parse(&wafer_only("snapshot_every_s = 12")).is_ok());
 }
+
+#[test]
+fn an_offered_load_parses_and_a_rate_of_zero_is_refused() {
+    let open = SMALL.replacen(
+        "outstanding_ios = 8",
+        "outstanding_ios = 8\noffered_iops = 750",
+        1,
+    );
+    assert_eq!(parse(&open).unwrap().workload.offered_iops, Some(750));
+    assert_eq!(parse(SMALL).unwrap().workload.offered_iops, None);
+    let zero = error_with(
+        "outstanding_ios = 8",
+        "outstanding_ios = 8\noffered_iops = 0",
+    );
+    assert_eq!(field(zero), "workload.offered_iops");
+    let negative = error_with(
+        "outstanding_ios = 8",
+        "outstanding_ios = 8\noffered_iops = -5",
+    );
+    assert_eq!(field(negative), "workload.offered_iops");
+}

@@ -245,6 +245,7 @@ impl FioJob {
             distribution: self.distribution()?,
             timing,
             prepare: Prepare::default(),
+            offered_iops: None,
         };
         workload.check()?;
         Ok(workload)

@@ -39,6 +39,7 @@ pub fn workload() -> Workload {
             fill: true,
             reallocate: false,
         },
+        offered_iops: None,
     }
 }
 

@@ -407,18 +407,29 @@ fn finish_scenario(
     Ok(())
 }
 
-/// The scenario's name and, per array, a table of its measured segments.
+/// The scenario's name and, per array, a table of its measured segments;
+/// an offered load adds the IOPS offered beside those achieved.
 fn print_results(name: &str, report: &LabReport) {
     println!("{name} (seed {})", report.seed);
+    let open =
+        (report.arrays.iter()).any(|array| array.segments.iter().any(|s| s.offered_iops.is_some()));
     for array in &report.arrays {
         println!("  {} ({})", array.name, array.kind.as_str());
+        let offered = match open {
+            true => format!(" {:>10}", "offered"),
+            false => String::new(),
+        };
         println!(
-            "    {:>7} {:>10} {:>9} {:>9} {:>9}",
+            "    {:>7}{offered} {:>10} {:>9} {:>9} {:>9}",
             "segment", "IOPS", "MB/s", "avg ms", "p99 ms"
         );
         for segment in &array.segments {
+            let offered = match segment.offered_iops {
+                Some(iops) => format!(" {iops:>10.1}"),
+                None => String::new(),
+            };
             println!(
-                "    {:>7} {:>10.1} {:>9.2} {:>9.3} {:>9.3}",
+                "    {:>7}{offered} {:>10.1} {:>9.2} {:>9.3} {:>9.3}",
                 segment.index,
                 segment.iops,
                 segment.mbps,
@@ -427,7 +438,11 @@ fn print_results(name: &str, report: &LabReport) {
             );
         }
     }
-    println!("  (MB/s in 10^6 bytes per second; latency from submission to completion)");
+    let latency = match open {
+        true => "latency from arrival to completion",
+        false => "latency from submission to completion",
+    };
+    println!("  (MB/s in 10^6 bytes per second; {latency})");
 }
 
 /// Writes `report`'s files into `dir`, creating it; returns their names.
