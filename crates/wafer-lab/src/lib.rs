@@ -29,7 +29,7 @@ pub use array::{
 };
 pub use inplace::{InPlaceArray, InPlaceSpec};
 pub use report::LabReport;
-pub use run::{Progress, RunError, RunOptions, run, run_each};
+pub use run::{PerMinute, Progress, RunError, RunOptions, run, run_each};
 pub use scenario::{
     AggregateSpec, ArraySpec, LunSpec, Scenario, ScenarioError, VolumeSpec, WaferSpec,
 };

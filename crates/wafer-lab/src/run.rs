@@ -38,9 +38,11 @@ use crate::report::{
 use crate::workload::{Timing, Workload, WorkloadError};
 
 mod host;
+mod minutes;
 
 use self::host::Host;
 pub use self::host::WAITING_MAX;
+use self::minutes::MinuteMeter;
 
 /// Events the loop takes at one instant before it declares the array stuck:
 /// far more than a closed loop of [`crate::workload::OUTSTANDING_MAX`] I/Os
@@ -60,6 +62,15 @@ pub struct RunOptions {
     /// Take a snapshot this often during the run, keeping every one; `None`:
     /// no snapshots.
     pub snapshot_every: Option<Duration>,
+    /// Report every minute of the run; `None`: segments only.
+    pub per_minute: Option<PerMinute>,
+}
+
+/// What a run reports per minute besides IOPS, MB/s and latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerMinute {
+    /// Report when a minute's mean latency first falls to or below this.
+    pub latency_threshold: Option<Duration>,
 }
 
 /// Why a run could not finish.
@@ -202,6 +213,8 @@ fn run_array(
         snapshots,
         host.is_open(),
     );
+    meter.minutes = (options.per_minute)
+        .map(|per_minute| MinuteMeter::new(meter.end, per_minute.latency_threshold));
     let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
     drive(array, &mut host, &mut meter, &mut schedule, progress)?;
     Ok(meter.finish(array, workload, options.snapshot_every))
@@ -351,6 +364,8 @@ struct Meter {
     snapshot_counts: Vec<SnapshotStats>,
     /// An open loop's arrivals per segment; `None` for a closed loop.
     offered: Option<Vec<u64>>,
+    /// Per-minute counts, if the run reports them.
+    minutes: Option<MinuteMeter>,
 }
 
 impl Meter {
@@ -387,6 +402,7 @@ impl Meter {
             engine_snapshots,
             snapshot_counts,
             offered: open.then(|| vec![0; timing.segments as usize]),
+            minutes: None,
         }
     }
 
@@ -430,7 +446,13 @@ impl Meter {
             HostOp::Read => self.counts.read_bytes += length,
             HostOp::Write => self.counts.write_bytes += length,
         }
-        if finished < self.measure_start() || finished >= self.end {
+        if finished >= self.end {
+            return;
+        }
+        if let Some(minutes) = self.minutes.as_mut() {
+            minutes.record(finished, length, finished - completion.submitted_at);
+        }
+        if finished < self.measure_start() {
             return;
         }
         while finished >= self.segment_end(self.segment_index) {
@@ -530,6 +552,9 @@ impl Meter {
             self.close_segment();
         }
         let runtime_ns = self.timing.segment.0 * u64::from(self.timing.segments);
+        let (minutes, latency_threshold) = (self.minutes.take())
+            .map(MinuteMeter::finish)
+            .unwrap_or_default();
         ArrayReport {
             name: array.name().to_string(),
             kind: array.kind(),
@@ -543,6 +568,8 @@ impl Meter {
             engine_snapshots: self.engine_snapshots,
             snapshot_every_ns: snapshot_every.map(|every| every.0),
             snapshot_counts: self.snapshot_counts,
+            minutes,
+            latency_threshold,
         }
     }
 }

@@ -2,10 +2,13 @@
 //!
 //! A scenario has a `[run]` table (`seed`, and optionally `segments`,
 //! `segment_s`, `ramp_s`, which override the workload's own timing,
-//! `sysstat_interval_s`, and `snapshot_every_s`: a snapshot every N seconds
-//! of virtual time, all kept, at most 255 per wafer volume and 8 per
-//! in-place LUN over the run), a `[workload]` table, and one or more
-//! `[[array]]` tables, run one after another against the same workload:
+//! `sysstat_interval_s`, `snapshot_every_s`: a snapshot every N seconds of
+//! virtual time, all kept, at most 255 per wafer volume and 8 per in-place
+//! LUN over the run, and `per_minute = true`: IOPS, MB/s and latency for
+//! every minute of the run, with `latency_threshold_us`: the first minute
+//! whose mean latency is at or below it), a `[workload]` table, and one or
+//! more `[[array]]` tables, run one after another against the same
+//! workload:
 //!
 //! - `[workload] kind = "iometer"`: `name`, `workers` (default 1),
 //!   `outstanding_ios` (per worker), the test file (`test_file_<unit>`,
@@ -69,7 +72,7 @@ use crate::inplace::{
     CACHE_LATENCY_DEFAULT, CHUNK_BYTES_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec,
     ReservedPoolSpec, SESSIONS_PER_LUN_MAX,
 };
-use crate::run::RunOptions;
+use crate::run::{PerMinute, RunOptions};
 use crate::workload::fio::{FioError, FioJob};
 use crate::workload::iometer::IometerSpec;
 use crate::workload::{AccessLine, Region, Timing, Workload, WorkloadError};
@@ -395,13 +398,35 @@ fn parse_run(table: &Table) -> Result<(RunOptions, TimingOverrides), ScenarioErr
     if snapshot_every == Some(Duration(0)) {
         return Err(fields.invalid("snapshot_every_s", "snapshots must be some time apart"));
     }
+    let per_minute = parse_per_minute(&mut fields)?;
     fields.finish()?;
     let run = RunOptions {
         seed,
         sysstat_interval: interval,
         snapshot_every,
+        per_minute,
     };
     Ok((run, overrides))
+}
+
+/// `per_minute = true`, and with it, optionally, `latency_threshold_us`.
+fn parse_per_minute(fields: &mut Fields) -> Result<Option<PerMinute>, ScenarioError> {
+    let threshold = fields.microseconds("latency_threshold_us")?;
+    if !fields.boolean("per_minute")?.unwrap_or(false) {
+        return match threshold {
+            Some(_) => Err(fields.invalid(
+                "latency_threshold_us",
+                "it is watched for minute by minute: set `per_minute = true`",
+            )),
+            None => Ok(None),
+        };
+    }
+    if threshold == Some(Duration(0)) {
+        return Err(fields.invalid("latency_threshold_us", "no I/O takes no time"));
+    }
+    Ok(Some(PerMinute {
+        latency_threshold: threshold,
+    }))
 }
 
 fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload, ScenarioError> {

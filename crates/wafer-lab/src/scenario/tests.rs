@@ -549,3 +549,25 @@ fn an_offered_load_parses_and_a_rate_of_zero_is_refused() {
     );
     assert_eq!(field(negative), "workload.offered_iops");
 }
+
+#[test]
+fn per_minute_reports_parse_and_a_threshold_needs_them() {
+    let with = |keys: &str| SMALL.replacen("segment_s = 10", &format!("segment_s = 10\n{keys}"), 1);
+    let scenario = parse(&with("per_minute = true\nlatency_threshold_us = 3000")).unwrap();
+    let per_minute = scenario.run.per_minute.expect("per-minute reports");
+    assert_eq!(per_minute.latency_threshold, Some(Duration(3_000_000)));
+    assert_eq!(
+        parse(&with("per_minute = false")).unwrap().run.per_minute,
+        None
+    );
+    let refused = |keys: &str| field(parse(&with(keys)).unwrap_err());
+    assert_eq!(
+        refused("latency_threshold_us = 3000"),
+        "run.latency_threshold_us"
+    );
+    assert_eq!(
+        refused("per_minute = true\nlatency_threshold_us = 0"),
+        "run.latency_threshold_us"
+    );
+    assert_eq!(refused("per_minute = 1"), "run.per_minute");
+}
