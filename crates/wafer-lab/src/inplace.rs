@@ -254,7 +254,8 @@ pub struct InPlaceArray {
     cow: Option<CopyOnWrite>,
     /// Host writes waiting for chunk copies, by id.
     held_writes: FixedMap<u64, HeldWrite>,
-    /// Snapshots asked for that the LUN could not take (it had its most).
+    /// Snapshots asked for that the LUN could not take (no reserved LUN
+    /// pool, or it had its most).
     snapshots_refused: u64,
 }
 
