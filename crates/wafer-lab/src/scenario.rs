@@ -439,7 +439,12 @@ fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload
             return Err(fields.invalid("kind", format!("`{other}`: expected `iometer` or `fio`")));
         }
     };
-    workload.offered_iops = fields.count("offered_iops")?;
+    if let Some(offered) = fields.count("offered_iops")? {
+        if workload.offered_iops.is_some() {
+            return Err(fields.invalid("offered_iops", "the fio job sets rate_iops already"));
+        }
+        workload.offered_iops = Some(offered);
+    }
     workload.check().map_err(|error| workload_error(&error))?;
     fields.finish()?;
     Ok(workload)

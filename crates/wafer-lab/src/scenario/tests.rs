@@ -571,3 +571,20 @@ fn per_minute_reports_parse_and_a_threshold_needs_them() {
     );
     assert_eq!(refused("per_minute = 1"), "run.per_minute");
 }
+
+#[test]
+fn a_fio_rate_and_an_offered_load_are_not_both_given() {
+    let fio = |extra: &str| {
+        format!(
+            "[run]\nseed = 1\nsegment_s = 1\n[workload]\nkind = \"fio\"\n{extra}\n\
+             [workload.options]\nrw = \"randread\"\nrate_iops = 100\nrate_process = \"poisson\"\n\
+             [[array]]\nname = \"r\"\nkind = \"in-place\"\ndrive = \"fc15k-144g\"\ndisks = 5\n\
+             stripe_unit_kib = 64\nlun_gib = 10\n"
+        )
+    };
+    assert_eq!(parse(&fio("")).unwrap().workload.offered_iops, Some(100));
+    assert_eq!(
+        field(parse(&fio("offered_iops = 50")).unwrap_err()),
+        "workload.offered_iops"
+    );
+}
