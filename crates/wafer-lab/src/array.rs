@@ -77,6 +77,33 @@ pub trait Array {
     fn engine_stats(&self) -> Option<EngineStats> {
         None
     }
+
+    /// Asks for a snapshot at `now` of everything the workload addresses:
+    /// every volume of a wafer array, the LUN of an in-place one. Called as
+    /// [`Array::submit`] is, after the array has been advanced to `now`;
+    /// what comes of it shows in [`Array::snapshot_stats`].
+    fn take_snapshot(&mut self, now: Instant);
+
+    /// What came of the snapshots asked for, cumulative.
+    fn snapshot_stats(&self) -> SnapshotStats;
+}
+
+/// What an array made of the snapshots a run asked for, and what they cost
+/// it, cumulative.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotStats {
+    /// Snapshots asked for: one per volume of a wafer array, one per LUN of
+    /// an in-place array.
+    pub requested: u64,
+    /// Of those, snapshots taken (on a wafer array, when the CP that takes
+    /// them commits).
+    pub taken: u64,
+    /// Of those, snapshots refused: the most a volume or LUN may keep, or
+    /// no room for them.
+    pub refused: u64,
+    /// What copy-on-first-write cost an in-place array; `None` on a wafer
+    /// array, which copies nothing.
+    pub copy_on_write: Option<crate::inplace::CowCounters>,
 }
 
 /// The kinds of array a scenario can name.

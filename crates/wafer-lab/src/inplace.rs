@@ -27,10 +27,22 @@
 //!   read-modify-write as a 4 KiB one (the old block it merges into is the
 //!   "old data" the parity update reads anyway).
 //!
+//! - **Copy-on-first-write snapshots** (optional, module `cow`), as
+//!   CLARiiON SnapView makes them: after a snapshot, the first write to each
+//!   chunk of the LUN waits while the chunk's old contents are read (as CP
+//!   reads: reads a write costs) and written to the reserved LUN pool, a
+//!   RAID-5 LUN of its own on the same disk group, right after the source
+//!   LUN (from the next stripe on), filled in the order chunks are copied.
+//!   The copy's write goes through the write-back cache like any write
+//!   (admitted, the copy is done; the host's write follows at once), or,
+//!   without a cache, to the disks (done when its stripe update is). The old
+//!   chunk is read from the cache if every block of it is there. Reads of a
+//!   snapshot are not modelled: no workload addresses one.
+//!
 //! Not modelled: the controllers' CPU and the host link (both are taken as
 //! infinitely fast), a read cache and read-ahead in the controller (the
-//! drives keep their own), sparing and rebuild, copy-on-first-write
-//! snapshots. The LUN occupies the lowest addresses of every disk.
+//! drives keep their own), sparing and rebuild. The LUN occupies the lowest
+//! addresses of every disk.
 //!
 //! The disks are `wafer_devices` models, driven by the devices' call
 //! order: inside [`Array::advance`] the array always moves to the earliest
@@ -39,6 +51,7 @@
 
 mod block_set;
 mod cache;
+mod cow;
 mod layout;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -48,10 +61,14 @@ use wafer_core::units::{Duration, Instant};
 use wafer_devices::params::{Catalog, Drive};
 use wafer_devices::{BLOCK_BYTES, Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 
-use crate::array::{Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan};
+use crate::array::{
+    Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan, SnapshotStats,
+};
 use crate::controller::{Controller, ControllerSpec};
 
 use self::cache::{WaitingWrite, WriteCache};
+pub use self::cow::{CHUNK_BYTES_DEFAULT, CowCounters, SESSIONS_PER_LUN_MAX};
+use self::cow::{ChunkCopy, CopyOnWrite};
 use self::layout::{Layout, Piece, StripeWrite, covering_blocks};
 
 /// \[INF\] The time a cached write (or read hit) takes to be answered: the
@@ -87,6 +104,18 @@ pub struct InPlaceSpec {
     pub cache: Option<CacheSpec>,
     /// The controller in front of the disks (none: infinitely fast).
     pub controller: Option<ControllerSpec>,
+    /// The reserved LUN pool of copy-on-first-write snapshots, if any.
+    pub snapshots: Option<ReservedPoolSpec>,
+}
+
+/// The reserved LUN pool that copy-on-first-write snapshots copy old chunks
+/// into, and the chunk they copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReservedPoolSpec {
+    /// The pool's size, in bytes.
+    pub pool_bytes: u64,
+    /// Bytes per chunk, a multiple of 4 KiB ([`CHUNK_BYTES_DEFAULT`]).
+    pub chunk_bytes: u64,
 }
 
 /// A write-back cache's size and answer time.
@@ -155,6 +184,29 @@ enum Origin {
     Destage(u64, u64),
 }
 
+/// Host I/O ids at or above this are the array's own chunk copies (the
+/// chunk's number added to it): reads of old chunks, writes to the pool.
+const COPY_ID_BASE: u64 = 1 << 63;
+
+/// The id of `chunk`'s copy.
+fn copy_id(chunk: u64) -> u64 {
+    COPY_ID_BASE | chunk
+}
+
+/// The chunk whose copy `id` is, if it is one.
+fn copied_chunk(id: u64) -> Option<u64> {
+    id.checked_sub(COPY_ID_BASE)
+}
+
+/// A host write waiting for chunk copies before it may go ahead.
+#[derive(Clone, Copy, Debug)]
+struct HeldWrite {
+    submitted_at: Instant,
+    first: u64,
+    end: u64,
+    copies_left: usize,
+}
+
 /// One stripe's update: waiting for the stripe, reading, or writing.
 #[derive(Clone, Debug)]
 struct Update {
@@ -198,6 +250,13 @@ pub struct InPlaceArray {
     answers: BTreeMap<(Instant, u64), HostCompletion>,
     next_id: u64,
     controller: Option<Controller>,
+    /// Copy-on-first-write snapshots, if the array has a reserved LUN pool.
+    cow: Option<CopyOnWrite>,
+    /// Host writes waiting for chunk copies, by id.
+    held_writes: FixedMap<u64, HeldWrite>,
+    /// Snapshots asked for that the LUN could not take (no reserved LUN
+    /// pool, or it had its most).
+    snapshots_refused: u64,
 }
 
 impl InPlaceSpec {
@@ -210,11 +269,43 @@ impl InPlaceSpec {
     fn layout<'a>(&self, catalog: &'a Catalog) -> Result<(&'a Drive, Layout), InPlaceError> {
         let drive = find_drive(self, catalog)?;
         let width = check_geometry(self)?;
+        check_reserved_pool(self)?;
         let chunk_blocks = self.stripe_unit_bytes / BLOCK_BYTES;
-        let lun_blocks = self.lun_bytes.div_ceil(BLOCK_BYTES);
-        let layout = Layout::new(self.disks, width, chunk_blocks, lun_blocks);
+        let stripe_blocks = u64::from(width) * chunk_blocks;
+        let layout = Layout::new(self.disks, width, chunk_blocks, self.blocks(stripe_blocks));
         check_capacity(self, &layout, drive.device().capacity_blocks())?;
         Ok((drive, layout))
+    }
+
+    /// Blocks of the LUN.
+    fn lun_blocks(&self) -> u64 {
+        self.lun_bytes.div_ceil(BLOCK_BYTES)
+    }
+
+    /// Where the reserved LUN pool starts: the first stripe after the LUN's
+    /// (stripes of `stripe_blocks`).
+    fn pool_first(&self, stripe_blocks: u64) -> u64 {
+        self.lun_blocks().next_multiple_of(stripe_blocks)
+    }
+
+    /// Blocks the group holds: the LUN's, and the pool's after them.
+    fn blocks(&self, stripe_blocks: u64) -> u64 {
+        match self.snapshots {
+            None => self.lun_blocks(),
+            Some(pool) => self.pool_first(stripe_blocks) + pool.pool_bytes / BLOCK_BYTES,
+        }
+    }
+
+    /// The copy-on-first-write state, if the array has a reserved LUN pool.
+    fn copy_on_write(&self, stripe_blocks: u64) -> Option<CopyOnWrite> {
+        self.snapshots.map(|pool| {
+            CopyOnWrite::new(
+                pool.chunk_bytes / BLOCK_BYTES,
+                self.lun_blocks(),
+                self.pool_first(stripe_blocks),
+                pool.pool_bytes / BLOCK_BYTES,
+            )
+        })
     }
 }
 
@@ -222,6 +313,7 @@ impl InPlaceArray {
     /// Builds the array of `spec` from `catalog`'s drives, idle at time 0.
     pub fn new(spec: &InPlaceSpec, catalog: &Catalog) -> Result<InPlaceArray, InPlaceError> {
         let (drive, layout) = spec.layout(catalog)?;
+        let blocks = spec.blocks(layout.stripe_blocks());
         let disks: Vec<Disk> = (0..spec.disks)
             .map(|index| new_disk(drive, index))
             .collect();
@@ -237,9 +329,7 @@ impl InPlaceArray {
             writes: FixedMap::default(),
             updates: FixedMap::default(),
             stripe_queues: FixedMap::default(),
-            cache: spec
-                .cache
-                .map(|cache| new_cache(cache, spec.lun_bytes.div_ceil(BLOCK_BYTES))),
+            cache: spec.cache.map(|cache| new_cache(cache, blocks)),
             destages_running: 0,
             answers: BTreeMap::new(),
             next_id: 0,
@@ -247,6 +337,9 @@ impl InPlaceArray {
                 .controller
                 .as_ref()
                 .map(|c| Controller::new(c.per_command)),
+            cow: spec.copy_on_write(layout.stripe_blocks()),
+            held_writes: FixedMap::default(),
+            snapshots_refused: 0,
         })
     }
 
@@ -317,31 +410,62 @@ impl InPlaceArray {
             self.answer_at(now + latency, io.id, now);
             return;
         }
+        self.read_from_disks(now, io.id, first, end, Kind::UserRead);
+    }
+
+    /// Reads blocks `first..end` for `id` from the disks.
+    fn read_from_disks(&mut self, now: Instant, id: u64, first: u64, end: u64, kind: Kind) {
         let pieces = self.layout.read_pieces(first, end);
         let pending = Pending {
             submitted_at: now,
             parts_left: pieces.len(),
         };
-        self.reads.insert(io.id, pending);
+        self.reads.insert(id, pending);
         for piece in pieces {
-            self.issue(now, piece, Kind::UserRead, Owner::Read(io.id));
+            self.issue(now, piece, kind, Owner::Read(id));
         }
     }
 
+    /// A host write: held while the chunks it overwrites are copied for the
+    /// snapshots, if any must be, else under way at once.
     fn submit_write(&mut self, now: Instant, io: &HostIo) {
         let (first, end) = covering_blocks(io.offset, io.length);
+        let Some(cow) = &mut self.cow else {
+            self.write(now, io.id, now, first, end);
+            return;
+        };
+        let (copies_left, starts) = cow.before_write(io.id, first, end);
+        if copies_left == 0 {
+            self.write(now, io.id, now, first, end);
+            return;
+        }
+        let held = HeldWrite {
+            submitted_at: now,
+            first,
+            end,
+            copies_left,
+        };
+        self.held_writes.insert(io.id, held);
+        for copy in starts {
+            self.start_copy(now, copy);
+        }
+    }
+
+    /// Writes blocks `first..end` for `id` (submitted at `submitted_at`):
+    /// into the cache if it has one and they fit it, else to the disks.
+    fn write(&mut self, now: Instant, id: u64, submitted_at: Instant, first: u64, end: u64) {
         let Some(cache) = &mut self.cache else {
-            self.write_through(now, io.id, first, end);
+            self.write_through(now, id, submitted_at, first, end);
             return;
         };
         if cache.too_large(first, end) {
             cache.forget(first, end);
-            self.write_through(now, io.id, first, end);
+            self.write_through(now, id, submitted_at, first, end);
             return;
         }
         cache.enqueue(WaitingWrite {
-            id: io.id,
-            submitted_at: now,
+            id,
+            submitted_at,
             first,
             end,
         });
@@ -349,11 +473,53 @@ impl InPlaceArray {
         self.start_destages(now);
     }
 
-    /// Sends a host write to the disks: one update per stripe it touches.
-    fn write_through(&mut self, now: Instant, id: u64, first: u64, end: u64) {
+    /// Starts a chunk copy: its read, from the cache if every block of it
+    /// is there, else from the disks.
+    fn start_copy(&mut self, now: Instant, copy: ChunkCopy) {
+        let cached =
+            (self.cache.as_ref()).is_some_and(|c| c.holds(copy.source.start, copy.source.end));
+        match cached {
+            true => self.chunk_read(now, copy.chunk),
+            false => {
+                let id = copy_id(copy.chunk);
+                self.read_from_disks(now, id, copy.source.start, copy.source.end, Kind::CpRead);
+            }
+        }
+    }
+
+    /// `chunk`'s old contents are read: write them to the pool.
+    fn chunk_read(&mut self, now: Instant, chunk: u64) {
+        let cow = self.cow.as_ref().expect("copies come from snapshots");
+        let target = cow.target(chunk);
+        self.write(now, copy_id(chunk), now, target.start, target.end);
+    }
+
+    /// `chunk`'s copy is in the pool: the writes that waited for it and
+    /// for no other go ahead.
+    fn chunk_copied(&mut self, now: Instant, chunk: u64) {
+        let cow = self.cow.as_mut().expect("copies come from snapshots");
+        for id in cow.copied(chunk) {
+            let held = self.held_writes.get_mut(&id).expect("a held write");
+            held.copies_left -= 1;
+            if held.copies_left == 0 {
+                let held = self.held_writes.remove(&id).expect("a held write");
+                self.write(now, id, held.submitted_at, held.first, held.end);
+            }
+        }
+    }
+
+    /// Sends a write to the disks: one update per stripe it touches.
+    fn write_through(
+        &mut self,
+        now: Instant,
+        id: u64,
+        submitted_at: Instant,
+        first: u64,
+        end: u64,
+    ) {
         let stripe_writes = self.layout.stripe_writes(first, end);
         let pending = Pending {
-            submitted_at: now,
+            submitted_at,
             parts_left: stripe_writes.len(),
         };
         self.writes.insert(id, pending);
@@ -362,14 +528,22 @@ impl InPlaceArray {
         }
     }
 
-    /// Admits the cached writes that now fit and answers them.
+    /// Admits the cached writes that now fit and answers them; a chunk copy
+    /// admitted is done.
     fn admit_cached_writes(&mut self, now: Instant) {
         let Some(cache) = &mut self.cache else {
             return;
         };
         let latency = cache.latency();
+        let mut copied = Vec::new();
         for write in cache.admit() {
-            self.answer_at(now + latency, write.id, write.submitted_at);
+            match copied_chunk(write.id) {
+                Some(chunk) => copied.push(chunk),
+                None => self.answer_at(now + latency, write.id, write.submitted_at),
+            }
+        }
+        for chunk in copied {
+            self.chunk_copied(now, chunk);
         }
     }
 
@@ -481,13 +655,18 @@ impl InPlaceArray {
         };
         let pending = table.get_mut(&id).expect("a host I/O in flight");
         pending.parts_left -= 1;
-        if pending.parts_left == 0 {
-            let pending = table.remove(&id).expect("a host I/O in flight");
-            done.push(HostCompletion {
+        if pending.parts_left > 0 {
+            return;
+        }
+        let pending = table.remove(&id).expect("a host I/O in flight");
+        match (copied_chunk(id), op) {
+            (Some(chunk), HostOp::Read) => self.chunk_read(now, chunk),
+            (Some(chunk), HostOp::Write) => self.chunk_copied(now, chunk),
+            (None, _) => done.push(HostCompletion {
                 id,
                 submitted_at: pending.submitted_at,
                 finished_at: now,
-            });
+            }),
         }
     }
 
@@ -605,6 +784,29 @@ fn check_geometry(spec: &InPlaceSpec) -> Result<u32, InPlaceError> {
     Ok(width)
 }
 
+/// Checks the reserved LUN pool: whole 4 KiB blocks per chunk, room for a
+/// chunk at least.
+fn check_reserved_pool(spec: &InPlaceSpec) -> Result<(), InPlaceError> {
+    let Some(pool) = spec.snapshots else {
+        return Ok(());
+    };
+    let invalid = |field, reason: String| InPlaceError::Invalid {
+        array: spec.name.clone(),
+        field,
+        reason,
+    };
+    let chunk = pool.chunk_bytes;
+    if chunk == 0 || chunk % BLOCK_BYTES != 0 {
+        let reason = format!("{chunk} bytes is not a whole number of 4 KiB blocks");
+        return Err(invalid("cow_chunk", reason));
+    }
+    if pool.pool_bytes < chunk {
+        let reason = format!("{} bytes hold no {chunk}-byte chunk", pool.pool_bytes);
+        return Err(invalid("reserved_lun_pool", reason));
+    }
+    Ok(())
+}
+
 /// Checks that the LUN fits on the disks.
 fn check_capacity(
     spec: &InPlaceSpec,
@@ -618,11 +820,15 @@ fn check_capacity(
     let usable_gb = disk_blocks * BLOCK_BYTES * u64::from(spec.disks) / u64::from(width + 1)
         * u64::from(width)
         / 1_000_000_000;
+    let pool = match spec.snapshots {
+        Some(pool) => format!(" and its {}-byte reserved LUN pool", pool.pool_bytes),
+        None => String::new(),
+    };
     Err(InPlaceError::Invalid {
         array: spec.name.clone(),
         field: "lun",
         reason: format!(
-            "{} bytes do not fit in the group's {usable_gb} GB of data space",
+            "{} bytes{pool} do not fit in the group's {usable_gb} GB of data space",
             spec.lun_bytes
         ),
     })
@@ -705,6 +911,7 @@ impl Array for InPlaceArray {
             "host I/O {io:?} outside the {}-byte LUN",
             self.lun_bytes
         );
+        assert!(io.id < COPY_ID_BASE, "host I/O ids below 2^63");
         self.clock = now;
         match io.op {
             HostOp::Read => self.submit_read(now, &io),
@@ -725,6 +932,27 @@ impl Array for InPlaceArray {
             self.release_commands(at);
         }
         self.clock = now;
+    }
+
+    /// Starts a SnapView session, if the array has a reserved LUN pool and
+    /// the LUN fewer than [`SESSIONS_PER_LUN_MAX`].
+    fn take_snapshot(&mut self, now: Instant) {
+        assert!(now >= self.clock, "array driven backwards in time");
+        self.clock = now;
+        let taken = self.cow.as_mut().is_some_and(CopyOnWrite::take_snapshot);
+        if !taken {
+            self.snapshots_refused += 1;
+        }
+    }
+
+    fn snapshot_stats(&self) -> SnapshotStats {
+        let taken = self.cow.as_ref().map_or(0, CopyOnWrite::snapshots);
+        SnapshotStats {
+            requested: taken + self.snapshots_refused,
+            taken,
+            refused: self.snapshots_refused,
+            copy_on_write: self.cow.as_ref().map(CopyOnWrite::counters),
+        }
     }
 
     fn disk_stats(&self) -> Vec<DiskStats> {

@@ -24,10 +24,12 @@ pub mod scenario;
 pub mod wafer;
 pub mod workload;
 
-pub use array::{Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan};
+pub use array::{
+    Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan, SnapshotStats,
+};
 pub use inplace::{InPlaceArray, InPlaceSpec};
 pub use report::LabReport;
-pub use run::{Progress, RunError, RunOptions, run, run_each};
+pub use run::{PerMinute, Progress, RunError, RunOptions, run, run_each};
 pub use scenario::{
     AggregateSpec, ArraySpec, LunSpec, Scenario, ScenarioError, VolumeSpec, WaferSpec,
 };

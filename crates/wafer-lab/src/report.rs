@@ -14,6 +14,8 @@
 //! - a `statit` disk table ([`statit`]) and `sysstat -x` lines ([`sysstat`]);
 //! - per-segment mechanisms: chains, seeks, CP reads, partial stripes,
 //!   unaligned-write reads, cache hits and CPs by type ([`mechanisms`]);
+//! - per-minute IOPS, MB/s and latency, and when latency first reached a
+//!   threshold, for a run that asks for them ([`minutes`]);
 //! - an SVG chart of IOPS and average latency per segment, every array on
 //!   it ([`svg`]).
 //!
@@ -23,13 +25,14 @@
 
 pub mod fio;
 pub mod mechanisms;
+pub mod minutes;
 pub mod statit;
 pub mod svg;
 pub mod sysstat;
 
 use serde::Serialize;
 
-use crate::array::{ArrayKind, DiskStats, EngineStats};
+use crate::array::{ArrayKind, DiskStats, EngineStats, SnapshotStats};
 use crate::workload::Workload;
 
 /// The latency percentiles fio reports by default (its `percentile_list`).
@@ -73,6 +76,61 @@ pub struct ArrayReport {
     /// The engine's cumulative counters at the same instants (empty for
     /// arrays without a write-anywhere engine).
     pub engine_snapshots: Vec<EngineStats>,
+    /// How often the run took a snapshot, if it took any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_every_ns: Option<u64>,
+    /// What came of the snapshots, cumulative, at the same instants as
+    /// `disk_snapshots` (empty if the run took none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub snapshot_counts: Vec<SnapshotStats>,
+    /// Every minute of the run from its start, if the run asked for them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub minutes: Vec<MinuteReport>,
+    /// When mean latency first reached the run's threshold, if it set one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_threshold: Option<LatencyThreshold>,
+}
+
+/// One minute of virtual time: the host I/Os that completed within it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MinuteReport {
+    /// From 1.
+    pub minute: u32,
+    /// When it ended, seconds from the start of the run (the last minute
+    /// ends with the run, maybe short).
+    pub end_s: f64,
+    /// I/Os completed.
+    pub ios: u64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// 10^6 bytes per second.
+    pub mbps: f64,
+    /// Mean latency, milliseconds (0 with no I/O).
+    pub latency_ms_avg: f64,
+    /// 99th-percentile latency (nearest rank), milliseconds.
+    pub latency_ms_p99: f64,
+}
+
+/// When a minute's mean latency first reached a threshold, from either
+/// side: the first minute at or below it (a cache that has warmed) and the
+/// first above it (a load that has worn the array down).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LatencyThreshold {
+    /// The threshold, milliseconds.
+    pub threshold_ms: f64,
+    /// The first minute at or below it; `None` if none was.
+    pub first_at_or_below: Option<MinuteEnd>,
+    /// The first minute above it; `None` if none was.
+    pub first_above: Option<MinuteEnd>,
+}
+
+/// A minute, by number and end.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MinuteEnd {
+    /// From 1.
+    pub minute: u32,
+    /// When it ended, seconds from the start of the run.
+    pub end_s: f64,
 }
 
 /// One measured segment: the I/Os that completed within it.
@@ -96,6 +154,10 @@ pub struct SegmentReport {
     pub latency_ms_avg: f64,
     /// 99th-percentile latency (nearest rank), milliseconds.
     pub latency_ms_p99: f64,
+    /// An offered load's I/Os that arrived in the segment, per second
+    /// (`iops` is those that completed); absent for a closed loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_iops: Option<f64>,
 }
 
 /// Reads or writes over the measured time, as fio reports a direction.

@@ -18,18 +18,31 @@
 //! dropped. The array's disk counters are sampled when measurement starts,
 //! at the end of every segment and of every `sysstat` interval.
 //!
+//! A run may take snapshots on a schedule ([`RunOptions::snapshot_every`]):
+//! every N seconds of virtual time from the start of the run (N, 2N, ...,
+//! before the end of the last segment), the loop asks the array for one
+//! ([`Array::take_snapshot`]) once it has advanced the array to that
+//! instant, keeps them all, and samples the array's snapshot counters with
+//! its disk counters.
+//!
 //! Nothing here reads a clock: the same arrays, workload and seed give the
 //! same report, bit for bit.
 
-use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
 
-use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp};
+use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp, SnapshotStats};
 use crate::histogram::Histogram;
 use crate::report::{
     ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile, SegmentReport,
 };
-use crate::workload::{Timing, WorkerStream, Workload, WorkloadError};
+use crate::workload::{Timing, Workload, WorkloadError};
+
+mod host;
+mod minutes;
+
+use self::host::Host;
+pub use self::host::WAITING_MAX;
+use self::minutes::MinuteMeter;
 
 /// Events the loop takes at one instant before it declares the array stuck:
 /// far more than a closed loop of [`crate::workload::OUTSTANDING_MAX`] I/Os
@@ -46,6 +59,18 @@ pub struct RunOptions {
     pub seed: u64,
     /// Length of a `sysstat` interval.
     pub sysstat_interval: Duration,
+    /// Take a snapshot this often during the run, keeping every one; `None`:
+    /// no snapshots.
+    pub snapshot_every: Option<Duration>,
+    /// Report every minute of the run; `None`: segments only.
+    pub per_minute: Option<PerMinute>,
+}
+
+/// What a run reports per minute besides IOPS, MB/s and latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerMinute {
+    /// Report when a minute's mean latency first falls to or below this.
+    pub latency_threshold: Option<Duration>,
 }
 
 /// Why a run could not finish.
@@ -59,8 +84,8 @@ pub enum RunError {
         /// Workloads given.
         workloads: usize,
     },
-    /// The `sysstat` interval is zero.
-    #[error("the sysstat interval must be longer than zero")]
+    /// The `sysstat` interval or the snapshot schedule's is zero.
+    #[error("the sysstat and snapshot intervals must be longer than zero")]
     Interval,
     /// The workload does not fit the array.
     #[error("array `{array}`: {source}")]
@@ -80,6 +105,19 @@ pub enum RunError {
         at_ns: u64,
         /// I/Os it had not answered.
         outstanding: usize,
+    },
+    /// An offered load outran the array so far that the I/Os waiting at the
+    /// host passed [`WAITING_MAX`].
+    #[error(
+        "array `{array}`: the offered load outran it; {waiting} I/Os were waiting at the host at {at_ns} ns"
+    )]
+    Overrun {
+        /// The array.
+        array: String,
+        /// When.
+        at_ns: u64,
+        /// I/Os waiting.
+        waiting: usize,
     },
 }
 
@@ -118,7 +156,7 @@ pub fn run_each(
             workloads: workloads.len(),
         });
     }
-    if options.sysstat_interval.0 == 0 {
+    if options.sysstat_interval.0 == 0 || options.snapshot_every == Some(Duration(0)) {
         return Err(RunError::Interval);
     }
     let count = arrays.len();
@@ -147,38 +185,6 @@ pub fn run_each(
     })
 }
 
-/// A host I/O in flight: its worker and what it moves.
-#[derive(Clone, Copy, Debug)]
-struct InFlight {
-    worker: usize,
-    op: HostOp,
-    length: u64,
-}
-
-/// The workers' side of one array's run.
-struct Host {
-    streams: Vec<WorkerStream>,
-    in_flight: FixedMap<u64, InFlight>,
-    next_id: u64,
-}
-
-impl Host {
-    /// Submits `worker`'s next I/O at `now`.
-    fn submit(&mut self, array: &mut dyn Array, now: Instant, worker: usize) {
-        self.next_id += 1;
-        let io = self.streams[worker].next_io(self.next_id);
-        self.in_flight.insert(
-            io.id,
-            InFlight {
-                worker,
-                op: io.op,
-                length: io.length,
-            },
-        );
-        array.submit(now, io);
-    }
-}
-
 fn run_array(
     array: &mut dyn Array,
     workload: &Workload,
@@ -195,24 +201,51 @@ fn run_array(
     array.prepare(&plan, &mut |fraction| {
         progress(Progress::Preparing(fraction))
     });
-    let mut host = Host {
-        streams,
-        in_flight: FixedMap::default(),
-        next_id: 0,
-    };
-    for worker in 0..host.streams.len() {
-        for _ in 0..workload.outstanding_per_worker {
-            host.submit(array, Instant(0), worker);
-        }
-    }
+    let arrivals = workload.arrivals(options.seed);
+    let mut host = Host::new(streams, workload.outstanding_per_worker, arrivals);
+    host.start(array, workload.outstanding_per_worker);
+    let snapshots = options.snapshot_every.map(|_| array.snapshot_stats());
     let mut meter = Meter::new(
         workload.timing,
         options.sysstat_interval,
         array.disk_stats(),
         array.engine_stats(),
+        snapshots,
+        host.is_open(),
     );
-    drive(array, &mut host, &mut meter, progress)?;
-    Ok(meter.finish(array, workload))
+    meter.minutes = (options.per_minute)
+        .map(|per_minute| MinuteMeter::new(meter.end, per_minute.latency_threshold));
+    let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
+    drive(array, &mut host, &mut meter, &mut schedule, progress)?;
+    Ok(meter.finish(array, workload, options.snapshot_every))
+}
+
+/// When the run's next snapshot falls, if it takes any more.
+struct SnapshotSchedule {
+    every: Duration,
+    next: Instant,
+    end: Instant,
+}
+
+impl SnapshotSchedule {
+    /// The schedule of a run that ends at `end`; `None` without snapshots.
+    fn new(every: Option<Duration>, end: Instant) -> Option<SnapshotSchedule> {
+        every.map(|every| SnapshotSchedule {
+            every,
+            next: Instant(0) + every,
+            end,
+        })
+    }
+
+    /// The next snapshot's instant, if one falls before the end.
+    fn due(&self) -> Option<Instant> {
+        (self.next < self.end).then_some(self.next)
+    }
+
+    /// The snapshot due has been asked for.
+    fn taken(&mut self) {
+        self.next = self.next + self.every;
+    }
 }
 
 /// The loop proper: from time zero to the end of the last segment.
@@ -220,6 +253,7 @@ fn drive(
     array: &mut dyn Array,
     host: &mut Host,
     meter: &mut Meter,
+    schedule: &mut Option<SnapshotSchedule>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<(), RunError> {
     let end = meter.end;
@@ -229,12 +263,24 @@ fn drive(
     let mut next_progress: u64 = 1;
     loop {
         let boundary = meter.next_boundary();
+        let snapshot = schedule.as_ref().and_then(SnapshotSchedule::due);
+        let arrival = host.next_arrival(end);
         let stuck = || RunError::Stuck {
             array: array.name().to_string(),
             at_ns: last.0,
-            outstanding: host.in_flight.len(),
+            outstanding: host.in_flight(),
         };
-        let now = array.next_event().ok_or_else(stuck)?.min(boundary);
+        // An open loop's array may idle until the next arrival; with I/Os in
+        // flight it never may.
+        let next_event = match array.next_event() {
+            Some(at) => at,
+            None if host.in_flight() == 0 => boundary,
+            None => return Err(stuck()),
+        };
+        let now = [snapshot, arrival]
+            .into_iter()
+            .flatten()
+            .fold(next_event.min(boundary), Instant::min);
         same_instant = if now == last { same_instant + 1 } else { 0 };
         if same_instant > SAME_INSTANT_EVENTS_MAX {
             return Err(stuck());
@@ -242,17 +288,31 @@ fn drive(
         last = now;
         array.advance(now, &mut done);
         for completion in done.drain(..) {
-            let io = host
-                .in_flight
-                .remove(&completion.id)
-                .expect("the array answers its I/Os");
+            let (io, completion) = host.finished(array, now, completion, end);
             meter.record(&completion, io.op, io.length);
-            if now < end {
-                host.submit(array, now, io.worker);
+        }
+        if Some(now) == arrival {
+            meter.arrived(now, host.arrive(array, now));
+            if host.waiting() > WAITING_MAX {
+                return Err(RunError::Overrun {
+                    array: array.name().to_string(),
+                    at_ns: now.0,
+                    waiting: host.waiting(),
+                });
             }
         }
+        if let Some(schedule) = schedule.as_mut().filter(|_| Some(now) == snapshot) {
+            array.take_snapshot(now);
+            schedule.taken();
+        }
         if now == boundary {
-            meter.sample(now, array.disk_stats(), || array.engine_stats());
+            let scheduled = schedule.is_some();
+            meter.sample(
+                now,
+                array.disk_stats(),
+                || array.engine_stats(),
+                || scheduled.then(|| array.snapshot_stats()),
+            );
         }
         if now >= end {
             return Ok(());
@@ -301,6 +361,11 @@ struct Meter {
     intervals: Vec<IntervalReport>,
     disk_snapshots: Vec<Vec<DiskStats>>,
     engine_snapshots: Vec<EngineStats>,
+    snapshot_counts: Vec<SnapshotStats>,
+    /// An open loop's arrivals per segment; `None` for a closed loop.
+    offered: Option<Vec<u64>>,
+    /// Per-minute counts, if the run reports them.
+    minutes: Option<MinuteMeter>,
 }
 
 impl Meter {
@@ -309,12 +374,16 @@ impl Meter {
         interval: Duration,
         disks: Vec<DiskStats>,
         engine: Option<EngineStats>,
+        snapshots: Option<SnapshotStats>,
+        open: bool,
     ) -> Meter {
         let mut disk_snapshots = Vec::new();
         let mut engine_snapshots = Vec::new();
+        let mut snapshot_counts = Vec::new();
         if timing.ramp.0 == 0 {
             disk_snapshots.push(disks.clone());
             engine_snapshots.extend(engine);
+            snapshot_counts.extend(snapshots);
         }
         Meter {
             timing,
@@ -331,6 +400,21 @@ impl Meter {
             intervals: Vec::new(),
             disk_snapshots,
             engine_snapshots,
+            snapshot_counts,
+            offered: open.then(|| vec![0; timing.segments as usize]),
+            minutes: None,
+        }
+    }
+
+    /// `count` I/Os of an open loop arrived at `now`.
+    fn arrived(&mut self, now: Instant, count: u64) {
+        let start = self.measure_start();
+        let Some(offered) = self.offered.as_mut().filter(|_| now >= start) else {
+            return;
+        };
+        let index = (now - start).0 / self.timing.segment.0;
+        if let Some(segment) = offered.get_mut(index as usize) {
+            *segment += count;
         }
     }
 
@@ -362,7 +446,13 @@ impl Meter {
             HostOp::Read => self.counts.read_bytes += length,
             HostOp::Write => self.counts.write_bytes += length,
         }
-        if finished < self.measure_start() || finished >= self.end {
+        if finished >= self.end {
+            return;
+        }
+        if let Some(minutes) = self.minutes.as_mut() {
+            minutes.record(finished, length, finished - completion.submitted_at);
+        }
+        if finished < self.measure_start() {
             return;
         }
         while finished >= self.segment_end(self.segment_index) {
@@ -400,6 +490,8 @@ impl Meter {
             mbps: segment.bytes as f64 / 1e6 / seconds,
             latency_ms_avg: latency.mean() / 1e6,
             latency_ms_p99: latency.percentile(99.0) as f64 / 1e6,
+            offered_iops: (self.offered.as_ref())
+                .map(|offered| offered[self.segment_index as usize] as f64 / seconds),
         });
         self.segment_index += 1;
     }
@@ -410,6 +502,7 @@ impl Meter {
         now: Instant,
         disks: Vec<DiskStats>,
         engine: impl FnOnce() -> Option<EngineStats>,
+        snapshots: impl FnOnce() -> Option<SnapshotStats>,
     ) {
         let snapshot_due = match self.disk_snapshots.len() {
             0 => self.measure_start(),
@@ -418,6 +511,7 @@ impl Meter {
         if now == snapshot_due {
             self.disk_snapshots.push(disks.clone());
             self.engine_snapshots.extend(engine());
+            self.snapshot_counts.extend(snapshots());
         }
         if now == (self.last_tick + self.interval).min(self.end) {
             self.close_interval(now, disks);
@@ -448,11 +542,19 @@ impl Meter {
         self.last_disks = disks;
     }
 
-    fn finish(mut self, array: &dyn Array, workload: &Workload) -> ArrayReport {
+    fn finish(
+        mut self,
+        array: &dyn Array,
+        workload: &Workload,
+        snapshot_every: Option<Duration>,
+    ) -> ArrayReport {
         while self.segments.len() < self.timing.segments as usize {
             self.close_segment();
         }
         let runtime_ns = self.timing.segment.0 * u64::from(self.timing.segments);
+        let (minutes, latency_threshold) = (self.minutes.take())
+            .map(MinuteMeter::finish)
+            .unwrap_or_default();
         ArrayReport {
             name: array.name().to_string(),
             kind: array.kind(),
@@ -464,6 +566,10 @@ impl Meter {
             intervals: self.intervals,
             disk_snapshots: self.disk_snapshots,
             engine_snapshots: self.engine_snapshots,
+            snapshot_every_ns: snapshot_every.map(|every| every.0),
+            snapshot_counts: self.snapshot_counts,
+            minutes,
+            latency_threshold,
         }
     }
 }

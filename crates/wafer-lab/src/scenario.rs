@@ -1,9 +1,14 @@
 //! Scenarios: a lab run described in one TOML file (`scenarios/*.toml`).
 //!
 //! A scenario has a `[run]` table (`seed`, and optionally `segments`,
-//! `segment_s`, `ramp_s`, which override the workload's own timing, and
-//! `sysstat_interval_s`), a `[workload]` table, and one or more `[[array]]`
-//! tables, run one after another against the same workload:
+//! `segment_s`, `ramp_s`, which override the workload's own timing,
+//! `sysstat_interval_s`, `snapshot_every_s`: a snapshot every N seconds of
+//! virtual time, all kept, at most 255 per wafer volume and 8 per in-place
+//! LUN over the run, and `per_minute = true`: IOPS, MB/s and latency for
+//! every minute of the run, with `latency_threshold_us`: the first minute
+//! whose mean latency is at or below it), a `[workload]` table, and one or
+//! more `[[array]]` tables, run one after another against the same
+//! workload:
 //!
 //! - `[workload] kind = "iometer"`: `name`, `workers` (default 1),
 //!   `outstanding_ios` (per worker), the test file (`test_file_<unit>`,
@@ -19,12 +24,16 @@
 //!   (default false).
 //! - Either kind may set `lun_active_percent = X`: every worker addresses
 //!   the first X % of each of the array's LUNs (the active data set) instead
-//!   of one range (see [`crate::workload`]).
+//!   of one range (see [`crate::workload`]); and `offered_iops = N`: an open
+//!   loop, N I/Os a second arriving as a Poisson process, at most
+//!   `outstanding_ios` per worker in flight, the rest waiting at the host.
 //! - `[[array]] kind = "in-place"`: `name`, `drive`, `disks`, `raid =
 //!   "raid5"` (the default and only choice), `stripe_unit_<unit>`,
 //!   `stripe_width` (data chunks per stripe, default `disks - 1`),
 //!   `lun_<unit>`, `cache_mib` (absent: no write-back cache),
-//!   `cache_latency_us`.
+//!   `cache_latency_us`, `reserved_lun_pool_<unit>` (copy-on-first-write
+//!   snapshots into a reserved LUN pool of that size; needed with a
+//!   snapshot schedule) and `cow_chunk_<unit>` (default 64 KiB).
 //! - `[[array]] kind = "wafer"`: a node of one or more aggregates. `name`,
 //!   `cache_mib` (the node's buffer cache for data and indirect blocks,
 //!   shared by its aggregates by their use of it; absent: the engine's
@@ -59,8 +68,11 @@ use wafer_raid::RaidType;
 
 use self::fields::Fields;
 use crate::controller::{ControllerCatalog, ControllerSpec};
-use crate::inplace::{CACHE_LATENCY_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec};
-use crate::run::RunOptions;
+use crate::inplace::{
+    CACHE_LATENCY_DEFAULT, CHUNK_BYTES_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec,
+    ReservedPoolSpec, SESSIONS_PER_LUN_MAX,
+};
+use crate::run::{PerMinute, RunOptions};
 use crate::workload::fio::{FioError, FioJob};
 use crate::workload::iometer::IometerSpec;
 use crate::workload::{AccessLine, Region, Timing, Workload, WorkloadError};
@@ -269,6 +281,7 @@ impl Scenario {
         let array_tables = top.tables("array")?;
         top.finish()?;
         let arrays = parse_arrays(&array_tables, catalog)?;
+        check_snapshot_schedule(&run, &workload, &arrays)?;
         Ok(Scenario {
             name,
             run,
@@ -290,6 +303,46 @@ impl Scenario {
             })
             .collect()
     }
+}
+
+/// Checks that every array can keep every snapshot the schedule takes: a
+/// wafer volume keeps at most 255, an in-place LUN 8 (SnapView sessions),
+/// and only with a reserved LUN pool.
+fn check_snapshot_schedule(
+    run: &RunOptions,
+    workload: &Workload,
+    arrays: &[ArrayEntry],
+) -> Result<(), ScenarioError> {
+    let Some(every) = run.snapshot_every else {
+        return Ok(());
+    };
+    let taken = (workload.timing.total().0.saturating_sub(1) / every.0) as usize;
+    for (index, entry) in arrays.iter().enumerate() {
+        let most = match &entry.spec {
+            ArraySpec::Wafer(_) => wafer_core::filer::meta::MAX_SNAPSHOTS,
+            ArraySpec::InPlace(spec) if spec.snapshots.is_none() => {
+                return Err(ScenarioError::Missing {
+                    field: format!("array[{index}].reserved_lun_pool_gib"),
+                });
+            }
+            ArraySpec::InPlace(_) => usize::from(SESSIONS_PER_LUN_MAX),
+        };
+        if taken > most {
+            let reason = format!(
+                "{taken} snapshots in the run; array `{}` keeps at most {most} per {}",
+                entry.spec.name(),
+                match entry.spec {
+                    ArraySpec::Wafer(_) => "volume",
+                    ArraySpec::InPlace(_) => "LUN",
+                }
+            );
+            return Err(ScenarioError::Invalid {
+                field: "run.snapshot_every_s".into(),
+                reason,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A TOML error, located by line.
@@ -341,24 +394,58 @@ fn parse_run(table: &Table) -> Result<(RunOptions, TimingOverrides), ScenarioErr
         segment: fields.seconds("segment_s")?,
         segments: fields.count("segments")?,
     };
+    let snapshot_every = fields.seconds("snapshot_every_s")?;
+    if snapshot_every == Some(Duration(0)) {
+        return Err(fields.invalid("snapshot_every_s", "snapshots must be some time apart"));
+    }
+    let per_minute = parse_per_minute(&mut fields)?;
     fields.finish()?;
     let run = RunOptions {
         seed,
         sysstat_interval: interval,
+        snapshot_every,
+        per_minute,
     };
     Ok((run, overrides))
+}
+
+/// `per_minute = true`, and with it, optionally, `latency_threshold_us`.
+fn parse_per_minute(fields: &mut Fields) -> Result<Option<PerMinute>, ScenarioError> {
+    let threshold = fields.microseconds("latency_threshold_us")?;
+    if !fields.boolean("per_minute")?.unwrap_or(false) {
+        return match threshold {
+            Some(_) => Err(fields.invalid(
+                "latency_threshold_us",
+                "it is watched for minute by minute: set `per_minute = true`",
+            )),
+            None => Ok(None),
+        };
+    }
+    if threshold == Some(Duration(0)) {
+        return Err(fields.invalid("latency_threshold_us", "no I/O takes no time"));
+    }
+    Ok(Some(PerMinute {
+        latency_threshold: threshold,
+    }))
 }
 
 fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload, ScenarioError> {
     let mut fields = Fields::new(table, "workload");
     let kind = fields.required_string("kind")?;
-    let workload = match kind {
+    let mut workload = match kind {
         "iometer" => parse_iometer(&mut fields, overrides)?,
         "fio" => parse_fio(&mut fields, overrides)?,
         other => {
             return Err(fields.invalid("kind", format!("`{other}`: expected `iometer` or `fio`")));
         }
     };
+    if let Some(offered) = fields.count("offered_iops")? {
+        if workload.offered_iops.is_some() {
+            return Err(fields.invalid("offered_iops", "the fio job sets rate_iops already"));
+        }
+        workload.offered_iops = Some(offered);
+    }
+    workload.check().map_err(|error| workload_error(&error))?;
     fields.finish()?;
     Ok(workload)
 }
@@ -576,10 +663,28 @@ fn parse_in_place(
             latency: cache_latency.unwrap_or(CACHE_LATENCY_DEFAULT),
         }),
         controller: parse_controller(fields)?,
+        snapshots: parse_reserved_pool(fields)?,
     };
     spec.check(catalog)
         .map_err(|error| in_place_error(fields, &error))?;
     Ok(spec)
+}
+
+/// The reserved LUN pool of an in-place array's copy-on-first-write
+/// snapshots (`reserved_lun_pool_<unit>`, and `cow_chunk_<unit>`, by
+/// default 64 KiB), if it has one.
+fn parse_reserved_pool(fields: &mut Fields) -> Result<Option<ReservedPoolSpec>, ScenarioError> {
+    let chunk = fields.size("cow_chunk")?;
+    let Some(pool_bytes) = fields.size("reserved_lun_pool")? else {
+        if chunk.is_some() {
+            return Err(fields.invalid("cow_chunk", "set without `reserved_lun_pool_<unit>`"));
+        }
+        return Ok(None);
+    };
+    Ok(Some(ReservedPoolSpec {
+        pool_bytes,
+        chunk_bytes: chunk.unwrap_or(CHUNK_BYTES_DEFAULT),
+    }))
 }
 
 /// The controller an array names, from the lab's controller catalog.

@@ -33,7 +33,7 @@
 mod compact;
 mod content;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use thiserror::Error;
 use wafer_core::aggregate::{Layout, Slot};
@@ -45,7 +45,7 @@ use wafer_core::fixed_map::FixedMap;
 use wafer_core::node::{AggrState, Node, NodeIo};
 use wafer_core::nvlog::{LoggedOp, LunId};
 use wafer_core::payload::StampRead;
-use wafer_core::units::{AggrId, DiskId, Duration, Instant, Pvbn};
+use wafer_core::units::{AggrId, DiskId, Duration, Instant, Pvbn, VolumeId};
 use wafer_core::{BLOCK_SIZE, Stamps};
 use wafer_devices::params::{Catalog, Drive};
 use wafer_devices::{Completion, Device, DeviceRequest, NextEvents, Op, sooner};
@@ -53,6 +53,7 @@ use wafer_raid::{Dbn, RaidGroupGeometry};
 
 use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
+    SnapshotStats,
 };
 use crate::controller::Controller;
 use crate::scenario::{AggregateSpec, WaferSpec};
@@ -193,6 +194,12 @@ pub struct WaferArray {
     /// The device completions of an instant, kept between instants so that
     /// each does not allocate its own list.
     completions: Vec<Completion>,
+    /// The node's volumes, in the scenario's order: what a snapshot covers.
+    volumes: Vec<VolumeId>,
+    /// Snapshot creations asked for and not yet answered.
+    snapshots_pending: BTreeSet<RequestId>,
+    /// What came of the snapshots asked for.
+    snapshot_stats: SnapshotStats,
 }
 
 /// Zeroed write buffers that logged writes have given back, by length, for
@@ -331,6 +338,9 @@ impl WaferArray {
             epoch: Duration(0),
             zero_buffers: ZeroBuffers::default(),
             completions: Vec::new(),
+            volumes: Vec::new(),
+            snapshots_pending: BTreeSet::new(),
+            snapshot_stats: SnapshotStats::default(),
         };
         for (index, (aggregate, layout)) in spec.aggregates.iter().zip(layouts).enumerate() {
             let id = (array.node)
@@ -392,6 +402,7 @@ impl WaferArray {
             }
             self.lun_bytes += lun.size_bytes;
         }
+        self.volumes = volumes;
         Ok(())
     }
 
@@ -595,8 +606,13 @@ impl WaferArray {
         self.pending.insert(id, pending);
     }
 
-    /// A reply: a host I/O's, or one of the array's own requests'.
+    /// A reply: a host I/O's, a snapshot's, or one of the array's own
+    /// requests'.
     fn answer(&mut self, reply: Reply<StampRead>) {
+        if self.snapshots_pending.remove(&reply.id) {
+            self.snapshot_answered(reply.result.is_ok());
+            return;
+        }
         match self.host.remove(&reply.id) {
             Some((id, submitted)) => {
                 if let Err(error) = reply.result {
@@ -648,6 +664,14 @@ impl WaferArray {
             // Only a split I/O's answer can fall before one already queued.
             let at = self.from_memory.partition_point(|(at, _)| *at <= finished);
             self.from_memory.insert(at, (finished, answer));
+        }
+    }
+
+    /// A snapshot creation was answered: taken, or refused.
+    fn snapshot_answered(&mut self, taken: bool) {
+        match taken {
+            true => self.snapshot_stats.taken += 1,
+            false => self.snapshot_stats.refused += 1,
         }
     }
 
@@ -866,6 +890,30 @@ impl Array for WaferArray {
             self.split.insert(io.id, Split { left, finished });
         }
         self.drain();
+    }
+
+    /// Asks the node for a snapshot of every volume, named `lab.N` (the
+    /// N-th asked for); each is answered when the CP that takes it commits.
+    fn take_snapshot(&mut self, now: Instant) {
+        self.now = self.now.max(Instant(now.0 + self.epoch.0));
+        for index in 0..self.volumes.len() {
+            self.snapshot_stats.requested += 1;
+            let request = HostRequest::Change(Change::CreateSnapshot {
+                volume: self.volumes[index],
+                name: format!("lab.{}", self.snapshot_stats.requested),
+            });
+            match self.node.submit(self.now, request) {
+                Ok(id) => {
+                    self.snapshots_pending.insert(id);
+                }
+                Err(_) => self.snapshot_answered(false),
+            }
+        }
+        self.drain();
+    }
+
+    fn snapshot_stats(&self) -> SnapshotStats {
+        self.snapshot_stats
     }
 
     fn next_event(&self) -> Option<Instant> {

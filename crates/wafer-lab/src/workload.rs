@@ -44,6 +44,7 @@
 //! reallocate after that; [`Workload::prepare_plan`] lists the regions so a
 //! driver can put an array in that state without simulating it I/O by I/O.
 
+mod arrivals;
 pub mod fio;
 pub mod iometer;
 mod stream;
@@ -54,6 +55,7 @@ use wafer_core::units::Duration;
 
 use crate::array::{Extent, PreparePlan};
 
+pub use self::arrivals::Arrivals;
 pub use self::stream::WorkerStream;
 
 /// Most I/Os a workload may keep in flight in total: far above any host
@@ -167,6 +169,12 @@ pub struct Workload {
     pub timing: Timing,
     /// The prepare step.
     pub prepare: Prepare,
+    /// An open loop: host I/Os arrive at this many per second on average,
+    /// a Poisson process, handed to the workers in turn, with at most
+    /// `workers × outstanding_per_worker` in flight (the rest wait at the
+    /// host, in arrival order); `None`: the closed loop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_iops: Option<u32>,
 }
 
 /// Why a workload cannot run.
@@ -225,6 +233,9 @@ impl Workload {
             "an empty range".into()
         })?;
         self.check_active_percent()?;
+        require(self.offered_iops != Some(0), "offered_iops", || {
+            "an offered load arrives at some rate".into()
+        })?;
         if let Distribution::Zipf { theta } = self.distribution {
             require(
                 theta > 0.0 && theta.is_finite(),
@@ -335,6 +346,17 @@ impl Workload {
                 Ok(WorkerStream::new(self, &extents, first, seeds.next_u64()))
             })
             .collect()
+    }
+
+    /// The arrivals of an open loop, seeded from `seed` after every
+    /// worker's stream; `None` for a closed loop.
+    pub fn arrivals(&self, seed: u64) -> Option<Arrivals> {
+        let iops = self.offered_iops?;
+        let mut seeds = wafer_rng::Rng::seeded(seed);
+        for _ in 0..self.workers {
+            seeds.next_u64();
+        }
+        Some(Arrivals::new(iops, seeds.next_u64()))
     }
 
     /// What the prepare step leaves on an array of LUNs of `lun_bytes`: every

@@ -34,6 +34,7 @@ fn random_read_iops_at_depth_150_is_plausible() {
         lun_bytes: 2_600_000_000_000,
         cache: None,
         controller: None,
+        snapshots: None,
     };
     let workload = Workload {
         name: "random 4 KiB reads".into(),
@@ -58,12 +59,15 @@ fn random_read_iops_at_depth_150_is_plausible() {
             segments: 1,
         },
         prepare: Prepare::default(),
+        offered_iops: None,
     };
     let mut arrays: Vec<Box<dyn Array>> =
         vec![Box::new(InPlaceArray::new(&spec, &catalog).unwrap())];
     let options = RunOptions {
         seed: 1,
         sysstat_interval: Duration::from_secs(1),
+        snapshot_every: None,
+        per_minute: None,
     };
     let report = run(&mut arrays, &workload, &options, &mut |_| {}).unwrap();
     let segment = &report.arrays[0].segments[0];

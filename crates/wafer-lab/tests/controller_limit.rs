@@ -54,6 +54,8 @@ fn measure(array: Box<dyn Array>, workload: &wafer_lab::Workload) -> ArrayReport
     let options = RunOptions {
         seed: 3,
         sysstat_interval: Duration::from_secs(1),
+        snapshot_every: None,
+        per_minute: None,
     };
     let mut report = run(&mut [array], workload, &options, &mut |_| {}).expect("runs");
     report.arrays.remove(0)
@@ -105,6 +107,7 @@ fn in_place(controller: Option<ControllerSpec>) -> Box<dyn Array> {
         lun_bytes: 100 << 30,
         cache: None,
         controller,
+        snapshots: None,
     };
     let catalog = Catalog::builtin().expect("drives.toml");
     Box::new(InPlaceArray::new(&spec, &catalog).expect("builds"))

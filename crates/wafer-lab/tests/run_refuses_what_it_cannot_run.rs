@@ -7,13 +7,15 @@ mod common;
 use wafer_core::units::{Duration, Instant};
 use wafer_lab::workload::{Region, WorkloadError};
 use wafer_lab::{
-    Array, ArrayKind, DiskStats, HostCompletion, HostIo, PreparePlan, RunError, RunOptions, run,
-    run_each,
+    Array, ArrayKind, DiskStats, HostCompletion, HostIo, PreparePlan, RunError, RunOptions,
+    SnapshotStats, run, run_each,
 };
 
 const OPTIONS: RunOptions = RunOptions {
     seed: 1,
     sysstat_interval: Duration(1_000_000_000),
+    snapshot_every: None,
+    per_minute: None,
 };
 
 /// An array that accepts I/Os and never answers them.
@@ -41,6 +43,10 @@ impl Array for Silent {
     fn advance(&mut self, _now: Instant, _done: &mut Vec<HostCompletion>) {}
     fn disk_stats(&self) -> Vec<DiskStats> {
         Vec::new()
+    }
+    fn take_snapshot(&mut self, _now: Instant) {}
+    fn snapshot_stats(&self) -> SnapshotStats {
+        SnapshotStats::default()
     }
 }
 

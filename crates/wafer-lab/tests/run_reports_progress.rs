@@ -13,6 +13,8 @@ fn progress_rises_to_one() {
     let options = RunOptions {
         seed: 1,
         sysstat_interval: Duration::from_secs(1),
+        snapshot_every: None,
+        per_minute: None,
     };
     run(
         &mut common::arrays(),

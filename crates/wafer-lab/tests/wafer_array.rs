@@ -64,6 +64,8 @@ fn report_with(cache_mib: Option<u32>, progress: &mut dyn FnMut(Progress)) -> wa
     let options = RunOptions {
         seed: 7,
         sysstat_interval: Duration::from_secs(1),
+        snapshot_every: None,
+        per_minute: None,
     };
     run(&mut [array(cache_mib)], &workload(), &options, progress).expect("runs")
 }

@@ -13,6 +13,7 @@ fn spec(disks: u32, cache: Option<CacheSpec>) -> InPlaceSpec {
         lun_bytes: 10 * 1024 * MIB,
         cache,
         controller: None,
+        snapshots: None,
     }
 }
 
@@ -228,4 +229,113 @@ fn impossible_arrays_are_refused_by_field() {
         InPlaceArray::new(&spec, &catalog),
         Err(InPlaceError::UnknownDrive { .. })
     ));
+}
+
+/// 20 disks of 128 KiB chunks, a 10 GiB LUN and a 1 GiB reserved LUN pool
+/// of 64 KiB chunks.
+fn snapshotting_array(cache: Option<CacheSpec>) -> InPlaceArray {
+    let spec = InPlaceSpec {
+        snapshots: Some(ReservedPoolSpec {
+            pool_bytes: 1024 * MIB,
+            chunk_bytes: CHUNK_BYTES_DEFAULT,
+        }),
+        ..spec(20, cache)
+    };
+    InPlaceArray::new(&spec, &Catalog::builtin().unwrap()).unwrap()
+}
+
+/// Blocks moved by each kind of command, summed over the disks: (user
+/// reads, cp reads, writes).
+fn blocks(array: &InPlaceArray) -> (u64, u64, u64) {
+    array
+        .disk_stats()
+        .iter()
+        .fold((0, 0, 0), |(u, c, w), disk| {
+            (
+                u + disk.user_read_blocks,
+                c + disk.cp_read_blocks,
+                w + disk.write_blocks,
+            )
+        })
+}
+
+/// The difference of two counts of (user reads, cp reads, writes).
+fn minus(after: (u64, u64, u64), before: (u64, u64, u64)) -> (u64, u64, u64) {
+    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
+}
+
+#[test]
+fn the_first_write_to_a_chunk_after_a_snapshot_copies_it_and_the_second_does_not() {
+    let mut array = snapshotting_array(None);
+    let at = 5 * MIB + 8 * KIB;
+    // Before any snapshot a 4 KiB write costs its read-modify-write alone.
+    run_to_idle(&mut array, &[io(1, HostOp::Write, at, 4 * KIB)]);
+    assert_eq!(commands(&array), (0, 2, 2));
+    let now = array.clock;
+    array.take_snapshot(now);
+    let (commands_before, blocks_before) = (commands(&array), blocks(&array));
+    let first = run_to_idle(&mut array, &[io(2, HostOp::Write, at, 4 * KIB)]);
+    // The old 64 KiB chunk (16 blocks) is read in one command, then written
+    // to the pool, a RAID-5 LUN of its own: a partial stripe there, so its
+    // old data and parity are read and its new data and parity written.
+    // Then the host's write pays its own read-modify-write.
+    assert_eq!(
+        minus(commands(&array), commands_before),
+        (0, 1 + 2 + 2, 2 + 2)
+    );
+    assert_eq!(
+        minus(blocks(&array), blocks_before),
+        (0, 16 + 2 * 16 + 2, 2 * 16 + 2)
+    );
+    let (commands_before, blocks_before) = (commands(&array), blocks(&array));
+    let second = run_to_idle(&mut array, &[io(3, HostOp::Write, at + 32 * KIB, 4 * KIB)]);
+    assert_eq!(minus(commands(&array), commands_before), (0, 2, 2));
+    assert_eq!(minus(blocks(&array), blocks_before), (0, 2, 2));
+    let latency = |done: &[HostCompletion]| done[0].finished_at - done[0].submitted_at;
+    assert!(
+        latency(&first) > latency(&second),
+        "the first write waited for the copy"
+    );
+    let stats = array.snapshot_stats();
+    assert_eq!((stats.requested, stats.taken, stats.refused), (1, 1, 0));
+    let cow = stats
+        .copy_on_write
+        .expect("the array copies on first write");
+    assert_eq!((cow.chunks_copied, cow.writes_held), (1, 1));
+}
+
+#[test]
+fn behind_a_cache_the_first_write_waits_for_the_chunk_read_only() {
+    let cache = CacheSpec {
+        capacity_mib: 64,
+        latency: Duration(150_000),
+    };
+    let mut array = snapshotting_array(Some(cache));
+    array.take_snapshot(Instant(0));
+    let first = run_to_idle(&mut array, &[io(1, HostOp::Write, 7 * MIB, 4 * KIB)]);
+    let second = run_to_idle(
+        &mut array,
+        &[io(2, HostOp::Write, 7 * MIB + 4 * KIB, 4 * KIB)],
+    );
+    let latency = |done: &[HostCompletion]| done[0].finished_at - done[0].submitted_at;
+    // A disk read of the old chunk (milliseconds), then both writes go into
+    // the cache; the second write is answered by the cache alone.
+    assert!(
+        latency(&first) > Duration(1_000_000),
+        "{:?}",
+        latency(&first)
+    );
+    assert_eq!(latency(&second), Duration(150_000));
+    let cow = array.snapshot_stats().copy_on_write.unwrap();
+    assert_eq!((cow.chunks_copied, cow.writes_held), (1, 1));
+}
+
+#[test]
+fn a_lun_keeps_eight_snapshots_and_refuses_the_ninth() {
+    let mut array = snapshotting_array(None);
+    for _ in 0..9 {
+        array.take_snapshot(Instant(0));
+    }
+    let stats = array.snapshot_stats();
+    assert_eq!((stats.requested, stats.taken, stats.refused), (9, 8, 1));
 }

@@ -452,3 +452,139 @@ fn workers_may_each_have_a_range_or_share_every_luns_active_part() {
         (Some(1 << 30), 1 << 30)
     );
 }
+
+#[test]
+fn a_snapshot_schedule_and_a_reserved_lun_pool_parse() {
+    let text = SMALL
+        .replacen("segment_s = 10", "segment_s = 10\nsnapshot_every_s = 5", 1)
+        .replacen(
+            "lun_gib = 100\noutstanding_ios = 12",
+            "lun_gib = 100\noutstanding_ios = 12\nreserved_lun_pool_gib = 20\ncow_chunk_kib = 128",
+            1,
+        );
+    let scenario = parse(&text).unwrap();
+    assert_eq!(scenario.run.snapshot_every, Some(Duration::from_secs(5)));
+    let ArraySpec::InPlace(spec) = &scenario.arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    let pool = spec.snapshots.expect("a reserved LUN pool");
+    assert_eq!((pool.pool_bytes, pool.chunk_bytes), (20 << 30, 128 << 10));
+    let default_chunk = text.replacen("\ncow_chunk_kib = 128", "", 1);
+    let ArraySpec::InPlace(spec) = &parse(&default_chunk).unwrap().arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    assert_eq!(spec.snapshots.unwrap().chunk_bytes, 64 << 10);
+}
+
+#[test]
+fn snapshot_schedules_the_arrays_cannot_keep_are_refused_by_field() {
+    let scheduled = |every: &str, pool: &str| {
+        SMALL
+            .replacen("segment_s = 10", &format!("segment_s = 10\n{every}"), 1)
+            .replacen(
+                "lun_gib = 100\noutstanding_ios = 12",
+                &format!("lun_gib = 100\noutstanding_ios = 12\n{pool}"),
+                1,
+            )
+    };
+    let refused = |every: &str, pool: &str| field(parse(&scheduled(every, pool)).unwrap_err());
+    let pool = "reserved_lun_pool_gib = 20";
+    // The in-place array copies on first write only into a reserved pool.
+    assert_eq!(
+        refused("snapshot_every_s = 5", ""),
+        "array[1].reserved_lun_pool_gib"
+    );
+    // 30 s of run, one every 3 s: 9 snapshots, over SnapView's 8 per LUN.
+    assert_eq!(
+        refused("snapshot_every_s = 3", pool),
+        "run.snapshot_every_s"
+    );
+    assert!(
+        parse(&scheduled("snapshot_every_s = 4", pool)).is_ok(),
+        "7 snapshots fit"
+    );
+    assert_eq!(
+        refused("snapshot_every_s = 0", pool),
+        "run.snapshot_every_s"
+    );
+    assert_eq!(refused("", "cow_chunk_kib = 64"), "array[1].cow_chunk_kib");
+    assert_eq!(
+        refused("", &format!("{pool}\ncow_chunk_kib = 6")),
+        "array[1].cow_chunk_kib"
+    );
+    assert_eq!(
+        refused("", "reserved_lun_pool_kib = 32"),
+        "array[1].reserved_lun_pool_kib"
+    );
+    // The wafer array alone: 3000 s, one every 10 s, is 299 snapshots, over
+    // a volume's 255; one every 12 s is 249.
+    let wafer_only = |every: &str| {
+        let (filer, _) = SMALL.rsplit_once("[[array]]").unwrap();
+        filer.replacen("segment_s = 10", &format!("segment_s = 1000\n{every}"), 1)
+    };
+    assert_eq!(
+        field(parse(&wafer_only("snapshot_every_s = 10")).unwrap_err()),
+        "run.snapshot_every_s"
+    );
+    assert!(parse(&wafer_only("snapshot_every_s = 12")).is_ok());
+}
+
+#[test]
+fn an_offered_load_parses_and_a_rate_of_zero_is_refused() {
+    let open = SMALL.replacen(
+        "outstanding_ios = 8",
+        "outstanding_ios = 8\noffered_iops = 750",
+        1,
+    );
+    assert_eq!(parse(&open).unwrap().workload.offered_iops, Some(750));
+    assert_eq!(parse(SMALL).unwrap().workload.offered_iops, None);
+    let zero = error_with(
+        "outstanding_ios = 8",
+        "outstanding_ios = 8\noffered_iops = 0",
+    );
+    assert_eq!(field(zero), "workload.offered_iops");
+    let negative = error_with(
+        "outstanding_ios = 8",
+        "outstanding_ios = 8\noffered_iops = -5",
+    );
+    assert_eq!(field(negative), "workload.offered_iops");
+}
+
+#[test]
+fn per_minute_reports_parse_and_a_threshold_needs_them() {
+    let with = |keys: &str| SMALL.replacen("segment_s = 10", &format!("segment_s = 10\n{keys}"), 1);
+    let scenario = parse(&with("per_minute = true\nlatency_threshold_us = 3000")).unwrap();
+    let per_minute = scenario.run.per_minute.expect("per-minute reports");
+    assert_eq!(per_minute.latency_threshold, Some(Duration(3_000_000)));
+    assert_eq!(
+        parse(&with("per_minute = false")).unwrap().run.per_minute,
+        None
+    );
+    let refused = |keys: &str| field(parse(&with(keys)).unwrap_err());
+    assert_eq!(
+        refused("latency_threshold_us = 3000"),
+        "run.latency_threshold_us"
+    );
+    assert_eq!(
+        refused("per_minute = true\nlatency_threshold_us = 0"),
+        "run.latency_threshold_us"
+    );
+    assert_eq!(refused("per_minute = 1"), "run.per_minute");
+}
+
+#[test]
+fn a_fio_rate_and_an_offered_load_are_not_both_given() {
+    let fio = |extra: &str| {
+        format!(
+            "[run]\nseed = 1\nsegment_s = 1\n[workload]\nkind = \"fio\"\n{extra}\n\
+             [workload.options]\nrw = \"randread\"\nrate_iops = 100\nrate_process = \"poisson\"\n\
+             [[array]]\nname = \"r\"\nkind = \"in-place\"\ndrive = \"fc15k-144g\"\ndisks = 5\n\
+             stripe_unit_kib = 64\nlun_gib = 10\n"
+        )
+    };
+    assert_eq!(parse(&fio("")).unwrap().workload.offered_iops, Some(100));
+    assert_eq!(
+        field(parse(&fio("offered_iops = 50")).unwrap_err()),
+        "workload.offered_iops"
+    );
+}

@@ -14,7 +14,10 @@
 //! `numjobs`, `size` (per job), `offset`, `offset_increment` (clone `n`
 //! starts at `offset + n * offset_increment`; without it every clone starts
 //! at `offset`, as fio's do on one file), `random_distribution` (`random`, `zipf:θ`),
-//! `runtime`, `ramp_time`, `name`. Options that change nothing in the lab are
+//! `runtime`, `ramp_time`, `name`, and `rate_iops` with `rate_process=poisson`
+//! (an offered load: each job's I/Os arrive at `rate_iops` a second as a
+//! Poisson process, so the workload's is `rate_iops × numjobs`; fio's
+//! default `linear` process and per-direction rates are refused). Options that change nothing in the lab are
 //! accepted and ignored: `ioengine`, `direct=1`, `filename`, `time_based`
 //! (the lab always runs for the runtime), `group_reporting`, `thread`,
 //! `description`, `randrepeat`, `norandommap`, `invalidate`. Anything else,
@@ -34,7 +37,7 @@ use wafer_core::units::Duration;
 use super::{AccessLine, Distribution, Prepare, Region, Timing, Workload, WorkloadError};
 
 /// Options read and acted on.
-const UNDERSTOOD: [&str; 19] = [
+const UNDERSTOOD: [&str; 21] = [
     "rw",
     "readwrite",
     "rwmixread",
@@ -54,6 +57,8 @@ const UNDERSTOOD: [&str; 19] = [
     "runtime",
     "ramp_time",
     "name",
+    "rate_iops",
+    "rate_process",
 ];
 
 /// Options accepted and ignored: they change nothing the lab models.
@@ -245,9 +250,52 @@ impl FioJob {
             distribution: self.distribution()?,
             timing,
             prepare: Prepare::default(),
+            offered_iops: self.offered_iops()?,
         };
         workload.check()?;
         Ok(workload)
+    }
+
+    /// The offered load of `rate_iops` (per job, as fio's is) with
+    /// `rate_process=poisson`: every job's rate together.
+    fn offered_iops(&self) -> Result<Option<u32>, FioError> {
+        let process = self.options.get("rate_process").map(String::as_str);
+        let Some(value) = self.options.get("rate_iops") else {
+            return match process {
+                Some(process) => Err(value_error(
+                    "rate_process",
+                    process,
+                    "set without rate_iops",
+                )),
+                None => Ok(None),
+            };
+        };
+        match process {
+            Some("poisson") => {}
+            Some(other) => {
+                let reason =
+                    "the lab's offered load arrives as a Poisson process: rate_process=poisson";
+                return Err(value_error("rate_process", other, reason));
+            }
+            None => {
+                return Err(FioError::Missing {
+                    option: "rate_process".into(),
+                    reason: "the lab's offered load arrives as a Poisson process (rate_process=poisson), not fio's default linear one".into(),
+                });
+            }
+        }
+        let per_job = value.parse::<u32>().ok().filter(|&iops| iops >= 1);
+        let per_job = per_job.ok_or_else(|| {
+            value_error(
+                "rate_iops",
+                value,
+                "one whole number of I/Os a second, at least 1",
+            )
+        })?;
+        let total = per_job.checked_mul(self.count("numjobs")?);
+        total
+            .map(Some)
+            .ok_or_else(|| value_error("rate_iops", value, "times numjobs is too many"))
     }
 
     /// The option `name` if it is set, and its value.

@@ -77,6 +77,7 @@ impl IometerSpec {
                 fill: true,
                 reallocate: self.reallocate_first,
             },
+            offered_iops: None,
         };
         workload.check()?;
         Ok(workload)

@@ -43,6 +43,7 @@ fn file_server() -> Workload {
             fill: true,
             reallocate: false,
         },
+        offered_iops: None,
     }
 }
 

@@ -39,6 +39,7 @@ pub fn workload() -> Workload {
             fill: true,
             reallocate: false,
         },
+        offered_iops: None,
     }
 }
 
@@ -53,6 +54,7 @@ pub fn arrays() -> Vec<Box<dyn Array>> {
         lun_bytes: 100 << 30,
         cache,
         controller: None,
+        snapshots: None,
     };
     let cache = CacheSpec {
         capacity_mib: 64,
@@ -68,6 +70,8 @@ pub fn small_run(seed: u64) -> LabReport {
     let options = RunOptions {
         seed,
         sysstat_interval: Duration::from_millis(500),
+        snapshot_every: None,
+        per_minute: None,
     };
     run(&mut arrays(), &workload(), &options, &mut |_| {}).unwrap()
 }

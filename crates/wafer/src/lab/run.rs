@@ -20,7 +20,11 @@
 //! stdout and its files to its directory: `report.json`, per array
 //! `<array>.fio.json`, `<array>.statit.txt`, `<array>.sysstat.txt` and
 //! `<array>.mechanisms.txt` (per segment: chains, seeks, CP reads, partial
-//! stripes, unaligned-write reads, cache hits, CPs by type), and `chart.svg`. The first failure stops new jobs from starting; jobs already
+//! stripes, unaligned-write reads, cache hits, CPs by type; and the
+//! snapshots, if the run takes them), `<array>.minutes.txt` if the run
+//! reports per minute (with the first minute at or below a latency
+//! threshold, also on stdout), and `chart.svg`. An offered load's stdout
+//! table adds the IOPS offered. The first failure stops new jobs from starting; jobs already
 //! running finish, and the command then exits with the error.
 
 use std::collections::BTreeSet;
@@ -37,7 +41,7 @@ use std::{fs, thread};
 use anyhow::{Context, bail};
 use clap::Args;
 use wafer_devices::params::Catalog;
-use wafer_lab::report::{ArrayReport, fio, mechanisms, statit, svg, sysstat};
+use wafer_lab::report::{ArrayReport, fio, mechanisms, minutes, statit, svg, sysstat};
 use wafer_lab::{
     Array, ArraySpec, InPlaceArray, LabReport, Progress as LabProgress, Scenario, WaferArray,
     Workload,
@@ -407,18 +411,29 @@ fn finish_scenario(
     Ok(())
 }
 
-/// The scenario's name and, per array, a table of its measured segments.
+/// The scenario's name and, per array, a table of its measured segments;
+/// an offered load adds the IOPS offered beside those achieved.
 fn print_results(name: &str, report: &LabReport) {
     println!("{name} (seed {})", report.seed);
+    let open =
+        (report.arrays.iter()).any(|array| array.segments.iter().any(|s| s.offered_iops.is_some()));
     for array in &report.arrays {
         println!("  {} ({})", array.name, array.kind.as_str());
+        let offered = match open {
+            true => format!(" {:>10}", "offered"),
+            false => String::new(),
+        };
         println!(
-            "    {:>7} {:>10} {:>9} {:>9} {:>9}",
+            "    {:>7}{offered} {:>10} {:>9} {:>9} {:>9}",
             "segment", "IOPS", "MB/s", "avg ms", "p99 ms"
         );
         for segment in &array.segments {
+            let offered = match segment.offered_iops {
+                Some(iops) => format!(" {iops:>10.1}"),
+                None => String::new(),
+            };
             println!(
-                "    {:>7} {:>10.1} {:>9.2} {:>9.3} {:>9.3}",
+                "    {:>7}{offered} {:>10.1} {:>9.2} {:>9.3} {:>9.3}",
                 segment.index,
                 segment.iops,
                 segment.mbps,
@@ -426,8 +441,15 @@ fn print_results(name: &str, report: &LabReport) {
                 segment.latency_ms_p99
             );
         }
+        if let Some(threshold) = &array.latency_threshold {
+            println!("    {}", minutes::threshold_line(threshold));
+        }
     }
-    println!("  (MB/s in 10^6 bytes per second; latency from submission to completion)");
+    let latency = match open {
+        true => "latency from arrival to completion",
+        false => "latency from submission to completion",
+    };
+    println!("  (MB/s in 10^6 bytes per second; {latency})");
 }
 
 /// Writes `report`'s files into `dir`, creating it; returns their names.
@@ -445,6 +467,9 @@ fn write_outputs(dir: &Path, report: &LabReport) -> anyhow::Result<Vec<String>> 
             format!("{}.mechanisms.txt", array.name),
             mechanisms::render(array),
         ));
+        if let Some(table) = minutes::render(array) {
+            files.push((format!("{}.minutes.txt", array.name), table));
+        }
     }
     files.push(("chart.svg".to_string(), svg::render(report)));
     for (name, contents) in &files {

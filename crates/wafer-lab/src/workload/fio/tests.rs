@@ -184,3 +184,38 @@ fn the_file_must_hold_one_job_and_well_formed_lines() {
     let named = FioJob::parse("[a]\nname=real\nruntime=1\n").unwrap();
     assert_eq!(named.name, "real");
 }
+
+#[test]
+fn rate_iops_with_a_poisson_process_is_an_offered_load_per_job() {
+    let workload = |body: &str| {
+        let text = format!("[j]\nruntime=1\nnumjobs=4\n{body}\n");
+        FioJob::parse(&text).and_then(|job| job.workload())
+    };
+    let open = workload("rate_iops=250\nrate_process=poisson").unwrap();
+    assert_eq!(
+        open.offered_iops,
+        Some(1000),
+        "250 a second for each of 4 jobs"
+    );
+    assert_eq!(workload("").unwrap().offered_iops, None);
+    let option_of = |error: FioError| match error {
+        FioError::Value { option, .. } | FioError::Missing { option, .. } => option,
+        other => panic!("refused for another reason: {other}"),
+    };
+    let refused = |body: &str| option_of(workload(body).unwrap_err());
+    assert_eq!(refused("rate_iops=250"), "rate_process");
+    assert_eq!(
+        refused("rate_iops=250\nrate_process=linear"),
+        "rate_process"
+    );
+    assert_eq!(refused("rate_process=poisson"), "rate_process");
+    assert_eq!(
+        refused("rate_iops=500,200\nrate_process=poisson"),
+        "rate_iops"
+    );
+    assert_eq!(refused("rate_iops=0\nrate_process=poisson"), "rate_iops");
+    assert_eq!(
+        refused("rate_iops=2000000000\nrate_process=poisson"),
+        "rate_iops"
+    );
+}
