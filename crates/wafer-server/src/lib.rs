@@ -44,9 +44,11 @@
 //! Every acknowledged write is durable in the NVLog first, so a SIGKILL at any
 //! moment loses nothing a client was told about: the next start replays it.
 
-/// Writes a log line to standard error (see `logging::line`).
+/// An info-level log event (`logging`); the NBD and iSCSI connections'
+/// lines use it, the rest of the server names its level with `tracing`'s
+/// own macros.
 macro_rules! log {
-    ($($arg:tt)*) => { $crate::logging::line(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { ::tracing::info!($($arg)*) };
 }
 pub(crate) use log;
 
@@ -66,7 +68,7 @@ mod error;
 mod events;
 mod growth;
 mod iscsi;
-mod logging;
+pub mod logging;
 mod lun_ids;
 pub mod masking;
 mod nbd;

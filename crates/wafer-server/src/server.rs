@@ -484,7 +484,7 @@ fn create(
         dir.join(CONFIG_FILE).display()
     )))?;
     made.keep();
-    crate::log!("created aggregate aggr0 in {}", dir.display());
+    tracing::info!("created aggregate aggr0 in {}", dir.display());
     Ok((engine, lock))
 }
 
@@ -601,7 +601,7 @@ fn mount(
                     .collect::<Vec<_>>()
                     .join("; ");
                 let reason = format!("{refusal} ({why})");
-                crate::log!(
+                tracing::error!(
                     "aggregate {} cannot be mounted, and is reported failed: {reason}; its \
                      disks' states are left as they were",
                     aggr.aggregate
@@ -630,7 +630,7 @@ fn mount(
             "writing {}",
             dir.join(CONFIG_FILE).display()
         )))?;
-        crate::log!(
+        tracing::info!(
             "{} migrated to format {} (aggregate {} is aggregate 0 of the node)",
             dir.join(CONFIG_FILE).display(),
             crate::config::FORMAT_VERSION,
@@ -641,7 +641,7 @@ fn mount(
     // missing now is never taken back stale.
     if !lost_all.is_empty() {
         for (id, name, reason) in &lost_all {
-            crate::log!("disk {name} failed: {reason}");
+            tracing::warn!("disk {name} failed: {reason}");
             config
                 .aggr_mut(*id)
                 .expect("listed")
@@ -698,11 +698,11 @@ fn mount(
             .collect();
         if !lost.is_empty() {
             match engine.unfail_disks(aggr.aggr_id(), &lost) {
-                Ok(()) => crate::log!(
+                Ok(()) => tracing::error!(
                     "aggregate {} failed to mount: its disks' states are as they were",
                     aggr.aggregate
                 ),
-                Err(e) => crate::log!(
+                Err(e) => tracing::error!(
                     "aggregate {} failed to mount, and its disk failures stay saved: {e}",
                     aggr.aggregate
                 ),
@@ -934,7 +934,7 @@ fn abort_on_panic() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         report(info);
-        crate::log!(
+        tracing::error!(
             "a server thread panicked: stopping at once (the next start replays the NVLog)"
         );
         std::process::abort();
@@ -951,11 +951,11 @@ fn handle_signals(events: Sender<Event>) -> Result<(), ServeError> {
         .spawn(move || {
             let mut received = signals.forever();
             if let Some(signal) = received.next() {
-                crate::log!("signal {signal} received: stopping gracefully");
+                tracing::info!("signal {signal} received: stopping gracefully");
                 let _ = events.send(Event::Shutdown);
             }
             if received.next().is_some() {
-                crate::log!("second signal: stopping at once; the next start replays the NVLog");
+                tracing::warn!("second signal: stopping at once; the next start replays the NVLog");
                 std::process::exit(1);
             }
         })

@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, ValueEnum};
+use wafer_server::logging::LogFormat;
 use wafer_server::{
     ConnectionLimits, CreateOptions, ISCSI_PORT, ListenAddress, NBD_PORT, ServeOptions, Server,
     StartupReport, TlsOptions,
@@ -91,6 +92,11 @@ pub struct ServeArgs {
     /// STARTTLS is answered NBD_REP_ERR_TLS_REQD.
     #[arg(long, requires = "tls_cert")]
     tls_require: bool,
+    /// How the log on standard error is written: text lines, or one JSON
+    /// object a line. RUST_LOG filters it by level and module (default
+    /// info).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -112,6 +118,7 @@ pub struct ServeArgs {
 /// with a working filer if absent or empty, mounted (replaying the NVLog) if
 /// it holds one.
 pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    wafer_server::logging::init(args.log_format.into())?;
     let options = ServeOptions {
         data_dir: data.to_path_buf(),
         listen: listen_addresses(args),
@@ -137,6 +144,24 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     print_report(data, server.report());
     server.run().context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--log-format`'s values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormatArg {
+    /// Text lines: time, level, module, message.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+impl From<LogFormatArg> for LogFormat {
+    fn from(arg: LogFormatArg) -> LogFormat {
+        match arg {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
 }
 
 fn tls_options(args: &ServeArgs) -> Option<TlsOptions> {
