@@ -793,6 +793,10 @@ pub struct NvlogCountersStatus {
 /// One disk's counters (`statit`'s raw material).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskCountersStatus {
+    /// The aggregate the disk belongs to (empty from a server before it was
+    /// reported).
+    #[serde(default)]
+    pub aggregate: String,
     /// The disk in the slot.
     pub name: String,
     /// The slot.

@@ -37,8 +37,9 @@
 //!   (`nbd`), admitted under caps and timeouts (`admission`); per iSCSI
 //!   listener an accept thread, per connection a reader and a worker
 //!   (`iscsi`), under the same caps; an admin accept
-//!   thread and a thread per admin connection (`admin_socket`); a signal
-//!   thread.
+//!   thread and a thread per admin connection (`admin_socket`); with
+//!   `--metrics`, a thread answering Prometheus scrapes (`metrics`); a
+//!   signal thread.
 //!
 //! They talk over channels; the engine thread never blocks on any of them.
 //! Every acknowledged write is durable in the NVLog first, so a SIGKILL at any
@@ -66,11 +67,13 @@ mod disk;
 mod engine;
 mod error;
 mod events;
+mod exposition;
 mod growth;
 mod iscsi;
 pub mod logging;
 mod lun_ids;
 pub mod masking;
+mod metrics;
 mod nbd;
 mod nbd_masking;
 mod nvlog;

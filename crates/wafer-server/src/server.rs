@@ -75,6 +75,8 @@ pub struct ServeOptions {
     pub nvlog: Option<PathBuf>,
     /// NBD over TLS: the credentials, and whether TLS is required.
     pub tls: Option<TlsOptions>,
+    /// Where to answer Prometheus scrapes (`--metrics`); none: nowhere.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// What a started server reports.
@@ -97,6 +99,8 @@ pub struct StartupReport {
     pub admin_socket: PathBuf,
     /// How NBD is offered over TLS, if it is.
     pub tls: Option<String>,
+    /// The URL Prometheus scrapes (`--metrics`), if any.
+    pub metrics_url: Option<String>,
 }
 
 /// One aggregate in a [`StartupReport`].
@@ -210,6 +214,7 @@ impl Server {
             .is_some_and(|tls| tls.require && tls.ca.is_some());
         let listeners = bind_listeners(&options.listen, options.socket_mode, guarded)?;
         let iscsi = crate::iscsi::bind(&options.iscsi)?;
+        let metrics = options.metrics.map(crate::metrics::bind).transpose()?;
         secure(&dir, existing.as_ref().map(|((config, _), _)| config))?;
         let (engine, lock, created) = match existing {
             None => {
@@ -231,6 +236,10 @@ impl Server {
             .map_err(ServeError::io("starting an iSCSI listener"))?;
         crate::admin_socket::spawn(admin, admin_path, context.engine.clone(), &stop)
             .map_err(ServeError::io("starting the admin listener"))?;
+        report.metrics_url = metrics
+            .map(|listener| crate::metrics::spawn(listener, context.engine.clone(), &stop))
+            .transpose()
+            .map_err(ServeError::io("starting the metrics listener"))?;
         let engine = thread::Builder::new()
             .name("engine".into())
             .spawn(move || engine.run())
@@ -879,6 +888,7 @@ fn report(
         iscsi_uris: Vec::new(),
         admin_socket: admin_socket.to_path_buf(),
         tls: None,
+        metrics_url: None,
     })
 }
 

@@ -92,6 +92,11 @@ pub struct ServeArgs {
     /// STARTTLS is answered NBD_REP_ERR_TLS_REQD.
     #[arg(long, requires = "tls_cert")]
     tls_require: bool,
+    /// Serve Prometheus metrics over plain HTTP on this address (GET
+    /// /metrics): the counters of sysstat and statit. Off unless given; it
+    /// has no access control, so give it a loopback or trusted address.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
     /// How the log on standard error is written: text lines, or one JSON
     /// object a line. RUST_LOG filters it by level and module (default
     /// info).
@@ -138,6 +143,7 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         },
         nvlog: args.nvlog.clone(),
         tls: tls_options(args),
+        metrics: args.metrics,
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
@@ -265,6 +271,9 @@ fn print_report(dir: &std::path::Path, report: &StartupReport) {
         println!("  LUN {lun}: {}", Size(*size));
     }
     println!("admin socket: {}", report.admin_socket.display());
+    if let Some(url) = &report.metrics_url {
+        println!("serving metrics: {url}");
+    }
     for uri in &report.iscsi_uris {
         println!("serving iSCSI: {uri}");
     }

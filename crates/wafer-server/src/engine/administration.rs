@@ -1205,6 +1205,7 @@ impl Engine {
             let slots = config.slots();
             for (d, slot) in filer.counters().disks.iter().zip(&slots) {
                 disks.push(DiskCountersStatus {
+                    aggregate: config.aggregate.clone(),
                     name: slot.disk.name.clone(),
                     slot: slot.id.0,
                     user_reads: d.user_reads,

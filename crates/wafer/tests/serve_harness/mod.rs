@@ -223,6 +223,15 @@ impl Served {
             .to_string()
     }
 
+    /// The URL it reported for Prometheus scrapes (`--metrics`).
+    pub fn metrics_url(&self) -> String {
+        self.startup
+            .lines()
+            .find_map(|line| line.strip_prefix("serving metrics: "))
+            .unwrap_or_else(|| panic!("no metrics URL printed:\n{}", self.startup))
+            .to_string()
+    }
+
     /// Sends SIGTERM, the graceful stop, without waiting.
     pub fn terminate(&self) {
         let pid = self.child.id().to_string();
