@@ -76,6 +76,7 @@ pub mod masking;
 mod metrics;
 mod nbd;
 mod nbd_masking;
+mod notify;
 mod nvlog;
 mod server;
 mod stop;

@@ -244,6 +244,7 @@ impl Server {
             .name("engine".into())
             .spawn(move || engine.run())
             .map_err(ServeError::io("starting the engine thread"))?;
+        crate::notify::ready();
         Ok(Server {
             report,
             engine,
@@ -962,6 +963,7 @@ fn handle_signals(events: Sender<Event>) -> Result<(), ServeError> {
             let mut received = signals.forever();
             if let Some(signal) = received.next() {
                 tracing::info!("signal {signal} received: stopping gracefully");
+                crate::notify::stopping();
                 let _ = events.send(Event::Shutdown);
             }
             if received.next().is_some() {

@@ -192,7 +192,8 @@ fn wafer_serve(scratch: &Scratch, extra: &[&str]) -> Command {
         .args(extra)
         // The tests read the server's info lines: a RUST_LOG of the
         // environment running them must not filter them out.
-        .env_remove("RUST_LOG");
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET");
     command
 }
 
