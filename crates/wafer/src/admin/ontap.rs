@@ -1,4 +1,4 @@
-//! ONTAP's layouts for the admin replies (`wafl.md` §12), as pure functions.
+//! ONTAP's layouts for the admin replies (`docs/research/wafl.md` §12), as pure functions.
 //!
 //! Columns, headings and wording follow 7-Mode's `aggr status`, `vol status`,
 //! `lun show`, `snap list`, `df` and `sysstat -x`. Where ONTAP shows hardware
