@@ -70,6 +70,7 @@ mod events;
 mod exposition;
 mod growth;
 mod iscsi;
+mod iscsi_counters;
 pub mod logging;
 mod lun_ids;
 pub mod masking;

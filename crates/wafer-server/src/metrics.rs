@@ -3,7 +3,7 @@
 //!
 //! A scrape asks the engine for the same [`SysstatReport`] the admin socket's
 //! `sysstat` gets (every aggregate summed, every disk under its aggregate and
-//! name, the NBD front end, the NVLog), so the two never disagree, and
+//! name, the NBD and iSCSI front ends, the NVLog), so the two never disagree, and
 //! renders it in the Prometheus text exposition format (version 0.0.4):
 //! `# HELP` and `# TYPE` lines, then samples, names `wafer_…`, counters
 //! ending `_total`, times in seconds. The engine answers between events, as
@@ -413,26 +413,42 @@ fn front_end_metrics(out: &mut Exposition, r: &SysstatReport) {
         out.counters(name, help);
         out.sample(name, &nbd, value as f64);
     }
-    let requests = "Requests received, by protocol and operation.";
-    out.counters("wafer_requests_total", requests);
-    let ops = [
-        ("read", n.reads),
-        ("write", n.writes),
-        ("trim", n.trims),
-        ("flush", n.flushes),
-        ("block_status", n.block_status),
+    request_metrics(out, r);
+}
+
+/// Requests by protocol and operation: NBD's commands, and the block
+/// operations iSCSI's SCSI commands became (an allocation query, GET LBA
+/// STATUS, is iSCSI's block status).
+fn request_metrics(out: &mut Exposition, r: &SysstatReport) {
+    let (n, i) = (&r.nbd, &r.iscsi);
+    let requests = [
+        ("nbd", "read", n.reads),
+        ("nbd", "write", n.writes),
+        ("nbd", "trim", n.trims),
+        ("nbd", "flush", n.flushes),
+        ("nbd", "block_status", n.block_status),
+        ("iscsi", "read", i.reads),
+        ("iscsi", "write", i.writes),
+        ("iscsi", "trim", i.trims),
+        ("iscsi", "block_status", i.allocation_queries),
     ];
-    for (op, count) in ops {
-        out.sample("wafer_requests_total", &[nbd[0], ("op", op)], count as f64);
+    let help = "Requests received, by protocol and operation.";
+    out.counters("wafer_requests_total", help);
+    for (protocol, op, count) in requests {
+        let labels = [("protocol", protocol), ("op", op)];
+        out.sample("wafer_requests_total", &labels, count as f64);
     }
-    let bytes = "Bytes requests asked to read or write, by protocol and operation.";
-    out.counters("wafer_request_bytes_total", bytes);
-    for (op, count) in [("read", n.read_bytes), ("write", n.write_bytes)] {
-        out.sample(
-            "wafer_request_bytes_total",
-            &[nbd[0], ("op", op)],
-            count as f64,
-        );
+    let bytes = [
+        ("nbd", "read", n.read_bytes),
+        ("nbd", "write", n.write_bytes),
+        ("iscsi", "read", i.read_bytes),
+        ("iscsi", "write", i.write_bytes),
+    ];
+    let help = "Bytes requests asked to read or write, by protocol and operation.";
+    out.counters("wafer_request_bytes_total", help);
+    for (protocol, op, count) in bytes {
+        let labels = [("protocol", protocol), ("op", op)];
+        out.sample("wafer_request_bytes_total", &labels, count as f64);
     }
 }
 

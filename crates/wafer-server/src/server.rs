@@ -175,6 +175,7 @@ impl Server {
         let shared = Shared {
             catalogue: Arc::new(SharedCatalogue::default()),
             counters: Arc::new(NbdCounters::default()),
+            iscsi: Arc::default(),
             nvlog: Arc::default(),
             stop: Arc::new(StopSignal::default()),
         };
@@ -182,6 +183,7 @@ impl Server {
             engine: events.clone(),
             catalogue: Arc::clone(&shared.catalogue),
             counters: Arc::clone(&shared.counters),
+            iscsi_counters: Arc::clone(&shared.iscsi),
             stop: Arc::clone(&shared.stop),
             limits: options.limits,
             admission: Arc::new(Admission::new(&options.limits)),

@@ -1,7 +1,7 @@
 //! `wafer serve --metrics ADDR`: Prometheus scrapes over plain HTTP.
 //!
-//! Two scrapes around NBD I/O: every counter the I/O must move rises (the
-//! front end's, the NVLog's, the CPs', each disk's under its aggregate and
+//! Two scrapes around NBD and iSCSI I/O and a snapshot's CP: every counter
+//! the I/O must move rises (each front end's, the NVLog's, the CPs', each disk's under its aggregate and
 //! name), and a scrape taken while nothing moves agrees with `sysstat`. Each
 //! body passes `promtool check metrics` (Prometheus's own linter, Debian's
 //! `prometheus` package; `scripts/test` installs it) and the strict reading
@@ -17,6 +17,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use serve_harness::iscsi::{Initiator, admit_test_initiators, parse_uri};
 use serve_harness::{Scratch, TEST_SIZES, qemu_io, serve_with};
 use wafer_server::admin::AdminRequest;
 
@@ -27,13 +28,15 @@ type Samples = BTreeMap<String, f64>;
 fn counters_rise_with_io_and_match_sysstat() {
     let scratch = Scratch::new();
     let mut args = TEST_SIZES.to_vec();
-    args.extend(["--metrics", "127.0.0.1:0"]);
+    args.extend(["--metrics", "127.0.0.1:0", "--iscsi", "127.0.0.1:0"]);
     let server = serve_with(&scratch, &args);
     let address = address_of(&server.metrics_url());
+    admit_test_initiators(&server.data);
 
     let before = scrape(&address);
     let uri = server.uri("vol0/lun0");
     qemu_io(&uri, &["write -P 0x5a 0 4M", "flush", "read -P 0x5a 0 4M"]);
+    iscsi_write_and_read(&server.iscsi_uri());
     // A snapshot takes a CP, which writes the blocks to the disks.
     server.admin_ok(AdminRequest::SnapCreate {
         volume: "vol0".into(),
@@ -45,6 +48,8 @@ fn counters_rise_with_io_and_match_sysstat() {
         "wafer_requests_total{protocol=\"nbd\",op=\"write\"}",
         "wafer_requests_total{protocol=\"nbd\",op=\"read\"}",
         "wafer_requests_total{protocol=\"nbd\",op=\"flush\"}",
+        "wafer_requests_total{protocol=\"iscsi\",op=\"write\"}",
+        "wafer_requests_total{protocol=\"iscsi\",op=\"read\"}",
         "wafer_connections_accepted_total{protocol=\"nbd\"}",
         "wafer_nvlog_appends_total",
         "wafer_nvlog_syncs_total",
@@ -102,6 +107,10 @@ fn counters_rise_with_io_and_match_sysstat() {
         (
             "wafer_request_bytes_total{protocol=\"nbd\",op=\"read\"}",
             nbd.read_bytes,
+        ),
+        (
+            "wafer_request_bytes_total{protocol=\"iscsi\",op=\"write\"}",
+            sysstat.iscsi.write_bytes,
         ),
         ("wafer_nvlog_appends_total", sysstat.nvlog.appends),
         (
@@ -162,6 +171,18 @@ fn bad_requests_are_refused_and_serving_goes_on() {
         &["write -P 7 0 64k", "read -P 7 0 64k"],
     );
     server.stop();
+}
+
+/// 64 KiB written over iSCSI at 1 MiB and read back, by a raw initiator.
+fn iscsi_write_and_read(uri: &str) {
+    let (address, target) = parse_uri(uri);
+    let mut initiator = Initiator::login(address, &target);
+    let data = vec![0x3c; 64 << 10];
+    initiator.write10(2048, &data);
+    assert_eq!(initiator.done().expect("the write's status").status, 0);
+    initiator.read10(2048, 128);
+    let read = initiator.done().expect("the read's data");
+    assert_eq!((read.status, read.data), (0, data));
 }
 
 /// `host:port` of a `http://host:port/metrics` URL.

@@ -1252,6 +1252,7 @@ impl Engine {
                 .shared
                 .counters
                 .status(self.shared.stop.connections_open()),
+            iscsi: self.shared.iscsi.status(),
             nvlog: self.shared.nvlog.status(),
         }
     }

@@ -167,6 +167,8 @@ const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 pub(crate) struct Shared {
     pub(crate) catalogue: Arc<SharedCatalogue>,
     pub(crate) counters: Arc<NbdCounters>,
+    /// What the iSCSI connections asked for.
+    pub(crate) iscsi: Arc<crate::iscsi_counters::IscsiCounters>,
     /// What the NVLog thread wrote (`sysstat` is to show its rate).
     pub(crate) nvlog: Arc<NvlogCounters>,
     pub(crate) stop: Arc<StopSignal>,
