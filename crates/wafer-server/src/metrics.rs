@@ -11,12 +11,12 @@
 //!
 //! The responder is a few lines on a `std` `TcpListener`, one thread taking
 //! one connection at a time: a request head of at most
-//! [`REQUEST_BYTES_MAX`] bytes, read within [`READ_TIMEOUT`], answered and
+//! [`REQUEST_BYTES_MAX`] bytes, read within [`IO_TIMEOUT`], answered and
 //! closed (after draining what the client still sends, for at most a second
-//! and a MiB, so that its response is not lost to a reset). Anything else than `GET /metrics` gets 400, 404 or 405 and the
-//! connection is closed; nothing a client sends reaches the engine but the
-//! request for a report. It has no access control, like NBD over TCP
-//! without TLS: it is for a loopback or trusted address.
+//! and a MiB, so that its response is not lost to a reset). Anything other
+//! than `GET /metrics` gets 400, 404 or 405; nothing a client sends reaches
+//! the engine but the request for a report. It has no access control, like
+//! NBD over TCP without TLS: it is for a loopback or trusted address.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -33,8 +33,9 @@ use crate::stop::StopSignal;
 
 /// The most bytes of a request head (request line and headers) read.
 const REQUEST_BYTES_MAX: usize = 8192;
-/// How long a client has to send its request head.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client has to send its request head, and to take the
+/// response.
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long, and for how many bytes, a closing connection is drained.
 const LINGER_TIMEOUT: Duration = Duration::from_secs(1);
 const LINGER_BYTES_MAX: u64 = 1 << 20;
@@ -84,8 +85,8 @@ fn accept_loop(listener: &TcpListener, engine: &Sender<Event>, stop: &StopSignal
 
 /// Reads one request and answers it.
 fn answer(mut stream: TcpStream, engine: &Sender<Event>) -> io::Result<()> {
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
-    stream.set_write_timeout(Some(READ_TIMEOUT))?;
+    stream.set_read_timeout(Some(IO_TIMEOUT))?;
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
     let response = match read_head(&mut stream)? {
         Some(head) => respond(&head, engine),
         None => Response::error(400, "Bad Request"),
