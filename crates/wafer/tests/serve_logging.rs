@@ -12,8 +12,8 @@
 mod serve_harness;
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::process::Command;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use serve_harness::{Scratch, TEST_SIZES, serve_with, serve_with_env};
@@ -127,15 +127,27 @@ fn json_lines_parse_with_time_level_module_and_message() {
 #[test]
 fn an_unreadable_rust_log_is_refused_before_anything_is_made() {
     let scratch = Scratch::new();
-    let output = Command::new(env!("CARGO_BIN_EXE_wafer"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wafer"))
         .arg("serve")
         .arg("--data")
         .arg(scratch.data())
         .arg("--socket")
         .arg(scratch.socket())
         .env("RUST_LOG", "wafer_server=loudest")
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("wafer runs");
+    // A server that took the filter would serve on: stop it, and fail.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("pollable").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("wafer serve started with an unreadable RUST_LOG");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().expect("its output");
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.starts_with("wafer: RUST_LOG: "), "{stderr}");
