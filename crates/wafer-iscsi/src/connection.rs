@@ -14,7 +14,12 @@
 //! fill, and one outside the window is dropped unanswered, as RFC 7143
 //! says. MaxCmdSN advertises room for [`CMD_WINDOW`] commands less those in
 //! flight, and never moves back, so the tasks held and the data buffered for
-//! them are bounded.
+//! them are bounded. A session of several connections orders across them
+//! instead: each request goes to the driver ([`Event::Order`]), whose
+//! shared [`crate::Sequencer`] gives it back when it is due
+//! ([`Connection::deliver`]) with the session's window
+//! ([`Connection::set_window`]); a login naming a TSIH joins a session only
+//! if the driver's [`crate::Sessions`] take it.
 //!
 //! **Data.** A read's data goes out in Data-In PDUs of at most the
 //! initiator's MaxRecvDataSegmentLength, in sequences of at most
@@ -51,6 +56,7 @@ use crate::pdu::{
 };
 use crate::scsi::{self, Answer, BlockError, BlockOp, DataOut, LunInfo, Plan, Run};
 use crate::sense::{Sense, Status};
+use crate::session::Sessions;
 use crate::text;
 
 /// Commands the target takes in flight (held for ordering, receiving data,
@@ -68,6 +74,20 @@ pub enum Event {
     LoggedIn {
         /// The initiator's IQN.
         initiator: String,
+        /// The session's initiator session id: with the IQN, the I_T
+        /// nexus persistent reservations are held by.
+        isid: [u8; 6],
+        /// The session's handle: this connection's own, or the one it
+        /// joined.
+        tsih: u16,
+        /// This connection's id in its session.
+        cid: u16,
+        /// Whether the session orders its commands across connections
+        /// (it negotiated more than one): the driver then owns a
+        /// [`crate::Sequencer`], fed by [`Event::Order`].
+        shared_order: bool,
+        /// The CmdSN the session's commands start at (a new session's).
+        cmd_sn: u32,
         /// Normal or discovery.
         session: SessionType,
     },
@@ -82,6 +102,32 @@ pub enum Event {
         /// The operations: one read, one allocation question, or writes
         /// and trims.
         ops: Vec<BlockOp>,
+    },
+    /// A LOGICAL UNIT RESET (or a target reset, for every LUN) came
+    /// through this session: every session that sees these LUNs, this one
+    /// included, is to be told, by a reset count that grows in their
+    /// [`LunInfo`]s.
+    Reset {
+        /// The LUN numbers.
+        luns: Vec<u16>,
+    },
+    /// A request of a session that orders across connections, for the
+    /// driver's [`crate::Sequencer`]; what it releases comes back through
+    /// [`Connection::deliver`] to the connection it names.
+    Order {
+        /// The request's CmdSN.
+        cmd_sn: u32,
+        /// The request.
+        pdu: Pdu,
+    },
+    /// The initiator logged out the whole session: the driver ends its
+    /// other connections ([`Connection::end`]).
+    EndSession,
+    /// The initiator logged out connection `cid` of the session through
+    /// this one: the driver ends it.
+    EndConnection {
+        /// The connection's id.
+        cid: u16,
     },
     /// The initiator logged out, or login failed: send what is queued and
     /// close the connection.
@@ -99,6 +145,11 @@ pub enum Outcome {
     Runs(Vec<Run>),
     /// An operation failed; the ones after it were not carried out.
     Failed(BlockError),
+    /// A compare found the bytes differ, first at this offset into the
+    /// data compared (nothing was written).
+    Miscompare(u32),
+    /// The whole answer (a persistent reservation command's).
+    Answer(Answer),
 }
 
 /// Input after which the connection must end.
@@ -163,6 +214,8 @@ struct Receiving {
 enum Kind {
     Read,
     Write,
+    /// A VERIFY: a failure is a read's, success has no data.
+    Verify,
     /// GET LBA STATUS from `lba`, cut to `allocation` bytes.
     Status {
         lba: u64,
@@ -212,6 +265,16 @@ pub struct Connection {
     stat_sn: u32,
     exp_cmd_sn: u32,
     max_cmd_sn: u32,
+    /// The initiator session id of the login.
+    isid: [u8; 6],
+    /// The connection id of the login.
+    cid: u16,
+    /// The driver's sessions, which a login may join.
+    sessions: Option<Arc<dyn Sessions>>,
+    /// The session parameters of the session this connection joined.
+    joined: Option<Params>,
+    /// Commands are ordered by the driver's sequencer, across connections.
+    shared_order: bool,
     held: BTreeMap<u32, Pdu>,
     tasks: BTreeMap<u32, Task>,
     functions: Vec<PendingFunction>,
@@ -219,6 +282,8 @@ pub struct Connection {
     luns: Vec<LunInfo>,
     /// A REPORTED LUNS DATA HAS CHANGED unit attention is pending.
     luns_changed: bool,
+    /// LUNs owing a reset's unit attention (at most one per LUN seen).
+    reset_attention: Vec<u16>,
     started: bool,
     out: Vec<u8>,
     events: VecDeque<Event>,
@@ -245,12 +310,18 @@ impl Connection {
             stat_sn: 0,
             exp_cmd_sn: 0,
             max_cmd_sn: 0,
+            isid: [0; 6],
+            cid: 0,
+            sessions: None,
+            joined: None,
+            shared_order: false,
             held: BTreeMap::new(),
             tasks: BTreeMap::new(),
             functions: Vec::new(),
             next_ttt: 1,
             luns,
             luns_changed: false,
+            reset_attention: Vec::new(),
             started: false,
             out: Vec::new(),
             events: VecDeque::new(),
@@ -258,8 +329,50 @@ impl Connection {
         }
     }
 
-    /// Replaces the LUNs served (new, destroyed or resized ones).
+    /// Gives the connection the driver's sessions, which a login naming a
+    /// TSIH may join; without them, such a login is refused (SESSION DOES
+    /// NOT EXIST).
+    pub fn set_sessions(&mut self, sessions: Arc<dyn Sessions>) {
+        self.sessions = Some(sessions);
+    }
+
+    /// A request the session's sequencer has released to this connection:
+    /// carried out now, in the order released.
+    pub fn deliver(&mut self, pdu: Pdu) {
+        self.dispatch(pdu);
+    }
+
+    /// The session's ExpCmdSN and MaxCmdSN, from its sequencer, for what
+    /// this connection sends next.
+    pub fn set_window(&mut self, exp_cmd_sn: u32, max_cmd_sn: u32) {
+        self.exp_cmd_sn = exp_cmd_sn;
+        self.max_cmd_sn = max_cmd_sn;
+    }
+
+    /// Ends the connection as a logout would, for the driver: another
+    /// connection logged out the session, or this one.
+    pub fn end(&mut self) {
+        if !self.is_closed() {
+            self.close();
+        }
+    }
+
+    /// Replaces the LUNs served (new, destroyed or resized ones, or a
+    /// reservation or reset changed). A LUN whose reset count grew owes the
+    /// initiator a unit attention (BUS DEVICE RESET FUNCTION OCCURRED) on
+    /// its next command to it.
     pub fn set_luns(&mut self, luns: Vec<LunInfo>) {
+        for new in &luns {
+            let reset = self
+                .luns
+                .iter()
+                .any(|old| old.id == new.id && old.number == new.number && old.resets < new.resets);
+            if reset && !self.reset_attention.contains(&new.number) {
+                self.reset_attention.push(new.number);
+            }
+        }
+        self.reset_attention
+            .retain(|number| luns.iter().any(|l| l.number == *number));
         self.luns = luns;
     }
 
@@ -281,6 +394,12 @@ impl Connection {
     /// What was refused so far.
     pub fn counters(&self) -> Counters {
         self.counters
+    }
+
+    /// The parameters the login settled (the session's, for a connection
+    /// that joined one).
+    pub fn params(&self) -> Params {
+        self.params
     }
 
     /// Tasks in flight (receiving data or with the engine).
@@ -368,7 +487,10 @@ impl Connection {
                 // question.
                 (Outcome::Runs(_), _) => Answer::check(Sense::INTERNAL_TARGET_FAILURE),
                 (Outcome::Done, _) => Answer::good(Vec::new()),
+                (Outcome::Data(_), Kind::Verify) => Answer::good(Vec::new()),
                 (Outcome::Data(data), _) => Answer::good(data),
+                (Outcome::Miscompare(offset), _) => Answer::check(Sense::miscompare_at(offset)),
+                (Outcome::Answer(answer), _) => answer,
             };
             self.respond(task.0, &done, answer);
         }
@@ -396,6 +518,8 @@ impl Connection {
         let cmd_sn = bhs.u32_at(24);
         if !self.started {
             self.started = true;
+            self.isid.copy_from_slice(&bhs.0[8..14]);
+            self.cid = u16::from_be_bytes([bhs.0[20], bhs.0[21]]);
             self.exp_cmd_sn = cmd_sn;
             self.max_cmd_sn = cmd_sn.wrapping_add(CMD_WINDOW - 1);
             self.stat_sn = bhs.u32_at(28);
@@ -410,7 +534,22 @@ impl Connection {
             tsih: u16::from_be_bytes([bhs.0[14], bhs.0[15]]),
             data: &pdu.data,
         };
-        let step = self.login.step(&request);
+        let mut step = self.login.step(&request);
+        if step.next == Some(Stage::FullFeature)
+            && let Some(tsih) = self.login.joining
+        {
+            match self.join(tsih) {
+                Some(params) => {
+                    self.tsih = tsih;
+                    self.joined = Some(params);
+                }
+                None => {
+                    step.status = LoginStatus::SESSION_DOES_NOT_EXIST;
+                    step.next = None;
+                    step.answer.clear();
+                }
+            }
+        }
         self.login_response(bhs, &step);
         if step.status != LoginStatus::SUCCESS {
             self.close();
@@ -437,8 +576,30 @@ impl Connection {
         self.send(bhs, &step.answer);
     }
 
+    /// Whether the session `tsih` the login names takes this connection:
+    /// its parameters if so.
+    fn join(&self, tsih: u16) -> Option<Params> {
+        let initiator = self.login.initiator_name.as_deref()?;
+        let sessions = self.sessions.as_ref()?;
+        match self.login.session_type {
+            SessionType::Normal => sessions.join(initiator, self.isid, tsih, self.cid),
+            SessionType::Discovery => None,
+        }
+    }
+
     fn enter_full_feature(&mut self) {
-        self.params = self.login.params;
+        let own = self.login.params;
+        // A joined connection takes the session's parameters, but its own
+        // digests and receive limit (those are the connection's).
+        self.params = match self.joined {
+            Some(session) => Params {
+                header_digest: own.header_digest,
+                data_digest: own.data_digest,
+                initiator_recv_data_segment: own.initiator_recv_data_segment,
+                ..session
+            },
+            None => own,
+        };
         let session = self.login.session_type;
         self.phase = Phase::FullFeature(session);
         self.digests = Digests {
@@ -447,9 +608,17 @@ impl Connection {
         };
         self.decoder.set_digests(self.digests);
         self.decoder.set_data_limit(TARGET_RECV_DATA_SEGMENT_BYTES);
+        self.shared_order = session == SessionType::Normal && self.params.max_connections > 1;
         let initiator = self.login.initiator_name.clone().unwrap_or_default();
-        self.events
-            .push_back(Event::LoggedIn { initiator, session });
+        self.events.push_back(Event::LoggedIn {
+            initiator,
+            isid: self.isid,
+            tsih: self.tsih,
+            cid: self.cid,
+            shared_order: self.shared_order,
+            cmd_sn: self.exp_cmd_sn,
+            session,
+        });
     }
 
     fn close(&mut self) {
@@ -462,6 +631,10 @@ impl Connection {
     /// The MaxCmdSN to advertise: room for the window less what is in
     /// flight, never less than advertised before.
     fn advertised_max_cmd_sn(&mut self) -> u32 {
+        if self.shared_order {
+            // The session's window, as the driver last set it.
+            return self.max_cmd_sn;
+        }
         let busy = (self.tasks.len() + self.held.len()) as u32;
         let room = CMD_WINDOW.saturating_sub(busy);
         let candidate = self.exp_cmd_sn.wrapping_add(room).wrapping_sub(1);
@@ -526,6 +699,9 @@ impl Connection {
             return self.dispatch(pdu);
         }
         let cmd_sn = pdu.bhs.u32_at(24);
+        if self.shared_order {
+            return self.events.push_back(Event::Order { cmd_sn, pdu });
+        }
         if cmd_sn == self.exp_cmd_sn {
             self.exp_cmd_sn = cmd_sn.wrapping_add(1);
             self.dispatch(pdu);
@@ -611,14 +787,32 @@ impl Connection {
 
     fn logout(&mut self, request: &Bhs) {
         let reason = request.flags() & 0x7f;
+        let cid = u16::from_be_bytes([request.0[20], request.0[21]]);
+        match reason {
+            0 if self.shared_order => self.events.push_back(Event::EndSession),
+            1 if cid != self.cid => {
+                // Another connection of the session goes; this one stays.
+                self.events.push_back(Event::EndConnection { cid });
+                return self.logout_response(request, 0, false);
+            }
+            _ => {}
+        }
+        self.logout_response(request, if reason == 2 { 2 } else { 0 }, true);
+    }
+
+    /// Answers a logout with `response`, and closes this connection if
+    /// `closing`.
+    fn logout_response(&mut self, request: &Bhs, response: u8, closing: bool) {
         let mut bhs = Bhs::new(target::LOGOUT_RESPONSE, FLAG_FINAL);
         // Closing the session or this connection is done; recovery is not
         // supported at error recovery level 0.
-        bhs.0[2] = if reason == 2 { 2 } else { 0 };
+        bhs.0[2] = response;
         bhs.put_u32(16, request.itt());
         self.put_sequence_numbers(&mut bhs, true);
         self.send(bhs, &[]);
-        self.close();
+        if closing {
+            self.close();
+        }
     }
 
     // ---- SCSI commands ----------------------------------------------------
@@ -649,6 +843,17 @@ impl Connection {
                 aborted: false,
             },
         };
+        let exempt = matches!(
+            cdb[0],
+            scsi::INQUIRY | scsi::REQUEST_SENSE | scsi::REPORT_LUNS
+        );
+        if let Some(at) = self.reset_attention.iter().position(|&n| n == lun)
+            && !exempt
+        {
+            self.reset_attention.swap_remove(at);
+            let attention = Answer::check(Sense::LUN_RESET_OCCURRED);
+            return self.respond(itt, &task, attention);
+        }
         if self.luns_changed {
             match cdb[0] {
                 scsi::REPORT_LUNS => self.luns_changed = false,
@@ -667,7 +872,7 @@ impl Connection {
             }
             Plan::Execute(ops) => {
                 task.state = TaskState::Executing {
-                    kind: Kind::Write,
+                    kind: kind_of(&ops),
                     aborted: false,
                 };
                 self.execute(itt, task, ops);
@@ -686,9 +891,10 @@ impl Connection {
             }
             Plan::Receive {
                 bytes,
-                then: DataOut::WriteSame { .. },
+                then: DataOut::WriteSame { .. } | DataOut::CompareAndWrite { .. },
             } if edtl != bytes => {
-                // WRITE SAME's one block must come whole, and alone.
+                // WRITE SAME's one block must come whole, and alone; and
+                // COMPARE AND WRITE's halves must both come whole.
                 self.respond(itt, &task, Answer::check(Sense::INVALID_FIELD_IN_CDB));
             }
             Plan::Receive { bytes, then } => {
@@ -786,7 +992,13 @@ impl Connection {
         };
         match ops {
             Ok(ops) if ops.is_empty() => self.respond(itt, &task, Answer::good(Vec::new())),
-            Ok(ops) => self.execute(itt, task, ops),
+            Ok(ops) => {
+                task.state = TaskState::Executing {
+                    kind: kind_of(&ops),
+                    aborted: false,
+                };
+                self.execute(itt, task, ops);
+            }
             Err(sense) => self.respond(itt, &task, Answer::check(sense)),
         }
     }
@@ -909,8 +1121,17 @@ impl Connection {
         let response = match function {
             1 => self.abort_task(referenced, request.u32_at(32)),
             2 | 4 | 5 if !self.luns.iter().any(|l| Some(l.number) == lun) => Ok(2),
-            2 | 4 | 5 => Err(self.abort_where(|_, task| Some(task.lun) == lun)),
-            6 => Err(self.abort_where(|_, _| true)),
+            2 | 4 => Err(self.abort_where(|_, task| Some(task.lun) == lun)),
+            5 => {
+                let luns = lun.into_iter().collect();
+                self.events.push_back(Event::Reset { luns });
+                Err(self.abort_where(|_, task| Some(task.lun) == lun))
+            }
+            6 => {
+                let luns = self.luns.iter().map(|l| l.number).collect();
+                self.events.push_back(Event::Reset { luns });
+                Err(self.abort_where(|_, _| true))
+            }
             8 => Ok(4),
             _ => Ok(5),
         };
@@ -1018,6 +1239,14 @@ fn accept_data_out(receiving: &mut Receiving, edtl: u32, bhs: &Bhs, length: u32)
 }
 
 /// The U (underflow) or O (overflow) flag for a residual.
+/// How a task carrying out `ops` (no read among them) is answered.
+fn kind_of(ops: &[BlockOp]) -> Kind {
+    match ops.first() {
+        Some(BlockOp::Verify { .. }) => Kind::Verify,
+        _ => Kind::Write,
+    }
+}
+
 fn residual_flags(residual: i64) -> u8 {
     match residual {
         0 => 0,

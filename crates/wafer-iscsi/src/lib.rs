@@ -2,7 +2,7 @@
 //! it, as a pure state machine: no sockets, no threads, no clocks.
 //!
 //! An iSCSI initiator reaches a target's LUNs over one TCP connection per
-//! session here. It logs in (security negotiation, then operational
+//! session, or several ([`session`] orders their commands as one). It logs in (security negotiation, then operational
 //! parameters), and then in the full feature phase sends SCSI commands
 //! (CDBs), their data, task management functions, text requests
 //! (SendTargets, for discovery), pings and finally a logout. A discovery
@@ -12,7 +12,8 @@
 //! quinn-proto: [`pdu`] frames bytes into PDUs and back (digests, bounded
 //! buffers), [`login`] settles the negotiation, [`scsi`] answers CDBs
 //! against a LUN's description and turns reads and writes into
-//! [`BlockOp`]s, and [`Connection`] ties them together: fed bytes and
+//! [`BlockOp`]s, [`reservation`] keeps a LUN's persistent reservations,
+//! and [`Connection`] ties them together: fed bytes and
 //! completions, it yields [`Event`]s (operations for the engine) and bytes
 //! to send. The driver owns the socket, the threads and the engine.
 //!
@@ -28,8 +29,10 @@ mod connection;
 mod digest;
 pub mod login;
 pub mod pdu;
+pub mod reservation;
 pub mod scsi;
 pub mod sense;
+pub mod session;
 pub mod text;
 
 pub use chap::{Challenge, Credentials, Policy, Security};
@@ -38,4 +41,6 @@ pub use connection::{
 };
 pub use digest::crc32c;
 pub use login::{Params, SessionType, TargetIdentity};
+pub use reservation::{Access, Nexus, Reservations};
 pub use scsi::{BlockError, BlockOp, LunInfo, Run};
+pub use session::{Sequencer, Sessions};

@@ -212,6 +212,9 @@ pub struct Login {
     /// Continued text (the C bit) awaiting its final PDU.
     pending: Vec<u8>,
     stage: Stage,
+    /// The session this login would add a connection to (its TSIH), if
+    /// it names one.
+    pub joining: Option<u16>,
 }
 
 /// The fields of a login request the negotiation reads.
@@ -261,6 +264,7 @@ impl Login {
             declared: false,
             pending: Vec::new(),
             stage: Stage::Security,
+            joining: None,
         }
     }
 
@@ -277,8 +281,13 @@ impl Login {
             return self.refuse(current, LoginStatus::UNSUPPORTED_VERSION);
         }
         if request.tsih != 0 {
-            // One connection per session: no session to join exists.
-            return self.refuse(current, LoginStatus::SESSION_DOES_NOT_EXIST);
+            // A connection for an existing session: the driver says whether
+            // it exists (`crate::Connection`), once the login is otherwise
+            // ready. The TSIH may not change within one login.
+            if self.joining.is_some_and(|tsih| tsih != request.tsih) {
+                return self.refuse(current, LoginStatus::INVALID_REQUEST);
+            }
+            self.joining = Some(request.tsih);
         }
         if self.pending.len() + request.data.len() > TEXT_BYTES_MAX {
             return self.refuse(current, LoginStatus::INVALID_REQUEST);
@@ -567,9 +576,9 @@ impl Login {
                 text::push(answer, &pair.key, "0");
             }
             "MaxConnections" => {
-                number(value, 1, 65535)?;
-                params.max_connections = 1;
-                text::push(answer, &pair.key, "1");
+                let offered = number(value, 1, 65535)?;
+                params.max_connections = offered.min(u32::from(crate::session::CONNECTIONS_MAX));
+                text::push(answer, &pair.key, &params.max_connections.to_string());
             }
             "DefaultTime2Wait" => {
                 params.default_time2wait = number(value, 0, 3600)?.max(2);

@@ -5,14 +5,21 @@
 //! most commands are answered from what the target knows of the LUN alone
 //! (INQUIRY and its VPD pages, READ CAPACITY, MODE SENSE, REPORT LUNS,
 //! REPORT SUPPORTED OPERATION CODES, TEST UNIT READY, REQUEST SENSE,
-//! SYNCHRONIZE CACHE); a read becomes a [`BlockOp::Read`], GET LBA STATUS a
-//! question to the engine ([`BlockOp::Allocation`]); and the commands
-//! that carry data (WRITE, WRITE SAME, UNMAP) first wait for it and are then
-//! turned into block operations by [`with_data`]. Every check SBC asks for is
-//! made before anything reaches the engine: the range against the capacity
-//! (LBA OUT OF RANGE), the transfer against the block limits the LUN
-//! advertises (INVALID FIELD IN CDB), a write to a read-only LUN (WRITE
-//! PROTECTED), an opcode not implemented (INVALID COMMAND OPERATION CODE).
+//! SYNCHRONIZE CACHE, PRE-FETCH); a read becomes a [`BlockOp::Read`], GET
+//! LBA STATUS a question to the engine ([`BlockOp::Allocation`]), VERIFY a
+//! read compared by the driver ([`BlockOp::Verify`]); and the commands that
+//! carry data (WRITE, WRITE AND VERIFY, WRITE SAME, UNMAP, COMPARE AND
+//! WRITE, VERIFY with BYTCHK) first wait for it and are then turned into
+//! block operations by [`with_data`]. COMPARE AND WRITE becomes one
+//! [`BlockOp::CompareAndWrite`], which the driver must carry out atomically
+//! against every other write. PERSISTENT RESERVE IN and OUT go to the
+//! LUN's shared [`crate::reservation::Reservations`] through the driver.
+//! Every check SBC asks for is made before anything reaches the engine: a
+//! persistent reservation held by another nexus (RESERVATION CONFLICT), the
+//! range against the capacity (LBA OUT OF RANGE), the transfer against the
+//! block limits the LUN advertises (INVALID FIELD IN CDB), a write to a
+//! read-only LUN (WRITE PROTECTED), an opcode not implemented (INVALID
+//! COMMAND OPERATION CODE).
 //!
 //! Logical blocks are 512 bytes, eight to the engine's 4 KiB block (READ
 //! CAPACITY 16 says so, so aligned initiators avoid read-modify-write). A
@@ -22,6 +29,7 @@
 //! SYNCHRONIZE CACHE and FUA have nothing to wait for, and the caching mode
 //! page says the write cache is off.
 
+use crate::reservation::{self, Access};
 use crate::sense::{Sense, Status};
 
 /// Bytes per logical block.
@@ -33,6 +41,8 @@ pub const PHYSICAL_BLOCK_EXPONENT: u8 = 3;
 pub const MAX_TRANSFER_BLOCKS: u32 = 2048;
 /// The most blocks one WRITE SAME covers (1 MiB of pattern at most).
 pub const MAX_WRITE_SAME_BLOCKS: u32 = 2048;
+/// The most blocks one COMPARE AND WRITE covers (its CDB has one byte).
+pub const MAX_COMPARE_AND_WRITE_BLOCKS: u32 = 255;
 /// The most blocks one UNMAP descriptor covers.
 pub const MAX_UNMAP_BLOCKS: u32 = 1 << 20;
 /// The most descriptors one UNMAP carries.
@@ -58,9 +68,15 @@ pub struct LunInfo {
     pub serial: String,
     /// A number unique to the LUN on this target, for its NAA designator.
     pub id: u64,
+    /// What the LUN's persistent reservation leaves this session.
+    pub access: Access,
+    /// Logical unit resets of the LUN so far, through any session: a count
+    /// that grows is a unit attention ([`crate::Connection::set_luns`]).
+    pub resets: u64,
 }
 
-/// One operation on a LUN's bytes, for the engine.
+/// One operation on a LUN, for the driver: on its bytes, for the engine,
+/// or on its persistent reservation, which every session shares.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlockOp {
     /// Read `length` bytes at `offset`.
@@ -91,6 +107,43 @@ pub enum BlockOp {
         offset: u64,
         /// Bytes.
         length: u64,
+    },
+    /// Read `length` bytes at `offset` and, if `expected` is given, compare
+    /// them with it: answered done, or with the offset of the first byte
+    /// that differs.
+    Verify {
+        /// Byte offset.
+        offset: u64,
+        /// Bytes.
+        length: u64,
+        /// What the bytes must be.
+        expected: Option<Vec<u8>>,
+    },
+    /// Atomically: read `expected.len()` bytes at `offset`; if they equal
+    /// `expected`, write `data` there; if not, answer with the offset of the
+    /// first byte that differs and write nothing. No other write may land
+    /// on these bytes between the read and the write.
+    CompareAndWrite {
+        /// Byte offset.
+        offset: u64,
+        /// What the bytes must be.
+        expected: Vec<u8>,
+        /// What they become (as long as `expected`).
+        data: Vec<u8>,
+    },
+    /// PERSISTENT RESERVE IN: answered with the whole [`Answer`] that
+    /// [`crate::reservation::Reservations::reserve_in`] gives.
+    ReserveIn {
+        /// The command.
+        cdb: [u8; 16],
+    },
+    /// PERSISTENT RESERVE OUT, with its parameter list: answered likewise
+    /// from [`crate::reservation::Reservations::reserve_out`].
+    ReserveOut {
+        /// The command.
+        cdb: [u8; 16],
+        /// Its parameter list.
+        parameters: Vec<u8>,
     },
 }
 
@@ -199,6 +252,28 @@ pub enum DataOut {
     },
     /// An UNMAP parameter list.
     Unmap,
+    /// Compared with `blocks` from `offset`: all of them, or with
+    /// `repeated`, one block compared with each.
+    Verify {
+        /// Byte offset.
+        offset: u64,
+        /// Logical blocks.
+        blocks: u32,
+        /// One block for all (BYTCHK 3).
+        repeated: bool,
+    },
+    /// COMPARE AND WRITE's `blocks` to compare, then `blocks` to write.
+    CompareAndWrite {
+        /// Byte offset.
+        offset: u64,
+        /// Logical blocks.
+        blocks: u32,
+    },
+    /// A PERSISTENT RESERVE OUT parameter list, for the command `cdb`.
+    ReserveOut {
+        /// The command.
+        cdb: [u8; 16],
+    },
 }
 
 /// A failure of a block operation, as the engine reports it.
@@ -255,10 +330,20 @@ pub fn plan(cdb: &[u8; 16], lun: u16, luns: &[LunInfo]) -> Plan {
 }
 
 fn plan_for_unit(cdb: &[u8; 16], unit: &LunInfo) -> Plan {
+    if reservation_conflict(cdb, unit.access) {
+        return Plan::Answer(Answer::status(Status::RESERVATION_CONFLICT));
+    }
     let answered = match cdb[0] {
         0x00 => Ok(Answer::good(Vec::new())),
-        0x08 | 0x28 | 0x88 => return read(cdb, unit).unwrap_or_else(check_plan),
-        0x0a | 0x2a | 0x8a => return write(cdb, unit).unwrap_or_else(check_plan),
+        0x08 | 0x28 | 0xa8 | 0x88 => return read(cdb, unit).unwrap_or_else(check_plan),
+        0x0a | 0x2a | 0xaa | 0x8a | 0x2e | 0xae | 0x8e => {
+            return write(cdb, unit).unwrap_or_else(check_plan);
+        }
+        0x2f | 0xaf | 0x8f => return verify(cdb, unit).unwrap_or_else(check_plan),
+        0x89 => return compare_and_write(cdb, unit).unwrap_or_else(check_plan),
+        0x34 | 0x90 => pre_fetch(cdb, unit),
+        0x5e => return Plan::Execute(vec![BlockOp::ReserveIn { cdb: *cdb }]),
+        0x5f => return reserve_out(cdb).unwrap_or_else(check_plan),
         0x41 | 0x93 => return write_same(cdb, unit).unwrap_or_else(check_plan),
         0x42 => return unmap(cdb, unit).unwrap_or_else(check_plan),
         0x25 => read_capacity_10(cdb, unit),
@@ -276,6 +361,24 @@ fn plan_for_unit(cdb: &[u8; 16], unit: &LunInfo) -> Plan {
 
 fn check_plan(sense: Sense) -> Plan {
     Plan::Answer(Answer::check(sense))
+}
+
+/// Whether `cdb` is a command a session with `access` may not carry out:
+/// a write where it may only read, anything touching data where it may not
+/// (SBC-3 table 13).
+fn reservation_conflict(cdb: &[u8; 16], access: Access) -> bool {
+    let read_capacity_16 = cdb[0] == 0x9e && cdb[1] & 0x1f == 0x10;
+    let allowed = reservation::always_allowed(cdb[0]) || read_capacity_16;
+    // READ, VERIFY, PRE-FETCH and GET LBA STATUS.
+    let reads = matches!(
+        cdb[0],
+        0x08 | 0x28 | 0xa8 | 0x88 | 0x2f | 0xaf | 0x8f | 0x34 | 0x90 | 0x9e
+    );
+    match access {
+        Access::Full => false,
+        Access::ReadOnly => !allowed && !reads,
+        Access::None => !allowed,
+    }
 }
 
 fn be16(bytes: &[u8]) -> u16 {
@@ -306,7 +409,10 @@ fn lba_and_blocks(cdb: &[u8; 16]) -> (u64, u32) {
             let blocks = if cdb[4] == 0 { 256 } else { u32::from(cdb[4]) };
             (lba, blocks)
         }
-        0x28 | 0x2a | 0x41 | 0x35 => (u64::from(be32(&cdb[2..6])), u32::from(be16(&cdb[7..9]))),
+        0x28 | 0x2a | 0x2e | 0x2f | 0x34 | 0x41 | 0x35 => {
+            (u64::from(be32(&cdb[2..6])), u32::from(be16(&cdb[7..9])))
+        }
+        0xa8 | 0xaa | 0xae | 0xaf => (u64::from(be32(&cdb[2..6])), be32(&cdb[6..10])),
         _ => (be64(&cdb[2..10]), be32(&cdb[10..14])),
     }
 }
@@ -362,6 +468,91 @@ fn write(cdb: &[u8; 16], unit: &LunInfo) -> Result<Plan, Sense> {
                 offset: byte_offset(lba),
             },
         },
+    })
+}
+
+/// VERIFY 10, 12 and 16: the blocks are read back (BYTCHK 0) or compared
+/// with the Data-Out (BYTCHK 1), or each with its one block (BYTCHK 3).
+fn verify(cdb: &[u8; 16], unit: &LunInfo) -> Result<Plan, Sense> {
+    let (lba, blocks) = lba_and_blocks(cdb);
+    let bytchk = (cdb[1] >> 1) & 0x03;
+    // VRPROTECT: no protection information is kept; BYTCHK 2 is reserved.
+    if cdb[1] >> 5 != 0 || bytchk == 2 {
+        return Err(Sense::INVALID_FIELD_IN_CDB);
+    }
+    check_range(unit, lba, u64::from(blocks))?;
+    if blocks > MAX_TRANSFER_BLOCKS {
+        return Err(Sense::INVALID_FIELD_IN_CDB);
+    }
+    let offset = byte_offset(lba);
+    let length = u64::from(blocks) * u64::from(BLOCK_BYTES);
+    Ok(match (blocks, bytchk) {
+        (0, _) => Plan::Answer(Answer::good(Vec::new())),
+        (_, 0) => Plan::Execute(vec![BlockOp::Verify {
+            offset,
+            length,
+            expected: None,
+        }]),
+        (_, _) => Plan::Receive {
+            bytes: if bytchk == 3 {
+                BLOCK_BYTES
+            } else {
+                blocks * BLOCK_BYTES
+            },
+            then: DataOut::Verify {
+                offset,
+                blocks,
+                repeated: bytchk == 3,
+            },
+        },
+    })
+}
+
+/// COMPARE AND WRITE: twice the blocks' worth of Data-Out, what they must
+/// hold and then what they become.
+fn compare_and_write(cdb: &[u8; 16], unit: &LunInfo) -> Result<Plan, Sense> {
+    let lba = be64(&cdb[2..10]);
+    let blocks = u32::from(cdb[13]);
+    if cdb[1] >> 5 != 0 {
+        return Err(Sense::INVALID_FIELD_IN_CDB); // WRPROTECT
+    }
+    if unit.read_only {
+        return Err(Sense::WRITE_PROTECTED);
+    }
+    check_range(unit, lba, u64::from(blocks))?;
+    // Even of no blocks: the Data-Out must then be empty too, which the
+    // connection checks against the expected transfer length.
+    Ok(Plan::Receive {
+        bytes: 2 * blocks * BLOCK_BYTES,
+        then: DataOut::CompareAndWrite {
+            offset: byte_offset(lba),
+            blocks,
+        },
+    })
+}
+
+/// PRE-FETCH 10 and 16: nothing is staged ahead (the buffer cache fills as
+/// reads come), so the answer is GOOD once the range is checked, never
+/// CONDITION MET.
+fn pre_fetch(cdb: &[u8; 16], unit: &LunInfo) -> Result<Answer, Sense> {
+    let (lba, blocks) = lba_and_blocks(cdb);
+    let blocks = match blocks {
+        0 => unit.blocks.saturating_sub(lba),
+        _ => u64::from(blocks),
+    };
+    check_range(unit, lba, blocks)?;
+    Ok(Answer::good(Vec::new()))
+}
+
+/// PERSISTENT RESERVE OUT: its parameter list must be the basic 24 bytes.
+fn reserve_out(cdb: &[u8; 16]) -> Result<Plan, Sense> {
+    let length = be32(&cdb[5..9]);
+    if length != reservation::PARAMETER_LIST_BYTES {
+        return Err(Sense::PARAMETER_LIST_LENGTH_ERROR);
+    }
+    Ok(Plan::Receive {
+        bytes: length,
+        then: DataOut::ReserveOut { cdb: *cdb },
     })
 }
 
@@ -424,7 +615,49 @@ pub fn with_data(then: DataOut, mut data: Vec<u8>, unit: &LunInfo) -> Result<Vec
         }
         DataOut::WriteSame { offset, blocks } => Ok(vec![same(offset, blocks, &data)]),
         DataOut::Unmap => unmap_descriptors(&data, unit),
+        DataOut::Verify {
+            offset,
+            blocks,
+            repeated,
+        } => verify_data(offset, blocks, repeated, data),
+        DataOut::CompareAndWrite { blocks: 0, .. } => Ok(Vec::new()),
+        DataOut::CompareAndWrite { offset, blocks } => {
+            let half = (blocks * BLOCK_BYTES) as usize;
+            if data.len() != 2 * half {
+                return Err(Sense::INVALID_FIELD_IN_CDB);
+            }
+            let written = data.split_off(half);
+            Ok(vec![BlockOp::CompareAndWrite {
+                offset,
+                expected: data,
+                data: written,
+            }])
+        }
+        DataOut::ReserveOut { cdb } => Ok(vec![BlockOp::ReserveOut {
+            cdb,
+            parameters: data,
+        }]),
     }
+}
+
+/// VERIFY's Data-Out as what the blocks must hold.
+fn verify_data(
+    offset: u64,
+    blocks: u32,
+    repeated: bool,
+    data: Vec<u8>,
+) -> Result<Vec<BlockOp>, Sense> {
+    let block = BLOCK_BYTES as usize;
+    let expected = match repeated {
+        true if data.len() == block => data.repeat(blocks as usize),
+        false if data.len() == blocks as usize * block => data,
+        _ => return Err(Sense::INVALID_FIELD_IN_CDB),
+    };
+    Ok(vec![BlockOp::Verify {
+        offset,
+        length: expected.len() as u64,
+        expected: Some(expected),
+    }])
 }
 
 /// One block repeated (an empty block is zeros): zeros are a trim (they read back as zeros, and the
@@ -622,6 +855,7 @@ fn block_limits() -> Vec<u8> {
     let mut body = vec![0u8; 0x3c];
     body[0] = 0x01; // WSNZ
     body[2..4].copy_from_slice(&(1u16 << PHYSICAL_BLOCK_EXPONENT).to_be_bytes());
+    body[1] = MAX_COMPARE_AND_WRITE_BLOCKS as u8;
     body[4..8].copy_from_slice(&MAX_TRANSFER_BLOCKS.to_be_bytes());
     body[8..12].copy_from_slice(&(MAX_TRANSFER_BLOCKS / 4).to_be_bytes());
     body[16..20].copy_from_slice(&MAX_UNMAP_BLOCKS.to_be_bytes());
@@ -836,6 +1070,108 @@ const SUPPORTED: &[Supported] = &[
         0xa0,
         &[0xa0, 0, 0xff, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x07],
     ),
+    Supported::plain(
+        0x2e,
+        &[0x2e, 0x16, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x07],
+    ),
+    Supported::plain(
+        0x2f,
+        &[0x2f, 0x16, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x07],
+    ),
+    Supported::plain(
+        0x34,
+        &[0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x07],
+    ),
+    Supported::plain(
+        0xa8,
+        &[
+            0xa8, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x07,
+        ],
+    ),
+    Supported::plain(
+        0xaa,
+        &[
+            0xaa, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x07,
+        ],
+    ),
+    Supported::plain(
+        0xae,
+        &[
+            0xae, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x07,
+        ],
+    ),
+    Supported::plain(
+        0xaf,
+        &[
+            0xaf, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x07,
+        ],
+    ),
+    Supported::plain(
+        0x8e,
+        &[
+            0x8e, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x1f, 0x07,
+        ],
+    ),
+    Supported::plain(
+        0x8f,
+        &[
+            0x8f, 0x16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x1f, 0x07,
+        ],
+    ),
+    Supported::plain(
+        0x90,
+        &[
+            0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0x1f, 0x07,
+        ],
+    ),
+    Supported::plain(
+        0x89,
+        &[
+            0x89, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 0x1f, 0x07,
+        ],
+    ),
+    Supported::with_action(0x5e, 0, &[0x5e, 0x00, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07]),
+    Supported::with_action(0x5e, 1, &[0x5e, 0x01, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07]),
+    Supported::with_action(0x5e, 2, &[0x5e, 0x02, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07]),
+    Supported::with_action(0x5e, 3, &[0x5e, 0x03, 0, 0, 0, 0, 0, 0xff, 0xff, 0x07]),
+    Supported::with_action(
+        0x5f,
+        0,
+        &[0x5f, 0x00, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x07],
+    ),
+    Supported::with_action(
+        0x5f,
+        1,
+        &[0x5f, 0x01, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x07],
+    ),
+    Supported::with_action(
+        0x5f,
+        2,
+        &[0x5f, 0x02, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x07],
+    ),
+    Supported::with_action(
+        0x5f,
+        3,
+        &[0x5f, 0x03, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x07],
+    ),
+    Supported::with_action(
+        0x5f,
+        4,
+        &[0x5f, 0x04, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x07],
+    ),
+    Supported::with_action(
+        0x5f,
+        5,
+        &[0x5f, 0x05, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x07],
+    ),
+    Supported::with_action(
+        0x5f,
+        6,
+        &[0x5f, 0x06, 0xff, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x07],
+    ),
     Supported::with_action(
         0xa3,
         0x0c,
@@ -933,6 +1269,8 @@ mod tests {
             read_only,
             serial: "wafer0001".into(),
             id: 0x1234,
+            access: Access::Full,
+            resets: 0,
         }
     }
 

@@ -4,7 +4,8 @@
 //! always in fixed format (response code 0x70): a sense key for the class
 //! of failure and an additional sense code and qualifier (ASC, ASCQ) for
 //! the particular one. Every failure this target reports is one of the
-//! [`Sense`] constants.
+//! [`Sense`] constants; a miscompare also says where, in the INFORMATION
+//! field.
 
 /// A SCSI status byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +18,9 @@ impl Status {
     pub const CHECK_CONDITION: Status = Status(0x02);
     /// The target cannot take the command now; try again.
     pub const BUSY: Status = Status(0x08);
+    /// The command conflicts with a persistent reservation held by
+    /// another I_T nexus.
+    pub const RESERVATION_CONFLICT: Status = Status(0x18);
     /// The task set is full; try again.
     pub const TASK_SET_FULL: Status = Status(0x28);
 }
@@ -30,6 +34,8 @@ pub struct Sense {
     pub asc: u8,
     /// Additional sense code qualifier.
     pub ascq: u8,
+    /// The INFORMATION field, when it is valid (a miscompare's offset).
+    pub information: Option<u32>,
 }
 
 impl Sense {
@@ -60,19 +66,46 @@ impl Sense {
     /// UNIT ATTENTION, REPORTED LUNS DATA HAS CHANGED: the LUNs the
     /// initiator sees were mapped or unmapped.
     pub const REPORTED_LUNS_DATA_CHANGED: Sense = Sense::new(0x06, 0x3f, 0x0e);
+    /// ILLEGAL REQUEST, INVALID RELEASE OF PERSISTENT RESERVATION (a
+    /// RELEASE naming another type than the one held).
+    pub const INVALID_RELEASE: Sense = Sense::new(0x05, 0x26, 0x04);
+    /// ILLEGAL REQUEST, INSUFFICIENT REGISTRATION RESOURCES.
+    pub const INSUFFICIENT_REGISTRATION_RESOURCES: Sense = Sense::new(0x05, 0x55, 0x04);
+    /// MISCOMPARE, MISCOMPARE DURING VERIFY OPERATION, without the offset.
+    pub const MISCOMPARE: Sense = Sense::new(0x0e, 0x1d, 0x00);
+    /// UNIT ATTENTION, BUS DEVICE RESET FUNCTION OCCURRED: the LUN was
+    /// reset (by a LOGICAL UNIT RESET through any session).
+    pub const LUN_RESET_OCCURRED: Sense = Sense::new(0x06, 0x29, 0x03);
     /// HARDWARE ERROR, INTERNAL TARGET FAILURE: the engine refused a
     /// request for a reason no other sense names.
     pub const INTERNAL_TARGET_FAILURE: Sense = Sense::new(0x04, 0x44, 0x00);
 
     /// A sense of `key`, `asc` and `ascq`.
     pub const fn new(key: u8, asc: u8, ascq: u8) -> Sense {
-        Sense { key, asc, ascq }
+        Sense {
+            key,
+            asc,
+            ascq,
+            information: None,
+        }
+    }
+
+    /// A miscompare found `offset` bytes into the data compared.
+    pub fn miscompare_at(offset: u32) -> Sense {
+        Sense {
+            information: Some(offset),
+            ..Sense::MISCOMPARE
+        }
     }
 
     /// Fixed-format sense data: 18 bytes.
     pub fn fixed(&self) -> [u8; 18] {
         let mut data = [0u8; 18];
         data[0] = 0x70;
+        if let Some(information) = self.information {
+            data[0] |= 0x80; // VALID
+            data[3..7].copy_from_slice(&information.to_be_bytes());
+        }
         data[2] = self.key;
         data[7] = 10;
         data[12] = self.asc;
@@ -92,5 +125,15 @@ mod tests {
         assert_eq!(data[2], 0x05);
         assert_eq!((data[12], data[13]), (0x21, 0x00));
         assert_eq!(usize::from(data[7]) + 8, data.len());
+        assert_eq!(data[0] & 0x80, 0, "no INFORMATION, not VALID");
+    }
+
+    #[test]
+    fn miscompare_carries_its_offset() {
+        let data = Sense::miscompare_at(0x1234).fixed();
+        assert_eq!(data[0], 0xf0);
+        assert_eq!(data[2], 0x0e);
+        assert_eq!(&data[3..7], &[0, 0, 0x12, 0x34]);
+        assert_eq!((data[12], data[13]), (0x1d, 0x00));
     }
 }

@@ -65,7 +65,7 @@ fn complete_all(connection: &mut Connection, outcomes: &[u8], next: &mut usize) 
         };
         let pick = outcomes.get(*next).copied().unwrap_or(0);
         *next += 1;
-        let outcome = match (pick % 4, &ops[0]) {
+        let outcome = match (pick % 6, &ops[0]) {
             (0, wafer_iscsi::BlockOp::Read { length, .. }) => {
                 Outcome::Data(vec![pick; *length as usize])
             }
@@ -81,6 +81,10 @@ fn complete_all(connection: &mut Connection, outcomes: &[u8], next: &mut usize) 
             ]),
             (0 | 1, _) => Outcome::Done,
             (2, _) => Outcome::Failed(BlockError::Io),
+            (3, _) => Outcome::Miscompare(u32::from(pick)),
+            (4, _) => Outcome::Answer(wafer_iscsi::scsi::Answer::status(
+                wafer_iscsi::sense::Status::RESERVATION_CONFLICT,
+            )),
             _ => Outcome::Data(vec![pick; usize::from(pick)]),
         };
         connection.complete(task, outcome);

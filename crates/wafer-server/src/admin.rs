@@ -863,6 +863,15 @@ pub struct IscsiCountersStatus {
     pub trims: u64,
     /// Allocation queries (GET LBA STATUS).
     pub allocation_queries: u64,
+    /// Verifications (VERIFY, WRITE AND VERIFY's check).
+    #[serde(default)]
+    pub verifies: u64,
+    /// COMPARE AND WRITEs.
+    #[serde(default)]
+    pub compare_and_writes: u64,
+    /// Persistent reservation commands (PERSISTENT RESERVE IN and OUT).
+    #[serde(default)]
+    pub reservations: u64,
 }
 
 /// The CPU time this process has used, user and system, in nanoseconds:

@@ -28,6 +28,29 @@ pub(crate) enum HostOutcome {
 /// Called once with the outcome of a host request.
 pub(crate) type HostCallback = Box<dyn FnOnce(HostOutcome) + Send>;
 
+/// What a COMPARE AND WRITE's sender hears back.
+#[derive(Debug)]
+pub(crate) enum Compared {
+    /// The bytes differed, first at this offset into those compared;
+    /// nothing was written.
+    Miscompare(u32),
+    /// The outcome of the read (if it failed) or of the write.
+    Outcome(HostOutcome),
+}
+
+/// Called once with the outcome of a COMPARE AND WRITE.
+pub(crate) type CompareCallback = Box<dyn FnOnce(Compared) + Send>;
+
+/// A COMPARE AND WRITE: if `expected.len()` bytes at `offset` of `target`
+/// hold `expected`, they become `data`, with no other write between.
+pub(crate) struct CompareRequest {
+    pub(crate) target: Target,
+    pub(crate) offset: u64,
+    pub(crate) expected: Vec<u8>,
+    pub(crate) data: Vec<u8>,
+    pub(crate) done: CompareCallback,
+}
+
 /// Called once with the data and hole runs of a LUN's range.
 pub(crate) type ExtentsCallback = Box<dyn FnOnce(Result<Vec<Extent>, HostError>) + Send>;
 
@@ -47,6 +70,9 @@ pub(crate) enum Event {
         length: u64,
         done: ExtentsCallback,
     },
+    /// A COMPARE AND WRITE from a connection (`crate::engine` makes it
+    /// atomic).
+    CompareAndWrite(Box<CompareRequest>),
     /// A disk or NVLog I/O has completed.
     IoDone { id: IoId, result: IoResult },
     /// A disk (by name) failed a write or sync: fail it for good.

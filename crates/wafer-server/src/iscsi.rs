@@ -28,18 +28,30 @@
 //! and the CmdSN window bounds the commands in flight.
 //!
 //! GET LBA STATUS is answered from the filer's extents, as NBD's
-//! BLOCK_STATUS is, so an initiator sees holes (qemu skips them).
+//! BLOCK_STATUS is, so an initiator sees holes (qemu skips them). VERIFY
+//! reads and compares here; COMPARE AND WRITE goes to the engine, which
+//! makes it atomic. Persistent reservations are the node's
+//! (`crate::lun_state`), by the session's I_T nexus (initiator name and
+//! ISID); each session looks again at what they leave it whenever they
+//! change, before the next command it reads.
 //!
 //! A write is answered GOOD only when the engine replies to it, and the
 //! engine replies only once the write's NVLog record is durable: a SIGKILL
 //! after the response loses nothing. That is also why SYNCHRONIZE CACHE
 //! and FUA cost nothing here (see `wafer_iscsi::scsi`).
 //!
+//! A session that negotiates several connections (MaxConnections, up to
+//! [`wafer_iscsi::session::CONNECTIONS_MAX`]) is a [`SharedSession`] in the
+//! node's table: a login naming its TSIH joins it, its commands are put in
+//! CmdSN order by one [`Sequencer`] across its connections, and each is
+//! carried out and answered by the worker of the connection it came on.
+//!
 //! Login must finish within the handshake timeout; after it the idle
 //! timeout ends a connection that sends nothing while it has nothing in
 //! flight, and one that leaves what it is sent unread. Protocol errors that
 //! lose the framing end only their connection; the codec rejects the rest.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -49,15 +61,19 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use wafer_core::filer::{Change, HostError, HostRequest, ReplyData};
-use wafer_iscsi::scsi::BLOCK_BYTES;
+use wafer_iscsi::login::Params;
+use wafer_iscsi::pdu::Pdu;
+use wafer_iscsi::scsi::{Answer, BLOCK_BYTES};
+use wafer_iscsi::sense::Sense;
 use wafer_iscsi::{
     BlockError, BlockOp, Challenge, Connection, ConnectionError, Event as IscsiEvent, LunInfo,
-    Outcome, Run, TargetIdentity, TaskId,
+    Nexus, Outcome, Run, Sequencer, Sessions, TargetIdentity, TaskId,
 };
 
 use crate::admission::{Ticket, serve_admitted};
 use crate::catalogue::{Catalogue, Session, Target};
-use crate::events::{Event, HostOutcome};
+use crate::events::{CompareRequest, Compared, Event, HostOutcome};
+use crate::lun_state::SharedLunState;
 use crate::masking::{Initiator, San};
 use crate::nbd::Context;
 use crate::stream::Stream;
@@ -114,6 +130,8 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
     let target = Arc::new(NodeTarget {
         name: target_name(),
         sessions: AtomicU16::new(1),
+        session_table: Arc::default(),
+        reservations: Arc::default(),
     });
     let default = context
         .catalogue
@@ -137,10 +155,91 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
     Ok(uris)
 }
 
-/// The node's target: its name and the next session handle.
+/// The node's target: its name, the next session handle and its LUNs'
+/// persistent reservations.
 struct NodeTarget {
     name: String,
     sessions: AtomicU16,
+    /// The sessions with several connections, by TSIH.
+    session_table: Arc<SessionTable>,
+    reservations: Arc<SharedLunState>,
+}
+
+/// The sessions that may have several connections, by TSIH.
+#[derive(Debug, Default)]
+struct SessionTable {
+    sessions: Mutex<BTreeMap<u16, Arc<SharedSession>>>,
+}
+
+/// One session spread over several connections.
+#[derive(Debug)]
+struct SharedSession {
+    initiator: String,
+    isid: [u8; 6],
+    /// The parameters its leading connection negotiated.
+    params: Params,
+    sequencer: Mutex<Sequencer>,
+    /// Its connections' workers, by connection id.
+    members: Mutex<BTreeMap<u16, Sender<Message>>>,
+}
+
+impl Sessions for SessionTable {
+    fn join(&self, initiator: &str, isid: [u8; 6], tsih: u16, cid: u16) -> Option<Params> {
+        let session = lock(&self.sessions).get(&tsih).cloned()?;
+        let members = lock(&session.members);
+        let room = members.len() < session.params.max_connections as usize;
+        (session.initiator == initiator
+            && session.isid == isid
+            && room
+            && !members.contains_key(&cid))
+        .then_some(session.params)
+    }
+}
+
+impl SessionTable {
+    /// Adds connection `cid` (whose worker `to` is) to session `tsih`:
+    /// made by this connection if it leads it, else joined. `None` if the
+    /// session ended or filled meanwhile.
+    fn enter(
+        &self,
+        tsih: u16,
+        cid: u16,
+        to: Sender<Message>,
+        lead: Option<SharedSession>,
+    ) -> Option<Arc<SharedSession>> {
+        let mut sessions = lock(&self.sessions);
+        let session = match lead {
+            Some(session) => Arc::clone(sessions.entry(tsih).or_insert(Arc::new(session))),
+            None => Arc::clone(sessions.get(&tsih)?),
+        };
+        let mut members = lock(&session.members);
+        if members.len() >= session.params.max_connections as usize || members.contains_key(&cid) {
+            return None;
+        }
+        members.insert(cid, to);
+        drop(members);
+        Some(session)
+    }
+
+    /// Takes connection `cid` out of session `tsih`; the session ends with
+    /// its last connection.
+    fn leave(&self, tsih: u16, cid: u16) {
+        let mut sessions = lock(&self.sessions);
+        let Some(session) = sessions.get(&tsih) else {
+            return;
+        };
+        lock(&session.sequencer).forget(cid);
+        let mut members = lock(&session.members);
+        members.remove(&cid);
+        if members.is_empty() {
+            drop(members);
+            sessions.remove(&tsih);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn accept_loop(listener: &TcpListener, context: &Arc<Context>, target: &Arc<NodeTarget>) {
@@ -179,6 +278,10 @@ enum Message {
     /// The read timed out: the worker decides whether that is idleness.
     Quiet,
     Done(TaskId, Outcome),
+    /// A request of this connection the session's sequencer released.
+    Deliver(Box<Pdu>),
+    /// The initiator logged this connection out through another.
+    End,
 }
 
 /// Why a connection ended early.
@@ -214,7 +317,11 @@ fn serve_connection(
         address: portal,
     };
     let tsih = target.sessions.fetch_add(1, Ordering::Relaxed).max(1);
-    let mut worker = match Worker::new(stream, identity, tsih, context) {
+    let shared = Shared {
+        reservations: Arc::clone(&target.reservations),
+        sessions: Arc::clone(&target.session_table),
+    };
+    let mut worker = match Worker::new(stream, identity, tsih, context, shared) {
         Ok(worker) => worker,
         Err(error) => return crate::log!("iSCSI {peer}: dropped: {error}"),
     };
@@ -230,7 +337,16 @@ fn serve_connection(
             counters.out_of_window
         );
     }
+    if let Some((session, cid)) = worker.session.take() {
+        worker.sessions.leave(session, cid);
+    }
     let _ = worker.stream.shutdown(Shutdown::Both);
+}
+
+/// What a connection's worker shares with every other.
+struct Shared {
+    reservations: Arc<SharedLunState>,
+    sessions: Arc<SessionTable>,
 }
 
 /// A connection's worker thread state.
@@ -248,6 +364,21 @@ struct Worker {
     /// The initiator, once logged in (a normal session), with its count
     /// for `igroup show`.
     initiator: Option<(String, Session)>,
+    /// The session's I_T nexus, once logged in.
+    nexus: Option<Nexus>,
+    reservations: Arc<SharedLunState>,
+    /// The reservations' version the LUNs' access was looked up at.
+    reservations_seen: u64,
+    sessions: Arc<SessionTable>,
+    /// The session spread over several connections this connection is in
+    /// (its TSIH and this connection's id), if it is.
+    session: Option<(u16, u16)>,
+    /// That session, shared.
+    shared_session: Option<Arc<SharedSession>>,
+    /// This connection's TSIH, if it leads a session.
+    own_tsih: u16,
+    /// Requests released to the session's other connections, to forward.
+    released: Vec<(u16, Pdu)>,
     /// The target's name, which its LUNs' serials are made from.
     target_name: String,
     targets: Vec<(u16, Target)>,
@@ -260,7 +391,12 @@ impl Worker {
         identity: TargetIdentity,
         tsih: u16,
         context: &Arc<Context>,
+        shared: Shared,
     ) -> io::Result<Worker> {
+        let Shared {
+            reservations,
+            sessions,
+        } = shared;
         stream.set_read_timeout(Some(context.limits.handshake_timeout))?;
         stream.set_write_timeout(Some(context.limits.handshake_timeout))?;
         let (to_self, messages) = mpsc::channel();
@@ -277,6 +413,7 @@ impl Worker {
         let target_name = identity.name.clone();
         let mut connection = Connection::new(identity, tsih, Vec::new());
         connection.set_security(context.catalogue.security(), random_challenge()?);
+        connection.set_sessions(Arc::clone(&sessions) as Arc<dyn Sessions>);
         Ok(Worker {
             stream,
             connection,
@@ -287,6 +424,14 @@ impl Worker {
             catalogue,
             san: context.catalogue.san(),
             initiator: None,
+            nexus: None,
+            reservations_seen: reservations.version(),
+            reservations,
+            sessions,
+            session: None,
+            shared_session: None,
+            own_tsih: tsih,
+            released: Vec::new(),
             target_name,
             targets: Vec::new(),
             out: Vec::new(),
@@ -330,7 +475,12 @@ impl Worker {
                     }
                     _ => {}
                 },
-                Message::Done(task, outcome) => self.connection.complete(task, outcome),
+                Message::Done(task, outcome) => {
+                    self.connection.complete(task, outcome);
+                    self.refresh_luns();
+                }
+                Message::Deliver(pdu) => self.connection.deliver(*pdu),
+                Message::End => self.connection.end(),
             }
             if !logged_in && Instant::now() > login_deadline {
                 return Err(EndError::LoginTimeout(
@@ -338,6 +488,7 @@ impl Worker {
                 ));
             }
             let closing = self.handle_events(ticket, &mut logged_in)?;
+            self.share_window();
             self.transmit()?;
             activity.touch();
             if closing {
@@ -352,7 +503,19 @@ impl Worker {
         let mut closing = false;
         while let Some(event) = self.connection.poll_event() {
             match event {
-                IscsiEvent::LoggedIn { initiator, session } => {
+                IscsiEvent::LoggedIn {
+                    initiator,
+                    isid,
+                    session,
+                    tsih,
+                    cid,
+                    shared_order,
+                    cmd_sn,
+                } => {
+                    if shared_order && !self.enter_session(&initiator, isid, (tsih, cid), cmd_sn) {
+                        self.connection.end();
+                        continue;
+                    }
                     *logged_in = true;
                     ticket.negotiated();
                     let idle = self.context.limits.idle_timeout;
@@ -361,14 +524,23 @@ impl Worker {
                     crate::log!("iSCSI: {initiator} logged in ({session:?} session)");
                     if session == wafer_iscsi::SessionType::Normal {
                         let counted = self.context.catalogue.logged_in(&initiator);
+                        self.nexus = Some(Nexus {
+                            initiator: initiator.clone(),
+                            isid,
+                        });
                         self.initiator = Some((initiator, counted));
                         self.look_up_luns();
                     }
                 }
                 IscsiEvent::Execute { task, lun, ops } => self.execute(task, lun, ops),
+                IscsiEvent::Reset { luns } => self.reset(&luns),
+                IscsiEvent::Order { cmd_sn, pdu } => self.order(cmd_sn, pdu),
+                IscsiEvent::EndSession => self.end_others(None),
+                IscsiEvent::EndConnection { cid } => self.end_others(Some(cid)),
                 IscsiEvent::Closing => closing = true,
             }
         }
+        self.forward_released();
         Ok(closing)
     }
 
@@ -380,14 +552,20 @@ impl Worker {
         Ok(())
     }
 
-    /// Looks the initiator's LUNs up again if the catalogue or the maps
-    /// have changed; a change in the numbers it sees is a unit attention.
+    /// Looks the initiator's LUNs up again if the catalogue, the maps or
+    /// the reservations have changed; a change in the numbers it sees is a
+    /// unit attention.
     fn refresh_luns(&mut self) {
         let current = self.context.catalogue.current();
         let san = self.context.catalogue.san();
-        if Arc::ptr_eq(&current, &self.catalogue) && Arc::ptr_eq(&san, &self.san) {
+        let reservations = self.reservations.version();
+        if Arc::ptr_eq(&current, &self.catalogue)
+            && Arc::ptr_eq(&san, &self.san)
+            && reservations == self.reservations_seen
+        {
             return;
         }
+        self.reservations_seen = reservations;
         self.catalogue = current;
         self.san = san;
         let before: Vec<u16> = self.targets.iter().map(|(n, _)| *n).collect();
@@ -403,9 +581,104 @@ impl Worker {
             return;
         };
         let visible = self.san.visible(Initiator::Iscsi(initiator));
-        let (luns, targets) = luns_of(&self.catalogue, &visible, &self.target_name);
+        let (mut luns, targets) = luns_of(&self.catalogue, &visible, &self.target_name);
+        if let Some(nexus) = &self.nexus {
+            for (info, (_, target)) in luns.iter_mut().zip(&targets) {
+                (info.access, info.resets) = self.reservations.seen_by(target, nexus);
+            }
+        }
         self.targets = targets;
         self.connection.set_luns(luns);
+    }
+
+    /// Enters the session this connection leads or joined; false if it
+    /// has ended or filled since the login was let in.
+    fn enter_session(
+        &mut self,
+        initiator: &str,
+        isid: [u8; 6],
+        (tsih, cid): (u16, u16),
+        cmd_sn: u32,
+    ) -> bool {
+        let lead = (tsih == self.own_tsih).then(|| SharedSession {
+            initiator: initiator.to_owned(),
+            isid,
+            params: self.connection.params(),
+            sequencer: Mutex::new(Sequencer::new(cmd_sn)),
+            members: Mutex::new(BTreeMap::new()),
+        });
+        let Some(session) = self.sessions.enter(tsih, cid, self.to_self.clone(), lead) else {
+            return false;
+        };
+        self.session = Some((tsih, cid));
+        self.shared_session = Some(session);
+        true
+    }
+
+    /// Puts a request in the session's CmdSN order; what is now due goes to
+    /// the connection it came on: this one's now, the others' once this
+    /// one's have gone to the engine ([`Worker::forward_released`]), so that
+    /// a command released after this connection's is submitted after it.
+    fn order(&mut self, cmd_sn: u32, pdu: Pdu) {
+        let (Some(session), Some((_, own))) = (&self.shared_session, self.session) else {
+            return;
+        };
+        let due = lock(&session.sequencer).order(own, cmd_sn, pdu);
+        for (cid, pdu) in due {
+            match cid == own {
+                true => self.connection.deliver(pdu),
+                false => self.released.push((cid, pdu)),
+            }
+        }
+    }
+
+    /// Sends the other connections what the sequencer released to them.
+    fn forward_released(&mut self) {
+        let Some(session) = &self.shared_session else {
+            return;
+        };
+        let members = lock(&session.members);
+        for (cid, pdu) in self.released.drain(..) {
+            if let Some(to) = members.get(&cid) {
+                let _ = to.send(Message::Deliver(Box::new(pdu)));
+            }
+        }
+    }
+
+    /// Ends the session's other connections (`None`), or connection `cid`.
+    fn end_others(&self, cid: Option<u16>) {
+        let (Some(session), Some((_, own))) = (&self.shared_session, self.session) else {
+            return;
+        };
+        for (member, to) in lock(&session.members).iter() {
+            if *member != own && cid.is_none_or(|cid| cid == *member) {
+                let _ = to.send(Message::End);
+            }
+        }
+    }
+
+    /// Tells the session's sequencer what this connection has in flight,
+    /// and the connection the session's window.
+    fn share_window(&mut self) {
+        let (Some(session), Some((_, own))) = (&self.shared_session, self.session) else {
+            return;
+        };
+        let (exp, max) = {
+            let mut sequencer = lock(&session.sequencer);
+            sequencer.set_in_flight(own, self.connection.tasks_in_flight());
+            sequencer.window()
+        };
+        self.connection.set_window(exp, max);
+    }
+
+    /// A LOGICAL UNIT RESET (or a target reset) of `luns` through this
+    /// session: a unit attention for every session that sees them, this
+    /// one included.
+    fn reset(&mut self, luns: &[u16]) {
+        for (_, target) in self.targets.iter().filter(|(n, _)| luns.contains(n)) {
+            self.reservations.reset(target);
+        }
+        self.refresh_luns();
     }
 
     /// Hands a task's operations to the engine; its outcome comes back as a
@@ -429,44 +702,131 @@ impl Worker {
                 let mut gather = gather.lock().unwrap_or_else(|p| p.into_inner());
                 gather.one_done(outcome);
             };
-            // A read, write or trim is a host request; an allocation
-            // question goes to the filer's extents.
-            let lun = target.lun;
-            let request = match op {
-                // A snapshot's image reads what the snapshot holds.
-                BlockOp::Read { offset, length } => Ok(target.read(offset, length)),
-                BlockOp::Write { offset, data } => {
-                    Ok(HostRequest::Change(Change::Write { lun, offset, data }))
+            match op {
+                BlockOp::ReserveIn { .. } | BlockOp::ReserveOut { .. } => {
+                    one_done(Outcome::Answer(self.reservation_answer(target, &op)));
                 }
-                BlockOp::Trim { offset, length } => Ok(HostRequest::Change(Change::Trim {
-                    lun,
-                    offset,
-                    length,
-                })),
-                BlockOp::Allocation { offset, length } => Err((offset, length)),
-            };
-            let event = match request {
-                Ok(request) => Event::Host {
-                    target: target.clone(),
-                    request,
-                    done: Box::new(move |outcome| one_done(outcome_of(outcome))),
-                },
-                Err((offset, length)) => Event::Extents {
-                    target: target.clone(),
-                    offset,
-                    length,
-                    done: Box::new(move |runs| one_done(runs_of(runs))),
-                },
-            };
-            match self.context.engine.send(event) {
-                Ok(()) => {}
-                Err(mpsc::SendError(Event::Host { done, .. })) => done(HostOutcome::Refused),
-                Err(mpsc::SendError(Event::Extents { done, .. })) => {
-                    done(Err(HostError::Invalid("the server has stopped".into())));
-                }
-                Err(_) => unreachable!("only host requests and extents are sent"),
+                op => self.send(engine_event(target, op, one_done)),
             }
         }
+    }
+
+    /// A persistent reservation command's answer, from the node's shared
+    /// reservations.
+    fn reservation_answer(&self, target: &Target, op: &BlockOp) -> Answer {
+        let (Some(nexus), BlockOp::ReserveOut { cdb, parameters }) = (&self.nexus, op) else {
+            return match op {
+                BlockOp::ReserveIn { cdb } => self.reservations.reserve_in(target, cdb),
+                // Only a logged-in session sees a LUN to reserve.
+                _ => Answer::check(Sense::LUN_NOT_SUPPORTED),
+            };
+        };
+        self.reservations
+            .reserve_out(target, nexus, cdb, parameters)
+    }
+
+    /// Sends `event` to the engine; if it has stopped, the event's sender
+    /// hears so.
+    fn send(&self, event: Event) {
+        let Err(mpsc::SendError(event)) = self.context.engine.send(event) else {
+            return;
+        };
+        match event {
+            Event::Host { done, .. } => done(HostOutcome::Refused),
+            Event::Extents { done, .. } => {
+                done(Err(HostError::Invalid("the server has stopped".into())));
+            }
+            Event::CompareAndWrite(compare) => {
+                (compare.done)(Compared::Outcome(HostOutcome::Refused));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The engine's event for one block operation of a task on `target`;
+/// `one_done` takes its outcome. A read, write or trim is a host request
+/// (a snapshot's image reads what the snapshot holds); an allocation
+/// question goes to the filer's extents; a VERIFY reads and compares here;
+/// a COMPARE AND WRITE goes whole to the engine.
+fn engine_event(
+    target: &Target,
+    op: BlockOp,
+    one_done: impl FnOnce(Outcome) + Send + 'static,
+) -> Event {
+    let lun = target.lun;
+    let host = |request, done: crate::events::HostCallback| Event::Host {
+        target: target.clone(),
+        request,
+        done,
+    };
+    match op {
+        BlockOp::Read { offset, length } => host(
+            target.read(offset, length),
+            Box::new(move |outcome| one_done(outcome_of(outcome))),
+        ),
+        BlockOp::Write { offset, data } => host(
+            HostRequest::Change(Change::Write { lun, offset, data }),
+            Box::new(move |outcome| one_done(outcome_of(outcome))),
+        ),
+        BlockOp::Trim { offset, length } => host(
+            HostRequest::Change(Change::Trim {
+                lun,
+                offset,
+                length,
+            }),
+            Box::new(move |outcome| one_done(outcome_of(outcome))),
+        ),
+        BlockOp::Verify {
+            offset,
+            length,
+            expected,
+        } => host(
+            target.read(offset, length),
+            Box::new(move |outcome| one_done(verified(outcome_of(outcome), expected.as_deref()))),
+        ),
+        BlockOp::Allocation { offset, length } => Event::Extents {
+            target: target.clone(),
+            offset,
+            length,
+            done: Box::new(move |runs| one_done(runs_of(runs))),
+        },
+        BlockOp::CompareAndWrite {
+            offset,
+            expected,
+            data,
+        } => Event::CompareAndWrite(Box::new(CompareRequest {
+            target: target.clone(),
+            offset,
+            expected,
+            data,
+            done: Box::new(move |compared| one_done(compare_outcome(compared))),
+        })),
+        BlockOp::ReserveIn { .. } | BlockOp::ReserveOut { .. } => {
+            unreachable!("the worker answers reservation commands itself")
+        }
+    }
+}
+
+/// A VERIFY's read, compared with what the blocks must hold (if given).
+fn verified(read: Outcome, expected: Option<&[u8]>) -> Outcome {
+    match (read, expected) {
+        (Outcome::Data(data), Some(expected)) => {
+            match data.iter().zip(expected).position(|(a, b)| a != b) {
+                Some(at) => Outcome::Miscompare(u32::try_from(at).unwrap_or(u32::MAX)),
+                None => Outcome::Done,
+            }
+        }
+        (Outcome::Data(_), None) => Outcome::Done,
+        (other, _) => other,
+    }
+}
+
+/// A COMPARE AND WRITE's outcome as the codec takes it.
+fn compare_outcome(compared: Compared) -> Outcome {
+    match compared {
+        Compared::Miscompare(at) => Outcome::Miscompare(at),
+        Compared::Outcome(outcome) => outcome_of(outcome),
     }
 }
 
@@ -556,6 +916,8 @@ fn luns_of(
             read_only: map.read_only || export.info.read_only,
             serial: format!("wafer{:08x}{unit:06x}", node as u32),
             id: (node << 24) | unit,
+            access: wafer_iscsi::Access::Full,
+            resets: 0,
         });
         targets.push((map.lun_id, export.target.clone()));
     }

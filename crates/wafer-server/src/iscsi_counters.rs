@@ -1,7 +1,8 @@
 //! The iSCSI front end's counters: the block operations its SCSI commands
 //! asked the filer for, counted as the connections hand them over.
 //!
-//! A SCSI command (READ(10), WRITE(16), UNMAP, GET LBA STATUS, ...) becomes
+//! A SCSI command (READ(10), WRITE(16), UNMAP, GET LBA STATUS, VERIFY,
+//! COMPARE AND WRITE, PERSISTENT RESERVE IN/OUT, ...) becomes
 //! one or more [`BlockOp`]s in `wafer-iscsi`; each is counted here once, by
 //! kind, with the bytes a read or write asks to move, whatever its outcome.
 //! Relaxed atomics: the counters order nothing, and `sysstat` (and so the
@@ -22,6 +23,9 @@ pub(crate) struct IscsiCounters {
     write_bytes: AtomicU64,
     trims: AtomicU64,
     allocation_queries: AtomicU64,
+    verifies: AtomicU64,
+    compare_and_writes: AtomicU64,
+    reservations: AtomicU64,
 }
 
 impl IscsiCounters {
@@ -42,6 +46,11 @@ impl IscsiCounters {
                 }
                 BlockOp::Trim { .. } => add(&self.trims, 1),
                 BlockOp::Allocation { .. } => add(&self.allocation_queries, 1),
+                BlockOp::Verify { .. } => add(&self.verifies, 1),
+                BlockOp::CompareAndWrite { .. } => add(&self.compare_and_writes, 1),
+                BlockOp::ReserveIn { .. } | BlockOp::ReserveOut { .. } => {
+                    add(&self.reservations, 1);
+                }
             }
         }
     }
@@ -56,6 +65,9 @@ impl IscsiCounters {
             write_bytes: get(&self.write_bytes),
             trims: get(&self.trims),
             allocation_queries: get(&self.allocation_queries),
+            verifies: get(&self.verifies),
+            compare_and_writes: get(&self.compare_and_writes),
+            reservations: get(&self.reservations),
         }
     }
 }

@@ -73,6 +73,7 @@ mod iscsi;
 mod iscsi_counters;
 pub mod logging;
 mod lun_ids;
+mod lun_state;
 pub mod masking;
 mod metrics;
 mod nbd;

@@ -432,6 +432,9 @@ fn request_metrics(out: &mut Exposition, r: &SysstatReport) {
         ("iscsi", "write", i.writes),
         ("iscsi", "trim", i.trims),
         ("iscsi", "block_status", i.allocation_queries),
+        ("iscsi", "verify", i.verifies),
+        ("iscsi", "compare_and_write", i.compare_and_writes),
+        ("iscsi", "reservation", i.reservations),
     ];
     let help = "Requests received, by protocol and operation.";
     out.counters("wafer_requests_total", help);

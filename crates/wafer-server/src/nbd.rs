@@ -79,7 +79,7 @@ use crate::admission::{Activity, Admission, ConnectionLimits, Ticket, serve_admi
 use crate::budget::{Budget, Loans};
 use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::events::{Event, ExtentsCallback, HostCallback, HostOutcome};
-use crate::nbd_masking::ExportView;
+use crate::nbd_masking::{ExportView, MapWatch};
 use crate::stop::StopSignal;
 use crate::stream::{Listener, Stream};
 use crate::tls::{TlsError, TlsSettings};
@@ -338,6 +338,11 @@ fn transmit(
             })?
     };
     let mut dispatcher = Dispatcher {
+        mapping: MapWatch::of(
+            &context.catalogue,
+            stream.peer_identity(),
+            &export.info.name,
+        ),
         target: export.target,
         size_bytes: export.info.size_bytes,
         base_allocation: negotiated.base_allocation,
@@ -406,6 +411,8 @@ enum Flow {
 
 /// Turns decoded requests into engine requests and immediate replies.
 struct Dispatcher {
+    /// For a masked client, whether its export is still mapped to it.
+    mapping: Option<MapWatch>,
     target: Target,
     size_bytes: u64,
     base_allocation: Option<u32>,
@@ -432,6 +439,15 @@ impl Dispatcher {
     }
 
     fn dispatch(&mut self, decoded: Decoded) -> Flow {
+        if let Some(mapping) = &mut self.mapping
+            && !mapping.still_mapped()
+        {
+            crate::log!(
+                "NBD: {} was unmapped from the connection's certificate name: disconnected",
+                mapping.path()
+            );
+            return Flow::Disconnect;
+        }
         let request = match decoded {
             Decoded::Request(request) => request,
             Decoded::Rejected(rejected) => {

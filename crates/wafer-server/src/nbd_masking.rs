@@ -12,13 +12,17 @@
 //! default export (the empty name) is the LUN mapped to it at LUN ID 0.
 //!
 //! The view is built per handshake step from the current catalogue and
-//! maps, since the identity appears only once TLS is on. As with every NBD
-//! export, what a connection resolved is kept for its life: an unmap is
-//! seen by the client's next connection.
+//! maps, since the identity appears only once TLS is on. Once in
+//! transmission, a masked connection keeps a [`MapWatch`]: when its export
+//! is unmapped from it, the connection is cut before its next request, as
+//! an iSCSI initiator loses the LUN at once (NBD has no unit attention to
+//! say so more gently).
+
+use std::sync::Arc;
 
 use wafer_nbd::{ExportInfo, Exports};
 
-use crate::catalogue::{Catalogue, Export};
+use crate::catalogue::{Catalogue, Export, SharedCatalogue};
 use crate::masking::{Initiator, San};
 use crate::tls::PeerIdentity;
 
@@ -71,6 +75,55 @@ impl<'a> ExportView<'a> {
                 reached.and_then(|(_, name)| catalogue.find(name))
             }
         }
+    }
+}
+
+/// Whether a masked connection's export is still mapped to its name.
+pub(crate) struct MapWatch {
+    shared: Arc<SharedCatalogue>,
+    /// The maps last looked at.
+    seen: Arc<San>,
+    common_name: String,
+    /// The export's path, as maps name it (`/vol/VOLUME/LUN[@SNAPSHOT]`).
+    path: String,
+}
+
+impl MapWatch {
+    /// The watch for a connection by `identity` to `export`; none for a
+    /// client with no name, which is not masked.
+    pub(crate) fn of(
+        shared: &Arc<SharedCatalogue>,
+        identity: Option<&PeerIdentity>,
+        export: &str,
+    ) -> Option<MapWatch> {
+        Some(MapWatch {
+            shared: Arc::clone(shared),
+            seen: shared.san(),
+            common_name: identity?.common_name.clone(),
+            path: format!("/vol/{export}"),
+        })
+    }
+
+    /// Whether the export is still mapped: looked up again only when the
+    /// maps have changed since last asked.
+    pub(crate) fn still_mapped(&mut self) -> bool {
+        let san = self.shared.san();
+        if Arc::ptr_eq(&san, &self.seen) {
+            return true;
+        }
+        let mapped = san
+            .visible(Initiator::NbdCertificate(&self.common_name))
+            .iter()
+            .any(|map| map.path == self.path);
+        if mapped {
+            self.seen = san;
+        }
+        mapped
+    }
+
+    /// What a log line calls the export.
+    pub(crate) fn path(&self) -> &str {
+        &self.path
     }
 }
 

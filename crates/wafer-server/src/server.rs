@@ -77,6 +77,9 @@ pub struct ServeOptions {
     pub tls: Option<TlsOptions>,
     /// Where to answer Prometheus scrapes (`--metrics`); none: nowhere.
     pub metrics: Option<SocketAddr>,
+    /// The buffer cache's budget in 4 KiB blocks, shared by the node's
+    /// aggregates (`--cache-size`).
+    pub cache_blocks: usize,
 }
 
 /// What a started server reports.
@@ -195,6 +198,7 @@ impl Server {
             events,
             received,
             shared,
+            cache_blocks: options.cache_blocks,
         };
         // The checks that change nothing come first (the configuration, the
         // lock, the listeners' addresses), then creation or mount.
@@ -278,6 +282,8 @@ struct EngineParts {
     events: Sender<Event>,
     received: mpsc::Receiver<Event>,
     shared: Shared,
+    /// The buffer cache's budget, in blocks.
+    cache_blocks: usize,
 }
 
 impl EngineParts {
@@ -461,7 +467,7 @@ fn create(
     let layout = config.aggregates[0]
         .layout()
         .expect("a new configuration is valid");
-    let options_for_engine = engine_options(&config);
+    let options_for_engine = engine_options(&config, parts.cache_blocks);
     let files = BTreeMap::from([(AggrId(0), files)]);
     let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
     let clock = Clock::start();
@@ -678,7 +684,7 @@ fn mount(
         let down = slots.iter().filter(|s| s.disk.state == DiskState::Failed);
         failed.extend(down.map(|s| (aggr.aggr_id(), s.id)));
     }
-    let options = engine_options(&config);
+    let options = engine_options(&config, parts.cache_blocks);
     let clock = Clock::start();
     let mut node = Node::mount(options, clock.now(), layouts, [&halves[0], &halves[1]]);
     let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
@@ -754,9 +760,10 @@ fn open_disk(dir: &Path, disk: &DiskConfig) -> Result<File, String> {
     Ok(file)
 }
 
-fn engine_options(config: &DataConfig) -> Options {
+fn engine_options(config: &DataConfig, cache_blocks: usize) -> Options {
     Options {
         nvlog_half_bytes: config.nvlog_half_bytes,
+        cache_blocks,
         ..Options::default()
     }
 }

@@ -102,6 +102,11 @@ pub struct ServeArgs {
     /// info).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
+    /// The buffer cache: LUN data and indirect blocks kept in memory, shared
+    /// by the node's aggregates (at least 1m; dirty blocks are pinned on
+    /// top until their CP).
+    #[arg(long, value_name = "SIZE", default_value = "64m")]
+    cache_size: Size,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -144,6 +149,7 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         nvlog: args.nvlog.clone(),
         tls: tls_options(args),
         metrics: args.metrics,
+        cache_blocks: cache_blocks(args.cache_size)?,
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
@@ -168,6 +174,18 @@ impl From<LogFormatArg> for LogFormat {
             LogFormatArg::Json => LogFormat::Json,
         }
     }
+}
+
+/// `--cache-size` in 4 KiB blocks: a whole number of them, at least 256
+/// (1 MiB), so that a CP's indirect blocks and a request's always fit.
+fn cache_blocks(size: Size) -> anyhow::Result<usize> {
+    const BLOCK: u64 = 4096;
+    anyhow::ensure!(
+        size.0 >= 256 * BLOCK,
+        "--cache-size {} is too small: at least 1m",
+        size.0
+    );
+    Ok(usize::try_from(size.0 / BLOCK)?)
 }
 
 fn tls_options(args: &ServeArgs) -> Option<TlsOptions> {

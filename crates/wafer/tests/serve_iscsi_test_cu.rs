@@ -1,12 +1,13 @@
 //! libiscsi's conformance suite, `iscsi-test-cu`, against `wafer serve`:
-//! the suites wafer passes (SCSI block commands and the iSCSI family:
-//! CmdSN, DataSN, residuals, task management) must keep passing. Each
-//! suite runs in its own process: one test of the suite (COMPARE AND
-//! WRITE's InvalidDataOutSize) leaves a PDU hook behind when the target
-//! lacks the command, which would corrupt every later 16-byte CDB of the
-//! same run. The negative control runs a test wafer is known to fail
-//! (GetLBAStatus.UnmapSingle, see docs/SERVER.md) and must see the failure
-//! counted, so a suite whose summary is misread cannot pass unnoticed.
+//! the suites wafer passes (SCSI block commands, persistent reservations
+//! and the iSCSI family: CmdSN, DataSN, residuals, task management) must
+//! keep passing, each in its own process, and none by skipping a command
+//! as not implemented (CUnit counts a skipped test as passed). The
+//! multipath suite and the reservation suites that need a second initiator
+//! get two sessions to the same LUN. The negative control runs a test
+//! wafer is known to fail (GetLBAStatus.UnmapSingle, see docs/SERVER.md)
+//! and must see the failure counted, so a suite whose summary is misread
+//! cannot pass unnoticed.
 
 mod serve_harness;
 
@@ -19,9 +20,28 @@ const PASSING: &[(&str, u32)] = &[
     ("SCSI.ReadCapacity16.*", 4),
     ("SCSI.Read6.*", 2),
     ("SCSI.Read10.*", 6),
+    ("SCSI.Read12.*", 5),
     ("SCSI.Read16.*", 5),
     ("SCSI.Write10.*", 6),
+    ("SCSI.Write12.*", 5),
     ("SCSI.Write16.*", 5),
+    ("SCSI.WriteVerify10.*", 6),
+    ("SCSI.WriteVerify12.*", 6),
+    ("SCSI.WriteVerify16.*", 6),
+    ("SCSI.Verify10.*", 8),
+    ("SCSI.Verify12.*", 8),
+    ("SCSI.Verify16.*", 8),
+    ("SCSI.Prefetch10.*", 4),
+    ("SCSI.Prefetch16.*", 4),
+    ("SCSI.CompareAndWrite.*", 5),
+    ("SCSI.PrinReadKeys.*", 2),
+    ("SCSI.PrinServiceactionRange.*", 1),
+    ("SCSI.PrinReportCapabilities.*", 1),
+    ("SCSI.ProutRegister.*", 1),
+    ("SCSI.ProutReserve.*", 13),
+    ("SCSI.ProutClear.*", 1),
+    ("SCSI.ProutPreempt.*", 1),
+    ("SCSI.MultipathIO.*", 4),
     ("SCSI.WriteSame10.*", 10),
     ("SCSI.WriteSame16.*", 10),
     ("SCSI.Unmap.*", 3),
@@ -36,11 +56,22 @@ const PASSING: &[(&str, u32)] = &[
     ("iSCSI.iSCSITMF.*", 2),
 ];
 
-/// Runs one pattern; returns (ran, passed, failed) from CUnit's summary.
+/// Runs one pattern over two sessions to the LUN at `uri` (the second is
+/// used by the multipath and reservation tests); returns (ran, passed,
+/// failed) from CUnit's summary, with a skip for a command found missing
+/// counted as a failure.
 fn run(uri: &str, pattern: &str) -> (u32, u32, u32) {
     let test = format!("--test={pattern}");
-    let output = client("iscsi-test-cu", &["--dataloss", &test, uri]);
+    let output = client("iscsi-test-cu", &["--dataloss", &test, uri, uri]);
     let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    // libiscsi calls REPORT SUPPORTED OPERATION CODES "not implemented"
+    // whenever it answers INVALID FIELD IN CDB, even where the test expects
+    // that (reporting options 2 for an opcode without service actions).
+    let missing = text
+        .lines()
+        .filter(|l| l.contains("not implemented") || l.contains("Not Supported"))
+        .filter(|l| !l.contains("REPORT_SUPPORTED_OPCODES"))
+        .count() as u32;
     let counts = text
         .lines()
         .find_map(|line| {
@@ -52,7 +83,11 @@ fn run(uri: &str, pattern: &str) -> (u32, u32, u32) {
         })
         .unwrap_or_else(|| panic!("no CUnit summary for {pattern}:\n{text}"));
     assert!(counts.0 > 0, "{pattern} ran nothing:\n{text}");
-    counts
+    (
+        counts.0,
+        counts.1.saturating_sub(missing),
+        counts.2 + missing,
+    )
 }
 
 #[test]

@@ -100,6 +100,44 @@ fn certificate_names_are_masked_like_iscsi_initiators() {
     );
 }
 
+#[test]
+fn an_unmap_cuts_a_masked_connection_before_its_next_request() {
+    let scratch = Scratch::new();
+    let pki = Pki::new(&scratch.file("pki"));
+    let served = serve_tls(&scratch, &pki, &[]);
+    let mut good = good_connection(&served, &pki);
+    let (error, _) = request(&mut good, wire::CMD_READ, 0, 4096, &[]);
+    assert_eq!(error, 0, "mapped, the read is served");
+
+    ok(
+        &scratch.data(),
+        &["lun", "unmap", "/vol/vol0/lun0", "tlshosts"],
+    );
+    let mut read = wire::REQUEST_MAGIC.to_be_bytes().to_vec();
+    read.extend_from_slice(&0u16.to_be_bytes());
+    read.extend_from_slice(&wire::CMD_READ.to_be_bytes());
+    read.extend_from_slice(&8u64.to_be_bytes());
+    read.extend_from_slice(&0u64.to_be_bytes());
+    read.extend_from_slice(&4096u32.to_be_bytes());
+    good.write_all(&read).expect("the request sent");
+    good.sock
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("a timeout");
+    let mut rest = Vec::new();
+    let outcome = good.read_to_end(&mut rest);
+    let waited = outcome.as_ref().is_err_and(|e| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )
+    });
+    assert!(
+        !waited && rest.is_empty(),
+        "unmapped, the connection is cut without a reply: {outcome:?}, {} bytes",
+        rest.len()
+    );
+}
+
 /// qemu-io over TLS with the credentials of `dir`; its output (it must exit 0).
 fn qemu_io_tls(served: &Served, dir: &std::path::Path, commands: &[&str]) -> String {
     let args = qemu_io_tls_args(served.socket(), "vol0/lun0", dir, commands);

@@ -4,8 +4,13 @@
 //!
 //! The first byte selects the piece size (low six bits), whether a valid
 //! login goes first (bit 6, so that the full feature phase is reached without
-//! the fuzzer having to find a login) and whether outcomes fail (bit 7); the
-//! rest is the byte stream.
+//! the fuzzer having to find a login) and whether outcomes fail (bit 7). The
+//! second byte's low bit makes every initiator authenticate with CHAP (so
+//! the valid login is refused and the security negotiation is what the
+//! bytes exercise); the rest is the byte stream. Persistent reservation
+//! commands are carried out on one real [`Reservations`], so the bytes
+//! exercise that state machine too; compares miscompare when outcomes
+//! fail.
 //!
 //! Properties: nothing panics, and the connection never holds more than one
 //! PDU of its largest accepted size.
@@ -15,8 +20,11 @@
 use libfuzzer_sys::fuzz_target;
 use wafer_iscsi::login::{TARGET_RECV_DATA_SEGMENT_BYTES, TEXT_BYTES_MAX};
 use wafer_iscsi::pdu::{AHS_BYTES_MAX, BHS_BYTES, Bhs, DIGEST_BYTES, Digests, encode};
+use std::sync::Arc;
+
 use wafer_iscsi::{
-    BlockError, BlockOp, Connection, Event, LunInfo, Outcome, Run, TargetIdentity,
+    BlockError, BlockOp, Challenge, Connection, Credentials, Event, LunInfo, Nexus, Outcome,
+    Policy, Reservations, Run, Security, TargetIdentity,
 };
 
 const TARGET: &str = "iqn.2026-11.org.wafer:fuzz";
@@ -45,6 +53,8 @@ fn connection() -> Connection {
         read_only,
         serial: format!("fuzz{number}"),
         id: u64::from(number),
+        access: wafer_iscsi::Access::Full,
+        resets: 0,
     };
     Connection::new(identity, 1, vec![lun(0, false), lun(1, true)])
 }
@@ -60,8 +70,39 @@ fn login() -> Vec<u8> {
     out
 }
 
-fn outcome(op: &BlockOp, fail: bool) -> Outcome {
+/// Every initiator must authenticate with CHAP.
+fn chap_required(connection: &mut Connection) {
+    let credentials = |name: &str| Credentials {
+        name: name.to_owned(),
+        secret: b"fuzz-secret-12345".to_vec(),
+    };
+    let security = Security {
+        initiators: Default::default(),
+        default: Policy::Chap {
+            inbound: credentials("fuzz"),
+            outbound: Some(credentials("target")),
+        },
+    };
+    let challenge = Challenge {
+        identifier: 7,
+        bytes: [0x5a; wafer_iscsi::chap::CHALLENGE_BYTES],
+    };
+    connection.set_security(Arc::new(security), challenge);
+}
+
+fn outcome(op: &BlockOp, fail: bool, reservations: &mut Reservations) -> Outcome {
+    let nexus = Nexus {
+        initiator: "iqn.fuzz".to_owned(),
+        isid: [0x80, 0, 0, 0, 0, 1],
+    };
     match (op, fail) {
+        (BlockOp::ReserveIn { cdb }, _) => Outcome::Answer(reservations.reserve_in(cdb)),
+        (BlockOp::ReserveOut { cdb, parameters }, _) => {
+            Outcome::Answer(reservations.reserve_out(&nexus, cdb, parameters))
+        }
+        (BlockOp::Verify { .. } | BlockOp::CompareAndWrite { .. }, true) => {
+            Outcome::Miscompare(1)
+        }
         (_, true) => Outcome::Failed(BlockError::Io),
         (BlockOp::Read { length, .. }, false) => Outcome::Data(vec![0x5a; *length as usize]),
         (BlockOp::Allocation { length, .. }, false) => Outcome::Runs(vec![
@@ -79,14 +120,19 @@ fn outcome(op: &BlockOp, fail: bool) -> Outcome {
 }
 
 fuzz_target!(|input: &[u8]| {
-    let Some((&selector, stream)) = input.split_first() else {
+    let [selector, options, stream @ ..] = input else {
         return;
     };
+    let selector = *selector;
     let piece = usize::from(selector & 0x3f) + 1;
     let fail = selector & 0x80 != 0;
     let mut bytes = if selector & 0x40 != 0 { login() } else { Vec::new() };
     bytes.extend_from_slice(stream);
     let mut connection = connection();
+    if options & 0x01 != 0 {
+        chap_required(&mut connection);
+    }
+    let mut reservations = Reservations::default();
     let mut out = Vec::new();
     for chunk in bytes.chunks(piece) {
         if connection.handle_input(chunk).is_err() {
@@ -95,7 +141,7 @@ fuzz_target!(|input: &[u8]| {
         assert!(connection.buffered_bytes() <= HELD_MAX);
         while let Some(event) = connection.poll_event() {
             if let Event::Execute { task, ops, .. } = event {
-                connection.complete(task, outcome(&ops[0], fail));
+                connection.complete(task, outcome(&ops[0], fail, &mut reservations));
             }
         }
         out.clear();

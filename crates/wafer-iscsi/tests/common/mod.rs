@@ -24,6 +24,8 @@ pub fn luns() -> Vec<LunInfo> {
         read_only: false,
         serial: "wafer-test-0".into(),
         id: 1,
+        access: wafer_iscsi::Access::Full,
+        resets: 0,
     }]
 }
 

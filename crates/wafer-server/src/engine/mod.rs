@@ -15,7 +15,9 @@
 //!
 //! Host requests carry a callback; the engine calls it with the reply and the
 //! connection's writer thread does the rest. Requests that arrive while the
-//! server is stopping are refused without reaching the node.
+//! server is stopping are refused without reaching the node. A COMPARE AND
+//! WRITE holds back the writes that overlap it until it is done
+//! ([`compare`]), so it is atomic.
 //!
 //! Stopping: refuse new host requests, submit a flush (a CP that commits
 //! everything acknowledged), and end when it has committed and no request
@@ -23,6 +25,7 @@
 
 mod administration;
 mod aggregates;
+mod compare;
 mod pending;
 pub(crate) mod view;
 mod watch;
@@ -45,7 +48,7 @@ use crate::clock::Clock;
 use crate::config::{DataConfig, DiskState};
 use crate::disk::{DiskCommand, DiskHandle};
 use crate::error::ServeError;
-use crate::events::{Event, HostCallback, HostOutcome};
+use crate::events::{CompareRequest, Compared, Event, HostCallback, HostOutcome};
 use crate::nbd::NbdCounters;
 use crate::nvlog::{NvlogCounters, NvlogLayout};
 use crate::stop::StopSignal;
@@ -129,8 +132,10 @@ impl HostLabel {
 
 /// Who waits for a filer reply.
 enum Waiter {
-    /// An NBD request.
+    /// An NBD or iSCSI request.
     Host(HostCallback, HostLabel),
+    /// A COMPARE AND WRITE's read.
+    Compare(Box<CompareRequest>),
     /// An admin change; the message says what was done, and `ended` what
     /// it ends (revived if the filer refuses it).
     Admin {
@@ -211,6 +216,8 @@ pub(crate) struct Engine {
     config: DataConfig,
     shared: Shared,
     waiters: BTreeMap<RequestId, Waiter>,
+    /// Writes held back by compares under way.
+    fences: compare::Fences,
     local_results: BTreeMap<RequestId, Result<ReplyData, HostError>>,
     io_in_flight: u64,
     stopping: Stopping,
@@ -263,6 +270,7 @@ impl Engine {
             config,
             shared,
             waiters: BTreeMap::new(),
+            fences: compare::Fences::default(),
             local_results: BTreeMap::new(),
             io_in_flight: 0,
             stopping: Stopping::No,
@@ -516,9 +524,20 @@ impl Engine {
             self.node.handle_timeout(now);
         }
         self.drain();
+        self.handle_released()?;
         self.settle_pending();
         self.watch_aggregates();
         self.check_something_serves()
+    }
+
+    /// Handles, in order, what compares that ended have let go: their
+    /// writes, then the events they held back.
+    fn handle_released(&mut self) -> Result<(), ServeError> {
+        while let Some(event) = self.fences.next_released() {
+            self.handle(event)?;
+            self.drain();
+        }
+        Ok(())
     }
 
     /// Once serving, a node whose every aggregate has failed has nothing
@@ -573,6 +592,10 @@ impl Engine {
     }
 
     fn handle(&mut self, event: Event) -> Result<(), ServeError> {
+        if self.fences.must_wait(&event) {
+            self.fences.park(event);
+            return Ok(());
+        }
         match event {
             Event::Host {
                 target,
@@ -593,6 +616,7 @@ impl Engine {
                     false => done(Err(ended(&target))),
                 }
             }
+            Event::CompareAndWrite(compare) => self.compare_and_write(compare),
             Event::IoDone { id, result } => {
                 self.io_in_flight -= 1;
                 self.io_aggregates.remove(&id);
@@ -621,6 +645,64 @@ impl Engine {
             Err(busy @ Busy::Full(_)) => done(HostOutcome::Busy(busy)),
             Err(Busy::NotOnline) => done(HostOutcome::Refused),
         }
+    }
+
+    /// Reads what a COMPARE AND WRITE compares, with its range fenced.
+    fn compare_and_write(&mut self, compare: Box<CompareRequest>) {
+        let refused =
+            |compare: Box<CompareRequest>, outcome| (compare.done)(Compared::Outcome(outcome));
+        if self.stopping != Stopping::No {
+            return refused(compare, HostOutcome::Refused);
+        }
+        if !self.incarnations.is_live(&compare.target) {
+            let ended = ended(&compare.target);
+            return refused(compare, HostOutcome::Reply(Err(ended)));
+        }
+        let length = compare.expected.len() as u64;
+        let read = compare.target.read(compare.offset, length);
+        match self.node.submit(self.clock.now(), read) {
+            Ok(id) => {
+                self.fences
+                    .fence(compare.target.lun, compare.offset, length);
+                self.waiters.insert(id, Waiter::Compare(compare));
+            }
+            Err(busy @ Busy::Full(_)) => refused(compare, HostOutcome::Busy(busy)),
+            Err(Busy::NotOnline) => refused(compare, HostOutcome::Refused),
+        }
+    }
+
+    /// A compare's read is back: a miscompare is answered, a match becomes
+    /// the write, handled before anything the fence held back.
+    fn compared(&mut self, compare: CompareRequest, read: Result<ReplyData, HostError>) {
+        let CompareRequest {
+            target,
+            offset,
+            expected,
+            data,
+            done,
+        } = compare;
+        let write = match read {
+            Ok(ReplyData::Data(bytes)) => match compare::first_difference(&bytes, &expected) {
+                Some(at) => {
+                    done(Compared::Miscompare(u32::try_from(at).unwrap_or(u32::MAX)));
+                    None
+                }
+                None => Some(Event::Host {
+                    request: HostRequest::Change(Change::Write {
+                        lun: target.lun,
+                        offset,
+                        data,
+                    }),
+                    target: target.clone(),
+                    done: Box::new(move |outcome| done(Compared::Outcome(outcome))),
+                }),
+            },
+            other => {
+                done(Compared::Outcome(HostOutcome::Reply(other)));
+                None
+            }
+        };
+        self.fences.lift(target.lun, offset, write);
     }
 
     /// The node's contract: I/Os first, then replies.
@@ -658,6 +740,7 @@ impl Engine {
                     }
                     done(HostOutcome::Reply(reply.result))
                 }
+                Some(Waiter::Compare(compare)) => self.compared(*compare, reply.result),
                 Some(Waiter::Admin {
                     reply: to,
                     message,

@@ -106,34 +106,51 @@ impl Initiator {
 
     /// Connects and logs in to `target` (a normal session).
     pub fn login(address: SocketAddr, target: &str) -> Initiator {
+        let (initiator, status, _) = Initiator::login_connection(address, target, 0, 0, 1);
+        assert_eq!(status, 0, "login refused");
+        initiator
+    }
+
+    /// Connects and logs in to `target` as connection `cid` of session
+    /// `tsih` (0: a new one) offering `max_connections`; returns the
+    /// initiator, the login's status and the session's TSIH.
+    pub fn login_connection(
+        address: SocketAddr,
+        target: &str,
+        tsih: u16,
+        cid: u16,
+        max_connections: u16,
+    ) -> (Initiator, u16, u16) {
         let mut initiator = Initiator::connect(address);
         let keys = format!(
             "InitiatorName={TEST_INITIATOR}\0SessionType=Normal\0TargetName={target}\0\
              HeaderDigest=None\0DataDigest=None\0ImmediateData=Yes\0InitialR2T=Yes\0\
-             FirstBurstLength=262144\0MaxBurstLength=262144\0MaxRecvDataSegmentLength=262144\0"
+             FirstBurstLength=262144\0MaxBurstLength=262144\0MaxRecvDataSegmentLength=262144\0\
+             MaxConnections={max_connections}\0"
         );
         let mut header = [0u8; 48];
         header[0] = 0x43; // immediate login request
         header[1] = 0x80 | (1 << 2) | 3; // transit, operational to full feature
         header[8..14].copy_from_slice(&[0x80, 0, 0, 0, 0, 1]);
+        header[14..16].copy_from_slice(&tsih.to_be_bytes());
         header[16..20].copy_from_slice(&0u32.to_be_bytes());
+        header[20..22].copy_from_slice(&cid.to_be_bytes());
         header[24..28].copy_from_slice(&initiator.cmd_sn.to_be_bytes());
         let mut out = Vec::new();
         pdu(&mut out, header, keys.as_bytes());
         initiator.stream.write_all(&out).unwrap();
         let response = initiator.receive().expect("a login response");
         assert_eq!(response.opcode(), 0x23, "{response:?}");
-        assert_eq!(
-            response.header[36..38],
-            [0, 0],
-            "login refused: {response:?}"
-        );
-        assert_eq!(
-            response.header[1] & 0x83,
-            0x83,
-            "full feature phase reached"
-        );
-        initiator
+        let status = u16::from_be_bytes([response.header[36], response.header[37]]);
+        if status == 0 {
+            assert_eq!(
+                response.header[1] & 0x83,
+                0x83,
+                "full feature phase reached"
+            );
+        }
+        let tsih = u16::from_be_bytes([response.header[14], response.header[15]]);
+        (initiator, status, tsih)
     }
 
     /// Receives one PDU (`None` once the target has closed).

@@ -8,6 +8,7 @@
 
 pub mod iscsi;
 pub mod load;
+pub mod tgt;
 pub mod tls;
 
 use std::collections::BTreeMap;
