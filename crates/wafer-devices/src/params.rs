@@ -3,7 +3,7 @@
 //! `drives.toml` is embedded in the binary and parsed when the lab starts.
 //! Each drive is a table `[hdd.NAME]`, `[ssd.NAME]` or `[nvram.NAME]`, and
 //! every number in it carries its source in a comment: a datasheet or paper
-//! named in `device-models.md`, or `[INF]` with the reasoning. The parameters
+//! named in `docs/research/device-models.md`, or `[INF]` with the reasoning. The parameters
 //! describe a drive, never a scenario: no experiment may tune them.
 //!
 //! A file that does not parse, or a drive whose numbers cannot describe a

@@ -55,7 +55,7 @@ pub(crate) fn make_owner_only(path: &Path) -> io::Result<Option<u32>> {
 /// that look for them.
 pub(crate) fn secure_data_dir(dir: &Path, files: &[&str]) -> io::Result<()> {
     if let Some(was) = make_owner_only(dir)? {
-        crate::log!(
+        tracing::warn!(
             "data directory {} was mode {was:04o}, open to other users: set to {:04o}",
             dir.display(),
             was & !OTHERS
@@ -64,7 +64,7 @@ pub(crate) fn secure_data_dir(dir: &Path, files: &[&str]) -> io::Result<()> {
     for name in files {
         let path = dir.join(name);
         match make_owner_only(&path) {
-            Ok(Some(was)) => crate::log!(
+            Ok(Some(was)) => tracing::warn!(
                 "{} was mode {was:04o}: set to {:04o}",
                 path.display(),
                 was & !OTHERS
@@ -82,7 +82,7 @@ pub(crate) fn warn_if_exposed(address: &SocketAddr) {
     if address.ip().is_loopback() {
         return;
     }
-    crate::log!(
+    tracing::warn!(
         "WARNING: NBD on {address} is open to the network with no access control (plain \
          clients are not masked): any host that reaches it can read and write every LUN. \
          Listen on a loopback address or a --socket, or require TLS with client certificates \

@@ -771,6 +771,9 @@ pub struct SysstatReport {
     pub disks: Vec<DiskCountersStatus>,
     /// The NBD front end.
     pub nbd: NbdCountersStatus,
+    /// The iSCSI front end (zero from a server before it was counted).
+    #[serde(default)]
+    pub iscsi: IscsiCountersStatus,
     /// The NVLog file or device.
     #[serde(default)]
     pub nvlog: NvlogCountersStatus,
@@ -793,6 +796,10 @@ pub struct NvlogCountersStatus {
 /// One disk's counters (`statit`'s raw material).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiskCountersStatus {
+    /// The aggregate the disk belongs to (empty from a server before it was
+    /// reported).
+    #[serde(default)]
+    pub aggregate: String,
     /// The disk in the slot.
     pub name: String,
     /// The slot.
@@ -838,6 +845,33 @@ pub struct NbdCountersStatus {
     pub block_status: u64,
     /// Requests answered with an error.
     pub errors: u64,
+}
+
+/// The iSCSI front end's counters: the block operations its commands
+/// asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IscsiCountersStatus {
+    /// Read operations.
+    pub reads: u64,
+    /// Bytes they asked for.
+    pub read_bytes: u64,
+    /// Write operations.
+    pub writes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Deallocations (UNMAP, WRITE SAME with UNMAP).
+    pub trims: u64,
+    /// Allocation queries (GET LBA STATUS).
+    pub allocation_queries: u64,
+    /// Verifications (VERIFY, WRITE AND VERIFY's check).
+    #[serde(default)]
+    pub verifies: u64,
+    /// COMPARE AND WRITEs.
+    #[serde(default)]
+    pub compare_and_writes: u64,
+    /// Persistent reservation commands (PERSISTENT RESERVE IN and OUT).
+    #[serde(default)]
+    pub reservations: u64,
 }
 
 /// The CPU time this process has used, user and system, in nanoseconds:

@@ -67,13 +67,13 @@ fn accept_loop(listener: &UnixListener, path: &Path, engine: &Sender<Event>, sto
         let Ok(stream) = stream else { continue };
         if open.fetch_add(1, Ordering::SeqCst) >= ADMIN_CONNECTIONS_MAX {
             open.fetch_sub(1, Ordering::SeqCst);
-            crate::log!("admin connection refused: {ADMIN_CONNECTIONS_MAX} are open");
+            tracing::warn!("admin connection refused: {ADMIN_CONNECTIONS_MAX} are open");
             continue;
         }
         let (engine, still_open) = (engine.clone(), Arc::clone(&open));
         let spawned = thread::Builder::new().name("admin".into()).spawn(move || {
             if let Err(error) = serve(stream, &engine) {
-                crate::log!("admin connection ended: {error}");
+                tracing::info!("admin connection ended: {error}");
             }
             still_open.fetch_sub(1, Ordering::SeqCst);
         });

@@ -209,7 +209,7 @@ impl Table {
         let from = entry
             .address
             .map_or_else(|| "a Unix socket".to_string(), |ip| ip.to_string());
-        crate::log!("dropped a connection from {from} {why}: a new client needs its place");
+        tracing::warn!("dropped a connection from {from} {why}: a new client needs its place");
         Some(())
     }
 }
@@ -256,7 +256,7 @@ pub(crate) fn serve_admitted(
     let ticket = match admission.admit(stream.peer_ip(), &stream) {
         Ok(ticket) => ticket,
         Err(refusal) => {
-            crate::log!("{label}: refused: {refusal}");
+            tracing::warn!("{label}: refused: {refusal}");
             return false;
         }
     };
@@ -270,7 +270,7 @@ pub(crate) fn serve_admitted(
             stop_now.unregister(id);
         });
     if let Err(error) = spawned {
-        crate::log!("cannot start a {kind} connection thread: {error}");
+        tracing::error!("cannot start a {kind} connection thread: {error}");
         stop.unregister(id);
     }
     true

@@ -780,7 +780,7 @@ fn with_masking(mut config: DataConfig) -> DataConfig {
     if config.san.is_none() {
         let luns: Vec<(String, u32)> = config.luns.iter().map(|l| (l.path.clone(), l.id)).collect();
         config.san = Some(San::default_for(&luns));
-        crate::log!(
+        tracing::warn!(
             "no igroups recorded (a data directory from before LUN masking): every LUN is \
              mapped to igroup default, which holds no initiator yet; `wafer igroup add default \
              IQN` lets an iSCSI initiator see them"

@@ -138,7 +138,10 @@ impl DiskThread {
                     }
                     Err(error) if is_the_hosts(&error) => {
                         if !self.refused {
-                            crate::log!("disk {}: the host refused a write: {error}", self.name);
+                            tracing::error!(
+                                "disk {}: the host refused a write: {error}",
+                                self.name
+                            );
                             self.refused = true;
                         }
                         self.complete(io.id, IoResult::Unwritable);
@@ -184,7 +187,7 @@ fn sync_loop(name: &str, queue: &Receiver<Unsynced>, events: &Sender<Event>) {
         let result = match outcome {
             Ok(()) => IoResult::Done,
             Err(error) if is_the_hosts(&error) => {
-                crate::log!("disk {name}: the host refused to sync writes: {error}");
+                tracing::error!("disk {name}: the host refused to sync writes: {error}");
                 IoResult::Unwritable
             }
             Err(error) => {

@@ -684,6 +684,7 @@ impl Worker {
     /// Hands a task's operations to the engine; its outcome comes back as a
     /// message once every one has been answered.
     fn execute(&mut self, task: TaskId, lun: u16, ops: Vec<BlockOp>) {
+        self.context.iscsi_counters.count(&ops);
         let Some((_, target)) = self.targets.iter().find(|(n, _)| *n == lun) else {
             return self
                 .connection

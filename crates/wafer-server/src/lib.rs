@@ -37,16 +37,19 @@
 //!   (`nbd`), admitted under caps and timeouts (`admission`); per iSCSI
 //!   listener an accept thread, per connection a reader and a worker
 //!   (`iscsi`), under the same caps; an admin accept
-//!   thread and a thread per admin connection (`admin_socket`); a signal
-//!   thread.
+//!   thread and a thread per admin connection (`admin_socket`); with
+//!   `--metrics`, a thread answering Prometheus scrapes (`metrics`); a
+//!   signal thread.
 //!
 //! They talk over channels; the engine thread never blocks on any of them.
 //! Every acknowledged write is durable in the NVLog first, so a SIGKILL at any
 //! moment loses nothing a client was told about: the next start replays it.
 
-/// Writes a log line to standard error (see `logging::line`).
+/// An info-level log event (`logging`); the NBD and iSCSI connections'
+/// lines use it, the rest of the server names its level with `tracing`'s
+/// own macros.
 macro_rules! log {
-    ($($arg:tt)*) => { $crate::logging::line(format_args!($($arg)*)) };
+    ($($arg:tt)*) => { ::tracing::info!($($arg)*) };
 }
 pub(crate) use log;
 
@@ -64,14 +67,18 @@ mod disk;
 mod engine;
 mod error;
 mod events;
+mod exposition;
 mod growth;
 mod iscsi;
-mod logging;
+mod iscsi_counters;
+pub mod logging;
 mod lun_ids;
 mod lun_state;
 pub mod masking;
+mod metrics;
 mod nbd;
 mod nbd_masking;
+mod notify;
 mod nvlog;
 mod server;
 mod stop;

@@ -1,5 +1,5 @@
-//! Log lines: one plain line per event on standard error, stamped with UTC
-//! time to the millisecond (`2026-05-01T12:34:56.789Z wafer: ...`).
+//! The server's log: `tracing` events on standard error, one line each,
+//! stamped with UTC time to the millisecond and filtered by level.
 //!
 //! The server logs what an administrator needs to follow it (start, mount,
 //! degraded disks, connections, refused clients, admin changes, RAID group
@@ -8,18 +8,74 @@
 //! client and into the counters instead, so a misbehaving client cannot
 //! flood the log. The exception is a read that RAID could not bring back,
 //! which is data lost: the first hundred are named, the rest counted.
+//!
+//! Levels: `error` for what loses data or service (a failed aggregate, an
+//! unrecoverable read, a write the host refused), `warn` for what the
+//! administrator should act on while service goes on (a failed disk, a
+//! refused client, open permissions), `info` for the rest. `RUST_LOG`
+//! filters them with `tracing-subscriber`'s `EnvFilter` directives (`warn`,
+//! `info,wafer_server::admission=warn`, ...); unset, it is `info`. Each line
+//! names its module (the event's target), which is what a directive matches.
+//! [`LogFormat::Json`] writes one JSON object per line instead of text.
+//!
+//! The engine crates log nothing: they are sans-I/O, and the server logs
+//! what they report.
 
 use std::fmt;
-use std::io::Write;
+
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::time::FormatTime;
 
 use crate::clock::unix_now_ns;
 
-/// Writes one log line; the crate's `log!` macro formats it.
-pub(crate) fn line(message: fmt::Arguments<'_>) {
-    let stamp = utc_timestamp(unix_now_ns());
-    // A log line that cannot be written (stderr closed) is dropped: logging
-    // must never take the server down.
-    let _ = writeln!(std::io::stderr().lock(), "{stamp} wafer: {message}");
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `2026-05-01T12:34:56.789Z  INFO wafer_server::server: created ...`
+    #[default]
+    Text,
+    /// `{"timestamp":"…","level":"INFO","message":"…","target":"…"}`
+    Json,
+}
+
+/// Why the log could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    /// `RUST_LOG` holds a directive `EnvFilter` cannot parse.
+    #[error("RUST_LOG: {0}")]
+    Filter(#[from] tracing_subscriber::filter::FromEnvError),
+    /// A global subscriber was already installed.
+    #[error("the log was already set up: {0}")]
+    Installed(String),
+}
+
+/// Installs the process's log: events at the levels `RUST_LOG` lets
+/// through (`info` and above when it is unset or empty), to standard error,
+/// as `format` says.
+pub fn init(format: LogFormat) -> Result<(), LoggingError> {
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::INFO.into())
+        .from_env()?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_timer(UtcMillis);
+    let installed = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    installed.map_err(|error| LoggingError::Installed(error.to_string()))
+}
+
+/// The timestamp of each line: UTC, to the millisecond.
+struct UtcMillis;
+
+impl FormatTime for UtcMillis {
+    fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+        w.write_str(&utc_timestamp(unix_now_ns()))
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.mmmZ` for nanoseconds since the Unix epoch.

@@ -99,6 +99,7 @@ pub(crate) struct Context {
     pub(crate) engine: Sender<Event>,
     pub(crate) catalogue: Arc<SharedCatalogue>,
     pub(crate) counters: Arc<NbdCounters>,
+    pub(crate) iscsi_counters: Arc<crate::iscsi_counters::IscsiCounters>,
     pub(crate) stop: Arc<StopSignal>,
     pub(crate) limits: ConnectionLimits,
     pub(crate) admission: Arc<Admission>,

@@ -75,6 +75,8 @@ pub struct ServeOptions {
     pub nvlog: Option<PathBuf>,
     /// NBD over TLS: the credentials, and whether TLS is required.
     pub tls: Option<TlsOptions>,
+    /// Where to answer Prometheus scrapes (`--metrics`); none: nowhere.
+    pub metrics: Option<SocketAddr>,
     /// The buffer cache's budget in 4 KiB blocks, shared by the node's
     /// aggregates (`--cache-size`).
     pub cache_blocks: usize,
@@ -100,6 +102,8 @@ pub struct StartupReport {
     pub admin_socket: PathBuf,
     /// How NBD is offered over TLS, if it is.
     pub tls: Option<String>,
+    /// The URL Prometheus scrapes (`--metrics`), if any.
+    pub metrics_url: Option<String>,
 }
 
 /// One aggregate in a [`StartupReport`].
@@ -174,6 +178,7 @@ impl Server {
         let shared = Shared {
             catalogue: Arc::new(SharedCatalogue::default()),
             counters: Arc::new(NbdCounters::default()),
+            iscsi: Arc::default(),
             nvlog: Arc::default(),
             stop: Arc::new(StopSignal::default()),
         };
@@ -181,6 +186,7 @@ impl Server {
             engine: events.clone(),
             catalogue: Arc::clone(&shared.catalogue),
             counters: Arc::clone(&shared.counters),
+            iscsi_counters: Arc::clone(&shared.iscsi),
             stop: Arc::clone(&shared.stop),
             limits: options.limits,
             admission: Arc::new(Admission::new(&options.limits)),
@@ -214,6 +220,7 @@ impl Server {
             .is_some_and(|tls| tls.require && tls.ca.is_some());
         let listeners = bind_listeners(&options.listen, options.socket_mode, guarded)?;
         let iscsi = crate::iscsi::bind(&options.iscsi)?;
+        let metrics = options.metrics.map(crate::metrics::bind).transpose()?;
         secure(&dir, existing.as_ref().map(|((config, _), _)| config))?;
         let (engine, lock, created) = match existing {
             None => {
@@ -235,10 +242,15 @@ impl Server {
             .map_err(ServeError::io("starting an iSCSI listener"))?;
         crate::admin_socket::spawn(admin, admin_path, context.engine.clone(), &stop)
             .map_err(ServeError::io("starting the admin listener"))?;
+        report.metrics_url = metrics
+            .map(|listener| crate::metrics::spawn(listener, context.engine.clone(), &stop))
+            .transpose()
+            .map_err(ServeError::io("starting the metrics listener"))?;
         let engine = thread::Builder::new()
             .name("engine".into())
             .spawn(move || engine.run())
             .map_err(ServeError::io("starting the engine thread"))?;
+        crate::notify::ready();
         Ok(Server {
             report,
             engine,
@@ -490,7 +502,7 @@ fn create(
         dir.join(CONFIG_FILE).display()
     )))?;
     made.keep();
-    crate::log!("created aggregate aggr0 in {}", dir.display());
+    tracing::info!("created aggregate aggr0 in {}", dir.display());
     Ok((engine, lock))
 }
 
@@ -607,7 +619,7 @@ fn mount(
                     .collect::<Vec<_>>()
                     .join("; ");
                 let reason = format!("{refusal} ({why})");
-                crate::log!(
+                tracing::error!(
                     "aggregate {} cannot be mounted, and is reported failed: {reason}; its \
                      disks' states are left as they were",
                     aggr.aggregate
@@ -636,7 +648,7 @@ fn mount(
             "writing {}",
             dir.join(CONFIG_FILE).display()
         )))?;
-        crate::log!(
+        tracing::info!(
             "{} migrated to format {} (aggregate {} is aggregate 0 of the node)",
             dir.join(CONFIG_FILE).display(),
             crate::config::FORMAT_VERSION,
@@ -647,7 +659,7 @@ fn mount(
     // missing now is never taken back stale.
     if !lost_all.is_empty() {
         for (id, name, reason) in &lost_all {
-            crate::log!("disk {name} failed: {reason}");
+            tracing::warn!("disk {name} failed: {reason}");
             config
                 .aggr_mut(*id)
                 .expect("listed")
@@ -704,11 +716,11 @@ fn mount(
             .collect();
         if !lost.is_empty() {
             match engine.unfail_disks(aggr.aggr_id(), &lost) {
-                Ok(()) => crate::log!(
+                Ok(()) => tracing::error!(
                     "aggregate {} failed to mount: its disks' states are as they were",
                     aggr.aggregate
                 ),
-                Err(e) => crate::log!(
+                Err(e) => tracing::error!(
                     "aggregate {} failed to mount, and its disk failures stay saved: {e}",
                     aggr.aggregate
                 ),
@@ -886,6 +898,7 @@ fn report(
         iscsi_uris: Vec::new(),
         admin_socket: admin_socket.to_path_buf(),
         tls: None,
+        metrics_url: None,
     })
 }
 
@@ -941,7 +954,7 @@ fn abort_on_panic() {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         report(info);
-        crate::log!(
+        tracing::error!(
             "a server thread panicked: stopping at once (the next start replays the NVLog)"
         );
         std::process::abort();
@@ -958,11 +971,12 @@ fn handle_signals(events: Sender<Event>) -> Result<(), ServeError> {
         .spawn(move || {
             let mut received = signals.forever();
             if let Some(signal) = received.next() {
-                crate::log!("signal {signal} received: stopping gracefully");
+                tracing::info!("signal {signal} received: stopping gracefully");
+                crate::notify::stopping();
                 let _ = events.send(Event::Shutdown);
             }
             if received.next().is_some() {
-                crate::log!("second signal: stopping at once; the next start replays the NVLog");
+                tracing::warn!("second signal: stopping at once; the next start replays the NVLog");
                 std::process::exit(1);
             }
         })

@@ -1,5 +1,5 @@
 //! The administrator's commands against a running `wafer serve`, in ONTAP's
-//! words and layouts (`wafl.md` §12): `aggr status`, `aggr create`, `aggr
+//! words and layouts (`docs/research/wafl.md` §12): `aggr status`, `aggr create`, `aggr
 //! add`, `aggr scrub`, `vol`, `lun`, `snap`,
 //! `df`, `disk fail`, `disk replace`, `disk add`, `disk remove` and
 //! `sysstat -x`.

@@ -11,7 +11,7 @@
 //! closed-loop random 4 KiB reads, uniform over the whole drive, at each queue
 //! depth in virtual time, and prints IOPS and mean and 99th-percentile latency
 //! beside the figures the research gives for the drive's class
-//! (device-models.md §1.11): its own queue-depth simulation and, at depth 1,
+//! (`docs/research/device-models.md` §1.11): its own queue-depth simulation and, at depth 1,
 //! the practitioners' rules of thumb. The drive queue uses its default policy
 //! (SPTF for disks). The same seed prints the same table.
 
@@ -146,11 +146,11 @@ fn print_drive(drive: &Drive, args: &DiskArgs) {
     }
     match class {
         Some(class) => println!(
-            "  (device-models.md §1.11, {}: an SATF simulation by queue depth, an upper envelope; \
+            "  (docs/research/device-models.md §1.11, {}: an SATF simulation by queue depth, an upper envelope; \
              rules of thumb at depth 1)",
             class.class
         ),
-        None => println!("  (device-models.md §1.11 gives figures for disks only)"),
+        None => println!("  (docs/research/device-models.md §1.11 gives figures for disks only)"),
     }
 }
 

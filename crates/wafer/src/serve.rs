@@ -14,7 +14,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, ValueEnum};
+use wafer_server::logging::LogFormat;
 use wafer_server::{
     ConnectionLimits, CreateOptions, ISCSI_PORT, ListenAddress, NBD_PORT, ServeOptions, Server,
     StartupReport, TlsOptions,
@@ -91,6 +92,16 @@ pub struct ServeArgs {
     /// STARTTLS is answered NBD_REP_ERR_TLS_REQD.
     #[arg(long, requires = "tls_cert")]
     tls_require: bool,
+    /// Serve Prometheus metrics over plain HTTP on this address (GET
+    /// /metrics): the counters of sysstat and statit. Off unless given; it
+    /// has no access control, so give it a loopback or trusted address.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// How the log on standard error is written: text lines, or one JSON
+    /// object a line. RUST_LOG filters it by level and module (default
+    /// info).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
     /// The buffer cache: LUN data and indirect blocks kept in memory, shared
     /// by the node's aggregates (at least 1m; dirty blocks are pinned on
     /// top until their CP).
@@ -117,6 +128,7 @@ pub struct ServeArgs {
 /// with a working filer if absent or empty, mounted (replaying the NVLog) if
 /// it holds one.
 pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    wafer_server::logging::init(args.log_format.into())?;
     let options = ServeOptions {
         data_dir: data.to_path_buf(),
         listen: listen_addresses(args),
@@ -136,6 +148,7 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         },
         nvlog: args.nvlog.clone(),
         tls: tls_options(args),
+        metrics: args.metrics,
         cache_blocks: cache_blocks(args.cache_size)?,
     };
     let server =
@@ -143,6 +156,24 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     print_report(data, server.report());
     server.run().context("the server stopped")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--log-format`'s values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormatArg {
+    /// Text lines: time, level, module, message.
+    Text,
+    /// One JSON object a line.
+    Json,
+}
+
+impl From<LogFormatArg> for LogFormat {
+    fn from(arg: LogFormatArg) -> LogFormat {
+        match arg {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        }
+    }
 }
 
 /// `--cache-size` in 4 KiB blocks: a whole number of them, at least 256
@@ -258,6 +289,9 @@ fn print_report(dir: &std::path::Path, report: &StartupReport) {
         println!("  LUN {lun}: {}", Size(*size));
     }
     println!("admin socket: {}", report.admin_socket.display());
+    if let Some(url) = &report.metrics_url {
+        println!("serving metrics: {url}");
+    }
     for uri in &report.iscsi_uris {
         println!("serving iSCSI: {uri}");
     }

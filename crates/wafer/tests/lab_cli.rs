@@ -1,4 +1,4 @@
-//! `wafer lab size` reproduces experiments.md E5's arithmetic exactly;
+//! `wafer lab size` reproduces `docs/research/experiments.md` E5's arithmetic exactly;
 //! `wafer lab run` runs scenario files into the same reports whatever the
 //! number of jobs and wherever the trailers are kept, and refuses bad files
 //! and options by name.

@@ -149,7 +149,7 @@ impl Engine {
         let response = match result {
             Ok(ReplyData::Measure(measure)) => {
                 let line = measure.log_line(&message, REALLOC_THRESHOLD);
-                crate::log!("admin: {line}");
+                tracing::info!("admin: {line}");
                 AdminResponse::Ok(AdminReply::ReallocateMeasure(ReallocationMeasure {
                     path: message,
                     rating: measure.rating,
@@ -160,7 +160,7 @@ impl Engine {
             }
             Ok(_) => {
                 self.publish_catalogue();
-                crate::log!("admin: {message}");
+                tracing::info!("admin: {message}");
                 AdminResponse::Ok(AdminReply::Done { message })
             }
             Err(refusal) => {
@@ -547,7 +547,7 @@ impl Engine {
             && self.dir.join(CONFIG_FILE).exists()
             && let Err(e) = self.config.save(&self.dir)
         {
-            crate::log!("LUN IDs not saved ({e}): the next save of the configuration has them");
+            tracing::warn!("LUN IDs not saved ({e}): the next save of the configuration has them");
         }
         present
             .into_iter()
@@ -1037,7 +1037,7 @@ impl Engine {
                 file.display()
             ),
         };
-        crate::log!("broken disk {disk} removed; {gone}");
+        tracing::info!("broken disk {disk} removed; {gone}");
         let message = format!("broken disk {disk} removed; {gone}");
         Ok(AdminReply::Done { message })
     }
@@ -1105,7 +1105,7 @@ impl Engine {
         self.node
             .with_aggregate(now, aggr, |filer| filer.spare_added());
         self.drain();
-        crate::log!("disk {name} added as a spare ({name}.img)");
+        tracing::info!("disk {name} added as a spare ({name}.img)");
         Ok(name)
     }
 
@@ -1205,6 +1205,7 @@ impl Engine {
             let slots = config.slots();
             for (d, slot) in filer.counters().disks.iter().zip(&slots) {
                 disks.push(DiskCountersStatus {
+                    aggregate: config.aggregate.clone(),
                     name: slot.disk.name.clone(),
                     slot: slot.id.0,
                     user_reads: d.user_reads,
@@ -1251,6 +1252,7 @@ impl Engine {
                 .shared
                 .counters
                 .status(self.shared.stop.connections_open()),
+            iscsi: self.shared.iscsi.status(),
             nvlog: self.shared.nvlog.status(),
         }
     }
@@ -1307,7 +1309,7 @@ impl Engine {
             _ => unreachable!("only igroup and map requests are routed here"),
         };
         self.save_san(san)?;
-        crate::log!("admin: {message}");
+        tracing::info!("admin: {message}");
         Ok(AdminReply::Done { message })
     }
 
@@ -1439,7 +1441,7 @@ impl Engine {
         match crate::chap_store::Entries::load(&self.dir) {
             Ok(entries) => catalogue.publish_security(entries.security()),
             Err(e) => {
-                crate::log!("every iSCSI login is refused: {e}");
+                tracing::warn!("every iSCSI login is refused: {e}");
                 catalogue.publish_security(wafer_iscsi::Security {
                     default: wafer_iscsi::Policy::Deny,
                     ..wafer_iscsi::Security::default()
@@ -1479,7 +1481,7 @@ impl Engine {
         };
         entries.save(&self.dir).map_err(chap_error)?;
         self.shared.catalogue.publish_security(entries.security());
-        crate::log!("admin: {message}");
+        tracing::info!("admin: {message}");
         Ok(AdminReply::Done { message })
     }
 }

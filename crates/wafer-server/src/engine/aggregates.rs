@@ -198,7 +198,7 @@ impl Engine {
             handles.push(handle);
         }
         self.devices.disks.insert(id, handles);
-        crate::log!(
+        tracing::info!(
             "aggr create: formatting aggregate {name} (id {}) on {} disks in {} RAID groups",
             id.0,
             disks,
@@ -335,7 +335,7 @@ impl Engine {
         let (members, from_pool, made, files) =
             self.gather_disks(usize::from(disks), blocks, "aggr add")?;
         let names: Vec<&str> = members.iter().map(|d| d.name.as_str()).collect();
-        crate::log!(
+        tracing::info!(
             "aggr add: blank disks {} ready for aggregate {name} ({} in rg{}, {} new RAID \
              groups); given to it when no CP runs there",
             names.join(", "),
@@ -464,7 +464,7 @@ impl Engine {
             self.config = before;
             match self.config.save(&self.dir) {
                 Ok(()) => remove_files(made),
-                Err(save) => crate::log!(
+                Err(save) => tracing::warn!(
                     "aggr add: {} keeps naming the new disks ({save}); the next start mounts \
                      aggregate {name} with them, blank",
                     crate::config::CONFIG_FILE
@@ -487,7 +487,7 @@ impl Engine {
             "Addition of {count} disk{} to the aggregate has completed.",
             if count == 1 { "" } else { "s" }
         );
-        crate::log!("aggr add {name}: {message}");
+        tracing::info!("aggr add {name}: {message}");
         AdminResponse::Ok(AdminReply::Done { message })
     }
 
@@ -630,7 +630,7 @@ impl Engine {
         for disk in &pooled {
             let path = self.dir.join(&disk.file);
             if let Err(e) = blank(&path, disk.blocks) {
-                crate::log!(
+                tracing::warn!(
                     "aggr destroy: {} not blanked ({e}); aggr create blanks it before use",
                     path.display()
                 );
@@ -657,7 +657,7 @@ impl Engine {
         if !deleted.is_empty() {
             message += &format!(" Its failed disks {} were deleted.", names(&deleted));
         }
-        crate::log!("{message}");
+        tracing::info!("{message}");
         Ok(AdminReply::Done { message })
     }
 
@@ -718,7 +718,7 @@ impl Engine {
                             self.watches.insert(id, super::watch::Watch::of(filer));
                             self.states.insert(id, AggrState::Online);
                             let message = format!("Creation of aggregate '{name}' has completed.");
-                            crate::log!("{message}");
+                            tracing::info!("{message}");
                             AdminResponse::Ok(AdminReply::Done { message })
                         }
                         Err(e) => {
@@ -817,7 +817,7 @@ impl Engine {
                     self.publish_catalogue();
                     let _ = reply.send(answer.map_or_else(AdminResponse::Error, |()| {
                         let message = format!("Aggregate '{name}' is now offline.");
-                        crate::log!("{message}");
+                        tracing::info!("{message}");
                         AdminResponse::Ok(AdminReply::Done { message })
                     }));
                     None
@@ -846,7 +846,7 @@ impl Engine {
                     self.publish_catalogue();
                     let _ = reply.send(answer.map_or_else(AdminResponse::Error, |()| {
                         let message = format!("Aggregate '{name}' is now online.");
-                        crate::log!("{message}");
+                        tracing::info!("{message}");
                         AdminResponse::Ok(AdminReply::Done { message })
                     }));
                     None

@@ -172,6 +172,8 @@ const STOP_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 pub(crate) struct Shared {
     pub(crate) catalogue: Arc<SharedCatalogue>,
     pub(crate) counters: Arc<NbdCounters>,
+    /// What the iSCSI connections asked for.
+    pub(crate) iscsi: Arc<crate::iscsi_counters::IscsiCounters>,
     /// What the NVLog thread wrote (`sysstat` is to show its rate).
     pub(crate) nvlog: Arc<NvlogCounters>,
     pub(crate) stop: Arc<StopSignal>,
@@ -310,18 +312,18 @@ impl Engine {
             let name = self.aggr_name(status.id);
             if let Some(engine) = self.node.aggregate(status.id) {
                 for warning in engine.mount_warnings() {
-                    crate::log!("aggregate {name}: {warning}");
+                    tracing::warn!("aggregate {name}: {warning}");
                 }
             }
             match &status.state {
                 AggrState::Online => {
                     let filer = self.node.aggregate(status.id).expect("online");
-                    crate::log!("mounted aggregate {name} at CP {}", filer.committed_cp().0);
+                    tracing::info!("mounted aggregate {name} at CP {}", filer.committed_cp().0);
                     self.watches.insert(status.id, watch::Watch::of(filer));
                 }
                 AggrState::Failed(_) => {
                     let (_, reason) = self.aggregate_state(status.id);
-                    crate::log!(
+                    tracing::error!(
                         "aggregate {name} FAILED: {}; the other aggregates serve",
                         reason.unwrap_or_default()
                     );
@@ -438,7 +440,7 @@ impl Engine {
             self.step()?;
         }
         let nvlog = self.shared.nvlog.status();
-        crate::log!(
+        tracing::info!(
             "final CP committed ({} node CPs); stopped. The NVLog took {} bytes: {} records in \
              {} writes and {} syncs",
             self.node.counters().cps,
@@ -461,7 +463,7 @@ impl Engine {
             return false;
         }
         if self.io_in_flight > 0 {
-            crate::log!(
+            tracing::warn!(
                 "leaving {} background I/Os unfinished ({}): the next start resyncs the \
                  stripes they were writing{}",
                 self.io_in_flight,
@@ -573,12 +575,12 @@ impl Engine {
                     .entry(status.id)
                     .or_insert_with(|| watch::Watch::of(filer));
                 for line in watch.changes(filer, config) {
-                    crate::log!("{line}");
+                    tracing::info!("{line}");
                 }
             }
             if self.started && self.states.get(&status.id) != Some(&status.state) {
                 if let AggrState::Failed(reason) = &status.state {
-                    crate::log!(
+                    tracing::error!(
                         "aggregate {name} FAILED: {reason}; it serves no more requests, the \
                          other aggregates serve on"
                     );
@@ -733,7 +735,7 @@ impl Engine {
                         let aggr = wafer_core::node::split_volume(label.lun.volume).0;
                         let watch = self.watches.entry(aggr).or_default();
                         if let Some(line) = watch.unrecoverable_read(&what) {
-                            crate::log!("{line}");
+                            tracing::error!("{line}");
                         }
                     }
                     done(HostOutcome::Reply(reply.result))
@@ -751,12 +753,12 @@ impl Engine {
                 }
                 Some(Waiter::Background(what)) => {
                     if let Err(error) = reply.result {
-                        crate::log!("{what} failed: {error}");
+                        tracing::error!("{what} failed: {error}");
                     }
                 }
                 Some(Waiter::FinalFlush) => {
                     if let Err(error) = reply.result {
-                        crate::log!("the final flush failed: {error}");
+                        tracing::error!("the final flush failed: {error}");
                     }
                     self.stopping = Stopping::Flushed(std::time::Instant::now());
                 }
@@ -769,7 +771,7 @@ impl Engine {
         if self.stopping != Stopping::No {
             return;
         }
-        crate::log!(
+        tracing::info!(
             "stopping: no new connections; {} requests in flight finish, then a final CP",
             self.waiters.len()
         );
@@ -832,7 +834,7 @@ impl Engine {
             matches!(s.slot, Slot::Spare(_)) && s.disk.state == DiskState::InService
         };
         let Some(spare_slot) = slots.iter().rfind(usable) else {
-            crate::log!("disk {failed} cannot be rebuilt: no spare left");
+            tracing::warn!("disk {failed} cannot be rebuilt: no spare left");
             return IoResult::DiskFailed;
         };
         let (spare, spare_slot) = (spare_slot.disk.name.clone(), spare_slot.id.0 as usize);
@@ -844,14 +846,16 @@ impl Engine {
         if let Err(error) = self.config.save(&self.dir) {
             // The spare is still there; the host is what failed. The filer
             // goes offline, and the next start assigns the spare again.
-            crate::log!("spare {spare} not assigned: the configuration cannot be saved: {error}");
+            tracing::error!(
+                "spare {spare} not assigned: the configuration cannot be saved: {error}"
+            );
             self.config = before;
             return IoResult::Unwritable;
         }
         let disks = self.devices.disks.get_mut(&aggr).expect("its disks");
         let handle = disks.remove(spare_slot);
         disks[member.0 as usize] = handle;
-        crate::log!(
+        tracing::info!(
             "spare {spare} takes the place of failed disk {failed} (RAID group {group}, \
              position {}); reconstruction runs in the background; {failed} is a broken disk, \
              its file kept until `disk remove {failed}`",
@@ -884,7 +888,7 @@ impl Engine {
         let now = self.clock.now();
         self.node
             .with_aggregate(now, aggr, |filer| filer.mark_failed(disk));
-        crate::log!("disk {name} (slot {}) failed: {reason}", disk.0);
+        tracing::warn!("disk {name} (slot {}) failed: {reason}", disk.0);
         // The filer takes up a reconstruction onto a spare when a CP commits;
         // an idle filer would not start one, so ask for a CP now.
         if let Ok(id) = self.node.submit(self.clock.now(), HostRequest::Flush) {

@@ -1,4 +1,4 @@
-//! ONTAP's layouts for the admin replies (`wafl.md` §12), as pure functions.
+//! ONTAP's layouts for the admin replies (`docs/research/wafl.md` §12), as pure functions.
 //!
 //! Columns, headings and wording follow 7-Mode's `aggr status`, `vol status`,
 //! `lun show`, `snap list`, `df` and `sysstat -x`. Where ONTAP shows hardware
@@ -715,6 +715,7 @@ fn statit_disk(
     seconds: f64,
 ) -> String {
     let zero = wafer_server::admin::DiskCountersStatus {
+        aggregate: String::new(),
         name: String::new(),
         slot: after.slot,
         user_reads: 0,
@@ -1253,6 +1254,7 @@ mod tests {
     fn statit_rows_keep_ontaps_columns() {
         let disk =
             |user_reads, writes, cp_reads, io_time_ns| wafer_server::admin::DiskCountersStatus {
+                aggregate: "aggr0".into(),
                 name: "0a.01.0".into(),
                 slot: 0,
                 user_reads,

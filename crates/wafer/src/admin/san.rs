@@ -1,6 +1,6 @@
 //! SAN administration in ONTAP's words: `igroup create | add | remove |
 //! destroy | show`, `lun map | unmap` and the maps of `lun show -m`, and
-//! `iscsi security add | show | delete` (`wafl.md` §12.5).
+//! `iscsi security add | show | delete` (`docs/research/wafl.md` §12.5).
 //!
 //! The commands become admin requests; the layouts are pure functions of the
 //! replies. `igroup create` takes ONTAP's protocol flags: `-i` iSCSI, `-n`

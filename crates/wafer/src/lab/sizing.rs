@@ -1,5 +1,5 @@
 //! `wafer lab size`: the sizing arithmetic storage engineers do on a napkin
-//! (experiments.md E5), with the drive model's own figure beside the rule of
+//! (`docs/research/experiments.md` E5), with the drive model's own figure beside the rule of
 //! thumb.
 //!
 //! Worst case for random I/O: every I/O costs each data disk one seek, so an

@@ -90,6 +90,14 @@ pub fn serve_with(scratch: &Scratch, extra: &[&str]) -> Served {
     start(scratch, wafer_serve(scratch, extra))
 }
 
+/// Starts `wafer serve` with `extra` arguments and environment variables
+/// `env` (`RUST_LOG`, `NOTIFY_SOCKET`, ...).
+pub fn serve_with_env(scratch: &Scratch, extra: &[&str], env: &[(&str, &str)]) -> Served {
+    let mut command = wafer_serve(scratch, extra);
+    command.envs(env.iter().copied());
+    start(scratch, command)
+}
+
 /// Starts `wafer serve` with `extra` arguments under `umask` (a shell's
 /// `umask` argument, such as `000`).
 pub fn serve_under_umask(scratch: &Scratch, umask: &str, extra: &[&str]) -> Served {
@@ -182,7 +190,11 @@ fn wafer_serve(scratch: &Scratch, extra: &[&str]) -> Command {
         .arg(scratch.data())
         .arg("--socket")
         .arg(scratch.socket())
-        .args(extra);
+        .args(extra)
+        // The tests read the server's info lines: a RUST_LOG of the
+        // environment running them must not filter them out.
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET");
     command
 }
 
@@ -211,6 +223,22 @@ impl Served {
             .find_map(|line| line.strip_prefix("serving iSCSI: "))
             .unwrap_or_else(|| panic!("no iSCSI URI printed:\n{}", self.startup))
             .to_string()
+    }
+
+    /// The URL it reported for Prometheus scrapes (`--metrics`).
+    pub fn metrics_url(&self) -> String {
+        self.startup
+            .lines()
+            .find_map(|line| line.strip_prefix("serving metrics: "))
+            .unwrap_or_else(|| panic!("no metrics URL printed:\n{}", self.startup))
+            .to_string()
+    }
+
+    /// Sends SIGTERM, the graceful stop, without waiting.
+    pub fn terminate(&self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.expect("kill runs").success(), "kill -TERM {pid}");
     }
 
     /// The address of the first TCP listener it reported (`--listen`).
@@ -259,7 +287,7 @@ impl Served {
 
     /// SIGTERM: the server finishes, writes a final CP and must exit 0.
     pub fn stop(mut self) {
-        let status = self.signal_and_wait("-TERM");
+        let status = self.terminate_and_wait();
         assert!(
             status.success(),
             "wafer serve exited {status}:\n{}",
@@ -290,13 +318,8 @@ impl Served {
         self.child.wait().expect("reaped");
     }
 
-    fn signal_and_wait(&mut self, signal: &str) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .expect("kill runs");
-        assert!(sent.success(), "kill {signal} {pid}");
+    fn terminate_and_wait(&mut self) -> ExitStatus {
+        self.terminate();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().expect("pollable") {
