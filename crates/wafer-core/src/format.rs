@@ -157,6 +157,13 @@ impl Trailer {
         self.checksum == self.compute_checksum(content_sum)
     }
 
+    /// The trailer's own checksum: of the content's checksum and the whole
+    /// identity together, so two trailers for the same content differ in it
+    /// wherever their identities differ.
+    pub fn sum(&self) -> u32 {
+        self.checksum
+    }
+
     /// Checks the content's checksum against the trailer, then the trailer against the
     /// identity the reader expected. `expected.cp` is compared in its low 32
     /// bits, the part a block pointer records.
@@ -255,6 +262,17 @@ impl BlockPtr {
     /// checksum describes.
     pub fn matches(&self, content_sum: u32) -> bool {
         content_sum == self.checksum
+    }
+
+    /// The CP that wrote the child, whole: the latest CP up to `latest`
+    /// whose low 32 bits are the pointer's `birth` (a pointer is never newer
+    /// than the image holding it, and 2^32 CPs are centuries).
+    pub fn birth_cp(&self, latest: CpCount) -> CpCount {
+        let age = (latest.0 as u32).wrapping_sub(self.birth);
+        latest
+            .0
+            .checked_sub(u64::from(age))
+            .map_or(CpCount(u64::from(self.birth)), CpCount)
     }
 
     /// The identity a block reached through this pointer must carry.
@@ -645,6 +663,25 @@ mod tests {
         assert!(BlockPtr::decode(&[0u8; POINTER_SIZE]).is_null());
         assert!(ptr.matches(crc32c::crc32c(&content)));
         assert!(!ptr.matches(crc32c::crc32c(&[8u8; BLOCK_SIZE])));
+    }
+
+    #[test]
+    fn a_pointer_birth_widens_to_the_latest_cp_with_its_low_bits() {
+        let born = |birth| BlockPtr {
+            birth,
+            ..BlockPtr::NULL
+        };
+        assert_eq!(born(12).birth_cp(CpCount(24)), CpCount(12));
+        assert_eq!(born(24).birth_cp(CpCount(24)), CpCount(24));
+        let latest = CpCount(0x3_0000_0005);
+        assert_eq!(born(5).birth_cp(latest), latest);
+        assert_eq!(born(6).birth_cp(latest), CpCount(0x2_0000_0006));
+        assert_eq!(born(0xffff_ffff).birth_cp(latest), CpCount(0x2_ffff_ffff));
+        assert_eq!(
+            born(30).birth_cp(CpCount(24)),
+            CpCount(30),
+            "a pointer newer than the image is taken at its word"
+        );
     }
 
     #[test]

@@ -849,7 +849,7 @@ impl<P: Payload> Filer<P> {
             self.written.learn(
                 self.layout.disk_id(group, *disk),
                 dbn,
-                P::checksum(&sector.data),
+                super::sectors::last_write_of(sector),
             );
         }
         let mut out = Vec::with_capacity(job.plan.writes.len());

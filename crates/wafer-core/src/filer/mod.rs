@@ -629,8 +629,8 @@ impl<P: Payload> Filer<P> {
         let disk = match &op {
             IoOp::Write { disk, dbn, sectors } => {
                 for (n, sector) in sectors.iter().enumerate() {
-                    self.written
-                        .learn(*disk, dbn.0 + n as u64, P::checksum(&sector.data));
+                    let write = sectors::last_write_of(sector);
+                    self.written.learn(*disk, dbn.0 + n as u64, write);
                 }
                 self.note_rebuild_write(*disk, dbn.0, sectors.len() as u64);
                 Some((*disk, DiskIoKind::Write, sectors.len() as u64))
