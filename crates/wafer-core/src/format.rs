@@ -432,6 +432,10 @@ pub struct Superblock {
     /// replayed into this image or an older one (0: none): a later mount
     /// replays only records from it on, whatever their generation says.
     pub replayed_below: u64,
+    /// Taken offline by the administrator: a mount brings it up offline
+    /// (false on disks written before the state was recorded, where the
+    /// byte was zero).
+    pub offline: bool,
 }
 
 /// A reconstruction in progress, as the superblock records it: the disk in
@@ -462,6 +466,7 @@ fn superblock_hash(bytes: &[u8]) -> u64 {
 }
 const GROUP_RECORDS_AT: usize = 1024;
 const REBUILD_AT: usize = 800;
+const STATE_AT: usize = 816;
 const REPLAYED_BELOW_AT: usize = 824;
 const AGGREGATE_AT: usize = 832;
 const NAME_AT: usize = 840;
@@ -487,6 +492,7 @@ impl Superblock {
             put_u16(&mut out, REBUILD_AT + 4, rebuild.disk);
             put_u64(&mut out, REBUILD_AT + 8, rebuild.cursor);
         }
+        out[STATE_AT] = u8::from(self.offline);
         put_u64(&mut out, REPLAYED_BELOW_AT, self.replayed_below);
         assert!(self.name.len() <= NAME_MAX, "aggregate name too long");
         put_u32(&mut out, AGGREGATE_AT, self.aggregate.0);
@@ -544,10 +550,21 @@ impl Superblock {
                 });
             }
         };
+        let offline = match block[STATE_AT] {
+            0 => false,
+            1 => true,
+            state => {
+                return Err(FormatError::Corrupt {
+                    what: "superblock",
+                    detail: format!("aggregate state {state}"),
+                });
+            }
+        };
         Ok(Superblock {
             aggregate: AggrId(get_u32(block, AGGREGATE_AT)),
             name,
             replayed_below: get_u64(block, REPLAYED_BELOW_AT),
+            offline,
             cp: CpCount(get_u64(block, 16)),
             rebuild,
             groups,
@@ -722,6 +739,7 @@ mod tests {
             aggregate: AggrId(0),
             name: DEFAULT_AGGREGATE_NAME.into(),
             replayed_below: 0,
+            offline: false,
         }
     }
 
@@ -752,9 +770,15 @@ mod tests {
             aggregate: AggrId(7),
             name: "aggr_sas".into(),
             replayed_below: 1 << 40,
+            offline: true,
         };
         let mut block = superblock.encode();
-        assert_eq!(Superblock::decode(&block), Ok(superblock));
+        assert_eq!(Superblock::decode(&block), Ok(superblock.clone()));
+        let online = Superblock {
+            offline: false,
+            ..superblock.clone()
+        };
+        assert_eq!(Superblock::decode(&online.encode()), Ok(online));
         block[300] ^= 4;
         assert_eq!(Superblock::decode(&block), Err(FormatError::Checksum));
         // Three valid superblocks XORed together (what a rebuild from mixed copies

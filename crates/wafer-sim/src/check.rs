@@ -47,7 +47,7 @@ use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
 #[cfg(feature = "sabotage")]
 use wafer_core::filer::Sabotage;
 use wafer_core::filer::{Busy, Change, GrowError, HostRequest, Options, ReplyData, RequestId};
-use wafer_core::node::AggrError;
+use wafer_core::node::{AggrError, AggrState};
 use wafer_core::node::{global_volume, split_volume};
 use wafer_core::nvlog::LunId;
 use wafer_core::payload::{Bytes, Stamps};
@@ -704,6 +704,25 @@ impl<P: SimPayload> Harness<P> {
             .collect()
     }
 
+    /// Aggregate `id`'s state, as the node reports it.
+    fn aggregate_state(&self, id: AggrId) -> Option<AggrState> {
+        let status = self.world.aggregates().into_iter().find(|s| s.id == id);
+        status.map(|s| s.state)
+    }
+
+    /// Brings aggregate `id` back online if it is offline, and waits until
+    /// it serves.
+    fn bring_back_if_offline(&mut self, id: AggrId) -> Result<(), String> {
+        if self.aggregate_state(id) != Some(AggrState::Offline) {
+            return Ok(());
+        }
+        let Some(world) = P::remountable(&mut self.world) else {
+            return Err("a stamp aggregate went offline".into());
+        };
+        world.online(id).map_err(|e| format!("online: {e}"))?;
+        self.wait_online()
+    }
+
     /// The filer went offline (the host refused its writes): the host is
     /// given room again and the filer mounted anew, as an operator restarts
     /// a server that stopped; what was in flight becomes uncertain.
@@ -911,8 +930,22 @@ impl<P: SimPayload> Harness<P> {
                     .offline(aggregate)
                     .map_err(|e| format!("offline: {e}"))?;
                 if self.world.offline_reason().is_some() {
-                    // The host refused its last CP's writes.
-                    return self.recover_from_offline();
+                    // The host refused its last CP's writes; if its offline
+                    // was recorded all the same, it mounts offline.
+                    self.recover_from_offline()?;
+                    return self.bring_back_if_offline(aggregate);
+                }
+                let crashed = self.rng.chance(1, 2);
+                if crashed {
+                    // Offline is recorded on its disks: a crash keeps it.
+                    self.crash()?;
+                    if self.aggregate_state(aggregate) != Some(AggrState::Offline) {
+                        return Err(format!(
+                            "aggregate {} was offline before a crash and came back {:?}",
+                            aggregate.0,
+                            self.aggregate_state(aggregate)
+                        ));
+                    }
                 }
                 let Some(world) = P::remountable(&mut self.world) else {
                     unreachable!("drawn only on bytes");
@@ -921,7 +954,10 @@ impl<P: SimPayload> Harness<P> {
                     .online(aggregate)
                     .map_err(|e| format!("online: {e}"))?;
                 self.wait_online()?;
-                "aggregate offline and back"
+                match crashed {
+                    true => "aggregate offline, crashed and back",
+                    false => "aggregate offline and back",
+                }
             }
             1 => {
                 let layout = self.world.layout(aggregate).clone();

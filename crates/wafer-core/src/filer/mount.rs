@@ -23,7 +23,7 @@ use super::meta::{
     decode_volume_table,
 };
 use super::written::LastWrite;
-use super::{Filer, IoOp, IoPurpose, IoResult, Options, Phase};
+use super::{Filer, IoOp, IoPurpose, IoResult, OfflineMark, Options, Phase};
 use crate::Block;
 use crate::aggregate::{Layout, SUPERBLOCK_COPIES};
 use crate::format::{Superblock, Trailer};
@@ -211,6 +211,10 @@ impl<P: Payload> Filer<P> {
         }
         self.committed = superblock.cp;
         self.replayed_below = superblock.replayed_below;
+        self.offline = OfflineMark {
+            marked: superblock.offline,
+            committed: superblock.offline,
+        };
         self.id = superblock.aggregate;
         self.name = superblock.name;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
