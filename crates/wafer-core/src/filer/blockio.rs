@@ -52,6 +52,8 @@ pub(super) struct BlockRead {
 pub(super) struct Repairs<P: Payload> {
     jobs: BTreeMap<u64, RepairJob<P>>,
     next: u64,
+    /// Blocks rewritten in place by repairs so far.
+    rewrites: u64,
 }
 
 impl<P: Payload> Default for Repairs<P> {
@@ -59,6 +61,7 @@ impl<P: Payload> Default for Repairs<P> {
         Repairs {
             jobs: BTreeMap::new(),
             next: 0,
+            rewrites: 0,
         }
     }
 }
@@ -76,6 +79,11 @@ struct RepairJob<P: Payload> {
     /// disagree, so a failed repair that overlapped a CP is tried again.
     overlapped_cp: bool,
     started_after: crate::units::CpCount,
+    /// Blocks repairs had rewritten in place when this one started: one
+    /// rewritten meanwhile may be this very block, read twice at once (a
+    /// tree and a snapshot's sharing it), or another of its stripe, so a
+    /// failed repair that saw a rewrite is tried again too (seed 209).
+    rewrites_seen: u64,
 }
 
 /// Reads whose repair overlapped a CP are tried again, at most this often
@@ -193,6 +201,7 @@ impl<P: Payload> Filer<P> {
                 escalated: false,
                 overlapped_cp: self.cp.is_some(),
                 started_after: self.committed,
+                rewrites_seen: self.repairs.rewrites,
             },
         );
         for disk in reads.iter() {
@@ -286,13 +295,16 @@ impl<P: Payload> Filer<P> {
     }
 
     /// A repair that overlapped a CP may have read a stripe the CP was
-    /// changing: the read is tried again from the start (its own disk may be
-    /// back in service by now, rebuilt). While a CP writes, the retry waits
+    /// changing, and one that overlapped another repair's rewrite may have
+    /// read a block since made whole: the read is tried again from the start
+    /// (its own disk may be back in service by now, rebuilt). While a CP writes, the retry waits
     /// for it to commit; a CP still capturing has written nothing, and may be
     /// waiting for this very block, so the retry goes out at once.
     fn repair_failed(&mut self, job: RepairJob<P>) {
-        let overlapped =
-            job.overlapped_cp || self.cp.is_some() || job.started_after != self.committed;
+        let overlapped = job.overlapped_cp
+            || self.cp.is_some()
+            || job.started_after != self.committed
+            || job.rewrites_seen != self.repairs.rewrites;
         if overlapped && job.read.attempt < READ_ATTEMPTS {
             let mut read = job.read;
             read.attempt += 1;
@@ -349,6 +361,7 @@ impl<P: Payload> Filer<P> {
     }
 
     fn rewrite_in_place(&mut self, read: &BlockRead, block: &P::Unit) {
+        self.repairs.rewrites += 1;
         let sector = Sector {
             data: P::from_unit(block.clone()),
             trailer: Trailer::new(P::unit_checksum(block), read.expected).encode(),
