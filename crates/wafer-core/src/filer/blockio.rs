@@ -45,6 +45,12 @@ pub(super) struct BlockRead {
     purpose: ReadPurpose,
     /// Which try this is: a repair that overlapped a CP reads again.
     attempt: u8,
+    /// Blocks repairs had rewritten in place when this try was made: one
+    /// rewritten since may be this very block, read twice at once (a tree
+    /// and a snapshot's sharing it) and made whole by the other read's
+    /// repair, so a failed repair that saw a rewrite is tried again too
+    /// (seeds 209, 300606).
+    rewrites_seen: u64,
 }
 
 /// The repairs in progress, by job number; private to this module.
@@ -79,11 +85,6 @@ struct RepairJob<P: Payload> {
     /// disagree, so a failed repair that overlapped a CP is tried again.
     overlapped_cp: bool,
     started_after: crate::units::CpCount,
-    /// Blocks repairs had rewritten in place when this one started: one
-    /// rewritten meanwhile may be this very block, read twice at once (a
-    /// tree and a snapshot's sharing it), or another of its stripe, so a
-    /// failed repair that saw a rewrite is tried again too (seed 209).
-    rewrites_seen: u64,
 }
 
 /// Reads whose repair overlapped a CP are tried again, at most this often
@@ -110,6 +111,7 @@ impl<P: Payload> Filer<P> {
             expected: ptr.expected_identity(volume, file_id, level, Fbn(index)),
             purpose,
             attempt: 1,
+            rewrites_seen: self.repairs.rewrites,
         }
     }
 
@@ -201,7 +203,6 @@ impl<P: Payload> Filer<P> {
                 escalated: false,
                 overlapped_cp: self.cp.is_some(),
                 started_after: self.committed,
-                rewrites_seen: self.repairs.rewrites,
             },
         );
         for disk in reads.iter() {
@@ -304,10 +305,11 @@ impl<P: Payload> Filer<P> {
         let overlapped = job.overlapped_cp
             || self.cp.is_some()
             || job.started_after != self.committed
-            || job.rewrites_seen != self.repairs.rewrites;
+            || job.read.rewrites_seen != self.repairs.rewrites;
         if overlapped && job.read.attempt < READ_ATTEMPTS {
             let mut read = job.read;
             read.attempt += 1;
+            read.rewrites_seen = self.repairs.rewrites;
             let sabotaged = self.sabotaged(super::Sabotage::ParkRetriesBehindCapture);
             let writing = self
                 .cp
