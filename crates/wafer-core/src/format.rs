@@ -157,6 +157,13 @@ impl Trailer {
         self.checksum == self.compute_checksum(content_sum)
     }
 
+    /// The trailer's own checksum: of the content's checksum and the whole
+    /// identity together, so two trailers for the same content differ in it
+    /// wherever their identities differ.
+    pub fn sum(&self) -> u32 {
+        self.checksum
+    }
+
     /// Checks the content's checksum against the trailer, then the trailer against the
     /// identity the reader expected. `expected.cp` is compared in its low 32
     /// bits, the part a block pointer records.
@@ -255,6 +262,17 @@ impl BlockPtr {
     /// checksum describes.
     pub fn matches(&self, content_sum: u32) -> bool {
         content_sum == self.checksum
+    }
+
+    /// The CP that wrote the child, whole: the latest CP up to `latest`
+    /// whose low 32 bits are the pointer's `birth` (a pointer is never newer
+    /// than the image holding it, and 2^32 CPs are centuries).
+    pub fn birth_cp(&self, latest: CpCount) -> CpCount {
+        let age = (latest.0 as u32).wrapping_sub(self.birth);
+        latest
+            .0
+            .checked_sub(u64::from(age))
+            .map_or(CpCount(u64::from(self.birth)), CpCount)
     }
 
     /// The identity a block reached through this pointer must carry.
@@ -414,6 +432,10 @@ pub struct Superblock {
     /// replayed into this image or an older one (0: none): a later mount
     /// replays only records from it on, whatever their generation says.
     pub replayed_below: u64,
+    /// Taken offline by the administrator: a mount brings it up offline
+    /// (false on disks written before the state was recorded, where the
+    /// byte was zero).
+    pub offline: bool,
 }
 
 /// A reconstruction in progress, as the superblock records it: the disk in
@@ -444,6 +466,7 @@ fn superblock_hash(bytes: &[u8]) -> u64 {
 }
 const GROUP_RECORDS_AT: usize = 1024;
 const REBUILD_AT: usize = 800;
+const STATE_AT: usize = 816;
 const REPLAYED_BELOW_AT: usize = 824;
 const AGGREGATE_AT: usize = 832;
 const NAME_AT: usize = 840;
@@ -469,6 +492,7 @@ impl Superblock {
             put_u16(&mut out, REBUILD_AT + 4, rebuild.disk);
             put_u64(&mut out, REBUILD_AT + 8, rebuild.cursor);
         }
+        out[STATE_AT] = u8::from(self.offline);
         put_u64(&mut out, REPLAYED_BELOW_AT, self.replayed_below);
         assert!(self.name.len() <= NAME_MAX, "aggregate name too long");
         put_u32(&mut out, AGGREGATE_AT, self.aggregate.0);
@@ -526,10 +550,21 @@ impl Superblock {
                 });
             }
         };
+        let offline = match block[STATE_AT] {
+            0 => false,
+            1 => true,
+            state => {
+                return Err(FormatError::Corrupt {
+                    what: "superblock",
+                    detail: format!("aggregate state {state}"),
+                });
+            }
+        };
         Ok(Superblock {
             aggregate: AggrId(get_u32(block, AGGREGATE_AT)),
             name,
             replayed_below: get_u64(block, REPLAYED_BELOW_AT),
+            offline,
             cp: CpCount(get_u64(block, 16)),
             rebuild,
             groups,
@@ -648,6 +683,25 @@ mod tests {
     }
 
     #[test]
+    fn a_pointer_birth_widens_to_the_latest_cp_with_its_low_bits() {
+        let born = |birth| BlockPtr {
+            birth,
+            ..BlockPtr::NULL
+        };
+        assert_eq!(born(12).birth_cp(CpCount(24)), CpCount(12));
+        assert_eq!(born(24).birth_cp(CpCount(24)), CpCount(24));
+        let latest = CpCount(0x3_0000_0005);
+        assert_eq!(born(5).birth_cp(latest), latest);
+        assert_eq!(born(6).birth_cp(latest), CpCount(0x2_0000_0006));
+        assert_eq!(born(0xffff_ffff).birth_cp(latest), CpCount(0x2_ffff_ffff));
+        assert_eq!(
+            born(30).birth_cp(CpCount(24)),
+            CpCount(30),
+            "a pointer newer than the image is taken at its word"
+        );
+    }
+
+    #[test]
     fn an_inode_round_trips_and_bad_fields_are_refused() {
         let mut inode = Inode::free();
         inode.kind = InodeKind::Lun;
@@ -685,6 +739,7 @@ mod tests {
             aggregate: AggrId(0),
             name: DEFAULT_AGGREGATE_NAME.into(),
             replayed_below: 0,
+            offline: false,
         }
     }
 
@@ -715,9 +770,15 @@ mod tests {
             aggregate: AggrId(7),
             name: "aggr_sas".into(),
             replayed_below: 1 << 40,
+            offline: true,
         };
         let mut block = superblock.encode();
-        assert_eq!(Superblock::decode(&block), Ok(superblock));
+        assert_eq!(Superblock::decode(&block), Ok(superblock.clone()));
+        let online = Superblock {
+            offline: false,
+            ..superblock.clone()
+        };
+        assert_eq!(Superblock::decode(&online.encode()), Ok(online));
         block[300] ^= 4;
         assert_eq!(Superblock::decode(&block), Err(FormatError::Checksum));
         // Three valid superblocks XORed together (what a rebuild from mixed copies

@@ -157,6 +157,9 @@ struct Member<P: Payload> {
     /// Its buffer cache's use clock at the last sharing of the node's
     /// cache budget: the uses since are its demand.
     uses_seen: u64,
+    /// Brought back by the administrator: a mount that finds it recorded
+    /// offline clears the record (a CP) instead of taking it offline again.
+    bringing_online: bool,
 }
 
 /// What a call into an aggregate left the node to do.
@@ -418,6 +421,7 @@ impl<P: Payload> Node<P> {
         }
         member.state = AggrState::GoingOffline;
         if let Some(engine) = member.engine.as_mut() {
+            engine.mark_offline(true);
             engine.start_cp_now(now, CpReason::Sync);
         }
         self.settle(id);
@@ -1124,12 +1128,35 @@ impl<P: Payload> Node<P> {
             }
             AggrState::Mounting if engine.is_online() && !engine.cp_running() => {
                 member.name = engine.aggregate_name().to_string();
-                member.state = AggrState::Online;
+                let recorded_offline = engine.marked_offline();
+                if recorded_offline && member.bringing_online {
+                    // Online once a superblock no longer records it offline.
+                    let now = self.now;
+                    let engine = member.engine.as_mut().expect("looked at");
+                    engine.mark_offline(false);
+                    engine.start_cp_now(now, CpReason::Sync);
+                    return;
+                }
+                member.bringing_online = false;
+                member.state = match recorded_offline {
+                    // Its disks say the administrator took it offline: it
+                    // mounted (and replayed) to commit everything, and goes
+                    // offline again.
+                    true => AggrState::GoingOffline,
+                    false => AggrState::Online,
+                };
                 self.end_mount_when_all_mounted();
             }
-            AggrState::GoingOffline if quiescent => {
+            AggrState::GoingOffline if quiescent && engine.offline_committed() => {
                 member.engine = None;
                 member.state = AggrState::Offline;
+            }
+            AggrState::GoingOffline if quiescent => {
+                // The CP it took last had written its superblock before the
+                // offline was marked: one more records it.
+                let now = self.now;
+                let engine = member.engine.as_mut().expect("looked at");
+                engine.start_cp_now(now, CpReason::Sync);
             }
             _ => {}
         }
@@ -1217,6 +1244,7 @@ impl Node<Bytes> {
         let engine = Filer::mount(member.layout.clone(), self.options.clone(), now, [&[], &[]]);
         member.engine = Some(engine);
         member.state = AggrState::Mounting;
+        member.bringing_online = true;
         member.last_half = None;
         member.uses_seen = 0;
         self.share_cache();
@@ -1236,6 +1264,7 @@ impl<P: Payload> Member<P> {
             cp_seen: false,
             committed_seen: CpCount::default(),
             uses_seen: 0,
+            bringing_online: false,
         }
     }
 

@@ -102,8 +102,9 @@ pub(crate) struct AggrConfig {
     pub(crate) aggregate: String,
     /// Its node id (the engine's `AggrId`, in its superblock).
     pub(crate) id: u32,
-    /// Taken offline by the administrator (`aggr offline`): mounted and
-    /// taken offline again at the next start.
+    /// Taken offline by the administrator (`aggr offline`): a mirror of
+    /// its superblock, which is the record; aggregates whose superblocks
+    /// predate the record are taken offline again at start by this flag.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) offline: bool,
     /// The raidsize `aggr create -r` chose: the most disks `aggr add` puts

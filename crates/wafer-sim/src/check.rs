@@ -47,7 +47,7 @@ use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
 #[cfg(feature = "sabotage")]
 use wafer_core::filer::Sabotage;
 use wafer_core::filer::{Busy, Change, GrowError, HostRequest, Options, ReplyData, RequestId};
-use wafer_core::node::AggrError;
+use wafer_core::node::{AggrError, AggrState};
 use wafer_core::node::{global_volume, split_volume};
 use wafer_core::nvlog::LunId;
 use wafer_core::payload::{Bytes, Stamps};
@@ -408,6 +408,10 @@ struct Harness<P: SimPayload> {
 /// retry the engine takes (seconds), far short of a hang's forever.
 const STALL_AFTER: Duration = Duration::from_secs(600);
 
+/// How many times the harness says `aggr online` before it gives up on an
+/// aggregate that node restarts keep finding recorded offline.
+const BRING_ONLINE_ATTEMPTS: u32 = 8;
+
 /// Runs one seeded check.
 pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
     match config.payload {
@@ -704,6 +708,34 @@ impl<P: SimPayload> Harness<P> {
             .collect()
     }
 
+    /// Aggregate `id`'s state, as the node reports it.
+    fn aggregate_state(&self, id: AggrId) -> Option<AggrState> {
+        let status = self.world.aggregates().into_iter().find(|s| s.id == id);
+        status.map(|s| s.state)
+    }
+
+    /// Brings aggregate `id` back online if it is offline, and waits until
+    /// it serves. The node restarted while it mounted (another aggregate's
+    /// writes refused) finds its disks still recorded offline, the CP that
+    /// clears the record not committed (seed 300393): as an operator would,
+    /// the harness says `aggr online` again.
+    fn bring_back_if_offline(&mut self, id: AggrId) -> Result<(), String> {
+        for _ in 0..BRING_ONLINE_ATTEMPTS {
+            if self.aggregate_state(id) != Some(AggrState::Offline) {
+                return Ok(());
+            }
+            let Some(world) = P::remountable(&mut self.world) else {
+                return Err("a stamp aggregate went offline".into());
+            };
+            world.online(id).map_err(|e| format!("online: {e}"))?;
+            self.wait_online()?;
+        }
+        Err(format!(
+            "aggregate {} stayed offline through {BRING_ONLINE_ATTEMPTS} onlines",
+            id.0
+        ))
+    }
+
     /// The filer went offline (the host refused its writes): the host is
     /// given room again and the filer mounted anew, as an operator restarts
     /// a server that stopped; what was in flight becomes uncertain.
@@ -911,17 +943,35 @@ impl<P: SimPayload> Harness<P> {
                     .offline(aggregate)
                     .map_err(|e| format!("offline: {e}"))?;
                 if self.world.offline_reason().is_some() {
-                    // The host refused its last CP's writes.
-                    return self.recover_from_offline();
+                    // The host refused its last CP's writes; if its offline
+                    // was recorded all the same, it mounts offline.
+                    self.recover_from_offline()?;
+                    return self.bring_back_if_offline(aggregate);
                 }
-                let Some(world) = P::remountable(&mut self.world) else {
-                    unreachable!("drawn only on bytes");
-                };
-                world
-                    .online(aggregate)
-                    .map_err(|e| format!("online: {e}"))?;
-                self.wait_online()?;
-                "aggregate offline and back"
+                let crashed = self.rng.chance(1, 2);
+                if crashed {
+                    // Offline is recorded on its disks: a crash keeps it.
+                    self.crash()?;
+                    if self.aggregate_state(aggregate) != Some(AggrState::Offline) {
+                        return Err(format!(
+                            "aggregate {} was offline before a crash and came back {:?}",
+                            aggregate.0,
+                            self.aggregate_state(aggregate)
+                        ));
+                    }
+                }
+                let state = self.aggregate_state(aggregate);
+                if state != Some(AggrState::Offline) {
+                    return Err(format!(
+                        "aggregate {} taken offline is {state:?}",
+                        aggregate.0
+                    ));
+                }
+                self.bring_back_if_offline(aggregate)?;
+                match crashed {
+                    true => "aggregate offline, crashed and back",
+                    false => "aggregate offline and back",
+                }
             }
             1 => {
                 let layout = self.world.layout(aggregate).clone();

@@ -1246,6 +1246,25 @@ impl<P: SimPayload> World<P> {
         true
     }
 
+    /// Gives written block `dbn` of `disk` the trailer of another write of
+    /// the same content there, in the CP before and under another vvbn: what
+    /// a torn CP and a lost redo of the same content leave (seed 100530).
+    /// Content and parity are right, so the block is not counted damaged, but
+    /// its identity is stale. Returns whether the block had a trailer.
+    pub fn stale_identity(&mut self, aggregate: AggrId, disk: DiskId, dbn: u64) -> bool {
+        let aggr = self.aggr_mut(aggregate);
+        let Some(sector) = aggr.disks[disk.0 as usize].sectors.get_mut(&dbn) else {
+            return false;
+        };
+        let Ok(Trailer { mut identity, .. }) = Trailer::decode(&sector.trailer) else {
+            return false;
+        };
+        identity.vvbn.0 += 1;
+        identity.cp.0 = identity.cp.0.saturating_sub(1);
+        sector.trailer = Trailer::new(P::checksum(&sector.data), identity).encode();
+        true
+    }
+
     /// Makes block `dbn` of `disk` unreadable (a latent sector error).
     pub fn lose_block(&mut self, aggregate: AggrId, disk: DiskId, dbn: u64) {
         let aggr = self.aggr_mut(aggregate);

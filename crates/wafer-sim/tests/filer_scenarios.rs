@@ -1425,6 +1425,64 @@ fn a_scrub_rewrites_a_block_a_lost_write_left_with_a_stale_trailer() {
     world.check_trailers().expect("the trailer is whole again");
 }
 
+/// Seed 100530: a CP torn by a crash wrote a block as one file's, the redo
+/// after replay wrote the same content there under another identity, and that
+/// write was lost. Content and parity are right, only the trailer is stale:
+/// reads through the pointer refuse it, and so must the scrub. Gives a cold
+/// data block such a trailer (after a remount if `remount`, when the filer
+/// knows its blocks only from their pointers), scrubs, and returns what the
+/// scrub did and whether every trailer is whole after it.
+fn scrub_a_stale_identity(options: Options, remount: bool) -> (u64, Result<(), String>) {
+    use wafer_raid::DiskIndex;
+    let mut world = world_with(options);
+    let lun = lun(&mut world, 2 << 20);
+    write(&mut world, lun, 0, pattern(9, 2 << 20));
+    request(&mut world, HostRequest::Flush).expect("flush");
+    if remount {
+        world.crash_and_remount();
+        world.wait_online().expect("remounts");
+    }
+    let (disk, dbn) = data_blocks_of(&world, lun)
+        .into_iter()
+        .find(|(d, _)| *d == DiskIndex(2))
+        .expect("data on disk 2");
+    let id = world.layout(A0).disk_id(0, disk);
+    assert!(world.stale_identity(A0, id, dbn));
+    assert!(world.check_trailers().is_err(), "the identity is stale");
+    world.check_parity().expect("content and parity are right");
+    world
+        .act(A0, |filer| filer.start_scrub())
+        .expect("a filer")
+        .expect("a scrub starts");
+    world.drain();
+    while world.step() {}
+    let status = world.filer().scrub_status().expect("a scrub ran");
+    assert!(!status.running, "{status:?}");
+    (status.tally.blocks_repaired, world.check_trailers())
+}
+
+#[test]
+fn a_scrub_rewrites_the_right_content_under_a_stale_identity() {
+    for remount in [false, true] {
+        let (repaired, trailers) = scrub_a_stale_identity(Options::default(), remount);
+        assert_eq!(repaired, 1, "remounted first: {remount}");
+        trailers.expect("the block carries its pointer's identity again");
+    }
+}
+
+#[test]
+fn a_scrub_that_checks_content_alone_leaves_a_stale_identity() {
+    let options = Options {
+        sabotage: Some(wafer_core::filer::Sabotage::ScrubTrustsStaleIdentity),
+        ..Options::default()
+    };
+    for remount in [false, true] {
+        let (repaired, trailers) = scrub_a_stale_identity(options.clone(), remount);
+        assert_eq!(repaired, 0, "remounted first: {remount}");
+        assert!(trailers.is_err(), "the stale identity went unseen");
+    }
+}
+
 /// A refused write cuts its stripe short: the CP's other writes to it may
 /// land, so its parity covers neither the old nor the new content (the write
 /// hole, which the mount's resync closes from what is on the disks). A block

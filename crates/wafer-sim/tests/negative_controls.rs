@@ -183,3 +183,34 @@ fn replaying_records_into_the_wrong_aggregate_is_caught() {
 fn resetting_a_log_half_before_its_records_are_committed_is_caught() {
     assert_caught(Sabotage::EarlyLogReset);
 }
+
+/// A seed of CI's set (`wafer check --seed 196 --ops 1000`) whose run leaves
+/// a stale trailer identity over the right content: a CP torn by a crash
+/// wrote a block with one identity, the redo after replay wrote the same
+/// content there with another, and that write was misdirected.
+const STALE_IDENTITY_SEED: u64 = 196;
+
+fn stale_identity_run(sabotage: Option<Sabotage>) -> Result<(), String> {
+    let config = CheckConfig {
+        seed: STALE_IDENTITY_SEED,
+        ops: OPS,
+        faults: true,
+        sabotage,
+        payload: PayloadKind::Bytes,
+        record_io: false,
+        bound_requests: false,
+        single_filer: false,
+    };
+    run(&config).map(|_| ()).map_err(|failure| failure.reason)
+}
+
+#[test]
+fn a_scrub_blind_to_stale_identity_fails_the_trailer_audit() {
+    let reason = stale_identity_run(Some(Sabotage::ScrubTrustsStaleIdentity))
+        .expect_err("the stale identity went unnoticed");
+    assert!(
+        reason.contains("not the block its pointer expects"),
+        "caught, but not by the trailer audit: {reason}"
+    );
+    stale_identity_run(None).expect("the same seed passes with the scrub's trailer check");
+}

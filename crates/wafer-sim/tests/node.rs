@@ -1,7 +1,9 @@
 //! A node of several aggregates over one NVLog, scenario by scenario: a node
 //! CP covers every aggregate with dirty data, the shared log fills and waits
 //! and loses nothing, one aggregate past its RAID promise fails alone, and
-//! aggregates go offline, online and away, and grow, while the others serve;
+//! aggregates go offline, online and away, and grow, while the others serve
+//! (offline and online recorded on each aggregate's own disks, so a crash
+//! keeps them as they were);
 //! the aggregates share one cache budget by their use of it.
 //! (The seeded check runs nodes of 1 to 3 aggregates under every fault; its
 //! negative controls replay records into the wrong aggregate and reset a log
@@ -228,13 +230,19 @@ fn aggregates_go_offline_online_and_away_while_the_others_serve() {
         "offline took a write"
     );
     world.request(write(a, 5, 0xaa)).expect("aggr0 serves");
-    // Offline commits everything: a crash now replays nothing of aggr1's.
+    // Offline commits everything and is recorded on aggr1's own disks: the
+    // node mounts it after a crash and it goes offline again by itself.
     crash(&mut world);
     world.run_until_settled();
-    assert_eq!(read_block(&mut world, b, 5)[0], 0x55);
-    world.offline(AggrId(1)).expect("offline");
+    assert_eq!(world.aggregates()[1].state, AggrState::Offline);
+    assert_eq!(world.aggregates()[0].state, AggrState::Online);
     world.online(AggrId(1)).expect("online");
     world.wait_online().expect("aggr1 mounts");
+    assert_eq!(world.aggregates()[1].state, AggrState::Online);
+    assert_eq!(read_block(&mut world, b, 5)[0], 0x55);
+    // Online is recorded the same way: after a crash it serves at once.
+    crash(&mut world);
+    world.run_until_settled();
     assert_eq!(world.aggregates()[1].state, AggrState::Online);
     assert_eq!(read_block(&mut world, b, 5)[0], 0x55);
     assert!(

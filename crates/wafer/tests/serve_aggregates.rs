@@ -130,9 +130,17 @@ fn aggregates_are_created_taken_offline_brought_online_and_destroyed() {
     assert!(NbdClient::try_connect(server.socket(), "vol1/lun1").is_err());
     server.stop();
 
-    // Offline is recorded: it stays offline across a restart.
+    // Offline is recorded on aggr1's disks: it stays offline across a
+    // restart even where wafer.toml lost it (a crash before its save), and
+    // wafer.toml is mended.
+    let config = data.join("wafer.toml");
+    let text = std::fs::read_to_string(&config).expect("wafer.toml");
+    assert!(text.contains("offline = true"), "{text}");
+    std::fs::write(&config, text.replace("offline = true\n", "")).expect("rewritten");
     let server = serve(&scratch);
     assert!(ok(&data, &["aggr", "status", "aggr1"]).contains("offline"));
+    let text = std::fs::read_to_string(&config).expect("wafer.toml");
+    assert!(text.contains("offline = true"), "not mended:\n{text}");
     let online = ok(&data, &["aggr", "online", "aggr1"]);
     assert!(
         online.contains("Aggregate 'aggr1' is now online."),

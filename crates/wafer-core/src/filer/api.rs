@@ -335,6 +335,10 @@ pub enum Sabotage {
     IgnoreSnapshots,
     /// A scrub counts the damage it finds but writes no repair.
     SkipScrubRepair,
+    /// A scrub checks a block against only the content the filer last wrote
+    /// there, not the trailer: a lost write of the same content under a new
+    /// identity leaves a stale trailer that it passes.
+    ScrubTrustsStaleIdentity,
     /// A read retried after its repair overlapped a CP waits for that CP to
     /// commit even while the CP is still capturing, and so perhaps waiting
     /// for the very block: a deadlock the stall detector must report.

@@ -45,6 +45,12 @@ pub(super) struct BlockRead {
     purpose: ReadPurpose,
     /// Which try this is: a repair that overlapped a CP reads again.
     attempt: u8,
+    /// Blocks repairs had rewritten in place when this try was made: one
+    /// rewritten since may be this very block, read twice at once (a tree
+    /// and a snapshot's sharing it) and made whole by the other read's
+    /// repair, so a failed repair that saw a rewrite is tried again too
+    /// (seeds 209, 300606).
+    rewrites_seen: u64,
 }
 
 /// The repairs in progress, by job number; private to this module.
@@ -52,6 +58,8 @@ pub(super) struct BlockRead {
 pub(super) struct Repairs<P: Payload> {
     jobs: BTreeMap<u64, RepairJob<P>>,
     next: u64,
+    /// Blocks rewritten in place by repairs so far.
+    rewrites: u64,
 }
 
 impl<P: Payload> Default for Repairs<P> {
@@ -59,6 +67,7 @@ impl<P: Payload> Default for Repairs<P> {
         Repairs {
             jobs: BTreeMap::new(),
             next: 0,
+            rewrites: 0,
         }
     }
 }
@@ -102,6 +111,7 @@ impl<P: Payload> Filer<P> {
             expected: ptr.expected_identity(volume, file_id, level, Fbn(index)),
             purpose,
             attempt: 1,
+            rewrites_seen: self.repairs.rewrites,
         }
     }
 
@@ -286,16 +296,20 @@ impl<P: Payload> Filer<P> {
     }
 
     /// A repair that overlapped a CP may have read a stripe the CP was
-    /// changing: the read is tried again from the start (its own disk may be
-    /// back in service by now, rebuilt). While a CP writes, the retry waits
+    /// changing, and one that overlapped another repair's rewrite may have
+    /// read a block since made whole: the read is tried again from the start
+    /// (its own disk may be back in service by now, rebuilt). While a CP writes, the retry waits
     /// for it to commit; a CP still capturing has written nothing, and may be
     /// waiting for this very block, so the retry goes out at once.
     fn repair_failed(&mut self, job: RepairJob<P>) {
-        let overlapped =
-            job.overlapped_cp || self.cp.is_some() || job.started_after != self.committed;
+        let overlapped = job.overlapped_cp
+            || self.cp.is_some()
+            || job.started_after != self.committed
+            || job.read.rewrites_seen != self.repairs.rewrites;
         if overlapped && job.read.attempt < READ_ATTEMPTS {
             let mut read = job.read;
             read.attempt += 1;
+            read.rewrites_seen = self.repairs.rewrites;
             let sabotaged = self.sabotaged(super::Sabotage::ParkRetriesBehindCapture);
             let writing = self
                 .cp
@@ -349,6 +363,7 @@ impl<P: Payload> Filer<P> {
     }
 
     fn rewrite_in_place(&mut self, read: &BlockRead, block: &P::Unit) {
+        self.repairs.rewrites += 1;
         let sector = Sector {
             data: P::from_unit(block.clone()),
             trailer: Trailer::new(P::unit_checksum(block), read.expected).encode(),

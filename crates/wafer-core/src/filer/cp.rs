@@ -125,6 +125,8 @@ pub(super) struct Cp<P: Payload> {
     pub(super) scrub: Option<super::scrub::ScrubBatch>,
     /// Whether this CP's superblock records the rebuild in progress.
     records_rebuild: bool,
+    /// Whether this CP's superblock records the aggregate offline.
+    records_offline: bool,
     /// A CP in the middle of replay: the NVLog halves still hold records to
     /// replay, so this CP neither freezes nor releases one.
     keeps_log: bool,
@@ -176,6 +178,7 @@ impl<P: Payload> Filer<P> {
             rebuild: None,
             scrub: None,
             records_rebuild: false,
+            records_offline: false,
             keeps_log,
         };
         let mut dirty: Vec<(LunId, Fbn)> = self.dirty.iter().map(|(key, ())| *key).collect();
@@ -849,7 +852,7 @@ impl<P: Payload> Filer<P> {
             self.written.learn(
                 self.layout.disk_id(group, *disk),
                 dbn,
-                P::checksum(&sector.data),
+                super::sectors::last_write_of(sector),
             );
         }
         let mut out = Vec::with_capacity(job.plan.writes.len());
@@ -939,6 +942,7 @@ impl<P: Payload> Filer<P> {
             aggregate: self.id,
             name: self.name.clone(),
             replayed_below: self.replayed_below,
+            offline: self.offline.marked,
             cp: number,
             rebuild,
             groups: self.layout.records(),
@@ -970,6 +974,7 @@ impl<P: Payload> Filer<P> {
         let cp = self.cp.as_mut().expect("a CP");
         cp.superblock = true;
         cp.records_rebuild = rebuild.is_some();
+        cp.records_offline = self.offline.marked;
         let count = writes.len();
         for (disk, dbn, sector) in writes {
             self.cp.as_mut().expect("a CP").writes_left += 1;
@@ -1003,6 +1008,7 @@ impl<P: Payload> Filer<P> {
     fn commit(&mut self) {
         let mut cp = self.cp.take().expect("a CP");
         self.committed = cp.number;
+        self.offline.committed = cp.records_offline;
         self.committed_map = cp.image_map.take().expect("a committed CP has allocated");
         *self.counters.cps.entry(cp.reason).or_default() += 1;
         self.counters.cp_time_ns += (self.now - cp.started).0;

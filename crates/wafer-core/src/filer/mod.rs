@@ -182,6 +182,15 @@ type PendingIo<D> = (
     Instant,
 );
 
+/// The administrator's offline as the aggregate's superblocks record it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct OfflineMark {
+    /// What the next superblock records.
+    marked: bool,
+    /// What the newest committed superblock records.
+    committed: bool,
+}
+
 /// One aggregate, its volumes and LUNs: the filer engine, over payload `P`
 /// (real bytes unless the lab asks for stamps).
 #[derive(Debug)]
@@ -236,6 +245,8 @@ pub struct Filer<P: Payload = Bytes> {
     /// replayed (or found so in the superblock it mounted): every
     /// superblock records it, and replay takes only records from it on.
     replayed_below: u64,
+    /// Whether the administrator's offline is recorded on the disks.
+    offline: OfflineMark,
     outbox: outbox::Outbox<P, PendingIo<P::ReadData>>,
     counters: Counters,
 }
@@ -295,6 +306,7 @@ impl<P: Payload> Filer<P> {
             spares_exhausted: no_spares,
             rebuild_done_unrecorded: false,
             replayed_below: 0,
+            offline: OfflineMark::default(),
             repairs: blockio::Repairs::default(),
             next_fill: 0,
             parked_reads: Vec::new(),
@@ -405,6 +417,27 @@ impl<P: Payload> Filer<P> {
     /// The aggregate's name.
     pub fn aggregate_name(&self) -> &str {
         &self.name
+    }
+
+    /// Marks the aggregate taken offline by the administrator (or no
+    /// longer): every superblock from the next CP on records it, so that a
+    /// mount brings the aggregate up offline. The aggregate goes on serving
+    /// meanwhile; not serving it is the node's part.
+    pub fn mark_offline(&mut self, offline: bool) {
+        self.offline.marked = offline;
+    }
+
+    /// Whether the next superblock records the aggregate offline (as the
+    /// mounted one did, until [`mark_offline`](Self::mark_offline) says
+    /// otherwise).
+    pub fn marked_offline(&self) -> bool {
+        self.offline.marked
+    }
+
+    /// Whether the newest committed superblock records the aggregate
+    /// offline.
+    pub fn offline_committed(&self) -> bool {
+        self.offline.committed
     }
 
     /// Whether a CP is running.
@@ -629,8 +662,8 @@ impl<P: Payload> Filer<P> {
         let disk = match &op {
             IoOp::Write { disk, dbn, sectors } => {
                 for (n, sector) in sectors.iter().enumerate() {
-                    self.written
-                        .learn(*disk, dbn.0 + n as u64, P::checksum(&sector.data));
+                    let write = sectors::last_write_of(sector);
+                    self.written.learn(*disk, dbn.0 + n as u64, write);
                 }
                 self.note_rebuild_write(*disk, dbn.0, sectors.len() as u64);
                 Some((*disk, DiskIoKind::Write, sectors.len() as u64))

@@ -22,7 +22,8 @@ use super::meta::{
     FileRef, MetaFile, Snapshot, Volume, decode_inofile_block, decode_snapinfo_block,
     decode_volume_table,
 };
-use super::{Filer, IoOp, IoPurpose, IoResult, Options, Phase};
+use super::written::LastWrite;
+use super::{Filer, IoOp, IoPurpose, IoResult, OfflineMark, Options, Phase};
 use crate::Block;
 use crate::aggregate::{Layout, SUPERBLOCK_COPIES};
 use crate::format::{Superblock, Trailer};
@@ -210,6 +211,10 @@ impl<P: Payload> Filer<P> {
         }
         self.committed = superblock.cp;
         self.replayed_below = superblock.replayed_below;
+        self.offline = OfflineMark {
+            marked: superblock.offline,
+            committed: superblock.offline,
+        };
         self.id = superblock.aggregate;
         self.name = superblock.name;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
@@ -413,18 +418,7 @@ impl<P: Payload> Filer<P> {
             .values()
             .map(|v| self.volume_footprint(v.size_bytes / crate::BLOCK_SIZE as u64))
             .sum();
-        let pointers = self
-            .every_pointer()
-            .into_iter()
-            .chain(self.snapshot_pointers());
-        for (_, ptr) in pointers.collect::<Vec<_>>() {
-            let at = self
-                .layout
-                .locate(ptr.pvbn)
-                .expect("pointers stay inside the aggregate");
-            let disk = self.layout.disk_id(at.group, at.disk);
-            self.written.learn(disk, at.dbn.0, ptr.checksum);
-        }
+        self.learn_from_pointers();
         let committed = self.committed;
         let stripes: Vec<(usize, u64)> = self
             .mount_state()
@@ -440,6 +434,31 @@ impl<P: Payload> Filer<P> {
             .collect();
         if !self.start_resync(stripes) {
             self.replay();
+        }
+    }
+
+    /// What every block a pointer reaches was last written with, as the
+    /// pointer and its place in the tree say: its content's checksum, and
+    /// the trailer's for the identity it must carry, born in the latest CP
+    /// up to this image's with the birth the pointer records.
+    fn learn_from_pointers(&mut self) {
+        let committed = self.committed;
+        let mut writes = Vec::new();
+        self.for_each_reachable_block(|ptr, mut identity| {
+            identity.cp = ptr.birth_cp(committed);
+            let write = LastWrite {
+                content: ptr.checksum,
+                trailer: Trailer::new(ptr.checksum, identity).sum(),
+            };
+            writes.push((ptr.pvbn, write));
+        });
+        for (pvbn, write) in writes {
+            let at = self
+                .layout
+                .locate(pvbn)
+                .expect("pointers stay inside the aggregate");
+            let disk = self.layout.disk_id(at.group, at.disk);
+            self.written.learn(disk, at.dbn.0, write);
         }
     }
 

@@ -12,8 +12,10 @@
 //! reconstruction into parity but leaves the block as it is, for the scrub to
 //! repair). Each stripe is read whole:
 //!
-//! - A block that fails its trailer (or the checksum of the filer's last write
-//!   there), or that its disk cannot return, is damaged. Up to the group's
+//! - A block that fails its trailer (or is not the filer's last write there,
+//!   content and trailer: a lost write of the same content under a new
+//!   identity leaves a stale trailer that names this place and vouches for
+//!   the content), or that its disk cannot return, is damaged. Up to the group's
 //!   parity disks of them are reconstructed from the rest.
 //! - With none damaged, parity is recomputed. A parity block that disagrees is
 //!   rewritten. RAID-DP also locates a data block that passes its trailer but
@@ -25,9 +27,10 @@
 //!
 //! A reconstructed parity block is rewritten at once. A reconstructed data
 //! block needs a trailer. Where the damaged block's own trailer is intact,
-//! names this place and vouches for the reconstruction's checksum (rot in the
-//! data), that trailer is kept. Otherwise (an unreadable sector, a lost or
-//! misdirected write) only a pointer can say what the block is: the stripe
+//! names this place, vouches for the reconstruction's checksum and is the one
+//! the filer last wrote there (rot in the data), that trailer is kept.
+//! Otherwise (an unreadable sector, a lost or misdirected write, a stale
+//! identity) only a pointer can say what the block is: the stripe
 //! waits until a CP with every tree whole walks the trees once, for every
 //! stripe of its batch, and scrubs it again. Then a reachable block is written
 //! with the identity its pointer implies, and only if the reconstruction
@@ -48,7 +51,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use wafer_raid::{Dbn, DiskIndex, DiskSet, StripeUnit};
 
-use super::sectors::{parity_sector, read_back_is_sound};
+use super::sectors::{parity_sector, read_back_matches};
+use super::written::LastWrite;
 use super::{Filer, Phase, Sector};
 use crate::aggregate::SUPERBLOCK_COPIES;
 use crate::format::{BlockPtr, Identity, Trailer};
@@ -444,13 +448,38 @@ impl<P: Payload> Filer<P> {
             .iter()
             .filter(|&disk| {
                 let sector = old.get(&disk).and_then(Option::as_ref);
-                let sound =
-                    read_back_is_sound(&self.layout, &self.written, (group, disk, dbn), sector);
+                let last_write = self.scrub_last_write(group, disk, dbn, sector);
+                let sound = read_back_matches(&self.layout, last_write, (group, disk, dbn), sector);
                 let sum = P::unit_checksum(&stripe[disk.as_usize()]);
                 let word = self.pointer_word(names, group, disk, dbn, sum);
                 !sound || word == Some(PointerWord::Contradicts)
             })
             .collect()
+    }
+
+    /// What the filer last wrote to block `dbn` of `disk`, where known, for
+    /// judging `found`, the sector read back there.
+    fn scrub_last_write(
+        &self,
+        group: usize,
+        disk: DiskIndex,
+        dbn: u64,
+        found: Option<&Sector<P>>,
+    ) -> Option<LastWrite> {
+        let last = self
+            .written
+            .last_write(self.layout.disk_id(group, disk), dbn);
+        match (
+            self.sabotaged(super::Sabotage::ScrubTrustsStaleIdentity),
+            found,
+        ) {
+            // The bug: the last write's content under any trailer passes.
+            (true, Some(found)) => last.map(|w| LastWrite {
+                trailer: super::sectors::last_write_of(found).trailer,
+                ..w
+            }),
+            _ => last,
+        }
     }
 
     /// Whether data block `disk` of the stripe is what the filer last wrote
@@ -529,8 +558,9 @@ impl<P: Payload> Filer<P> {
             };
             let sum = P::unit_checksum(content);
             let own = old.get(&disk).and_then(Option::as_ref);
+            let last_write = self.scrub_last_write(group, disk, dbn, own);
             let word = || self.pointer_word(names, group, disk, dbn, sum);
-            let trailer = match vouching_trailer(own, home, sum).ok_or_else(word) {
+            let trailer = match vouching_trailer(own, home, sum, last_write).ok_or_else(word) {
                 Ok(trailer) => trailer,
                 Err(None | Some(PointerWord::Held)) => return Verdict::Revisit,
                 Err(Some(PointerWord::Contradicts)) => return Verdict::LeftAlone,
@@ -625,14 +655,18 @@ fn stripe_units<P: Payload>(
         .collect()
 }
 
-/// The damaged block's own trailer, if it is intact, names `home` and vouches
-/// for content summing to `sum`.
+/// The damaged block's own trailer, if it is intact, names `home`, vouches
+/// for content summing to `sum` and is the trailer the filer last wrote there
+/// (where that is known: a lost write of the same content under a new
+/// identity leaves an old trailer that passes every other test).
 fn vouching_trailer<P: Payload>(
     sector: Option<&Sector<P>>,
     home: Pvbn,
     sum: u32,
+    last_write: Option<LastWrite>,
 ) -> Option<Trailer> {
-    Trailer::decode(&sector?.trailer)
-        .ok()
-        .filter(|t| t.identity.pvbn == home && t.matches(sum))
+    Trailer::decode(&sector?.trailer).ok().filter(|t| {
+        let last = last_write.is_none_or(|w| w.is(sum, t));
+        t.identity.pvbn == home && t.matches(sum) && last
+    })
 }

@@ -8,7 +8,7 @@ use wafer_raid::{Dbn, DiskIndex};
 
 use super::Sector;
 use super::meta::PARITY_FILE;
-use super::written::WrittenSums;
+use super::written::{LastWrite, WrittenSums};
 use crate::format::{AGGREGATE_VOLUME, Identity, Trailer};
 use crate::payload::Payload;
 use crate::units::{CpCount, Fbn, Pvbn, Vvbn};
@@ -21,34 +21,57 @@ pub(super) fn read_back_is_sound<P: Payload>(
     (group, disk, dbn): (usize, DiskIndex, u64),
     sector: Option<&Sector<P>>,
 ) -> bool {
-    let id = layout.disk_id(group, disk);
-    let last_write = sector.and_then(|s| written.matches(id, dbn, P::checksum(&s.data)));
+    let last_write = written.last_write(layout.disk_id(group, disk), dbn);
+    read_back_matches(layout, last_write, (group, disk, dbn), sector)
+}
+
+/// Whether the sector read back from block `dbn` of `disk` in `group` can be
+/// trusted, `last_write` being what the filer takes its last write there to
+/// be (see [`sector_is_sound`]).
+pub(super) fn read_back_matches<P: Payload>(
+    layout: &crate::aggregate::Layout,
+    last_write: Option<LastWrite>,
+    (group, disk, dbn): (usize, DiskIndex, u64),
+    sector: Option<&Sector<P>>,
+) -> bool {
     let home = layout.pvbn(group, disk, Dbn(dbn));
     sector_is_sound(sector, last_write, home, dbn)
 }
 
+/// What writing `sector` teaches: its content's checksum and its trailer's.
+/// Every sector the filer writes carries a trailer; one that did not could
+/// never be read back as this write, and is remembered so.
+pub(super) fn last_write_of<P: Payload>(sector: &Sector<P>) -> LastWrite {
+    LastWrite {
+        content: P::checksum(&sector.data),
+        trailer: Trailer::decode(&sector.trailer).map_or(0, |t| t.sum()),
+    }
+}
+
 /// Whether a sector read back for a parity computation can be trusted: it is
-/// what the filer last wrote there, trailer and all (when that is known), and
-/// otherwise it was never written (zeros) or matches its own trailer's
+/// what the filer last wrote there, content and trailer (when that is known),
+/// and otherwise it was never written (zeros) or matches its own trailer's
 /// checksum.
 fn sector_is_sound<P: Payload>(
     sector: Option<&Sector<P>>,
-    matches_last_write: Option<bool>,
+    last_write: Option<LastWrite>,
     home: Option<Pvbn>,
     dbn: u64,
 ) -> bool {
     let Some(sector) = sector else { return false };
+    let sum = P::checksum(&sector.data);
     let trailer = Trailer::decode(&sector.trailer).ok().filter(|trailer| {
         let here = match home {
             Some(pvbn) => trailer.identity.pvbn == pvbn,
             None => trailer.identity.file == PARITY_FILE && trailer.identity.fbn == Fbn(dbn),
         };
-        trailer.matches(P::checksum(&sector.data)) && here
+        trailer.matches(sum) && here
     });
-    match (matches_last_write, trailer) {
-        // Every block the filer writes carries a trailer naming its place: a
-        // lost write of the same content leaves the old trailer (or none).
-        (Some(matches), trailer) => matches && trailer.is_some(),
+    match (last_write, trailer) {
+        // Every block the filer writes carries a trailer naming its place and
+        // what it is: a lost write of the same content leaves the old trailer
+        // (or none), which may name this place but not as the last write did.
+        (Some(last), trailer) => trailer.is_some_and(|t| last.is(sum, &t)),
         // Nothing known of the last write: the trailer must be intact and
         // name this very place (a data disk's pvbn, or a parity block of this
         // stripe), or a misdirected write onto a block of unknown history
@@ -100,6 +123,10 @@ mod tests {
         }
     }
 
+    fn written(sector: &Sector<Bytes>) -> Option<LastWrite> {
+        Some(last_write_of(sector))
+    }
+
     #[test]
     fn a_block_is_trusted_only_where_its_trailer_says_it_lives() {
         let home = Some(Pvbn(40));
@@ -108,13 +135,16 @@ mod tests {
             !sector_is_sound(Some(&block_at(41)), None, home, 10),
             "a misdirected write names another place"
         );
-        assert!(sector_is_sound(Some(&block_at(40)), Some(true), home, 10));
+        let last = written(&block_at(40));
+        assert!(sector_is_sound(Some(&block_at(40)), last, home, 10));
+        let mut other = block_at(40);
+        other.data[0] ^= 1;
         assert!(
-            !sector_is_sound(Some(&block_at(40)), Some(false), home, 10),
+            !sector_is_sound(Some(&block_at(40)), written(&other), home, 10),
             "not what the filer last wrote"
         );
         assert!(
-            !sector_is_sound(Some(&block_at(41)), Some(true), home, 10),
+            !sector_is_sound(Some(&block_at(41)), last, home, 10),
             "the content the filer last wrote, under a trailer it did not write"
         );
         let parity = parity_sector::<Bytes>(&[9u8; crate::BLOCK_SIZE], 10);
@@ -124,5 +154,27 @@ mod tests {
             "another stripe's parity"
         );
         assert!(!sector_is_sound::<Bytes>(None, None, home, 10));
+    }
+
+    /// Seed 100530: a torn CP wrote a block as one file's, the redo after
+    /// replay wrote the same content there as another's, and that write was
+    /// lost. The old trailer is intact and names this place.
+    #[test]
+    fn the_content_last_written_under_a_stale_identity_is_not_trusted() {
+        let home = Some(Pvbn(40));
+        let stale = block_at(40);
+        let mut identity = Trailer::decode(&stale.trailer).expect("a trailer").identity;
+        identity.file = crate::units::FileId(1026);
+        identity.cp = CpCount(24);
+        let redo = Sector {
+            trailer: Trailer::new(Bytes::checksum(&stale.data), identity).encode(),
+            data: stale.data.clone(),
+        };
+        assert!(sector_is_sound(Some(&stale), None, home, 10));
+        assert!(sector_is_sound(Some(&redo), written(&redo), home, 10));
+        assert!(
+            !sector_is_sound(Some(&stale), written(&redo), home, 10),
+            "the last write's content under an identity it did not write"
+        );
     }
 }

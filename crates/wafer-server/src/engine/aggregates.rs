@@ -18,10 +18,14 @@
 //!   node the grown layout, which the idle engine takes up at once. A crash
 //!   before the save leaves blank files nothing names; after it, the mount
 //!   takes the configured layout over the superblock's, the new blocks free.
-//! * `aggr offline` is recorded once the aggregate has committed everything
-//!   and let go of its engine; a crash before mounts it online again, which
+//! * `aggr offline`: the engine records it in the aggregate's last
+//!   superblock, and the configuration follows once the aggregate has let
+//!   go of its engine; a start that finds the disks recording it offline
+//!   brings it up offline (and mends the configuration if a crash came
+//!   between). A crash before that superblock mounts it online again, which
 //!   is harmless.
-//! * `aggr online` mounts it, then records it online.
+//! * `aggr online` mounts it and answers once a CP has recorded it online,
+//!   then records it online in the configuration too.
 //! * `aggr destroy` (offline or failed only) takes it out of the node, then
 //!   saves the configuration without it, its in-service disks in the node's
 //!   pool of spares, and only then blanks their files (and deletes the files
@@ -866,7 +870,7 @@ impl Engine {
     }
 
     /// Records aggregate `id` offline (or online) in the configuration.
-    fn record_offline(&mut self, id: AggrId, offline: bool) -> Result<(), AdminError> {
+    pub(super) fn record_offline(&mut self, id: AggrId, offline: bool) -> Result<(), AdminError> {
         let before = self.config.clone();
         if let Some(aggr) = self.config.aggr_mut(id.0) {
             aggr.offline = offline;

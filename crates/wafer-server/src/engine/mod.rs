@@ -321,6 +321,15 @@ impl Engine {
                     tracing::info!("mounted aggregate {name} at CP {}", filer.committed_cp().0);
                     self.watches.insert(status.id, watch::Watch::of(filer));
                 }
+                AggrState::Offline => {
+                    crate::log!("aggregate {name} is offline");
+                    // Its superblock is the record; the configuration
+                    // follows it (a stop came between the two).
+                    let configured = self.config.aggr(status.id.0).is_some_and(|a| a.offline);
+                    if !configured && let Err(e) = self.record_offline(status.id, true) {
+                        crate::log!("aggregate {name}: {}", e.message);
+                    }
+                }
                 AggrState::Failed(_) => {
                     let (_, reason) = self.aggregate_state(status.id);
                     tracing::error!(
