@@ -475,10 +475,7 @@ impl Worker {
                     }
                     _ => {}
                 },
-                Message::Done(task, outcome) => {
-                    self.connection.complete(task, outcome);
-                    self.refresh_luns();
-                }
+                Message::Done(task, outcome) => self.connection.complete(task, outcome),
                 Message::Deliver(pdu) => self.connection.deliver(*pdu),
                 Message::End => self.connection.end(),
             }
@@ -532,7 +529,15 @@ impl Worker {
                         self.look_up_luns();
                     }
                 }
-                IscsiEvent::Execute { task, lun, ops } => self.execute(task, lun, ops),
+                IscsiEvent::Execute { task, lun, ops } => {
+                    // A reservation change of this session's own applies to
+                    // its next command; others' are seen before each input.
+                    let reserves = matches!(ops.first(), Some(BlockOp::ReserveOut { .. }));
+                    self.execute(task, lun, ops);
+                    if reserves {
+                        self.refresh_luns();
+                    }
+                }
                 IscsiEvent::Reset { luns } => self.reset(&luns),
                 IscsiEvent::Order { cmd_sn, pdu } => self.order(cmd_sn, pdu),
                 IscsiEvent::EndSession => self.end_others(None),
