@@ -459,7 +459,7 @@ const SUPERBLOCK_HASHED: usize = BLOCK_SIZE - 8;
 /// are linear, so the XOR of an odd number of valid superblocks (which is
 /// what rebuilding a copy from a stripe of mixed copies and parity yields)
 /// carries a valid CRC of its own. Multiplication breaks that.
-fn superblock_hash(bytes: &[u8]) -> u64 {
+pub fn fnv1a_64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
@@ -504,7 +504,7 @@ impl Superblock {
             put_u16(&mut out, at + 2, group.group_size);
             put_u64(&mut out, at + 8, group.blocks_per_disk);
         }
-        let hash = superblock_hash(&out[..SUPERBLOCK_HASHED]);
+        let hash = fnv1a_64(&out[..SUPERBLOCK_HASHED]);
         put_u64(&mut out, SUPERBLOCK_HASHED, hash);
         out
     }
@@ -514,7 +514,7 @@ impl Superblock {
         if get_u64(block, 0) != SUPERBLOCK_MAGIC || get_u32(block, 8) != FORMAT_VERSION {
             return Err(FormatError::BadMagic { what: "superblock" });
         }
-        if superblock_hash(&block[..SUPERBLOCK_HASHED]) != get_u64(block, SUPERBLOCK_HASHED) {
+        if fnv1a_64(&block[..SUPERBLOCK_HASHED]) != get_u64(block, SUPERBLOCK_HASHED) {
             return Err(FormatError::Checksum);
         }
         let group_count = get_u32(block, 24) as usize;

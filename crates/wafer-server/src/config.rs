@@ -5,14 +5,17 @@
 //! which file backs which disk and which disks it has given up on. So this
 //! file holds, for the node:
 //!
+//! * the directory's id, which every disk's label names (`crate::labels`:
+//!   the labels, not the file names, say which file is which disk);
 //! * the NVLog file (in the directory, or an absolute path elsewhere: a
 //!   separate NVLog device, `--nvlog`) and the size of each of its halves;
 //! * the LUN IDs handed out: the next one, and each LUN's (`crate::lun_ids`);
 //! * the pool of spares no aggregate owns (a destroyed aggregate's disks,
 //!   blank), which `aggr create` takes first;
 //!
-//! and for each aggregate (format 2; a format 1 file, of one aggregate, is
-//! read as aggregate 0 and rewritten):
+//! and for each aggregate (format 3; a format 1 file, of one aggregate, is
+//! read as aggregate 0, and one of format 1 or 2 gets a directory id and its
+//! disks labelled):
 //!
 //! * its name, its node id (the engine's `AggrId`, also in its superblock),
 //!   whether the administrator took it offline;
@@ -49,28 +52,35 @@ use wafer_core::units::DiskId;
 use wafer_raid::{RaidGroupGeometry, RaidType};
 
 use crate::error::ServeError;
+use crate::labels::{AggrName, DiskPlace, Role};
 use crate::lun_ids::{LunNow, LunRecord};
 use crate::masking::San;
 
 pub use crate::dir_names::CONFIG_FILE;
+pub use crate::labels::SECTOR_BYTES;
 /// The version of the data directory's layout this server writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The format a data directory of one aggregate had; migrated when read.
 const FORMAT_VERSION_V1: u32 = 1;
-/// Bytes each block takes in a backing file: 4096 of content, 64 of trailer.
-pub const SECTOR_BYTES: u64 = 4160;
+/// The format before disk labels (`crate::labels`); migrated when read.
+const FORMAT_VERSION_V2: u32 = 2;
 
 /// The NVLog half sizes accepted: at least room for a few records, at most
 /// 1 GiB (each half is read into memory whole at mount).
 const NVLOG_HALF_BYTES: std::ops::RangeInclusive<u64> = (1 << 20)..=(1 << 30);
 
-/// The whole configuration file (format 2): the node's NVLog, LUN IDs and
-/// unowned spares, and its aggregates.
+/// The whole configuration file (format 3): the directory's id, the node's
+/// NVLog, LUN IDs and unowned spares, and its aggregates.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DataConfig {
     /// The data directory layout version, [`FORMAT_VERSION`].
     pub(crate) format_version: u32,
+    /// The data directory's id, 32 hex digits, made at random with the
+    /// directory: what every disk's label names (`crate::labels`). Absent
+    /// before format 3, and made when such a directory is migrated.
+    #[serde(default)]
+    pub(crate) directory_id: String,
     /// The NVLog file, relative to the directory, or an absolute path for
     /// an NVLog on another device (`--nvlog`).
     pub(crate) nvlog_file: String,
@@ -147,7 +157,8 @@ struct DataConfigV1 {
 impl DataConfigV1 {
     fn migrate(self) -> DataConfig {
         DataConfig {
-            format_version: FORMAT_VERSION,
+            format_version: FORMAT_VERSION_V2,
+            directory_id: String::new(),
             nvlog_file: self.nvlog_file,
             nvlog_half_bytes: self.nvlog_half_bytes,
             next_lun_id: self.next_lun_id,
@@ -208,7 +219,8 @@ pub(crate) struct DiskConfig {
     pub(crate) name: String,
     /// Its backing file, relative to the directory.
     pub(crate) file: String,
-    /// Its size in blocks; the file holds `blocks * 4160` bytes.
+    /// Its size in blocks; the file holds `blocks * 4160` bytes, then its
+    /// two label sectors (`crate::labels`).
     pub(crate) blocks: u64,
     /// In service, or failed.
     pub(crate) state: DiskState,
@@ -270,8 +282,12 @@ impl Default for CreateOptions {
 impl DataConfig {
     /// The configuration of a new data directory: aggregate `aggr0` (id 0),
     /// one RAID-DP group of `data_disks` plus two parity disks, and one
-    /// spare.
-    pub(crate) fn new(options: &CreateOptions, nvlog_half_bytes: u64) -> DataConfig {
+    /// spare; `directory_id` is the new directory's id.
+    pub(crate) fn new(
+        options: &CreateOptions,
+        nvlog_half_bytes: u64,
+        directory_id: u128,
+    ) -> DataConfig {
         let blocks = options.disk_bytes / wafer_core::BLOCK_SIZE as u64;
         let members = usize::from(options.data_disks) + 2;
         let disks: Vec<DiskConfig> = (0..=members)
@@ -279,6 +295,7 @@ impl DataConfig {
             .collect();
         DataConfig {
             format_version: FORMAT_VERSION,
+            directory_id: format!("{directory_id:032x}"),
             nvlog_file: "nvlog".into(),
             nvlog_half_bytes,
             next_lun_id: 0,
@@ -303,8 +320,10 @@ impl DataConfig {
     }
 
     /// Reads and validates `dir`'s configuration, changing nothing. A
-    /// configuration of format 1 (one aggregate) is read as aggregate 0 of
-    /// format 2; `migrated` says so, for the caller to save it.
+    /// configuration of format 1 (one aggregate) is read as aggregate 0, and
+    /// one of format 1 or 2 (before disk labels) gets a new directory id;
+    /// `migrated` says so, for the caller to save it (which labels the
+    /// disks).
     pub(crate) fn load_migrating(dir: &Path) -> Result<(DataConfig, bool), ServeError> {
         let path = dir.join(CONFIG_FILE);
         let refuse = |reason: String| ServeError::Config {
@@ -324,10 +343,18 @@ impl DataConfig {
                 debug_assert_eq!(old.format_version, FORMAT_VERSION_V1);
                 (old.migrate(), true)
             }
-            _ => (
-                toml::from_str(&text).map_err(|e| refuse(format!("malformed: {e}")))?,
-                false,
-            ),
+            _ => {
+                let config: DataConfig =
+                    toml::from_str(&text).map_err(|e| refuse(format!("malformed: {e}")))?;
+                let before_labels = config.format_version == FORMAT_VERSION_V2;
+                (config, before_labels)
+            }
+        };
+        let config = match migrated {
+            true => config
+                .labelled(dir)
+                .map_err(|e| refuse(format!("cannot give it a directory id: {e}")))?,
+            false => config,
         };
         let config = with_masking(config);
         config.validate().map_err(refuse)?;
@@ -345,6 +372,7 @@ impl DataConfig {
     /// failure the old configuration stays as it was and no temporary file
     /// is left behind.
     pub(crate) fn save(&self, dir: &Path) -> io::Result<()> {
+        crate::labels::follow(dir, self.directory_id(), self.disk_places())?;
         let text = toml::to_string(self).map_err(io::Error::other)?;
         let header = "# wafer data directory: written by `wafer serve`. Edit only while no \
                       server runs;\n# a failed disk never rejoins its RAID group.\n\n";
@@ -363,9 +391,15 @@ impl DataConfig {
     pub(crate) fn validate(&self) -> Result<(), String> {
         if self.format_version != FORMAT_VERSION {
             return Err(format!(
-                "format_version {} is not {FORMAT_VERSION} (nor {FORMAT_VERSION_V1}, which is \
-                 migrated), the only ones this server reads",
+                "format_version {} is not {FORMAT_VERSION} (nor {FORMAT_VERSION_V1} or \
+                 {FORMAT_VERSION_V2}, which are migrated), the only ones this server reads",
                 self.format_version
+            ));
+        }
+        if self.directory_id.len() != 32 || u128::from_str_radix(&self.directory_id, 16).is_err() {
+            return Err(format!(
+                "directory_id {:?} is not 32 hex digits",
+                self.directory_id
             ));
         }
         if let Some(path) = self.external_nvlog() {
@@ -431,6 +465,56 @@ impl DataConfig {
         self.san.as_ref().map_or(Ok(()), San::validate)
     }
 
+    /// The configuration of format 3 that one of an older format in `dir`
+    /// becomes: a directory id, the one a migration cut short by a crash
+    /// already labelled disks with, or a new one (its disks are labelled when
+    /// it is saved).
+    fn labelled(self, dir: &Path) -> io::Result<DataConfig> {
+        let id = match crate::labels::id_in_use(dir, &self.disk_places())? {
+            Some(id) => id,
+            None => crate::labels::new_directory_id()?,
+        };
+        Ok(DataConfig {
+            format_version: FORMAT_VERSION,
+            directory_id: format!("{id:032x}"),
+            ..self
+        })
+    }
+
+    /// The data directory's id, as every disk's label names it.
+    pub(crate) fn directory_id(&self) -> u128 {
+        u128::from_str_radix(&self.directory_id, 16).expect("validated")
+    }
+
+    /// Every disk in service: its file, and the role its label gives.
+    pub(crate) fn disk_places(&self) -> Vec<DiskPlace> {
+        let pool = (self.spare_pool.iter()).filter_map(|disk| disk.place(Role::Pool));
+        (self.aggregates.iter())
+            .flat_map(AggrConfig::disk_places)
+            .chain(pool)
+            .collect()
+    }
+
+    /// Points each disk in service at the file that carries its label
+    /// (`crate::labels::locate`), logging each move. Returns the disks whose
+    /// label is on no file (or on several), with why.
+    pub(crate) fn find_disk_files(&mut self, dir: &Path) -> io::Result<Vec<(String, String)>> {
+        let located = crate::labels::locate(dir, self.directory_id(), &self.disk_places())?;
+        for (name, file) in located.moved {
+            let all = self.aggregates.iter_mut().flat_map(|a| a.disks.iter_mut());
+            let disk = (all.chain(self.spare_pool.iter_mut()))
+                .find(|d| d.name == name)
+                .expect("a configured disk");
+            tracing::warn!(
+                "disk {name} is in {file}, not {} as wafer.toml said: the configuration now \
+                 names {file}",
+                disk.file
+            );
+            disk.file = file;
+        }
+        Ok(located.unlabelled)
+    }
+
     /// The igroups and LUN maps.
     pub(crate) fn san(&self) -> &San {
         self.san.as_ref().expect("given at load or creation")
@@ -489,6 +573,16 @@ impl DataConfig {
 }
 
 impl DiskConfig {
+    /// Where the disk is and the role its label gives, if it is in service.
+    fn place(&self, role: Role) -> Option<DiskPlace> {
+        (self.state == DiskState::InService).then(|| DiskPlace {
+            name: self.name.clone(),
+            file: self.file.clone(),
+            blocks: self.blocks,
+            role,
+        })
+    }
+
     /// A blank, in-service disk of `blocks` sectors in file `NAME.img`.
     pub(crate) fn blank(name: &str, blocks: u64) -> DiskConfig {
         DiskConfig {
@@ -592,6 +686,34 @@ impl AggrConfig {
             return Err(format!("disk {name} is listed as broken but is in service"));
         }
         Ok(())
+    }
+
+    /// Its disks in service, in slot order, with the roles their labels
+    /// give.
+    fn disk_places(&self) -> Vec<DiskPlace> {
+        let aggregate = AggrName {
+            id: self.id,
+            name: self.aggregate.clone(),
+        };
+        let mut places = Vec::new();
+        for (group, config) in self.groups.iter().enumerate() {
+            for (position, name) in config.disks.iter().enumerate() {
+                let role = Role::Member {
+                    aggregate: aggregate.clone(),
+                    group: u16::try_from(group).expect("few groups"),
+                    position: u16::try_from(position).expect("few disks"),
+                    group_size: u16::try_from(config.disks.len()).expect("few disks"),
+                    raid_type: config.raid_type.raid_type(),
+                    blocks_per_disk: config.blocks_per_disk,
+                };
+                places.extend(self.disk(name).expect("validated").place(role));
+            }
+        }
+        for name in &self.spares {
+            let role = Role::Spare(aggregate.clone());
+            places.extend(self.disk(name).expect("validated").place(role));
+        }
+        places
     }
 
     /// The engine's layout of the aggregate.
@@ -803,7 +925,7 @@ mod tests {
     use super::*;
 
     fn config() -> DataConfig {
-        DataConfig::new(&CreateOptions::default(), 32 << 20)
+        DataConfig::new(&CreateOptions::default(), 32 << 20, 0x5eed)
     }
 
     #[test]
@@ -880,6 +1002,25 @@ mod tests {
         let mut version = config();
         version.format_version = 9;
         assert!(version.validate().unwrap_err().contains("format_version"));
+        let mut id = config();
+        id.directory_id = "not hex".into();
+        assert!(id.validate().unwrap_err().contains("directory_id"));
+    }
+
+    #[test]
+    fn a_format_2_configuration_gets_a_directory_id() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let text = toml::to_string(&config()).expect("encodes");
+        let v2 = text
+            .replace("format_version = 3", "format_version = 2")
+            .replace(&format!("directory_id = \"{:032x}\"\n", 0x5eed), "");
+        assert_ne!(v2, text);
+        fs::write(dir.path().join(CONFIG_FILE), v2).expect("written");
+        let (loaded, migrated) = DataConfig::load_migrating(dir.path()).expect("migrated");
+        assert!(migrated);
+        assert_eq!(loaded.format_version, FORMAT_VERSION);
+        assert_eq!(loaded.directory_id.len(), 32);
+        assert_ne!(loaded.directory_id(), 0x5eed);
     }
 
     #[test]
@@ -939,29 +1080,31 @@ mod tests {
     }
 
     #[test]
-    fn a_format_1_configuration_is_migrated_to_aggregate_0() {
+    fn a_format_1_configuration_is_migrated_to_aggregate_0_with_a_directory_id() {
         let dir = tempfile::tempdir().expect("a scratch directory");
-        let v2 = config();
-        let aggr = toml::to_string(&v2.aggregates[0]).expect("encodes");
+        let v3 = config();
+        let aggr = toml::to_string(&v3.aggregates[0]).expect("encodes");
         let v1 = format!(
             "format_version = 1\nnvlog_file = \"nvlog\"\nnvlog_half_bytes = {}\n{}",
-            v2.nvlog_half_bytes,
+            v3.nvlog_half_bytes,
             aggr.replace("id = 0\n", "")
         );
         fs::write(dir.path().join(CONFIG_FILE), v1).expect("written");
         let (loaded, migrated) = DataConfig::load_migrating(dir.path()).expect("migrated");
         assert!(migrated);
+        assert_ne!(loaded.directory_id, v3.directory_id, "a new id, at random");
         // It had no LUN records, so igroup default maps nothing.
-        let v2 = DataConfig {
+        let v3 = DataConfig {
             san: Some(San::default_for(&[])),
-            ..v2
+            directory_id: loaded.directory_id.clone(),
+            ..v3
         };
-        assert_eq!(loaded, v2);
+        assert_eq!(loaded, v3);
         let mut newer = config();
-        newer.format_version = 3;
+        newer.format_version = 4;
         newer.save(dir.path()).expect("saved");
         let error = DataConfig::load(dir.path()).unwrap_err().to_string();
-        assert!(error.contains("format_version 3"), "{error}");
+        assert!(error.contains("format_version 4"), "{error}");
     }
 
     #[test]
@@ -998,5 +1141,131 @@ mod tests {
         assert!(refused.to_string().contains("3 failed disks"), "{refused}");
         // A spare's failure costs no group anything.
         assert!(config.check_survivable(&["disk4", "disk8"]).is_ok());
+    }
+
+    /// Disk labels as the configuration drives them (`crate::labels`).
+    mod labels {
+        use std::fs::{File, OpenOptions};
+
+        use super::*;
+        use crate::labels::{DiskLabel, disk_file_bytes, read, write};
+
+        const BLOCKS: u64 = 64;
+
+        /// A directory of the default shape with 64-block disks, files made
+        /// and labelled by a save.
+        fn directory() -> (tempfile::TempDir, DataConfig) {
+            let dir = tempfile::tempdir().expect("a scratch directory");
+            let options = CreateOptions {
+                disk_bytes: BLOCKS * 4096,
+                ..CreateOptions::default()
+            };
+            let config = DataConfig::new(&options, 32 << 20, 0xd1d1);
+            for disk in &config.aggregates[0].disks {
+                File::create(dir.path().join(&disk.file)).expect("made");
+            }
+            config.save(dir.path()).expect("saved");
+            (dir, config)
+        }
+
+        fn label_of(dir: &Path, file: &str) -> Option<DiskLabel> {
+            read(&File::open(dir.join(file)).expect("a file"), BLOCKS).expect("readable")
+        }
+
+        #[test]
+        fn a_save_labels_every_disk_with_its_role() {
+            let (dir, _) = directory();
+            let member = label_of(dir.path(), "disk3.img").expect("labelled");
+            assert_eq!((member.name.as_str(), member.directory), ("disk3", 0xd1d1));
+            assert_eq!(member.role.to_string(), "aggr0 rg0 position 3");
+            let spare = label_of(dir.path(), "disk8.img").expect("labelled");
+            assert_eq!(spare.role.to_string(), "a spare of aggr0");
+            let length = fs::metadata(dir.path().join("disk8.img"))
+                .expect("stat")
+                .len();
+            assert_eq!(length, disk_file_bytes(BLOCKS));
+        }
+
+        #[test]
+        fn swapped_and_renamed_files_are_found_by_their_labels() {
+            let (dir, mut config) = directory();
+            let d = dir.path();
+            fs::rename(d.join("disk2.img"), d.join("swap")).expect("moved");
+            fs::rename(d.join("disk5.img"), d.join("disk2.img")).expect("moved");
+            fs::rename(d.join("swap"), d.join("disk5.img")).expect("moved");
+            fs::rename(d.join("disk7.img"), d.join("elsewhere.img")).expect("moved");
+            assert_eq!(config.find_disk_files(d).expect("found"), vec![]);
+            let file = |name: &str| {
+                config.aggregates[0]
+                    .disk(name)
+                    .expect("a disk")
+                    .file
+                    .clone()
+            };
+            assert_eq!(file("disk2"), "disk5.img");
+            assert_eq!(file("disk5"), "disk2.img");
+            assert_eq!(file("disk7"), "elsewhere.img");
+            assert_eq!(file("disk3"), "disk3.img");
+        }
+
+        #[test]
+        fn a_foreign_or_blank_file_is_refused_and_never_relabelled() {
+            let (dir, mut config) = directory();
+            let mut foreign = label_of(dir.path(), "disk4.img").expect("labelled");
+            foreign.directory = 0xf0f0;
+            let path = dir.path().join("disk4.img");
+            let file = OpenOptions::new().write(true).open(&path).expect("opens");
+            write(&file, BLOCKS, &foreign).expect("written");
+            let blank = (OpenOptions::new().write(true))
+                .open(dir.path().join("disk6.img"))
+                .expect("opens");
+            blank.set_len(0).expect("truncated");
+            blank.set_len(disk_file_bytes(BLOCKS)).expect("extended");
+            let unlabelled = config.find_disk_files(dir.path()).expect("looked");
+            assert_eq!(unlabelled.len(), 2, "{unlabelled:?}");
+            assert!(
+                unlabelled[0].0 == "disk4"
+                    && unlabelled[0]
+                        .1
+                        .contains("disk disk4 of another data directory (000"),
+                "{unlabelled:?}"
+            );
+            assert!(
+                unlabelled[1].0 == "disk6" && unlabelled[1].1.contains("holds no disk label"),
+                "{unlabelled:?}"
+            );
+            config.save(dir.path()).expect("saved");
+            assert_eq!(
+                label_of(dir.path(), "disk4.img"),
+                Some(foreign),
+                "left alone"
+            );
+        }
+
+        #[test]
+        fn a_label_on_two_files_is_not_guessed_between() {
+            let (dir, mut config) = directory();
+            let d = dir.path();
+            fs::copy(d.join("disk1.img"), d.join("copy.img")).expect("copied");
+            fs::rename(d.join("disk1.img"), d.join("moved.img")).expect("moved");
+            let unlabelled = config.find_disk_files(d).expect("looked");
+            assert_eq!(unlabelled.len(), 1);
+            assert!(
+                unlabelled[0].1.contains("on 2 files (copy.img, moved.img)"),
+                "{unlabelled:?}"
+            );
+        }
+
+        #[test]
+        fn a_migration_cut_short_keeps_the_id_it_labelled_disks_with() {
+            let (dir, config) = directory();
+            let text = toml::to_string(&config).expect("encodes");
+            let v2 = text
+                .replace("format_version = 3", "format_version = 2")
+                .replace(&format!("directory_id = \"{:032x}\"\n", 0xd1d1), "");
+            fs::write(dir.path().join(CONFIG_FILE), v2).expect("written");
+            let (migrated, _) = DataConfig::load_migrating(dir.path()).expect("loads");
+            assert_eq!(migrated.directory_id(), 0xd1d1);
+        }
     }
 }

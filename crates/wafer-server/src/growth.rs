@@ -165,7 +165,7 @@ mod tests {
 
     /// `aggr0` of a new directory: one RAID-DP group of 8, a spare.
     fn aggr0() -> AggrConfig {
-        DataConfig::new(&CreateOptions::default(), 32 << 20)
+        DataConfig::new(&CreateOptions::default(), 32 << 20, 0x5eed)
             .aggregates
             .remove(0)
     }

@@ -903,7 +903,7 @@ fn luns_of(
     visible: &[crate::masking::Visible],
     target_name: &str,
 ) -> (Vec<LunInfo>, Vec<(u16, Target)>) {
-    let node = fnv(target_name.as_bytes());
+    let node = wafer_core::format::fnv1a_64(target_name.as_bytes());
     let mut luns = Vec::new();
     let mut targets = Vec::new();
     for map in visible {
@@ -913,7 +913,7 @@ fn luns_of(
         };
         let unit = match export.lun_id {
             Some(id) => u64::from(id) & 0x7f_ffff,
-            None => 0x80_0000 | (fnv(map.path.as_bytes()) & 0x7f_ffff),
+            None => 0x80_0000 | (wafer_core::format::fnv1a_64(map.path.as_bytes()) & 0x7f_ffff),
         };
         luns.push(LunInfo {
             number: map.lun_id,
@@ -938,13 +938,6 @@ fn random_challenge() -> io::Result<Challenge> {
     Ok(Challenge {
         identifier: bytes[0],
         bytes: challenge,
-    })
-}
-
-/// FNV-1a: a stable number for the target, for serials and designators.
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 

@@ -71,6 +71,7 @@ mod exposition;
 mod growth;
 mod iscsi;
 mod iscsi_counters;
+pub mod labels;
 pub mod logging;
 mod lun_ids;
 mod lun_state;

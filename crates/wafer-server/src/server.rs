@@ -39,7 +39,7 @@ use crate::access::DATA_FILE_MODE;
 use crate::admission::{Admission, ConnectionLimits};
 use crate::catalogue::SharedCatalogue;
 use crate::clock::Clock;
-use crate::config::{CONFIG_FILE, CreateOptions, DataConfig, DiskConfig, DiskState, SECTOR_BYTES};
+use crate::config::{CONFIG_FILE, CreateOptions, DataConfig, DiskConfig, DiskState};
 use crate::disk::DiskHandle;
 use crate::engine::{Devices, Engine, Plumbing, Shared};
 use crate::error::ServeError;
@@ -439,7 +439,10 @@ fn create(
     }
     let lock = DataLock::acquire(dir)?;
     made.files.push(dir.join(LOCK_FILE));
-    let mut config = DataConfig::new(options, Options::default().nvlog_half_bytes);
+    let directory_id = crate::labels::new_directory_id().map_err(ServeError::io(
+        "making the directory's id from /dev/urandom",
+    ))?;
+    let mut config = DataConfig::new(options, Options::default().nvlog_half_bytes, directory_id);
     if let Some(nvlog) = nvlog {
         config.nvlog_file = nvlog;
     }
@@ -546,7 +549,7 @@ fn create_disk_file(path: &Path, disk: &DiskConfig) -> Result<File, ServeError> 
             .create_new(true)
             .mode(DATA_FILE_MODE)
             .open(path)?;
-        file.set_len(disk.blocks * SECTOR_BYTES)?;
+        file.set_len(crate::labels::disk_file_bytes(disk.blocks))?;
         file.sync_all()?;
         Ok(file)
     };
@@ -590,6 +593,34 @@ fn mount(
     migrated: bool,
     parts: EngineParts,
 ) -> Result<Engine, ServeError> {
+    let nvlog_path = dir.join(&config.nvlog_file);
+    let (mut nvlog_file, halves, mut nvlog_layout) =
+        crate::nvlog::open(&nvlog_path, crate::nvlog::NvlogLayout::of(&config))?;
+    if migrated {
+        // A directory of one aggregate: its NVLog had room for that one's
+        // CP records only; it grows (rewritten beside and renamed) before
+        // the new configuration is saved, and either opens with either.
+        let stripes = config.aggregates.iter().map(|a| a.stripes()).max();
+        let room = crate::nvlog::roomy(config.nvlog_half_bytes, stripes.unwrap_or(0));
+        if room.region_bytes > nvlog_layout.region_bytes {
+            nvlog_file = crate::nvlog::grow(&nvlog_path, room, &halves)
+                .map_err(ServeError::io(format!("growing {}", nvlog_path.display())))?;
+            nvlog_layout = room;
+        }
+        // The save labels every disk, before any is opened.
+        config.save(dir).map_err(ServeError::io(format!(
+            "writing {}",
+            dir.join(CONFIG_FILE).display()
+        )))?;
+        tracing::info!(
+            "{} migrated to format {} (its disks labelled; aggregate {} is aggregate 0 of the \
+             node)",
+            dir.join(CONFIG_FILE).display(),
+            crate::config::FORMAT_VERSION,
+            config.aggregates[0].aggregate
+        );
+    }
+    let unlabelled = find_disks(dir, &mut config)?;
     let mut files: BTreeMap<AggrId, Vec<Option<File>>> = BTreeMap::new();
     let mut unmountable: BTreeMap<AggrId, String> = BTreeMap::new();
     let mut lost_all: Vec<(u32, String, String)> = Vec::new();
@@ -597,9 +628,14 @@ fn mount(
         let mut opened = Vec::new();
         let mut lost = Vec::new();
         for slot in aggr.slots() {
-            let file = match slot.disk.state {
-                DiskState::Failed => None,
-                DiskState::InService => match open_disk(dir, slot.disk) {
+            let not_its = unlabelled.iter().find(|(disk, _)| *disk == slot.disk.name);
+            let file = match (slot.disk.state, not_its) {
+                (DiskState::Failed, _) => None,
+                (DiskState::InService, Some((_, reason))) => {
+                    lost.push((slot.disk.name.clone(), reason.clone()));
+                    None
+                }
+                (DiskState::InService, None) => match open_disk(dir, slot.disk) {
                     Ok(file) => Some(file),
                     Err(reason) => {
                         lost.push((slot.disk.name.clone(), reason));
@@ -629,31 +665,6 @@ fn mount(
             }
         }
         files.insert(aggr.aggr_id(), opened);
-    }
-    let nvlog_path = dir.join(&config.nvlog_file);
-    let (mut nvlog_file, halves, mut nvlog_layout) =
-        crate::nvlog::open(&nvlog_path, crate::nvlog::NvlogLayout::of(&config))?;
-    if migrated {
-        // A directory of one aggregate: its NVLog had room for that one's
-        // CP records only; it grows (rewritten beside and renamed) before
-        // the new configuration is saved, and either opens with either.
-        let stripes = config.aggregates.iter().map(|a| a.stripes()).max();
-        let room = crate::nvlog::roomy(config.nvlog_half_bytes, stripes.unwrap_or(0));
-        if room.region_bytes > nvlog_layout.region_bytes {
-            nvlog_file = crate::nvlog::grow(&nvlog_path, room, &halves)
-                .map_err(ServeError::io(format!("growing {}", nvlog_path.display())))?;
-            nvlog_layout = room;
-        }
-        config.save(dir).map_err(ServeError::io(format!(
-            "writing {}",
-            dir.join(CONFIG_FILE).display()
-        )))?;
-        tracing::info!(
-            "{} migrated to format {} (aggregate {} is aggregate 0 of the node)",
-            dir.join(CONFIG_FILE).display(),
-            crate::config::FORMAT_VERSION,
-            config.aggregates[0].aggregate
-        );
     }
     // The failures are saved before the mount writes anything, so that a disk
     // missing now is never taken back stale.
@@ -736,6 +747,35 @@ fn mount(
 }
 
 /// Opens an in-service disk's file and checks its size and first sector.
+/// Points each disk in service at the file that carries its label
+/// (`crate::labels::locate`), saving the configuration if a file moved, and
+/// takes pool spares found nowhere out of the pool. Returns the aggregates'
+/// disks found nowhere, with why: the mount fails them.
+fn find_disks(dir: &Path, config: &mut DataConfig) -> Result<Vec<(String, String)>, ServeError> {
+    let before = config.clone();
+    let mut unlabelled = config.find_disk_files(dir).map_err(ServeError::io(format!(
+        "reading the disk labels in {}",
+        dir.display()
+    )))?;
+    unlabelled.retain(|(disk, reason)| match config.aggr_of_disk(disk) {
+        Some(_) => true,
+        None => {
+            tracing::error!(
+                "pool spare {disk} taken out of the pool, its file left as it is: {reason}"
+            );
+            config.spare_pool.retain(|d| d.name != *disk);
+            false
+        }
+    });
+    if *config != before {
+        config.save(dir).map_err(ServeError::io(format!(
+            "writing {}",
+            dir.join(CONFIG_FILE).display()
+        )))?;
+    }
+    Ok(unlabelled)
+}
+
 fn open_disk(dir: &Path, disk: &DiskConfig) -> Result<File, String> {
     let path = dir.join(&disk.file);
     let file = OpenOptions::new()
@@ -747,7 +787,7 @@ fn open_disk(dir: &Path, disk: &DiskConfig) -> Result<File, String> {
         .metadata()
         .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
         .len();
-    let expected = disk.blocks * SECTOR_BYTES;
+    let expected = crate::labels::disk_file_bytes(disk.blocks);
     if length != expected {
         return Err(format!(
             "{} holds {length} bytes, not {expected}",

@@ -208,17 +208,32 @@ fn a_crash_between_the_steps_of_aggr_add_mounts_and_loses_nothing() {
     server.kill();
 
     // Disks made, the configuration not saved yet: a blank file nothing
-    // names. And one already named in the last group, its superblock not yet
-    // written: what a crash before the next CP leaves.
+    // names. And one already named in the last group, labelled with its
+    // name (a save labels a disk before it names it; the label's role is
+    // not what identifies it), its superblock not yet written: what a
+    // crash before the next CP leaves.
     let blocks = aggregate(&config(&data), "aggr0")["disks"][0]["blocks"]
         .as_integer()
-        .expect("blocks");
+        .expect("blocks") as u64;
     for name in ["disk9", "disk10"] {
         let file = std::fs::File::create(data.join(format!("{name}.img"))).expect("made");
-        file.set_len(blocks as u64 * wafer_server::SECTOR_BYTES)
+        file.set_len(wafer_server::labels::disk_file_bytes(blocks))
             .expect("sized");
     }
     let mut config = config(&data);
+    let directory = config["directory_id"].as_str().expect("an id");
+    let label = wafer_server::labels::DiskLabel {
+        directory: u128::from_str_radix(directory, 16).expect("hex"),
+        name: "disk10".into(),
+        blocks,
+        role: wafer_server::labels::Role::Pool,
+        sequence: 1,
+    };
+    let disk10 = std::fs::OpenOptions::new()
+        .write(true)
+        .open(data.join("disk10.img"))
+        .expect("made");
+    wafer_server::labels::write(&disk10, blocks, &label).expect("labelled");
     let aggr = config["aggregates"]
         .as_array_mut()
         .expect("aggregates")

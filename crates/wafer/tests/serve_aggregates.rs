@@ -241,6 +241,7 @@ fn a_format_1_data_directory_is_migrated_to_aggregate_0() {
         panic!("a table")
     };
     aggr.remove("id");
+    config.remove("directory_id");
     config.remove("spare_pool");
     config.remove("san");
     config.insert("format_version".into(), toml::Value::Integer(1));
@@ -266,7 +267,7 @@ fn a_format_1_data_directory_is_migrated_to_aggregate_0() {
     let server = serve(&scratch);
     check_chunks(&server, "vol0/lun0", 6, 32);
     let text = std::fs::read_to_string(&path).expect("config");
-    assert!(text.contains("format_version = 2"), "{text}");
+    assert!(text.contains("format_version = 3"), "{text}");
     let grown = std::fs::metadata(data.join("nvlog")).expect("stat").len();
     assert_eq!(grown, roomy, "the NVLog grew back to a new node's room");
     assert!(text.contains("[[aggregates]]"), "{text}");

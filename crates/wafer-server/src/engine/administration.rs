@@ -1126,7 +1126,7 @@ impl Engine {
                 .write(true)
                 .create_new(true)
                 .open(&path)?;
-            file.set_len(blocks * crate::config::SECTOR_BYTES)?;
+            file.set_len(crate::labels::disk_file_bytes(blocks))?;
             file.sync_all()?;
             Ok(file)
         };

@@ -893,7 +893,7 @@ fn blank(path: &std::path::Path, blocks: u64) -> std::io::Result<std::fs::File> 
         .write(true)
         .open(path)?;
     file.set_len(0)?;
-    file.set_len(blocks * crate::config::SECTOR_BYTES)?;
+    file.set_len(crate::labels::disk_file_bytes(blocks))?;
     file.sync_all()?;
     Ok(file)
 }
