@@ -38,6 +38,15 @@ pub(crate) enum Compared {
     Outcome(HostOutcome),
 }
 
+/// Where the bytes read first differ from those expected, if they do: what
+/// a COMPARE AND WRITE or a VERIFY with data reports as a miscompare.
+pub(crate) fn first_difference(read: &[u8], expected: &[u8]) -> Option<usize> {
+    if read.len() != expected.len() {
+        return Some(read.len().min(expected.len()));
+    }
+    read.iter().zip(expected).position(|(a, b)| a != b)
+}
+
 /// Called once with the outcome of a COMPARE AND WRITE.
 pub(crate) type CompareCallback = Box<dyn FnOnce(Compared) + Send>;
 
@@ -86,4 +95,16 @@ pub(crate) enum Event {
     },
     /// Stop gracefully.
     Shutdown,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_difference_is_found() {
+        assert_eq!(first_difference(b"abcd", b"abcd"), None);
+        assert_eq!(first_difference(b"abcd", b"abXd"), Some(2));
+        assert_eq!(first_difference(b"abc", b"abcd"), Some(3));
+    }
 }

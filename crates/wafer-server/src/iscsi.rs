@@ -72,7 +72,7 @@ use wafer_iscsi::{
 
 use crate::admission::{Ticket, serve_admitted};
 use crate::catalogue::{Catalogue, Session, Target};
-use crate::events::{CompareRequest, Compared, Event, HostOutcome};
+use crate::events::{CompareRequest, Compared, Event, HostOutcome, first_difference};
 use crate::lun_state::SharedLunState;
 use crate::masking::{Initiator, San};
 use crate::nbd::Context;
@@ -131,7 +131,7 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
         name: target_name(),
         sessions: AtomicU16::new(1),
         session_table: Arc::default(),
-        reservations: Arc::default(),
+        lun_state: Arc::default(),
     });
     let default = context
         .catalogue
@@ -155,14 +155,14 @@ pub(crate) fn spawn(listeners: Listeners, context: &Arc<Context>) -> io::Result<
     Ok(uris)
 }
 
-/// The node's target: its name, the next session handle and its LUNs'
-/// persistent reservations.
+/// The node's target: its name, the next session handle and its LUNs' state
+/// shared by every session (persistent reservations, resets).
 struct NodeTarget {
     name: String,
     sessions: AtomicU16,
     /// The sessions with several connections, by TSIH.
     session_table: Arc<SessionTable>,
-    reservations: Arc<SharedLunState>,
+    lun_state: Arc<SharedLunState>,
 }
 
 /// The sessions that may have several connections, by TSIH.
@@ -318,7 +318,7 @@ fn serve_connection(
     };
     let tsih = target.sessions.fetch_add(1, Ordering::Relaxed).max(1);
     let shared = Shared {
-        reservations: Arc::clone(&target.reservations),
+        lun_state: Arc::clone(&target.lun_state),
         sessions: Arc::clone(&target.session_table),
     };
     let mut worker = match Worker::new(stream, identity, tsih, context, shared) {
@@ -345,7 +345,7 @@ fn serve_connection(
 
 /// What a connection's worker shares with every other.
 struct Shared {
-    reservations: Arc<SharedLunState>,
+    lun_state: Arc<SharedLunState>,
     sessions: Arc<SessionTable>,
 }
 
@@ -366,9 +366,9 @@ struct Worker {
     initiator: Option<(String, Session)>,
     /// The session's I_T nexus, once logged in.
     nexus: Option<Nexus>,
-    reservations: Arc<SharedLunState>,
-    /// The reservations' version the LUNs' access was looked up at.
-    reservations_seen: u64,
+    lun_state: Arc<SharedLunState>,
+    /// The LUN state's version the LUNs' access was looked up at.
+    lun_state_seen: u64,
     sessions: Arc<SessionTable>,
     /// The session spread over several connections this connection is in
     /// (its TSIH and this connection's id), if it is.
@@ -394,7 +394,7 @@ impl Worker {
         shared: Shared,
     ) -> io::Result<Worker> {
         let Shared {
-            reservations,
+            lun_state,
             sessions,
         } = shared;
         stream.set_read_timeout(Some(context.limits.handshake_timeout))?;
@@ -425,8 +425,8 @@ impl Worker {
             san: context.catalogue.san(),
             initiator: None,
             nexus: None,
-            reservations_seen: reservations.version(),
-            reservations,
+            lun_state_seen: lun_state.version(),
+            lun_state,
             sessions,
             session: None,
             shared_session: None,
@@ -563,14 +563,14 @@ impl Worker {
     fn refresh_luns(&mut self) {
         let current = self.context.catalogue.current();
         let san = self.context.catalogue.san();
-        let reservations = self.reservations.version();
+        let version = self.lun_state.version();
         if Arc::ptr_eq(&current, &self.catalogue)
             && Arc::ptr_eq(&san, &self.san)
-            && reservations == self.reservations_seen
+            && version == self.lun_state_seen
         {
             return;
         }
-        self.reservations_seen = reservations;
+        self.lun_state_seen = version;
         self.catalogue = current;
         self.san = san;
         let before: Vec<u16> = self.targets.iter().map(|(n, _)| *n).collect();
@@ -589,7 +589,7 @@ impl Worker {
         let (mut luns, targets) = luns_of(&self.catalogue, &visible, &self.target_name);
         if let Some(nexus) = &self.nexus {
             for (info, (_, target)) in luns.iter_mut().zip(&targets) {
-                (info.access, info.resets) = self.reservations.seen_by(target, nexus);
+                (info.access, info.resets) = self.lun_state.seen_by(target, nexus);
             }
         }
         self.targets = targets;
@@ -681,7 +681,7 @@ impl Worker {
     /// one included.
     fn reset(&mut self, luns: &[u16]) {
         for (_, target) in self.targets.iter().filter(|(n, _)| luns.contains(n)) {
-            self.reservations.reset(target);
+            self.lun_state.reset(target);
         }
         self.refresh_luns();
     }
@@ -721,12 +721,12 @@ impl Worker {
     fn reservation_answer(&self, target: &Target, op: &BlockOp) -> Answer {
         let (Some(nexus), BlockOp::ReserveOut { cdb, parameters }) = (&self.nexus, op) else {
             return match op {
-                BlockOp::ReserveIn { cdb } => self.reservations.reserve_in(target, cdb),
+                BlockOp::ReserveIn { cdb } => self.lun_state.reserve_in(target, cdb),
                 // Only a logged-in session sees a LUN to reserve.
                 _ => Answer::check(Sense::LUN_NOT_SUPPORTED),
             };
         };
-        self.reservations
+        self.lun_state
             .reserve_out(target, nexus, cdb, parameters)
     }
 
@@ -816,12 +816,10 @@ fn engine_event(
 /// A VERIFY's read, compared with what the blocks must hold (if given).
 fn verified(read: Outcome, expected: Option<&[u8]>) -> Outcome {
     match (read, expected) {
-        (Outcome::Data(data), Some(expected)) => {
-            match data.iter().zip(expected).position(|(a, b)| a != b) {
-                Some(at) => Outcome::Miscompare(u32::try_from(at).unwrap_or(u32::MAX)),
-                None => Outcome::Done,
-            }
-        }
+        (Outcome::Data(data), Some(expected)) => match first_difference(&data, expected) {
+            Some(at) => Outcome::Miscompare(u32::try_from(at).unwrap_or(u32::MAX)),
+            None => Outcome::Done,
+        },
         (Outcome::Data(_), None) => Outcome::Done,
         (other, _) => other,
     }

@@ -103,14 +103,6 @@ fn written_range(event: &Event) -> Option<(LunId, u64, u64)> {
     }
 }
 
-/// Where two byte strings first differ, if they do.
-pub(super) fn first_difference(read: &[u8], expected: &[u8]) -> Option<usize> {
-    if read.len() != expected.len() {
-        return Some(read.len().min(expected.len()));
-    }
-    read.iter().zip(expected).position(|(a, b)| a != b)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,12 +181,5 @@ mod tests {
             !fences.must_wait(&write(2, 4096, 512, 0)),
             "the fence is gone"
         );
-    }
-
-    #[test]
-    fn the_first_difference_is_found() {
-        assert_eq!(first_difference(b"abcd", b"abcd"), None);
-        assert_eq!(first_difference(b"abcd", b"abXd"), Some(2));
-        assert_eq!(first_difference(b"abc", b"abcd"), Some(3));
     }
 }

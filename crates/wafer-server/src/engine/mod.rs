@@ -691,21 +691,23 @@ impl Engine {
             done,
         } = compare;
         let write = match read {
-            Ok(ReplyData::Data(bytes)) => match compare::first_difference(&bytes, &expected) {
-                Some(at) => {
-                    done(Compared::Miscompare(u32::try_from(at).unwrap_or(u32::MAX)));
-                    None
-                }
-                None => Some(Event::Host {
-                    request: HostRequest::Change(Change::Write {
-                        lun: target.lun,
-                        offset,
-                        data,
+            Ok(ReplyData::Data(bytes)) => {
+                match crate::events::first_difference(&bytes, &expected) {
+                    Some(at) => {
+                        done(Compared::Miscompare(u32::try_from(at).unwrap_or(u32::MAX)));
+                        None
+                    }
+                    None => Some(Event::Host {
+                        request: HostRequest::Change(Change::Write {
+                            lun: target.lun,
+                            offset,
+                            data,
+                        }),
+                        target: target.clone(),
+                        done: Box::new(move |outcome| done(Compared::Outcome(outcome))),
                     }),
-                    target: target.clone(),
-                    done: Box::new(move |outcome| done(Compared::Outcome(outcome))),
-                }),
-            },
+                }
+            }
             other => {
                 done(Compared::Outcome(HostOutcome::Reply(other)));
                 None
