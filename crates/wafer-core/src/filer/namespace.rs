@@ -6,17 +6,17 @@
 //! volume reserves its whole footprint in the aggregate, and creating a LUN
 //! its whole size in the volume, so the blocks a change will need were set
 //! aside before it was accepted. The promises are kept here, in one place:
-//! a change the host asks for is checked once against the namespace as it
-//! stands (its names free, its sizes whole blocks, its LUN or snapshot
-//! there, the promises still kept with it), and only a change that passes
-//! is logged and applied; applying it, at once or when a mount replays the
-//! log, assumes what the check established. A replayed change is checked
-//! again first, as the namespace then stands: one already in the on-disk
-//! image no longer passes and is skipped. The namespace holds no reference
-//! to the aggregate around it: what its checks need of it (the blocks it can
-//! promise volumes, the dirty high water that sizes each volume's room for
-//! CPs, how many of a volume's blocks wait dirty for the next CP) is passed
-//! in with each question.
+//! before a change the host asks for is logged, it is checked against the
+//! namespace as it stands (its names free, its sizes whole blocks, its LUN
+//! or snapshot there, the promises still kept with it). A change that had
+//! to wait is checked again when it is taken up again, and one a mount
+//! replays is checked as the namespace then stands, so that one already in
+//! the on-disk image is skipped. Applying a change assumes what its check
+//! established. The namespace holds no reference to the aggregate around
+//! it: what its checks need of it (the blocks it can promise volumes, the
+//! dirty high water that sizes each volume's room for CPs, how many of a
+//! volume's blocks wait dirty for the next CP) is passed in with each
+//! question.
 
 use std::collections::BTreeMap;
 use std::ops::Index;
@@ -67,6 +67,7 @@ impl Namespace {
         self.volumes.get(&id)
     }
 
+    /// Volume `id` to change, if there is one.
     pub(super) fn volume_mut(&mut self, id: VolumeId) -> Option<&mut Volume> {
         self.volumes.get_mut(&id)
     }
@@ -76,6 +77,7 @@ impl Namespace {
         self.volumes.iter().map(|(&id, volume)| (id, volume))
     }
 
+    /// Every volume, by id, to change.
     pub(super) fn volumes_mut(&mut self) -> impl Iterator<Item = (VolumeId, &mut Volume)> {
         self.volumes.iter_mut().map(|(&id, volume)| (id, volume))
     }
