@@ -26,7 +26,7 @@ use wafer_raid::{
     Dbn, DiskIndex, DiskSet, ParityDelta, ParityUpdateMethod, ParityUpdatePlan, StripeUnit,
 };
 
-use super::meta::{FileRef, MetaFile, SUPERBLOCK_FILE, Volume, volume_table_bytes};
+use super::meta::{FileRef, MetaFile, SUPERBLOCK_FILE, Volume};
 use super::{Filer, IoOp, IoPurpose, IoResult, PREFETCH_AHEAD, Phase, ReplyData, Sector};
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
@@ -256,18 +256,18 @@ impl<P: Payload> Filer<P> {
         for (at, ((lun, fbn), data)) in captured.into_iter().enumerate() {
             // A captured block's LUN may be gone by now (see `live` below).
             if let Some(&(lun, fbn)) = keys.get(at + 2 * PREFETCH_AHEAD)
-                && let Ok((_, l)) = self.lun(lun)
+                && let Ok((_, l)) = self.namespace.lun(lun)
             {
                 l.tree.prefetch_node(fbn);
             }
             if let Some(&(lun, fbn)) = keys.get(at + PREFETCH_AHEAD)
-                && let Ok((_, l)) = self.lun(lun)
+                && let Ok((_, l)) = self.namespace.lun(lun)
             {
                 l.tree.prefetch_pointer(fbn);
             }
             let live = self
-                .volumes
-                .get(&lun.volume)
+                .namespace
+                .volume(lun.volume)
                 .and_then(|v| v.luns.get(&lun.file))
                 .is_some_and(|l| fbn.0 * (BLOCK_SIZE as u64) < l.size_bytes);
             if !live {
@@ -275,7 +275,7 @@ impl<P: Payload> Filer<P> {
             }
             let file = FileRef::Lun(lun);
             let ptr = self.allocate_block(file, number);
-            let old = self.lun_tree_mut(lun).set(fbn, ptr);
+            let old = self.namespace.lun_tree_mut(lun).set(fbn, ptr);
             self.free_block(file, old, number);
             writes.push(PlannedWrite {
                 ptr,
@@ -307,7 +307,7 @@ impl<P: Payload> Filer<P> {
     /// metadata files in the order their cleaning dirties the next.
     fn files_to_clean(&self) -> Vec<FileRef> {
         let mut files = Vec::new();
-        for (&volume, v) in &self.volumes {
+        for (volume, v) in self.namespace.volumes() {
             for (&file, lun) in &v.luns {
                 if lun.tree.has_dirty_nodes() || lun.tree.root_changed() {
                     files.push(FileRef::Lun(LunId { volume, file }));
@@ -386,7 +386,10 @@ impl<P: Payload> Filer<P> {
     fn mark_owner_dirty(&mut self, file: FileRef) {
         match file {
             FileRef::Lun(lun) => {
-                let volume = self.volumes.get_mut(&lun.volume).expect("volume of a LUN");
+                let volume = self
+                    .namespace
+                    .volume_mut(lun.volume)
+                    .expect("volume of a LUN");
                 volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
             }
             FileRef::Inofile(v)
@@ -404,7 +407,7 @@ impl<P: Payload> Filer<P> {
 
     pub(super) fn tree_mut(&mut self, file: FileRef) -> &mut BlockTree {
         match file {
-            FileRef::Lun(lun) => self.lun_tree_mut(lun),
+            FileRef::Lun(lun) => self.namespace.lun_tree_mut(lun),
             FileRef::SnapshotInofile(v, id) => &mut self.snapshot_mut(v, id).inofile,
             FileRef::SnapshotLun(lun, id) => {
                 &mut self
@@ -423,8 +426,8 @@ impl<P: Payload> Filer<P> {
         volume: crate::units::VolumeId,
         id: crate::units::SnapshotId,
     ) -> &mut super::meta::Snapshot {
-        self.volumes
-            .get_mut(&volume)
+        self.namespace
+            .volume_mut(volume)
             .and_then(|v| v.snapshots.get_mut(&id))
             .expect("a snapshot")
     }
@@ -432,11 +435,11 @@ impl<P: Payload> Filer<P> {
     pub(super) fn meta_file_mut(&mut self, file: FileRef) -> Option<&mut MetaFile> {
         match file {
             FileRef::Lun(_) | FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => None,
-            FileRef::Inofile(v) => self.volumes.get_mut(&v).map(|v| &mut v.inofile),
-            FileRef::SnapInfo(v) => self.volumes.get_mut(&v).map(|v| &mut v.snapinfo),
-            FileRef::SummaryMap(v) => self.volumes.get_mut(&v).map(|v| &mut v.summary_file),
-            FileRef::VolumeMap(v) => self.volumes.get_mut(&v).map(|v| &mut v.activemap_file),
-            FileRef::Container(v) => self.volumes.get_mut(&v).map(|v| &mut v.container_file),
+            FileRef::Inofile(v) => self.namespace.volume_mut(v).map(|v| &mut v.inofile),
+            FileRef::SnapInfo(v) => self.namespace.volume_mut(v).map(|v| &mut v.snapinfo),
+            FileRef::SummaryMap(v) => self.namespace.volume_mut(v).map(|v| &mut v.summary_file),
+            FileRef::VolumeMap(v) => self.namespace.volume_mut(v).map(|v| &mut v.activemap_file),
+            FileRef::Container(v) => self.namespace.volume_mut(v).map(|v| &mut v.container_file),
             FileRef::AggregateMap => Some(&mut self.aggregate.activemap_file),
             FileRef::VolumeTable => Some(&mut self.aggregate.volume_table),
         }
@@ -465,7 +468,10 @@ impl<P: Payload> Filer<P> {
             .insert(Bitmap::block_of(pvbn.0));
         let vvbn = match file.volume() {
             Some(v) => {
-                let volume = self.volumes.get_mut(&v).expect("volume of a volume file");
+                let volume = self
+                    .namespace
+                    .volume_mut(v)
+                    .expect("volume of a volume file");
                 let vvbn = volume.allocate_vvbn();
                 volume.container.set(vvbn, pvbn.0);
                 volume
@@ -954,7 +960,7 @@ impl<P: Payload> Filer<P> {
             volumes: self
                 .aggregate
                 .volume_table
-                .inode(self.volume_table_blocks()),
+                .inode(self.namespace.volume_table_blocks()),
         }
         .encode();
         let superblock = P::from_bytes(Box::new(superblock));
@@ -998,12 +1004,6 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    pub(super) fn volume_table_blocks(&self) -> u64 {
-        self.volumes.keys().last().map_or(0, |v| {
-            u64::from(v.0) / super::meta::VOLUMES_PER_BLOCK as u64 + 1
-        })
-    }
-
     /// The superblock is durable: the CP is the new on-disk image.
     fn commit(&mut self) {
         let mut cp = self.cp.take().expect("a CP");
@@ -1017,7 +1017,7 @@ impl<P: Payload> Filer<P> {
                 .allocator
                 .note_released(&self.layout, Pvbn(pvbn));
         }
-        for volume in self.volumes.values_mut() {
+        for (_, volume) in self.namespace.volumes_mut() {
             volume.pending.release(cp.number);
         }
         self.check_invariants_at_commit();
@@ -1060,16 +1060,16 @@ impl<P: Payload> Filer<P> {
     /// The content of metadata block `fbn` of `file`, as of now.
     fn meta_content(&self, file: FileRef, fbn: u64) -> P::Content {
         match file {
-            FileRef::Inofile(v) => P::from_bytes(self.volumes[&v].inofile_bytes(fbn)),
-            FileRef::VolumeMap(v) => map_content::<P>(&self.volumes[&v].activemap, fbn),
+            FileRef::Inofile(v) => P::from_bytes(self.namespace[v].inofile_bytes(fbn)),
+            FileRef::VolumeMap(v) => map_content::<P>(&self.namespace[v].activemap, fbn),
             FileRef::Container(v) => {
-                let container = &self.volumes[&v].container;
+                let container = &self.namespace[v].container;
                 P::from_words(&container.block_words(fbn), container.block_sum(fbn))
             }
             FileRef::AggregateMap => map_content::<P>(&self.aggregate.activemap, fbn),
-            FileRef::VolumeTable => P::from_bytes(volume_table_bytes(&self.volumes, fbn)),
-            FileRef::SnapInfo(v) => P::from_bytes(self.volumes[&v].snapinfo_bytes(fbn)),
-            FileRef::SummaryMap(v) => map_content::<P>(&self.volumes[&v].summary, fbn),
+            FileRef::VolumeTable => P::from_bytes(self.namespace.volume_table_bytes(fbn)),
+            FileRef::SnapInfo(v) => P::from_bytes(self.namespace[v].snapinfo_bytes(fbn)),
+            FileRef::SummaryMap(v) => map_content::<P>(&self.namespace[v].summary, fbn),
             FileRef::Lun(_) | FileRef::SnapshotInofile(..) | FileRef::SnapshotLun(..) => {
                 unreachable!("LUN content is captured, not generated")
             }

@@ -174,7 +174,7 @@ impl<P: Payload> Filer<P> {
         let mut absent: Vec<(LunId, NodeId, crate::format::BlockPtr)> = needs
             .into_iter()
             .filter_map(|(lun, range)| {
-                let (_, l) = self.lun(lun).ok()?;
+                let (_, l) = self.namespace.lun(lun).ok()?;
                 Some(
                     l.tree
                         .missing(range)
@@ -254,7 +254,7 @@ impl<P: Payload> Filer<P> {
         match content {
             Some(content) if self.still_wanted(lun, node, ptr) => {
                 match P::bytes(&content) {
-                    Some(bytes) => self.lun_tree_mut(lun).load_node(node, bytes),
+                    Some(bytes) => self.namespace.lun_tree_mut(lun).load_node(node, bytes),
                     None => {
                         let pointers = self
                             .indirect
@@ -266,7 +266,9 @@ impl<P: Payload> Filer<P> {
                             ptr.checksum,
                             "the indirect block kept aside is the one on disk"
                         );
-                        self.lun_tree_mut(lun).restore_node(node, pointers);
+                        self.namespace
+                            .lun_tree_mut(lun)
+                            .restore_node(node, pointers);
                     }
                 }
                 self.indirect.indirect_use.set(lun, node, self.use_clock);
@@ -285,7 +287,7 @@ impl<P: Payload> Filer<P> {
     /// Whether `node` is still absent from the LUN's tree, its parent
     /// resident, and its pointer the one that was read.
     fn still_wanted(&self, lun: LunId, node: NodeId, ptr: crate::format::BlockPtr) -> bool {
-        let Ok((_, l)) = self.lun(lun) else {
+        let Ok((_, l)) = self.namespace.lun(lun) else {
             return false;
         };
         let tree = &l.tree;
@@ -327,7 +329,7 @@ impl<P: Payload> Filer<P> {
 
     /// Every active LUN's tree, with the LUN.
     fn lun_trees(&self) -> impl Iterator<Item = (LunId, &crate::tree::BlockTree)> {
-        self.volumes.iter().flat_map(|(&volume, v)| {
+        self.namespace.volumes().flat_map(|(volume, v)| {
             v.luns
                 .iter()
                 .map(move |(&file, l)| (LunId { volume, file }, &l.tree))
@@ -360,9 +362,9 @@ impl<P: Payload> Filer<P> {
     pub(super) fn resident_indirect(&self) -> usize {
         // Summed volume by volume: asked for on every block delivered or
         // written, and a flattened walk costs more than the sums.
-        self.volumes
-            .values()
-            .map(|v| {
+        self.namespace
+            .volumes()
+            .map(|(_, v)| {
                 v.luns
                     .values()
                     .map(|l| l.tree.resident_nodes())
@@ -440,7 +442,7 @@ impl<P: Payload> Filer<P> {
         let excess = total - limit + batch;
         let waiting = self.waiting_ranges();
         let mut victims: Vec<(super::CachePolicy, u64, LunId, NodeId)> = Vec::new();
-        for (&volume, v) in &self.volumes {
+        for (volume, v) in self.namespace.volumes() {
             if v.pending_snapshot.is_some() {
                 continue;
             }
@@ -463,7 +465,7 @@ impl<P: Payload> Filer<P> {
         self.indirect.indirect_floor = (self.committed, total - excess.min(victims.len()));
         for (_, _, lun, node) in victims.into_iter().take(excess) {
             self.indirect.indirect_whole = false;
-            let pointers = self.lun_tree_mut(lun).evict(node);
+            let pointers = self.namespace.lun_tree_mut(lun).evict(node);
             self.indirect.indirect_use.forget(lun, node);
             self.counters.indirect_evictions += 1;
             if !P::READS_METADATA {

@@ -81,7 +81,7 @@ impl<P: Payload> Filer<P> {
             }
             match file.volume() {
                 Some(v) => {
-                    let volume = &self.volumes[&v];
+                    let volume = &self.namespace[v];
                     if !volume.activemap.get(ptr.vvbn.0)
                         || volume.container.get(ptr.vvbn.0) != ptr.pvbn.0
                     {
@@ -101,7 +101,7 @@ impl<P: Payload> Filer<P> {
             }
         }
         for (file, ptr) in self.snapshot_pointers() {
-            let volume = &self.volumes[&file.volume().expect("snapshots are of volumes")];
+            let volume = &self.namespace[file.volume().expect("snapshots are of volumes")];
             if volume.container.get(ptr.vvbn.0) != ptr.pvbn.0 {
                 return Err(format!(
                     "vvbn {} of {file:?} is not mapped to pvbn {}",
@@ -117,7 +117,7 @@ impl<P: Payload> Filer<P> {
     }
 
     fn check_snapshot_maps(&self) -> Result<(), String> {
-        for volume in self.volumes.values() {
+        for (_, volume) in self.namespace.volumes() {
             let mut union = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
             for (id, snapshot) in &volume.snapshots {
                 let map = snapshot.trees_map(volume.vvbn_blocks);
@@ -173,7 +173,7 @@ impl<P: Payload> Filer<P> {
     }
 
     fn check_volume_maps(&self) -> Result<(), String> {
-        for (&id, volume) in &self.volumes {
+        for (id, volume) in self.namespace.volumes() {
             let mut vvbns: BTreeSet<u64> = BTreeSet::new();
             for (file, ptr) in self.every_pointer() {
                 if file.volume() == Some(id) {
@@ -212,7 +212,7 @@ impl<P: Payload> Filer<P> {
         {
             return Err(format!("aggregate space does not add up: {aggregate:?}"));
         }
-        for (&id, volume) in &self.volumes {
+        for (id, volume) in self.namespace.volumes() {
             let space = self.volume_space(id).expect("a volume");
             let blocks = volume.activemap.union(&volume.summary).count_ones();
             if !space.fits()
@@ -232,7 +232,7 @@ impl<P: Payload> Filer<P> {
     /// Every file of the active file systems (aggregate files included).
     pub(super) fn active_trees(&self) -> Vec<(FileRef, &crate::tree::BlockTree)> {
         let mut out = Vec::new();
-        for (&v, volume) in &self.volumes {
+        for (v, volume) in self.namespace.volumes() {
             for (&file, lun) in &volume.luns {
                 out.push((FileRef::Lun(LunId { volume: v, file }), &lun.tree));
             }
@@ -252,7 +252,7 @@ impl<P: Payload> Filer<P> {
     /// Every file of every snapshot (shared blocks appear in many).
     pub(super) fn snapshot_trees(&self) -> Vec<(FileRef, &crate::tree::BlockTree)> {
         let mut out = Vec::new();
-        for (&v, volume) in &self.volumes {
+        for (v, volume) in self.namespace.volumes() {
             for (&id, snapshot) in &volume.snapshots {
                 out.push((FileRef::SnapshotInofile(v, id), &snapshot.inofile));
                 for (&file, lun) in &snapshot.luns {

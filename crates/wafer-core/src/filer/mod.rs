@@ -29,6 +29,7 @@ mod grow;
 mod indirect;
 pub mod meta;
 mod mount;
+mod namespace;
 mod node_ages;
 mod outbox;
 mod realloc;
@@ -42,7 +43,7 @@ mod space;
 mod written;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use wafer_raid::DiskSet;
 
@@ -51,8 +52,9 @@ use blockio::{BlockRead, ReadPurpose};
 use cache::{BlockState, BufferCache, CacheEntry};
 use cp::Cp;
 pub use grow::{GrowError, check_extension};
-use meta::{FIRST_LUN, FileRef, MAX_LUNS, MAX_VOLUMES, MetaFile, VOLUMES_PER_BLOCK, Volume};
+use meta::{FileRef, MetaFile, VOLUMES_PER_BLOCK};
 use mount::Mount;
+use namespace::{AggregateRoom, Namespace, check_in_range};
 pub use realloc::REALLOC_BLOCKS_PER_CP;
 pub use rebuild::{REBUILD_STRIPES_PER_CP, RebuildStatus};
 pub use scrub::{SCRUB_STRIPES_PER_CP, ScrubError, ScrubStatus, ScrubTally};
@@ -68,7 +70,7 @@ use crate::format::{BlockPtr, NAME_MAX};
 use crate::nvlog::{LogPort, LoggedOp, LunId};
 use crate::payload::{Bytes, Payload, blocks_covered};
 use crate::space::{Allocator, PendingFrees};
-use crate::units::{AggrId, CpCount, Fbn, FileId, Instant, Pvbn, VolumeId};
+use crate::units::{AggrId, CpCount, Fbn, Instant, Pvbn, VolumeId};
 
 /// The aggregate-level state: its map, its volume table and its allocator.
 #[derive(Clone, Debug)]
@@ -203,8 +205,8 @@ pub struct Filer<P: Payload = Bytes> {
     phase: Phase<P::Unit>,
     committed: CpCount,
     aggregate: Aggregate,
-    volumes: BTreeMap<VolumeId, Volume>,
-    reserved_blocks: u64,
+    /// The volumes and LUNs, and the pvbns they reserve.
+    namespace: Namespace,
     cache: BufferCache<P>,
     /// The LUN blocks changed since the last CP began: a set that every
     /// write adds to, and that a CP sorts once when it takes it.
@@ -282,8 +284,7 @@ impl<P: Payload> Filer<P> {
             options,
             phase: Phase::Online,
             committed: CpCount(0),
-            volumes: BTreeMap::new(),
-            reserved_blocks: 0,
+            namespace: Namespace::default(),
             cache: BufferCache::default(),
             dirty: FixedMap::default(),
             use_clock: 0,
@@ -479,9 +480,9 @@ impl<P: Payload> Filer<P> {
 
     /// Volumes by id, with their names.
     pub fn volumes(&self) -> Vec<(VolumeId, String)> {
-        self.volumes
-            .iter()
-            .map(|(id, v)| (*id, v.name.clone()))
+        self.namespace
+            .volumes()
+            .map(|(id, v)| (id, v.name.clone()))
             .collect()
     }
 
@@ -497,8 +498,8 @@ impl<P: Payload> Filer<P> {
         length: u64,
     ) -> Result<Vec<Extent>, HostError> {
         let l = match snapshot {
-            None => self.lun(lun)?.1,
-            Some(name) => self.snapshot_lun(lun, name)?.1,
+            None => self.namespace.lun(lun)?.1,
+            Some(name) => self.namespace.snapshot_lun(lun, name)?.1,
         };
         let tree = &l.tree;
         check_in_range(offset, length, l.size_bytes)?;
@@ -525,7 +526,7 @@ impl<P: Payload> Filer<P> {
 
     /// LUNs of a volume: id, name and size in bytes.
     pub fn luns(&self, volume: VolumeId) -> Vec<(LunId, String, u64)> {
-        self.volumes.get(&volume).map_or_else(Vec::new, |v| {
+        self.namespace.volume(volume).map_or_else(Vec::new, |v| {
             v.luns
                 .iter()
                 .map(|(file, lun)| {
@@ -800,152 +801,28 @@ impl<P: Payload> Filer<P> {
         }
     }
 
+    /// Checks `op` against the namespace, with what it needs of the
+    /// aggregate.
     fn validate(&self, op: &LoggedOp) -> Result<(), HostError> {
-        let block = BLOCK_SIZE as u64;
-        match op {
-            LoggedOp::Change(Change::Write { lun, offset, data }) => {
-                self.check_range(*lun, *offset, data.len() as u64)
-            }
-            LoggedOp::Change(Change::Trim {
-                lun,
-                offset,
-                length,
-            }) => self.check_range(*lun, *offset, *length),
-            LoggedOp::Change(Change::CreateVolume { name, size_bytes }) => {
-                check_name(name)?;
-                if self.volumes.values().any(|v| v.name == *name) {
-                    return Err(HostError::Exists(format!("volume {name}")));
-                }
-                if *size_bytes < 20 << 20 || size_bytes % block != 0 {
-                    return Err(HostError::Invalid(
-                        "a volume is at least 20 MiB, in 4 KiB steps".into(),
-                    ));
-                }
-                if self.volumes.len() as u32 >= MAX_VOLUMES {
-                    return Err(HostError::Invalid(format!("at most {MAX_VOLUMES} volumes")));
-                }
-                let needed = self.volume_footprint(*size_bytes / block);
-                let available = self.aggregate_available();
-                if needed > available {
-                    return Err(HostError::NoSpace {
-                        needed_blocks: needed,
-                        available_blocks: available,
-                    });
-                }
-                Ok(())
-            }
-            LoggedOp::Change(Change::CreateLun {
-                volume,
-                name,
-                size_bytes,
-            }) => {
-                check_name(name)?;
-                let v = self
-                    .volumes
-                    .get(volume)
-                    .ok_or(HostError::NotFound("volume"))?;
-                if v.luns.values().any(|l| l.name == *name) {
-                    return Err(HostError::Exists(format!("LUN {name}")));
-                }
-                if *size_bytes == 0 || size_bytes % block != 0 {
-                    return Err(HostError::Invalid(
-                        "a LUN's size is a positive multiple of 4 KiB".into(),
-                    ));
-                }
-                if v.luns.len() as u32 >= MAX_LUNS {
-                    return Err(HostError::Invalid(format!(
-                        "at most {MAX_LUNS} LUNs per volume"
-                    )));
-                }
-                let available = self.volume_available(*volume);
-                if *size_bytes > available {
-                    return Err(HostError::NoSpace {
-                        needed_blocks: size_bytes / block,
-                        available_blocks: available / block,
-                    });
-                }
-                Ok(())
-            }
-            LoggedOp::Change(Change::ResizeLun { lun, size_bytes }) => {
-                let (_, l) = self.lun(*lun)?;
-                if *size_bytes == 0 || size_bytes % block != 0 {
-                    return Err(HostError::Invalid(
-                        "a LUN's size is a positive multiple of 4 KiB".into(),
-                    ));
-                }
-                let available = self.volume_available(lun.volume) + l.size_bytes;
-                if *size_bytes > available {
-                    return Err(HostError::NoSpace {
-                        needed_blocks: size_bytes / block,
-                        available_blocks: available / block,
-                    });
-                }
-                Ok(())
-            }
-            LoggedOp::Change(Change::DestroyLun { lun }) => self.lun(*lun).map(|_| ()),
-            LoggedOp::Change(Change::SetReadRealloc { volume, .. }) => self
-                .volumes
-                .get(volume)
-                .map(|_| ())
-                .ok_or(HostError::NotFound("volume")),
-            LoggedOp::Change(Change::SetCachePolicy { volume, .. }) => self
-                .volumes
-                .get(volume)
-                .map(|_| ())
-                .ok_or(HostError::NotFound("volume")),
-            LoggedOp::Change(
-                change @ (Change::CreateSnapshot { .. }
-                | Change::DeleteSnapshot { .. }
-                | Change::RestoreSnapshot { .. }
-                | Change::SetSnapReserve { .. }),
-            ) => self.validate_snapshot_change(change),
-            LoggedOp::DirtyStripes { .. } => Ok(()),
+        let dirty_blocks = |volume| {
+            let dirty = self.dirty.iter();
+            dirty.filter(|((lun, _), ())| lun.volume == volume).count() as u64
+        };
+        self.namespace
+            .validate(op, self.aggregate_room(), dirty_blocks)
+    }
+
+    /// What the namespace may promise volumes: the pvbns less the superblock
+    /// pair, the aggregate's own metadata (its map, twice for a CP's new copy,
+    /// and the volume table) and its share of CP room.
+    fn aggregate_room(&self) -> AggregateRoom {
+        let high_water = self.options.dirty_high_water;
+        let own = 2 * self.aggregate.activemap.blocks() + 64 + 2 * high_water as u64;
+        let outside = self.layout.reserved_blocks() + own;
+        AggregateRoom {
+            promisable_blocks: self.layout.total_blocks().saturating_sub(outside),
+            dirty_high_water: high_water,
         }
-    }
-
-    fn lun(&self, id: LunId) -> Result<(&Volume, &meta::Lun), HostError> {
-        let volume = self
-            .volumes
-            .get(&id.volume)
-            .ok_or(HostError::NotFound("volume"))?;
-        let lun = volume
-            .luns
-            .get(&id.file)
-            .ok_or(HostError::NotFound("LUN"))?;
-        Ok((volume, lun))
-    }
-
-    /// Bytes a volume can still reserve for LUNs.
-    fn volume_available(&self, volume: VolumeId) -> u64 {
-        self.volume_space(volume).map_or(0, |s| s.available_bytes)
-    }
-
-    fn check_range(&self, lun: LunId, offset: u64, length: u64) -> Result<(), HostError> {
-        check_in_range(offset, length, self.lun(lun)?.1.size_bytes)
-    }
-
-    /// vvbns a volume of `size_blocks` needs: its data, its indirect blocks and
-    /// maps (1/128 covers both with room), and room for two CPs of new copies
-    /// before the old ones are released.
-    fn volume_vvbns(&self, size_blocks: u64) -> u64 {
-        size_blocks + size_blocks / 128 + 4 * self.options.dirty_high_water as u64 + 256
-    }
-
-    /// pvbns a volume takes from the aggregate: its vvbn space and container map.
-    fn volume_footprint(&self, size_blocks: u64) -> u64 {
-        let vvbns = self.volume_vvbns(size_blocks);
-        vvbns + vvbns.div_ceil(container::CONTAINER_ENTRIES_PER_BLOCK) + 8
-    }
-
-    /// pvbns not yet promised to a volume, less the superblock pair, the
-    /// aggregate's own metadata (its map, twice for a CP's new copy, and the
-    /// volume table) and its share of CP room.
-    fn aggregate_available(&self) -> u64 {
-        let own =
-            2 * self.aggregate.activemap.blocks() + 64 + 2 * self.options.dirty_high_water as u64;
-        self.layout
-            .total_blocks()
-            .saturating_sub(self.layout.reserved_blocks() + self.reserved_blocks + own)
     }
 
     /// Applies an operation [`validate`](Self::validate) has passed to the
@@ -966,13 +843,16 @@ impl<P: Payload> Filer<P> {
                 ReplyData::Done
             }
             LoggedOp::Change(Change::CreateVolume { name, size_bytes }) => {
-                ReplyData::Volume(self.create_volume(name, *size_bytes))
+                let high_water = self.options.dirty_high_water;
+                let id = self.namespace.create_volume(name, *size_bytes, high_water);
+                self.volume_record_dirty(id);
+                ReplyData::Volume(id)
             }
             LoggedOp::Change(Change::CreateLun {
                 volume,
                 name,
                 size_bytes,
-            }) => ReplyData::Lun(self.create_lun(*volume, name, *size_bytes)),
+            }) => ReplyData::Lun(self.namespace.create_lun(*volume, name, *size_bytes)),
             LoggedOp::Change(Change::ResizeLun { lun, size_bytes }) => {
                 self.resize_lun(*lun, *size_bytes);
                 ReplyData::Done
@@ -994,24 +874,24 @@ impl<P: Payload> Filer<P> {
                 ReplyData::Done
             }
             LoggedOp::Change(Change::SetSnapReserve { volume, percent }) => {
-                self.volumes
-                    .get_mut(volume)
+                self.namespace
+                    .volume_mut(*volume)
                     .expect("validated")
                     .snap_reserve_percent = *percent;
                 self.volume_record_dirty(*volume);
                 ReplyData::Done
             }
             LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {
-                self.volumes
-                    .get_mut(volume)
+                self.namespace
+                    .volume_mut(*volume)
                     .expect("validated")
                     .cache_policy = *policy;
                 self.volume_record_dirty(*volume);
                 ReplyData::Done
             }
             LoggedOp::Change(Change::SetReadRealloc { volume, enabled }) => {
-                self.volumes
-                    .get_mut(volume)
+                self.namespace
+                    .volume_mut(*volume)
                     .expect("validated")
                     .read_realloc = *enabled;
                 self.volume_record_dirty(*volume);
@@ -1028,47 +908,9 @@ impl<P: Payload> Filer<P> {
         self.aggregate.volume_table.dirty.insert(block);
     }
 
-    fn create_volume(&mut self, name: &str, size_bytes: u64) -> VolumeId {
-        let id = (0..)
-            .map(VolumeId)
-            .find(|id| !self.volumes.contains_key(id))
-            .expect("a free id");
-        let size_blocks = size_bytes / BLOCK_SIZE as u64;
-        self.reserved_blocks += self.volume_footprint(size_blocks);
-        let volume = Volume::new(name.to_string(), size_bytes, self.volume_vvbns(size_blocks));
-        self.volumes.insert(id, volume);
-        self.volume_record_dirty(id);
-        let volume = self.volumes.get_mut(&id).expect("inserted");
-        volume.activemap_file.dirty.insert(0); // vvbn 0 is marked used
-        id
-    }
-
-    fn create_lun(&mut self, volume_id: VolumeId, name: &str, size_bytes: u64) -> LunId {
-        let volume = self.volumes.get_mut(&volume_id).expect("validated");
-        let file = (FIRST_LUN..)
-            .map(FileId)
-            .find(|f| !volume.luns.contains_key(f))
-            .expect("a free inode");
-        let generation = 1;
-        volume.luns.insert(
-            file,
-            meta::Lun {
-                name: name.to_string(),
-                size_bytes,
-                generation,
-                tree: crate::tree::BlockTree::new(),
-            },
-        );
-        volume.inofile.dirty.insert(Volume::inofile_block(file));
-        LunId {
-            volume: volume_id,
-            file,
-        }
-    }
-
     /// Sets a LUN's size, discarding cached and stored blocks past the new end.
     fn resize_lun(&mut self, lun: LunId, size_bytes: u64) {
-        let old_size = self.volumes[&lun.volume].luns[&lun.file].size_bytes;
+        let old_size = self.namespace[lun.volume].luns[&lun.file].size_bytes;
         let first_gone = size_bytes.div_ceil(BLOCK_SIZE as u64);
         let last = old_size.div_ceil(BLOCK_SIZE as u64);
         for key in self.cache.keys_of(lun, Fbn(first_gone)) {
@@ -1088,7 +930,7 @@ impl<P: Payload> Filer<P> {
         }
         let release_after = self.release_point();
         let pointers: Vec<(Fbn, BlockPtr)> = {
-            let tree = &self.volumes[&lun.volume].luns[&lun.file].tree;
+            let tree = &self.namespace[lun.volume].luns[&lun.file].tree;
             (first_gone..last)
                 .map(Fbn)
                 .map(|fbn| (fbn, tree.get(fbn)))
@@ -1096,27 +938,10 @@ impl<P: Payload> Filer<P> {
                 .collect()
         };
         for (fbn, _) in pointers {
-            let old = self.lun_tree_mut(lun).set(fbn, BlockPtr::NULL);
+            let old = self.namespace.lun_tree_mut(lun).set(fbn, BlockPtr::NULL);
             self.free_block(FileRef::Lun(lun), old, release_after);
         }
-        let volume = self.volumes.get_mut(&lun.volume).expect("validated");
-        volume
-            .luns
-            .get_mut(&lun.file)
-            .expect("validated")
-            .size_bytes = size_bytes;
-        volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
-    }
-
-    fn lun_tree_mut(&mut self, lun: LunId) -> &mut crate::tree::BlockTree {
-        &mut self
-            .volumes
-            .get_mut(&lun.volume)
-            .expect("volume exists")
-            .luns
-            .get_mut(&lun.file)
-            .expect("LUN exists")
-            .tree
+        self.namespace.resize_lun(lun, size_bytes);
     }
 
     /// The CP after which a block freed now is no longer in any on-disk image:
@@ -1164,7 +989,7 @@ impl<P: Payload> Filer<P> {
             }
             if !self.cache.contains_key(&key) {
                 let release_after = self.release_point();
-                let old = self.lun_tree_mut(lun).set(fbn, BlockPtr::NULL);
+                let old = self.namespace.lun_tree_mut(lun).set(fbn, BlockPtr::NULL);
                 self.free_block(FileRef::Lun(lun), old, release_after);
                 return;
             }
@@ -1172,7 +997,7 @@ impl<P: Payload> Filer<P> {
         self.use_clock += 1;
         let stamp = self.use_clock;
         if self.cache.touch(key, stamp).is_none() {
-            let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
+            let ptr = self.namespace[lun.volume].luns[&lun.file].tree.get(fbn);
             match whole || ptr.is_null() {
                 true => self
                     .cache
@@ -1285,7 +1110,7 @@ impl<P: Payload> Filer<P> {
     /// buffer cache's buckets and the level-1 nodes of its first and last
     /// blocks.
     fn prefetch_lookups(&self, lun: LunId, offset: u64, length: u64) {
-        if let Ok((_, l)) = self.lun(lun) {
+        if let Ok((_, l)) = self.namespace.lun(lun) {
             for fbn in ends_of(offset, length) {
                 self.cache.prefetch(&(lun, fbn));
                 l.tree.prefetch_node(fbn);
@@ -1296,7 +1121,7 @@ impl<P: Payload> Filer<P> {
     /// Hints at the pointers to a read's first and last blocks, once their
     /// level-1 nodes are resident.
     fn prefetch_pointers(&self, lun: LunId, offset: u64, length: u64) {
-        if let Ok((_, l)) = self.lun(lun) {
+        if let Ok((_, l)) = self.namespace.lun(lun) {
             for fbn in ends_of(offset, length) {
                 l.tree.prefetch_pointer(fbn);
             }
@@ -1305,6 +1130,7 @@ impl<P: Payload> Filer<P> {
 
     fn read(&mut self, id: RequestId, lun: LunId, offset: u64, length: u64) {
         let checked = self
+            .namespace
             .lun(lun)
             .and_then(|(_, l)| check_read_range(offset, length, l.size_bytes));
         if let Err(error) = checked {
@@ -1342,7 +1168,7 @@ impl<P: Payload> Filer<P> {
                 }
                 continue;
             }
-            let ptr = self.volumes[&lun.volume].luns[&lun.file].tree.get(fbn);
+            let ptr = self.namespace[lun.volume].luns[&lun.file].tree.get(fbn);
             if ptr.is_null() {
                 continue;
             }
@@ -1397,10 +1223,10 @@ impl<P: Payload> Filer<P> {
             return;
         }
         let excess = total - limit + batch;
-        let volumes = &self.volumes;
+        let namespace = &self.namespace;
         let victims = self.cache.evict_oldest(excess, |volume| {
-            volumes
-                .get(&volume)
+            namespace
+                .volume(volume)
                 .map_or_else(Default::default, |v| v.cache_policy)
         });
         self.data_floor = (self.committed, total - victims.len());
@@ -1415,7 +1241,7 @@ impl<P: Payload> Filer<P> {
         }
         match file.volume() {
             Some(v) => {
-                let volume = self.volumes.get_mut(&v).expect("the volume of a file");
+                let volume = self.namespace.volume_mut(v).expect("the volume of a file");
                 let vvbn = old.vvbn.0;
                 volume.activemap.clear(vvbn);
                 volume.activemap_file.dirty.insert(Bitmap::block_of(vvbn));
@@ -1430,7 +1256,7 @@ impl<P: Payload> Filer<P> {
 
     /// Frees a vvbn no image uses any more, and the pvbn it maps to.
     fn release_vvbn(&mut self, volume_id: VolumeId, vvbn: u64, release_after: CpCount) {
-        let volume = self.volumes.get_mut(&volume_id).expect("a volume");
+        let volume = self.namespace.volume_mut(volume_id).expect("a volume");
         let pvbn = volume.container.set(vvbn, 0);
         volume.pending.hold(vvbn, release_after);
         volume
@@ -1481,38 +1307,12 @@ fn eviction_due(
     total > limit && (floor_cp != committed || total > floor + batch)
 }
 
-/// A range must lie inside a LUN of `size` bytes.
-fn check_in_range(offset: u64, length: u64, size: u64) -> Result<(), HostError> {
-    match offset.checked_add(length) {
-        Some(end) if end <= size => Ok(()),
-        _ => Err(HostError::OutOfRange {
-            offset,
-            length,
-            size,
-        }),
-    }
-}
-
 /// A read's range must lie inside the LUN and be at most 32 MiB.
 fn check_read_range(offset: u64, length: u64, size: u64) -> Result<(), HostError> {
     check_in_range(offset, length, size)?;
     match length > 32 << 20 {
         true => Err(HostError::Invalid("reads are at most 32 MiB".into())),
         false => Ok(()),
-    }
-}
-
-fn check_name(name: &str) -> Result<(), HostError> {
-    let valid = !name.is_empty()
-        && name.len() <= NAME_MAX
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
-    match valid {
-        true => Ok(()),
-        false => Err(HostError::Invalid(format!(
-            "'{name}': names are 1..={NAME_MAX} characters of letters, digits, '_', '-' and '.'"
-        ))),
     }
 }
 

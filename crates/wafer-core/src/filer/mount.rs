@@ -360,7 +360,7 @@ impl<P: Payload> Filer<P> {
                     volume.cache_policy = record.cache_policy;
                     volume.read_realloc = record.read_realloc;
                     volume.snap_reserve_percent = record.snap_reserve_percent;
-                    self.volumes.insert(id, volume);
+                    self.namespace.load_volume(id, volume);
                     for file in [
                         FileRef::Inofile(id),
                         FileRef::VolumeMap(id),
@@ -380,8 +380,8 @@ impl<P: Payload> Filer<P> {
     }
 
     fn volume_mut(&mut self, id: crate::units::VolumeId) -> Result<&mut Volume, String> {
-        self.volumes
-            .get_mut(&id)
+        self.namespace
+            .volume_mut(id)
             .ok_or_else(|| format!("metadata names volume {} that the volume table lacks", id.0))
     }
 
@@ -395,7 +395,7 @@ impl<P: Payload> Filer<P> {
             return;
         }
         mount.replaying = true;
-        for volume in self.volumes.values_mut() {
+        for (_, volume) in self.namespace.volumes_mut() {
             let snapshot_luns = volume
                 .snapshots
                 .values_mut()
@@ -413,11 +413,8 @@ impl<P: Payload> Filer<P> {
         let activemap = &self.aggregate.activemap;
         self.aggregate.allocator = Allocator::new(&self.layout, activemap);
         self.committed_map = self.aggregate.activemap.clone();
-        self.reserved_blocks = self
-            .volumes
-            .values()
-            .map(|v| self.volume_footprint(v.size_bytes / crate::BLOCK_SIZE as u64))
-            .sum();
+        self.namespace
+            .count_reservations(self.options.dirty_high_water);
         self.learn_from_pointers();
         let committed = self.committed;
         let stripes: Vec<(usize, u64)> = self
@@ -465,7 +462,7 @@ impl<P: Payload> Filer<P> {
     /// Each snapshot's map from its trees; their union must be the summary
     /// map on disk.
     fn rebuild_snapshot_maps(&mut self) -> Result<(), String> {
-        for volume in self.volumes.values_mut() {
+        for (_, volume) in self.namespace.volumes_mut() {
             let mut union = crate::bitmap::Bitmap::new(volume.vvbn_blocks);
             for snapshot in volume.snapshots.values_mut() {
                 snapshot.map = snapshot.trees_map(volume.vvbn_blocks);

@@ -39,7 +39,7 @@ pub(super) struct ReallocJob {
 impl<P: Payload> Filer<P> {
     /// Rates how contiguously a LUN lies on disk.
     pub(super) fn measure(&self, lun: LunId) -> Result<ReallocMeasure, HostError> {
-        let (_, l) = self.lun(lun)?;
+        let (_, l) = self.namespace.lun(lun)?;
         let blocks = l.size_bytes.div_ceil(crate::BLOCK_SIZE as u64);
         let mut ratings: Vec<u8> = (0..blocks.div_ceil(WINDOW_BLOCKS))
             .filter_map(|w| {
@@ -71,7 +71,7 @@ impl<P: Payload> Filer<P> {
 
     /// Starts rewriting a LUN contiguously, replacing any job in progress.
     pub(super) fn start_realloc(&mut self, lun: LunId) -> Result<(), HostError> {
-        let (_, l) = self.lun(lun)?;
+        let (_, l) = self.namespace.lun(lun)?;
         let end = l.size_bytes.div_ceil(crate::BLOCK_SIZE as u64);
         self.realloc = Some(ReallocJob { lun, next: 0, end });
         self.advance_realloc();
@@ -96,11 +96,11 @@ impl<P: Payload> Filer<P> {
         let Some(mut job) = self.realloc else {
             return true;
         };
-        if self.lun(job.lun).is_err() || job.next >= job.end {
+        if self.namespace.lun(job.lun).is_err() || job.next >= job.end {
             self.realloc = None;
             return true;
         }
-        let tree = &self.volumes[&job.lun.volume].luns[&job.lun.file].tree;
+        let tree = &self.namespace[job.lun.volume].luns[&job.lun.file].tree;
         let Some(content) = tree.next_content(Fbn(job.next)).filter(|f| f.0 < job.end) else {
             self.realloc = None;
             return true;
@@ -115,7 +115,7 @@ impl<P: Payload> Filer<P> {
         let generation = self.generation();
         let mut reads = Vec::new();
         for fbn in (job.next..stop).map(Fbn) {
-            let ptr = self.volumes[&job.lun.volume].luns[&job.lun.file]
+            let ptr = self.namespace[job.lun.volume].luns[&job.lun.file]
                 .tree
                 .get(fbn);
             if ptr.is_null() {
@@ -153,13 +153,13 @@ impl<P: Payload> Filer<P> {
         let block = crate::BLOCK_SIZE as u64;
         let (first, end) = (offset / block, (offset + length).div_ceil(block));
         let enabled = self
-            .volumes
-            .get(&lun.volume)
+            .namespace
+            .volume(lun.volume)
             .is_some_and(|v| v.read_realloc);
-        if !enabled || end - first < READ_REALLOC_MIN_BLOCKS || self.lun(lun).is_err() {
+        if !enabled || end - first < READ_REALLOC_MIN_BLOCKS || self.namespace.lun(lun).is_err() {
             return;
         }
-        let tree = &self.volumes[&lun.volume].luns[&lun.file].tree;
+        let tree = &self.namespace[lun.volume].luns[&lun.file].tree;
         let present: Vec<(Fbn, Location)> = (first..end)
             .map(Fbn)
             .filter_map(|fbn| {

@@ -20,12 +20,11 @@
 //! read; they bypass the buffer cache, which holds the active file system.
 
 use super::blockio::ReadPurpose;
-use super::meta::{FileRef, Lun, MAX_SNAPSHOTS, PendingSnapshot, Snapshot, Volume};
-use super::space::{MAX_SNAP_RESERVE_PERCENT, SpaceInputs};
-use super::{BlockState, CacheEntry, Filer, HostError, PendingRead, RequestId, check_name};
+use super::meta::{FileRef, Lun, PendingSnapshot, Snapshot, Volume};
+use super::{BlockState, CacheEntry, Filer, PendingRead, RequestId};
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
-use crate::nvlog::{Change, LunId};
+use crate::nvlog::LunId;
 use crate::payload::Payload;
 use crate::units::{CpCount, Fbn, Instant, SnapshotId, VolumeId};
 
@@ -51,7 +50,7 @@ pub struct SnapshotInfo {
 impl<P: Payload> Filer<P> {
     /// A volume's snapshots, oldest first.
     pub fn snapshots(&self, volume: VolumeId) -> Vec<SnapshotInfo> {
-        let Some(v) = self.volumes.get(&volume) else {
+        let Some(v) = self.namespace.volume(volume) else {
             return Vec::new();
         };
         let block = BLOCK_SIZE as u64;
@@ -85,153 +84,10 @@ impl<P: Payload> Filer<P> {
         out
     }
 
-    /// Checks a snapshot change against the volume as it stands.
-    pub(super) fn validate_snapshot_change(&self, change: &Change) -> Result<(), HostError> {
-        match change {
-            Change::CreateSnapshot { volume, name } => {
-                check_name(name)?;
-                let v = self.volume_of(*volume)?;
-                if v.snapshot_named(name).is_some()
-                    || v.pending_snapshot.as_ref().is_some_and(|p| p.name == *name)
-                {
-                    return Err(HostError::Exists(format!("snapshot {name}")));
-                }
-                if v.pending_snapshot.is_some() || v.snapshots.len() >= MAX_SNAPSHOTS {
-                    return Err(HostError::Invalid(format!(
-                        "at most {MAX_SNAPSHOTS} snapshots per volume"
-                    )));
-                }
-                self.check_snapshot_room(*volume, v)
-            }
-            Change::DeleteSnapshot { volume, name } => self.snapshot(*volume, name).map(|_| ()),
-            Change::RestoreSnapshot { volume, name, lun } => {
-                let (_, snapshot) = self.snapshot(*volume, name)?;
-                if let Some(file) = lun {
-                    let restored = snapshot
-                        .luns
-                        .get(file)
-                        .ok_or(HostError::NotFound("LUN in that snapshot"))?;
-                    let volume = self.volume_of(*volume)?;
-                    let taken = volume
-                        .luns
-                        .iter()
-                        .any(|(f, l)| f != file && l.name == restored.name);
-                    if taken {
-                        return Err(HostError::Exists(format!("LUN {}", restored.name)));
-                    }
-                }
-                self.check_restore_room(*volume, snapshot, *lun)
-            }
-            Change::SetSnapReserve { volume, percent } => {
-                let v = self.volume_of(*volume)?;
-                if *percent > MAX_SNAP_RESERVE_PERCENT {
-                    return Err(HostError::Invalid(format!(
-                        "the snapshot reserve is at most {MAX_SNAP_RESERVE_PERCENT}%"
-                    )));
-                }
-                let inputs = SpaceInputs {
-                    snap_reserve_percent: *percent,
-                    ..SpaceInputs::of(v)
-                };
-                fits(inputs.space(v.size_bytes, 0))
-            }
-            _ => unreachable!("not a snapshot change: {change:?}"),
-        }
-    }
-
-    fn volume_of(&self, volume: VolumeId) -> Result<&Volume, HostError> {
-        self.volumes
-            .get(&volume)
-            .ok_or(HostError::NotFound("volume"))
-    }
-
-    fn snapshot(&self, volume: VolumeId, name: &str) -> Result<(SnapshotId, &Snapshot), HostError> {
-        self.volume_of(volume)?
-            .snapshot_named(name)
-            .ok_or(HostError::NotFound("snapshot"))
-    }
-
-    /// LUN `lun` as snapshot `name` of its volume holds it.
-    pub(super) fn snapshot_lun(
-        &self,
-        lun: LunId,
-        name: &str,
-    ) -> Result<(SnapshotId, &Lun), HostError> {
-        let (id, snapshot) = self.snapshot(lun.volume, name)?;
-        let l = snapshot
-            .luns
-            .get(&lun.file)
-            .ok_or(HostError::NotFound("LUN"))?;
-        Ok((id, l))
-    }
-
-    /// A new snapshot turns every block of the volume's image into a shared
-    /// one: the image now, plus what the snapshot's CP writes for the volume
-    /// (its dirty data and, at most, that much again in metadata).
-    fn check_snapshot_room(&self, id: VolumeId, volume: &Volume) -> Result<(), HostError> {
-        let image = volume.image_map();
-        let dirty = self
-            .dirty
-            .iter()
-            .filter(|((lun, _), ())| lun.volume == id)
-            .count() as u64;
-        let summary = volume.summary.union(&image);
-        let mut active = volume.activemap.clone();
-        for vvbn in image.ones_outside(&[&volume.activemap]) {
-            active.set(vvbn);
-        }
-        let inputs = SpaceInputs {
-            active: &active,
-            summary: &summary,
-            ..SpaceInputs::of(volume)
-        };
-        let mut space = inputs.space(volume.size_bytes, 0);
-        space.used_bytes += (2 * dirty + 16) * BLOCK_SIZE as u64;
-        fits(space)
-    }
-
-    /// Restoring makes the snapshot's blocks of the restored LUNs active again
-    /// (shared) and takes their sizes as reservations.
-    fn check_restore_room(
-        &self,
-        id: VolumeId,
-        snapshot: &Snapshot,
-        lun: Option<crate::units::FileId>,
-    ) -> Result<(), HostError> {
-        let volume = self.volume_of(id)?;
-        let restored: Vec<(crate::units::FileId, &Lun)> = match lun {
-            Some(file) => vec![(file, &snapshot.luns[&file])],
-            None => snapshot.luns.iter().map(|(f, l)| (*f, l)).collect(),
-        };
-        let replaced: Vec<&Lun> = match lun {
-            Some(file) => volume.luns.get(&file).into_iter().collect(),
-            None => volume.luns.values().collect(),
-        };
-        let mut active = volume.activemap.clone();
-        for old in &replaced {
-            old.tree.for_each_pointer(|_, ptr| {
-                active.clear(ptr.vvbn.0);
-            });
-        }
-        for (_, new) in &restored {
-            new.tree.for_each_pointer(|_, ptr| {
-                active.set(ptr.vvbn.0);
-            });
-        }
-        let reserved = volume.reserved_bytes() - replaced.iter().map(|l| l.size_bytes).sum::<u64>()
-            + restored.iter().map(|(_, l)| l.size_bytes).sum::<u64>();
-        let inputs = SpaceInputs {
-            active: &active,
-            lun_reserved_bytes: reserved,
-            ..SpaceInputs::of(volume)
-        };
-        fits(inputs.space(volume.size_bytes, 0))
-    }
-
     /// Names the snapshot the next CP of `generation` takes.
     pub(super) fn request_snapshot(&mut self, generation: CpCount, volume: VolumeId, name: &str) {
         let now = self.now;
-        let v = self.volumes.get_mut(&volume).expect("validated");
+        let v = self.namespace.volume_mut(volume).expect("validated");
         let id = v.free_snapshot_id().expect("validated: an id is free");
         v.snapinfo.dirty.insert(Volume::snapinfo_block(id));
         v.pending_snapshot = Some(PendingSnapshot {
@@ -247,12 +103,14 @@ impl<P: Payload> Filer<P> {
 
     /// Whether a snapshot waits for its CP (host changes wait with it).
     pub(super) fn snapshot_pending(&self) -> bool {
-        self.volumes.values().any(|v| v.pending_snapshot.is_some())
+        self.namespace
+            .volumes()
+            .any(|(_, v)| v.pending_snapshot.is_some())
     }
 
     /// Registers the request to answer when the pending snapshot is on disk.
     pub(super) fn wait_for_snapshot(&mut self, volume: VolumeId, request: RequestId) {
-        let v = self.volumes.get_mut(&volume).expect("validated");
+        let v = self.namespace.volume_mut(volume).expect("validated");
         v.pending_snapshot.as_mut().expect("just requested").waiter = Some(request);
     }
 
@@ -261,7 +119,7 @@ impl<P: Payload> Filer<P> {
     /// (and so needs an address in turn).
     pub(super) fn map_pending_snapshots(&mut self, number: CpCount) -> bool {
         let mut dirtied = false;
-        for volume in self.volumes.values_mut() {
+        for (_, volume) in self.namespace.volumes_mut() {
             let due = volume
                 .pending_snapshot
                 .as_ref()
@@ -284,7 +142,7 @@ impl<P: Payload> Filer<P> {
     /// keep their trees. Returns the requests to answer when the CP commits.
     pub(super) fn take_pending_snapshots(&mut self, number: CpCount) -> Vec<RequestId> {
         let mut waiters = Vec::new();
-        for volume in self.volumes.values_mut() {
+        for (_, volume) in self.namespace.volumes_mut() {
             if volume
                 .pending_snapshot
                 .as_ref()
@@ -314,7 +172,7 @@ impl<P: Payload> Filer<P> {
     /// Deletes a snapshot; what only it held is freed after the next CP.
     pub(super) fn delete_snapshot(&mut self, volume_id: VolumeId, name: &str) {
         let release_after = self.release_point();
-        let volume = self.volumes.get_mut(&volume_id).expect("validated");
+        let volume = self.namespace.volume_mut(volume_id).expect("validated");
         let (id, _) = volume.snapshot_named(name).expect("validated");
         volume.snapshots.remove(&id);
         volume.snapinfo.dirty.insert(Volume::snapinfo_block(id));
@@ -342,7 +200,7 @@ impl<P: Payload> Filer<P> {
         name: &str,
         lun: Option<crate::units::FileId>,
     ) {
-        let volume = &self.volumes[&volume_id];
+        let volume = &self.namespace[volume_id];
         let (_, snapshot) = volume.snapshot_named(name).expect("validated");
         let restored: Vec<(crate::units::FileId, Lun)> = snapshot
             .luns
@@ -385,7 +243,7 @@ impl<P: Payload> Filer<P> {
     pub(super) fn replace_lun(&mut self, lun: LunId, new: Option<Lun>) {
         let waiting = self.forget_cached(lun);
         let release_after = self.release_point();
-        let volume = self.volumes.get_mut(&lun.volume).expect("validated");
+        let volume = self.namespace.volume_mut(lun.volume).expect("validated");
         let old = volume.luns.remove(&lun.file);
         volume.inofile.dirty.insert(Volume::inofile_block(lun.file));
         if let Some(old) = &old {
@@ -394,7 +252,7 @@ impl<P: Payload> Filer<P> {
             });
         }
         if let Some(new) = new {
-            let volume = self.volumes.get_mut(&lun.volume).expect("validated");
+            let volume = self.namespace.volume_mut(lun.volume).expect("validated");
             new.tree.for_each_pointer(|_, ptr| {
                 assert!(
                     volume.summary.get(ptr.vvbn.0),
@@ -432,8 +290,8 @@ impl<P: Payload> Filer<P> {
     /// new LUN's block, or as zeros where it has none.
     fn refill_for(&mut self, lun: LunId, fbn: Fbn, waiters: Vec<RequestId>) {
         let ptr = self
-            .volumes
-            .get(&lun.volume)
+            .namespace
+            .volume(lun.volume)
             .and_then(|v| v.luns.get(&lun.file))
             .filter(|l| fbn.0 * (BLOCK_SIZE as u64) < l.size_bytes)
             .map(|l| l.tree.get(fbn))
@@ -467,6 +325,7 @@ impl<P: Payload> Filer<P> {
         length: u64,
     ) {
         let found = self
+            .namespace
             .snapshot_lun(lun, name)
             .map(|(sid, l)| (sid, l.size_bytes));
         let (sid, size) = match found {
@@ -478,7 +337,7 @@ impl<P: Payload> Filer<P> {
         }
         let block = BLOCK_SIZE as u64;
         let pointers: Vec<(Fbn, crate::format::BlockPtr)> = {
-            let tree = &self.volumes[&lun.volume].snapshots[&sid].luns[&lun.file].tree;
+            let tree = &self.namespace[lun.volume].snapshots[&sid].luns[&lun.file].tree;
             (offset / block..(offset + length).div_ceil(block))
                 .map(Fbn)
                 .map(|fbn| (fbn, tree.get(fbn)))
@@ -522,19 +381,5 @@ impl<P: Payload> Filer<P> {
         }
         read.missing -= 1;
         self.finish_read(id);
-    }
-}
-
-/// A change fits if the volume's used space stays within its active total.
-fn fits(space: super::VolumeSpace) -> Result<(), HostError> {
-    match space.fits() {
-        true => Ok(()),
-        false => {
-            let block = BLOCK_SIZE as u64;
-            Err(HostError::NoSpace {
-                needed_blocks: space.used_bytes.div_ceil(block),
-                available_blocks: space.active_total_bytes() / block,
-            })
-        }
     }
 }

@@ -71,6 +71,16 @@ impl VolumeSpace {
     pub fn fits(&self) -> bool {
         self.used_bytes <= self.active_total_bytes()
     }
+
+    /// The space of `volume` as it stands.
+    pub(super) fn of(volume: &Volume) -> VolumeSpace {
+        let lun_written_blocks: u64 = volume
+            .luns
+            .values()
+            .map(|lun| lun.tree.content_blocks())
+            .sum();
+        SpaceInputs::of(volume).space(volume.size_bytes, lun_written_blocks)
+    }
 }
 
 /// The aggregate's space, in bytes.
@@ -138,13 +148,7 @@ impl SpaceInputs<'_> {
 impl<P: Payload> Filer<P> {
     /// A volume's space, or `None` if there is no such volume.
     pub fn volume_space(&self, id: VolumeId) -> Option<VolumeSpace> {
-        let volume = self.volumes.get(&id)?;
-        let lun_written_blocks: u64 = volume
-            .luns
-            .values()
-            .map(|lun| lun.tree.content_blocks())
-            .sum();
-        Some(SpaceInputs::of(volume).space(volume.size_bytes, lun_written_blocks))
+        self.namespace.volume(id).map(VolumeSpace::of)
     }
 
     /// The aggregate's space.
@@ -152,7 +156,7 @@ impl<P: Payload> Filer<P> {
         let block = BLOCK_SIZE as u64;
         let reserved = self.layout.reserved_blocks();
         let total = self.layout.total_blocks() - reserved;
-        let available = self.aggregate_available();
+        let available = self.namespace.aggregate_available(self.aggregate_room());
         AggregateSpace {
             total_bytes: total * block,
             used_bytes: (total - available) * block,

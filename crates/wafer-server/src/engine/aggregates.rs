@@ -40,10 +40,9 @@ use wafer_core::units::AggrId;
 use wafer_raid::RaidType;
 
 use super::Engine;
-use super::pending::Pending;
+use super::pending::{Addition, Pending};
 use crate::admin::{AdminError, AdminErrorKind, AdminReply, AdminResponse};
 use crate::config::{AggrConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName};
-use crate::growth::Placement;
 
 /// The default disk size of an aggregate when the node has none to copy.
 const DEFAULT_DISK_BYTES: u64 = 768 << 20;
@@ -347,15 +346,15 @@ impl Engine {
             config.groups.len() - 1,
             placement.new_groups.len()
         );
-        self.pending.push(Pending::Add {
+        let addition = Addition {
             id,
             placement,
             members,
             files,
             from_pool,
             made,
-            reply,
-        });
+        };
+        self.pending.push(Pending::Add { addition, reply });
         self.settle_pending();
         Ok(())
     }
@@ -401,13 +400,15 @@ impl Engine {
     /// engine takes up at once with the CP it starts. A crash after the save
     /// mounts the configured layout over the old superblock, its new blocks
     /// free; one before it leaves blank files no configuration names.
-    fn give_disks(
-        &mut self,
-        id: AggrId,
-        (placement, disks, files): (Placement, Vec<DiskConfig>, Vec<std::fs::File>),
-        from_pool: &[String],
-        made: &[PathBuf],
-    ) -> AdminResponse {
+    fn give_disks(&mut self, addition: Addition) -> AdminResponse {
+        let Addition {
+            id,
+            placement,
+            members: disks,
+            files,
+            from_pool,
+            made,
+        } = addition;
         let config = self.config.aggr(id.0).expect("configured");
         let name = config.aggregate.clone();
         let members: usize = config.groups.iter().map(|g| g.disks.len()).sum();
@@ -424,7 +425,7 @@ impl Engine {
             }) {
             Ok(layout) => layout,
             Err(e) => {
-                remove_files(made);
+                remove_files(&made);
                 return AdminResponse::Error(invalid(format!("aggr add: {e}; no disk was added")));
             }
         };
@@ -434,7 +435,7 @@ impl Engine {
             match crate::disk::DiskHandle::spawn(disk, Some(file), self.to_self.clone()) {
                 Ok(handle) => handles.push(handle),
                 Err(e) => {
-                    remove_files(made);
+                    remove_files(&made);
                     return AdminResponse::Error(refuse(
                         AdminErrorKind::Io,
                         format!(
@@ -451,7 +452,7 @@ impl Engine {
             .retain(|d| !from_pool.contains(&d.name));
         if let Err(e) = self.config.save(&self.dir) {
             self.config = before;
-            remove_files(made);
+            remove_files(&made);
             return AdminResponse::Error(refuse(
                 AdminErrorKind::Io,
                 format!("aggr add: the configuration cannot be saved: {e}; no disk was added"),
@@ -467,7 +468,7 @@ impl Engine {
             slots.drain(members..members + count);
             self.config = before;
             match self.config.save(&self.dir) {
-                Ok(()) => remove_files(made),
+                Ok(()) => remove_files(&made),
                 Err(save) => tracing::warn!(
                     "aggr add: {} keeps naming the new disks ({save}); the next start mounts \
                      aggregate {name} with them, blank",
@@ -515,9 +516,8 @@ impl Engine {
         self.pending
             .iter()
             .flat_map(|p| match p {
-                Pending::Create { from_pool, .. } | Pending::Add { from_pool, .. } => {
-                    from_pool.clone()
-                }
+                Pending::Create { from_pool, .. } => from_pool.clone(),
+                Pending::Add { addition, .. } => addition.from_pool.clone(),
                 Pending::Offline { .. } | Pending::Online { .. } => Vec::new(),
             })
             .collect()
@@ -526,9 +526,9 @@ impl Engine {
     fn pending_for(&self, id: AggrId) -> bool {
         self.pending.iter().any(|p| match p {
             Pending::Create { id: i, .. }
-            | Pending::Add { id: i, .. }
             | Pending::Offline { id: i, .. }
             | Pending::Online { id: i, .. } => *i == id,
+            Pending::Add { addition, .. } => addition.id == id,
         })
     }
 
@@ -671,16 +671,14 @@ impl Engine {
     pub(super) fn abandon_additions(&mut self) {
         for one in std::mem::take(&mut self.pending) {
             match one {
-                Pending::Add {
-                    id, made, reply, ..
-                } => {
-                    remove_files(&made);
+                Pending::Add { addition, reply } => {
+                    remove_files(&addition.made);
                     let _ = reply.send(AdminResponse::Error(refuse(
                         AdminErrorKind::ShuttingDown,
                         format!(
                             "aggr add: the server is stopping; no disk was added to aggregate \
                              '{}'",
-                            self.aggr_name(id)
+                            self.aggr_name(addition.id)
                         ),
                     )));
                 }
@@ -772,46 +770,7 @@ impl Engine {
                     reply,
                 }),
             },
-            Pending::Add {
-                id,
-                placement,
-                members,
-                files,
-                from_pool,
-                made,
-                reply,
-            } => {
-                let why_not = match (self.node_state(id), self.node.aggregate(id)) {
-                    (Some(AggrState::Online), Some(filer)) if filer.cp_running() => {
-                        return Some(Pending::Add {
-                            id,
-                            placement,
-                            members,
-                            files,
-                            from_pool,
-                            made,
-                            reply,
-                        });
-                    }
-                    (Some(AggrState::Online), Some(filer)) if filer.rebuild_status().is_some() => {
-                        Some("it started reconstructing a failed disk".to_string())
-                    }
-                    (Some(AggrState::Online), Some(_)) => None,
-                    _ => Some(format!("it is {}", self.aggregate_state(id).0)),
-                };
-                let answer = match why_not {
-                    Some(why) => {
-                        remove_files(&made);
-                        AdminResponse::Error(invalid(format!(
-                            "aggr add: no disk was added to aggregate '{}': {why}",
-                            self.aggr_name(id)
-                        )))
-                    }
-                    None => self.give_disks(id, (placement, members, files), &from_pool, &made),
-                };
-                let _ = reply.send(answer);
-                None
-            }
+            Pending::Add { addition, reply } => self.settle_addition(addition, reply),
             Pending::Offline { id, reply } => match self.node_state(id) {
                 Some(AggrState::Offline) => {
                     let answer = self.record_offline(id, true);
@@ -867,6 +826,38 @@ impl Engine {
                 }
             },
         }
+    }
+
+    /// Gives an addition its disks once no CP runs in its aggregate, or
+    /// refuses it if the aggregate can no longer take them.
+    fn settle_addition(
+        &mut self,
+        addition: Addition,
+        reply: Sender<AdminResponse>,
+    ) -> Option<Pending> {
+        let id = addition.id;
+        let why_not = match (self.node_state(id), self.node.aggregate(id)) {
+            (Some(AggrState::Online), Some(filer)) if filer.cp_running() => {
+                return Some(Pending::Add { addition, reply });
+            }
+            (Some(AggrState::Online), Some(filer)) if filer.rebuild_status().is_some() => {
+                Some("it started reconstructing a failed disk".to_string())
+            }
+            (Some(AggrState::Online), Some(_)) => None,
+            _ => Some(format!("it is {}", self.aggregate_state(id).0)),
+        };
+        let answer = match why_not {
+            Some(why) => {
+                remove_files(&addition.made);
+                AdminResponse::Error(invalid(format!(
+                    "aggr add: no disk was added to aggregate '{}': {why}",
+                    self.aggr_name(id)
+                )))
+            }
+            None => self.give_disks(addition),
+        };
+        let _ = reply.send(answer);
+        None
     }
 
     /// Records aggregate `id` offline (or online) in the configuration.

@@ -27,24 +27,9 @@ pub(super) enum Pending {
         made: Vec<PathBuf>,
         reply: Sender<AdminResponse>,
     },
-    /// Blank disks for an online aggregate, made and synced, waiting to be
-    /// given to it when no CP runs there: then its new layout takes effect
-    /// at once, so the engine and the driver move its spares' slots
-    /// together.
+    /// Blank disks for an online aggregate, waiting to be given to it.
     Add {
-        id: AggrId,
-        /// Where the new disks go.
-        placement: Placement,
-        /// The new disks, in the order the placement takes them; the
-        /// configuration is grown from the one current when they are given
-        /// (a disk may fail, or a spare be added, meanwhile).
-        members: Vec<DiskConfig>,
-        /// Their open files, in the same order.
-        files: Vec<File>,
-        /// Pool spares it took, by name.
-        from_pool: Vec<String>,
-        /// Disk files made for it.
-        made: Vec<PathBuf>,
+        addition: Addition,
         reply: Sender<AdminResponse>,
     },
     /// An aggregate going offline.
@@ -57,4 +42,24 @@ pub(super) enum Pending {
         id: AggrId,
         reply: Sender<AdminResponse>,
     },
+}
+
+/// Blank disks for an online aggregate, made and synced, waiting to be
+/// given to it when no CP runs there: then its new layout takes effect at
+/// once, so the engine and the driver move its spares' slots together.
+pub(super) struct Addition {
+    /// The aggregate it grows.
+    pub(super) id: AggrId,
+    /// Where the new disks go.
+    pub(super) placement: Placement,
+    /// The new disks, in the order the placement takes them; the
+    /// configuration is grown from the one current when they are given (a
+    /// disk may fail, or a spare be added, meanwhile).
+    pub(super) members: Vec<DiskConfig>,
+    /// Their open files, in the same order.
+    pub(super) files: Vec<File>,
+    /// Pool spares it took, by name.
+    pub(super) from_pool: Vec<String>,
+    /// Disk files made for it.
+    pub(super) made: Vec<PathBuf>,
 }
