@@ -149,6 +149,13 @@ impl<K: FixedHash, V> FixedMap<K, V> {
         Some(value)
     }
 
+    /// Unmaps every key, keeping the table: a map that fills to the same
+    /// size again does not grow through every size on the way.
+    pub fn clear(&mut self) {
+        self.buckets.iter_mut().for_each(|bucket| *bucket = None);
+        self.len = 0;
+    }
+
     /// Every entry, in table order: sort before deciding anything from it.
     pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.buckets
@@ -314,6 +321,19 @@ mod tests {
         assert!((0..10_000).all(|k| map.contains_key(&Spread(k)) == (k % 2 == 1)));
         *map.get_mut(&Spread(1)).unwrap() = 7;
         assert_eq!(map.get(&Spread(1)), Some(&7));
+    }
+
+    #[test]
+    fn a_cleared_map_keeps_its_table_and_maps_nothing() {
+        let mut map = FixedMap::default();
+        (0..1000).for_each(|k| _ = map.insert(Spread(k), k));
+        let buckets = map.buckets.len();
+        map.clear();
+        assert!(map.is_empty() && map.iter().next().is_none());
+        assert!(!map.contains_key(&Spread(3)));
+        assert_eq!(map.buckets.len(), buckets, "no shrinking");
+        map.insert(Spread(3), 4);
+        assert_eq!((map.len(), map.get(&Spread(3))), (1, Some(&4)));
     }
 
     #[test]

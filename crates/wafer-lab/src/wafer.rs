@@ -161,6 +161,11 @@ struct Split {
 pub struct WaferArray {
     name: String,
     node: Node<Stamps>,
+    /// When the node's timer falls, as of the last [`drain`](Self::drain):
+    /// the lab asks when its next event is twice an instant or more, and
+    /// the node's state changes only in the calls the lab makes, each of
+    /// which it follows with a drain.
+    node_timer: Option<Instant>,
     /// Every aggregate's disks, aggregate after aggregate.
     disks: Vec<Disk>,
     /// Where each aggregate's disks start in `disks`, by aggregate id.
@@ -316,6 +321,7 @@ impl WaferArray {
         let mut array = WaferArray {
             name: spec.name.clone(),
             node: Node::new(options, Instant(0)),
+            node_timer: None,
             next_events: NextEvents::new(disks.len()),
             disks,
             disk_base,
@@ -435,7 +441,7 @@ impl WaferArray {
         let disks = sooner(self.next_events.earliest(), self.nvram.next_event());
         let released = self.controller.as_ref().and_then(Controller::next_release);
         let from_memory = self.from_memory.front().map(|(at, _)| *at);
-        let engine = sooner(self.node.poll_timeout(), from_memory);
+        let engine = sooner(self.node_timer, from_memory);
         sooner(sooner(disks, released), engine)
     }
 
@@ -535,7 +541,8 @@ impl WaferArray {
         self.node.handle_io_done(self.now, io, result);
     }
 
-    /// Hands the engine's I/Os to the devices and collects its replies.
+    /// Hands the engine's I/Os to the devices and collects its replies;
+    /// notes when its timer falls now.
     fn drain(&mut self) {
         while let Some(io) = self.node.poll_io() {
             self.start(io);
@@ -543,6 +550,7 @@ impl WaferArray {
         while let Some(reply) = self.node.poll_reply() {
             self.answer(reply);
         }
+        self.node_timer = self.node.poll_timeout();
     }
 
     fn start(&mut self, node_io: NodeIo<Stamps>) {

@@ -122,18 +122,55 @@ pub(super) struct Filling {
     /// Changes made meanwhile, applied in order when the content arrives.
     pub(super) queue: Vec<QueuedOp<'static>>,
     /// Reads waiting for the content.
-    pub(super) waiters: Vec<RequestId>,
+    pub(super) waiters: Waiters,
+}
+
+/// The reads waiting for a block being read in, in the order they came.
+/// Nearly every fill has exactly one, the read that started it: that one is
+/// kept without an allocation of its own (one per block read in, else).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Waiters {
+    /// The first; `None` only while there are none.
+    first: Option<RequestId>,
+    /// The rest, in order.
+    rest: Vec<RequestId>,
+}
+
+impl Waiters {
+    /// Adds `id` behind those waiting already.
+    pub(super) fn push(&mut self, id: RequestId) {
+        match self.first {
+            None => self.first = Some(id),
+            Some(_) => self.rest.push(id),
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+}
+
+impl IntoIterator for Waiters {
+    type Item = RequestId;
+    type IntoIter =
+        core::iter::Chain<core::option::IntoIter<RequestId>, std::vec::IntoIter<RequestId>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.first.into_iter().chain(self.rest)
+    }
 }
 
 impl<P: Payload> CacheEntry<P> {
     /// An entry whose content read `fill` is bringing, with changes queued
-    /// behind it, used at tick `last_use`.
+    /// behind it and reads `waiting` for it, used at tick `last_use`.
     pub(super) fn filling(
         fill: u64,
         queue: Vec<QueuedOp<'static>>,
-        waiters: Vec<RequestId>,
+        waiting: impl IntoIterator<Item = RequestId>,
         last_use: u64,
     ) -> CacheEntry<P> {
+        let mut waiters = Waiters::default();
+        waiting.into_iter().for_each(|id| waiters.push(id));
         let filling = Filling {
             fill,
             queue,

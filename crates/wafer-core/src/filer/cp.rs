@@ -188,7 +188,8 @@ impl<P: Payload> Filer<P> {
         dirty.sort_unstable_by_key(|&(lun, fbn)| {
             u128::from(super::cache::lun_word(lun)) << 64 | u128::from(fbn.0)
         });
-        self.dirty = Default::default();
+        // Emptied, not replaced: the next CP's dirty blocks come in as many.
+        self.dirty.clear();
         for key in dirty {
             let entry = self.cache.get_mut(&key).expect("dirty blocks are cached");
             let content = entry.content().expect("dirty blocks have content");

@@ -919,7 +919,7 @@ impl<P: Payload> Filer<P> {
             // Reads waiting for a discarded block get zeros, as the range now reads.
             let waiters = match entry.state {
                 BlockState::Filling(filling) => filling.waiters,
-                BlockState::Present(_) => Vec::new(),
+                BlockState::Present(_) => Default::default(),
             };
             for waiter in waiters {
                 if let Some(read) = self.reads.get_mut(&waiter) {
@@ -1176,7 +1176,7 @@ impl<P: Payload> Filer<P> {
             read.missing += 1;
             let (read, fill) = self.fill_read(lun, fbn, ptr);
             self.cache
-                .insert(key, CacheEntry::filling(fill, Vec::new(), vec![id], stamp));
+                .insert(key, CacheEntry::filling(fill, Vec::new(), [id], stamp));
             disk_reads.push(read);
         }
         self.read_blocks(disk_reads);

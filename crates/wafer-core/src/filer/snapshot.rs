@@ -279,7 +279,7 @@ impl<P: Payload> Filer<P> {
             self.dirty.remove(&key);
             if let BlockState::Filling(filling) = entry.state {
                 if !filling.waiters.is_empty() {
-                    waiting.push((key.1, filling.waiters));
+                    waiting.push((key.1, filling.waiters.into_iter().collect()));
                 }
             }
         }
