@@ -726,8 +726,7 @@ impl Worker {
                 _ => Answer::check(Sense::LUN_NOT_SUPPORTED),
             };
         };
-        self.lun_state
-            .reserve_out(target, nexus, cdb, parameters)
+        self.lun_state.reserve_out(target, nexus, cdb, parameters)
     }
 
     /// Sends `event` to the engine; if it has stopped, the event's sender
