@@ -400,6 +400,19 @@ fn what_holds(dir: &Path, file: &str, blocks: u64) -> io::Result<Option<DiskLabe
 /// disk name: the file and the blocks its label gives.
 fn scan(dir: &Path, directory: u128) -> io::Result<BTreeMap<String, Vec<(String, u64)>>> {
     let mut index: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    for (file, label) in labelled_files(dir, directory)? {
+        index
+            .entry(label.name)
+            .or_default()
+            .push((file, label.blocks));
+    }
+    Ok(index)
+}
+
+/// Every `*.img` file of the directory that carries one of its labels, in
+/// file name order, with the label.
+pub(crate) fn labelled_files(dir: &Path, directory: u128) -> io::Result<Vec<(String, DiskLabel)>> {
+    let mut found = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -414,11 +427,11 @@ fn scan(dir: &Path, directory: u128) -> io::Result<BTreeMap<String, Vec<(String,
             && label.directory == directory
             && label.blocks == blocks
         {
-            index.entry(label.name).or_default().push((name, blocks));
+            found.push((name, label));
         }
     }
-    index.values_mut().for_each(|files| files.sort());
-    Ok(index)
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
 }
 
 /// Why disk `file` cannot be used, for the configuration and the log.

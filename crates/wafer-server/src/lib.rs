@@ -57,6 +57,7 @@ mod access;
 pub mod admin;
 mod admin_socket;
 mod admission;
+mod adoption;
 mod budget;
 mod catalogue;
 mod chap_store;

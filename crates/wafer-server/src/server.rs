@@ -620,6 +620,7 @@ fn mount(
             config.aggregates[0].aggregate
         );
     }
+    adopt_aggregates(dir, &mut config, nvlog_layout)?;
     let unlabelled = find_disks(dir, &mut config)?;
     let mut files: BTreeMap<AggrId, Vec<Option<File>>> = BTreeMap::new();
     let mut unmountable: BTreeMap<AggrId, String> = BTreeMap::new();
@@ -747,6 +748,32 @@ fn mount(
 }
 
 /// Opens an in-service disk's file and checks its size and first sector.
+/// Adds the aggregates found whole on their disks that the configuration
+/// does not list (`crate::adoption`), and saves it if any was.
+fn adopt_aggregates(
+    dir: &Path,
+    config: &mut DataConfig,
+    nvlog: crate::nvlog::NvlogLayout,
+) -> Result<(), ServeError> {
+    let adopted =
+        crate::adoption::adopt(dir, config, |trial| nvlog.holds(&trial.stripes())).map_err(
+            ServeError::io(format!("reading the disk labels in {}", dir.display())),
+        )?;
+    for name in &adopted {
+        tracing::warn!(
+            "aggregate {name} was found whole on its disks and {CONFIG_FILE} did not list it: \
+             added"
+        );
+    }
+    if !adopted.is_empty() {
+        config.save(dir).map_err(ServeError::io(format!(
+            "writing {}",
+            dir.join(CONFIG_FILE).display()
+        )))?;
+    }
+    Ok(())
+}
+
 /// Points each disk in service at the file that carries its label
 /// (`crate::labels::locate`), saving the configuration if a file moved, and
 /// takes pool spares found nowhere out of the pool. Returns the aggregates'

@@ -1,8 +1,9 @@
 //! Disk labels: every disk file names its disk and its data directory, so
 //! a server finds disk files that were renamed or swapped (within an
 //! aggregate and across aggregates) while it was stopped, refuses a disk file
-//! from another data directory without ever writing it, and labels the disks
-//! of a directory from before labels when it first starts it.
+//! from another data directory without ever writing it, labels the disks of
+//! a directory from before labels when it first starts it, and mounts an
+//! aggregate that `wafer.toml` no longer lists from its disks' labels.
 
 mod serve_harness;
 
@@ -40,10 +41,7 @@ fn swap(data: &Path, a: &str, b: &str) {
 }
 
 fn group_disk(data: &Path, aggr: &str, position: usize) -> String {
-    aggregate(&config(data), aggr)["groups"][0]["disks"][position]
-        .as_str()
-        .expect("a disk")
-        .to_string()
+    group_disk_of(aggregate(&config(data), aggr), position)
 }
 
 #[test]
@@ -184,4 +182,76 @@ fn a_directory_from_before_labels_is_labelled_at_its_first_start() {
     }
     check_chunks(&server, "vol0/lun0", 8, 128);
     server.stop();
+}
+
+/// `wafer.toml` without its aggr1 entry, as an older copy of the file would
+/// be.
+fn forget_aggr1(data: &Path) {
+    let mut table = config(data);
+    let aggregates = table["aggregates"].as_array_mut().expect("aggregates");
+    aggregates.retain(|a| a["aggregate"].as_str() != Some("aggr1"));
+    let path = data.join(wafer_server::CONFIG_FILE);
+    std::fs::write(&path, toml::to_string(&table).expect("encodes")).expect("written");
+}
+
+#[test]
+fn an_aggregate_missing_from_the_configuration_is_found_whole_on_its_disks() {
+    let scratch = Scratch::new();
+    let data = scratch.data();
+    let server = serve(&scratch);
+    ok(&data, &["aggr", "create", "aggr1", "-t", "raid_dp", "6"]);
+    ok(&data, &["vol", "create", "vol1", "aggr1", "160m"]);
+    ok(&data, &["lun", "create", "-s", "64m", "/vol/vol1/lun1"]);
+    ok(&data, &["disk", "add"]);
+    write_chunks(&server, "vol1/lun1", 4, 128);
+    server.kill();
+    let before = aggregate(&config(&data), "aggr1").clone();
+    forget_aggr1(&data);
+
+    let server = serve(&scratch);
+    assert!(
+        server
+            .log()
+            .contains("aggregate aggr1 was found whole on its disks"),
+        "{}",
+        server.log()
+    );
+    let after = aggregate(&config(&data), "aggr1").clone();
+    assert_eq!(after["id"], before["id"]);
+    assert_eq!(after["groups"], before["groups"]);
+    let status = ok(&data, &["aggr", "status"]);
+    let row = status
+        .lines()
+        .find(|l| l.trim_start().starts_with("aggr1"))
+        .unwrap_or_else(|| panic!("no aggr1 row:\n{status}"));
+    assert!(row.contains("online"), "{status}");
+    check_chunks(&server, "vol1/lun1", 4, 128);
+    server.stop();
+
+    // Not whole (a member's file gone): not adopted, its files left.
+    let member = group_disk(&data, "aggr1", 3);
+    std::fs::remove_file(data.join(format!("{member}.img"))).expect("removed");
+    forget_aggr1(&data);
+    let server = serve(&scratch);
+    let log = server.log();
+    assert!(
+        log.contains(
+            "disks of aggregate aggr1 (id 1) that wafer.toml does not list were found; \
+                      not adopted: rg0 position 3 is on no file"
+        ),
+        "{log}"
+    );
+    assert!(!ok(&data, &["aggr", "status"]).contains("aggr1"));
+    assert!(
+        data.join(format!("{}.img", group_disk_of(&before, 4)))
+            .exists()
+    );
+    server.stop();
+}
+
+fn group_disk_of(aggregate: &toml::Value, position: usize) -> String {
+    aggregate["groups"][0]["disks"][position]
+        .as_str()
+        .expect("a disk")
+        .to_string()
 }
