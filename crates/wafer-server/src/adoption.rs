@@ -23,6 +23,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use wafer_core::aggregate::SUPERBLOCK_COPIES;
 use wafer_core::format::Superblock;
 use wafer_raid::RaidType;
 
@@ -149,7 +150,7 @@ fn assemble(dir: &Path, id: u32, found: &Found) -> Result<AggrConfig, String> {
         raid_size: None,
         spares: found.spares.iter().map(|(_, l)| l.name.clone()).collect(),
         broken: Vec::new(),
-        groups: groups.into_iter().map(|(group, _)| group).collect(),
+        groups,
         disks,
     })
 }
@@ -161,10 +162,9 @@ fn aggregate_of(label: &DiskLabel) -> &AggrName {
     }
 }
 
-/// The RAID groups, each with its type: every position of every group,
-/// from 0 on, on exactly one file, and the group's geometry the same on
-/// each.
-fn groups_of(found: &Found) -> Result<Vec<(GroupConfig, RaidType)>, String> {
+/// The RAID groups: every position of every group, from 0 on, on exactly
+/// one file, and the group's geometry the same on each.
+fn groups_of(found: &Found) -> Result<Vec<GroupConfig>, String> {
     let count = found.members.keys().map(|(group, _)| group + 1).max();
     let mut groups = Vec::new();
     for group in 0..count.ok_or("no member disk")? {
@@ -199,19 +199,16 @@ fn groups_of(found: &Found) -> Result<Vec<(GroupConfig, RaidType)>, String> {
             RaidType::RaidDp => RaidTypeName::RaidDp,
             RaidType::Raid4 => RaidTypeName::Raid4,
         };
-        groups.push((
-            GroupConfig {
-                raid_type: raid_type_name,
-                blocks_per_disk,
-                disks,
-            },
-            raid_type,
-        ));
+        groups.push(GroupConfig {
+            raid_type: raid_type_name,
+            blocks_per_disk,
+            disks,
+        });
     }
     if found.members.keys().any(|(group, position)| {
         groups
             .get(usize::from(*group))
-            .is_none_or(|(g, _)| usize::from(*position) >= g.disks.len())
+            .is_none_or(|g| usize::from(*position) >= g.disks.len())
     }) {
         return Err("a member lies outside its group".into());
     }
@@ -227,14 +224,11 @@ fn same_group(label: &DiskLabel, size: u16, raid: RaidType, blocks: u64) -> bool
 /// disks.
 fn newest_superblock(
     dir: &Path,
-    groups: &[(GroupConfig, RaidType)],
+    groups: &[GroupConfig],
     found: &Found,
 ) -> Result<Superblock, String> {
-    let (group, raid_type) = &groups[0];
-    let parity = match raid_type {
-        RaidType::RaidDp => 2,
-        RaidType::Raid4 => 1,
-    };
+    let group = &groups[0];
+    let parity = usize::from(group.raid_type.raid_type().parity_disks());
     let mut newest: Option<Superblock> = None;
     for position in parity..group.disks.len() {
         let position = u16::try_from(position).expect("few disks");
@@ -242,7 +236,7 @@ fn newest_superblock(
         let Ok(file) = File::open(dir.join(file)) else {
             continue;
         };
-        for copy in 0..2 {
+        for copy in 0..SUPERBLOCK_COPIES {
             let mut block = [0u8; wafer_core::BLOCK_SIZE];
             if file.read_exact_at(&mut block, copy * SECTOR_BYTES).is_err() {
                 continue;
@@ -261,7 +255,7 @@ fn check_superblock(
     superblock: &Superblock,
     id: u32,
     found: &Found,
-    groups: &[(GroupConfig, RaidType)],
+    groups: &[GroupConfig],
 ) -> Result<(), String> {
     if superblock.aggregate.0 != id || superblock.name != found.name {
         return Err(format!(
@@ -270,15 +264,11 @@ fn check_superblock(
         ));
     }
     let same_groups = superblock.groups.len() == groups.len()
-        && superblock
-            .groups
-            .iter()
-            .zip(groups)
-            .all(|(record, (group, raid))| {
-                record.raid_dp == (*raid == RaidType::RaidDp)
-                    && usize::from(record.group_size) == group.disks.len()
-                    && record.blocks_per_disk == group.blocks_per_disk
-            });
+        && superblock.groups.iter().zip(groups).all(|(record, group)| {
+            record.raid_dp == (group.raid_type == RaidTypeName::RaidDp)
+                && usize::from(record.group_size) == group.disks.len()
+                && record.blocks_per_disk == group.blocks_per_disk
+        });
     if !same_groups {
         return Err("its superblock records other RAID groups than its disks' labels".into());
     }

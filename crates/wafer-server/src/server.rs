@@ -597,9 +597,10 @@ fn mount(
     let (mut nvlog_file, halves, mut nvlog_layout) =
         crate::nvlog::open(&nvlog_path, crate::nvlog::NvlogLayout::of(&config))?;
     if migrated {
-        // A directory of one aggregate: its NVLog had room for that one's
-        // CP records only; it grows (rewritten beside and renamed) before
-        // the new configuration is saved, and either opens with either.
+        // A directory of format 1 (one aggregate): its NVLog had room for
+        // that one's CP records only; it grows (rewritten beside and
+        // renamed) before the new configuration is saved, and either opens
+        // with either. A format 2 NVLog has the room already.
         let stripes = config.aggregates.iter().map(|a| a.stripes()).max();
         let room = crate::nvlog::roomy(config.nvlog_half_bytes, stripes.unwrap_or(0));
         if room.region_bytes > nvlog_layout.region_bytes {
