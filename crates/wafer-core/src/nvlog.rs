@@ -133,6 +133,20 @@ pub enum Change {
         /// The percentage.
         percent: u8,
     },
+    /// A volume brought online (`vol online`) or taken offline (`vol
+    /// offline`): an offline volume's LUNs serve no I/O.
+    SetVolumeOnline {
+        /// The volume.
+        volume: VolumeId,
+        /// Whether it serves.
+        online: bool,
+    },
+    /// An offline volume destroyed (`vol destroy`): the next CP that can
+    /// frees every block it and its snapshots hold.
+    DestroyVolume {
+        /// The volume.
+        volume: VolumeId,
+    },
 }
 
 /// What an NVLog record holds.
@@ -150,6 +164,26 @@ pub enum LoggedOp {
 }
 
 impl Change {
+    /// The volume the change is to, if it names one.
+    pub fn volume(&self) -> Option<VolumeId> {
+        match self {
+            Change::Write { lun, .. }
+            | Change::Trim { lun, .. }
+            | Change::ResizeLun { lun, .. }
+            | Change::DestroyLun { lun } => Some(lun.volume),
+            Change::CreateVolume { .. } => None,
+            Change::CreateLun { volume, .. }
+            | Change::SetCachePolicy { volume, .. }
+            | Change::SetReadRealloc { volume, .. }
+            | Change::CreateSnapshot { volume, .. }
+            | Change::DeleteSnapshot { volume, .. }
+            | Change::RestoreSnapshot { volume, .. }
+            | Change::SetSnapReserve { volume, .. }
+            | Change::SetVolumeOnline { volume, .. }
+            | Change::DestroyVolume { volume } => Some(*volume),
+        }
+    }
+
     /// The volume the change is to, if it names one (a new volume's does not
     /// exist yet): a node rewrites it between its ids and an aggregate's.
     pub fn volume_mut(&mut self) -> Option<&mut VolumeId> {
@@ -165,7 +199,9 @@ impl Change {
             | Change::CreateSnapshot { volume, .. }
             | Change::DeleteSnapshot { volume, .. }
             | Change::RestoreSnapshot { volume, .. }
-            | Change::SetSnapReserve { volume, .. } => Some(volume),
+            | Change::SetSnapReserve { volume, .. }
+            | Change::SetVolumeOnline { volume, .. }
+            | Change::DestroyVolume { volume } => Some(volume),
         }
     }
 }
@@ -315,6 +351,15 @@ impl NvRecord {
                 out.put(&volume.0.to_le_bytes());
                 out.put(&[*percent]);
             }
+            LoggedOp::Change(Change::SetVolumeOnline { volume, online }) => {
+                out.put(&[14]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&[u8::from(*online)]);
+            }
+            LoggedOp::Change(Change::DestroyVolume { volume }) => {
+                out.put(&[15]);
+                out.put(&volume.0.to_le_bytes());
+            }
             LoggedOp::DirtyStripes { stripes } => {
                 out.put(&[7]);
                 for (group, dbn) in stripes {
@@ -417,6 +462,13 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
         13 if rest.len() == 5 => LoggedOp::Change(Change::SetSnapReserve {
             volume: VolumeId(u32_at(0)?),
             percent: rest[4],
+        }),
+        14 if rest.len() == 5 && rest[4] <= 1 => LoggedOp::Change(Change::SetVolumeOnline {
+            volume: VolumeId(u32_at(0)?),
+            online: rest[4] == 1,
+        }),
+        15 if rest.len() == 4 => LoggedOp::Change(Change::DestroyVolume {
+            volume: VolumeId(u32_at(0)?),
         }),
         7 if rest.len() % 12 == 0 => LoggedOp::DirtyStripes {
             stripes: rest
@@ -715,6 +767,13 @@ mod tests {
             LoggedOp::Change(Change::SetSnapReserve {
                 volume: VolumeId(5),
                 percent: 20,
+            }),
+            LoggedOp::Change(Change::SetVolumeOnline {
+                volume: VolumeId(6),
+                online: false,
+            }),
+            LoggedOp::Change(Change::DestroyVolume {
+                volume: VolumeId(6),
             }),
             LoggedOp::DirtyStripes {
                 stripes: vec![(0, 7), (1, 1 << 40)],

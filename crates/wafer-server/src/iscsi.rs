@@ -885,7 +885,7 @@ fn block_error(error: &HostError) -> BlockError {
         HostError::OutOfRange { .. } => BlockError::OutOfRange,
         HostError::NoSpace { .. } => BlockError::NoSpace,
         HostError::Io => BlockError::Io,
-        HostError::NotFound(_) => BlockError::Gone,
+        HostError::NotFound(_) | HostError::Offline(_) => BlockError::Gone,
         _ => BlockError::Refused,
     }
 }

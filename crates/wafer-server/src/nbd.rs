@@ -644,7 +644,9 @@ fn nbd_extents(runs: &[FilerExtent], only_one: bool) -> Vec<Extent> {
 fn nbd_error(refusal: &HostError) -> NbdError {
     match refusal {
         HostError::NoSpace { .. } => NbdError::NoSpace,
-        HostError::Io => NbdError::Io,
+        // A volume taken offline under its connection: the device is gone
+        // until it comes back, as a disk's would be.
+        HostError::Io | HostError::Offline(_) => NbdError::Io,
         // OutOfRange, NotFound (a LUN destroyed under its connection),
         // Invalid and anything newer: the request cannot be carried out.
         _ => NbdError::InvalidArgument,

@@ -46,7 +46,9 @@ use wafer_core::BLOCK_SIZE;
 use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
 #[cfg(feature = "sabotage")]
 use wafer_core::filer::Sabotage;
-use wafer_core::filer::{Busy, Change, GrowError, HostRequest, Options, ReplyData, RequestId};
+use wafer_core::filer::{
+    Busy, Change, GrowError, HostRequest, Options, ReplyData, RequestId, VolumeState,
+};
 use wafer_core::node::{AggrError, AggrState};
 use wafer_core::node::{global_volume, split_volume};
 use wafer_core::nvlog::LunId;
@@ -394,6 +396,10 @@ struct Harness<P: SimPayload> {
     /// Aggregate administration is due once nothing is in flight.
     aggr_admin_due: bool,
     rng: Rng,
+    /// Draws for volume administration only, so that a seed's other draws
+    /// stay what they were before volumes could be destroyed, up to the
+    /// first time one is.
+    volume_rng: Rng,
     luns: BTreeMap<LunId, LunModel<P>>,
     snapshots: BTreeMap<(VolumeId, String), SnapshotModel<P>>,
     in_flight: BTreeMap<RequestId, InFlight>,
@@ -407,6 +413,9 @@ struct Harness<P: SimPayload> {
 /// the check calls the filer stalled: far beyond any CP, rebuild batch or
 /// retry the engine takes (seconds), far short of a hang's forever.
 const STALL_AFTER: Duration = Duration::from_secs(600);
+
+/// Mixed into a seed for the harness's volume-administration draws.
+const VOLUME_DRAWS: u64 = 0x766f_6c75_6d65;
 
 /// How many times the harness says `aggr online` before it gives up on an
 /// aggregate that node restarts keep finding recorded offline.
@@ -462,6 +471,7 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         node: !config.single_filer,
         aggr_admin_due: false,
         rng,
+        volume_rng: Rng::seeded(config.seed ^ VOLUME_DRAWS),
         luns: BTreeMap::new(),
         snapshots: BTreeMap::new(),
         in_flight: BTreeMap::new(),
@@ -936,6 +946,11 @@ impl<P: SimPayload> Harness<P> {
     /// new group), or creates one (up to 3) with a volume and LUNs of its
     /// own. Faults go on meanwhile.
     fn administer(&mut self) -> Result<(), String> {
+        if self.volume_rng.chance(1, 3) {
+            let done = self.administer_volume()?;
+            *self.report.administration.entry(done).or_default() += 1;
+            return Ok(());
+        }
         let aggregate = self.random_aggregate();
         let done = match self.rng.below(3) {
             0 if P::remountable(&mut self.world).is_some() => {
@@ -1007,6 +1022,79 @@ impl<P: SimPayload> Harness<P> {
         };
         *self.report.administration.entry(done).or_default() += 1;
         Ok(())
+    }
+
+    /// Takes a volume offline and checks its LUNs refuse I/O and that the
+    /// state survives a crash; then brings it back, or destroys it and
+    /// checks it is gone after a crash at a random point of the CPs that
+    /// free it (the invariants and the leak check at the end find a block
+    /// it left allocated). One volume is always kept.
+    fn administer_volume(&mut self) -> Result<&'static str, String> {
+        if self.volumes.len() < 2 || self.world.is_refusing_writes() {
+            return Ok("volume administration skipped");
+        }
+        let at = self.volume_rng.below(self.volumes.len() as u64) as usize;
+        let volume = self.volumes[at];
+        self.admin(volume_online(volume, false))?;
+        if self.volume_rng.chance(1, 4) {
+            self.crash()?;
+        }
+        self.check_refused_offline(volume)?;
+        if self.volume_rng.chance(1, 2) {
+            self.admin(volume_online(volume, true))?;
+            return Ok("volume offline and back");
+        }
+        self.admin(HostRequest::Change(Change::DestroyVolume { volume }))?;
+        self.forget_volume(volume);
+        let crashed = self.volume_rng.chance(1, 2);
+        if crashed {
+            for _ in 0..self.volume_rng.below(400) {
+                self.world.step();
+            }
+            self.crash()?;
+        }
+        let (aggregate, local) = split_volume(volume);
+        let filer = self.world.filer_of(aggregate);
+        if filer.is_some_and(|f| {
+            f.volume_state(local)
+                .is_some_and(|s| s != VolumeState::Destroying)
+        }) {
+            return Err(format!("volume {} destroyed is still there", volume.0));
+        }
+        Ok(match crashed {
+            true => "volume destroyed, crashed",
+            false => "volume destroyed",
+        })
+    }
+
+    /// Every LUN of offline `volume` refuses a read, naming the volume
+    /// offline, and so does the volume after any crash.
+    fn check_refused_offline(&mut self, volume: VolumeId) -> Result<(), String> {
+        let luns: Vec<LunId> = self
+            .luns
+            .keys()
+            .filter(|l| l.volume == volume)
+            .copied()
+            .collect();
+        for lun in luns {
+            let read = HostRequest::Read {
+                lun,
+                offset: 0,
+                length: 4096,
+            };
+            match self.admin(read) {
+                Err(refused) if refused.contains("is offline") => {}
+                other => return Err(format!("a read of offline volume {}: {other:?}", volume.0)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The model lets go of a destroyed volume, its LUNs and snapshots.
+    fn forget_volume(&mut self, volume: VolumeId) {
+        self.volumes.retain(|v| *v != volume);
+        self.luns.retain(|lun, _| lun.volume != volume);
+        self.snapshots.retain(|(v, _), _| *v != volume);
     }
 
     /// Runs the world one step and takes its replies; fails when requests
@@ -1569,6 +1657,11 @@ fn compare(
             expected[i]
         )),
     }
+}
+
+/// `vol online` or `vol offline` of `volume`.
+fn volume_online(volume: VolumeId, online: bool) -> HostRequest {
+    HostRequest::Change(Change::SetVolumeOnline { volume, online })
 }
 
 fn describe(request: &HostRequest) -> String {

@@ -2,7 +2,7 @@
 //! the seeded check exercises at random, pinned down one at a time.
 
 use wafer_core::aggregate::Layout;
-use wafer_core::filer::{Change, HostError, HostRequest, Options, ReplyData};
+use wafer_core::filer::{Change, HostError, HostRequest, Options, ReplyData, VolumeState};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{AggrId, DiskId, Duration};
 use wafer_raid::{RaidGroupGeometry, RaidType};
@@ -1556,4 +1556,141 @@ fn a_host_refusal_never_cuts_short_a_stripe_of_a_doubly_degraded_group() {
     world.crash_and_remount(); // drop the cache so every block comes from disk
     world.wait_online().expect("remounted degraded");
     assert_eq!(read(&mut world, lun, 0, 256 << 10), expected);
+}
+
+fn flush(world: &mut World) {
+    request(world, HostRequest::Flush).expect("flush");
+}
+
+#[test]
+fn an_offline_volume_serves_nothing_stays_offline_and_comes_back_whole() {
+    let mut world = world();
+    let lun = lun(&mut world, 8 << 20);
+    write(&mut world, lun, 0, vec![0x5a; 8192]);
+    let offline = Change::SetVolumeOnline {
+        volume: lun.volume,
+        online: false,
+    };
+    snap(&mut world, offline).expect("vol offline");
+    let refused = request(
+        &mut world,
+        HostRequest::Read {
+            lun,
+            offset: 0,
+            length: 4096,
+        },
+    );
+    assert_eq!(refused, Err(HostError::Offline("vol0".into())));
+    let write_refused = request(
+        &mut world,
+        HostRequest::Change(Change::Write {
+            lun,
+            offset: 0,
+            data: vec![1; 4096],
+        }),
+    );
+    assert_eq!(write_refused, Err(HostError::Offline("vol0".into())));
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    let state = world.filer().volume_state(lun.volume);
+    assert_eq!(state, Some(VolumeState::Offline), "offline is persistent");
+    let online = Change::SetVolumeOnline {
+        volume: lun.volume,
+        online: true,
+    };
+    snap(&mut world, online).expect("vol online");
+    assert_eq!(read(&mut world, lun, 0, 8192), vec![0x5a; 8192]);
+}
+
+#[test]
+fn a_destroyed_volume_gives_back_every_block_and_its_name() {
+    let mut world = world();
+    let before = world.filer().aggregate_space();
+    let lun = lun(&mut world, 8 << 20);
+    write(&mut world, lun, 0, vec![0xa5; 4 << 20]);
+    let snapshot = Change::CreateSnapshot {
+        volume: lun.volume,
+        name: "s1".into(),
+    };
+    snap(&mut world, snapshot).expect("snapshot");
+    write(&mut world, lun, 0, vec![0x3c; 2 << 20]);
+    flush(&mut world);
+    let full = world.filer().aggregate_space();
+    assert!(full.allocated_bytes >= before.allocated_bytes + (6 << 20));
+    let destroy = Change::DestroyVolume { volume: lun.volume };
+    let refused = snap(&mut world, destroy.clone());
+    assert!(
+        matches!(&refused, Err(HostError::Invalid(why)) if why.contains("offline")),
+        "an online volume is not destroyed: {refused:?}"
+    );
+    let offline = Change::SetVolumeOnline {
+        volume: lun.volume,
+        online: false,
+    };
+    snap(&mut world, offline).expect("vol offline");
+    snap(&mut world, destroy).expect("vol destroy");
+    assert!(
+        world.filer().volumes().is_empty(),
+        "gone at once from the list"
+    );
+    // Two CPs: the first drops the record, the next may reuse its blocks.
+    flush(&mut world);
+    flush(&mut world);
+    while world.step() {}
+    world.check_invariants().expect("no block leaked");
+    let after = world.filer().aggregate_space();
+    assert_eq!(after.available_bytes, before.available_bytes);
+    assert!(
+        after.allocated_bytes <= before.allocated_bytes + (64 << 10),
+        "{} bytes allocated before, {} after",
+        before.allocated_bytes,
+        after.allocated_bytes
+    );
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    assert!(world.filer().volumes().is_empty(), "destroyed for good");
+    lun_named(&mut world, "vol0");
+}
+
+#[test]
+fn a_destroy_replayed_after_a_crash_still_frees_the_volume() {
+    let mut world = world();
+    let lun = lun(&mut world, 4 << 20);
+    write(&mut world, lun, 0, vec![7; 1 << 20]);
+    flush(&mut world);
+    let volume = lun.volume;
+    snap(
+        &mut world,
+        Change::SetVolumeOnline {
+            volume,
+            online: false,
+        },
+    )
+    .expect("offline");
+    snap(&mut world, Change::DestroyVolume { volume }).expect("destroy");
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    assert!(
+        world.filer().volumes().is_empty(),
+        "the logged destroy is replayed"
+    );
+    flush(&mut world);
+    flush(&mut world);
+    while world.step() {}
+    world.check_invariants().expect("no block leaked");
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    assert_eq!(world.filer().volume_state(volume), None);
+}
+
+/// A volume called `name` with a LUN, made in place of one destroyed.
+fn lun_named(world: &mut World, name: &str) {
+    let created = request(
+        world,
+        HostRequest::Change(Change::CreateVolume {
+            name: name.into(),
+            size_bytes: 40 << 20,
+        }),
+    );
+    assert!(matches!(created, Ok(ReplyData::Volume(_))), "{created:?}");
 }

@@ -72,6 +72,18 @@ pub enum HostRequest {
 }
 
 impl HostRequest {
+    /// The volume a request that is not a change names, if it names one.
+    pub fn volume(&self) -> Option<VolumeId> {
+        match self {
+            HostRequest::Read { lun, .. }
+            | HostRequest::ReadSnapshot { lun, .. }
+            | HostRequest::ReallocateMeasure { lun }
+            | HostRequest::ReallocateStart { lun } => Some(lun.volume),
+            HostRequest::Flush => None,
+            HostRequest::Change(change) => change.volume(),
+        }
+    }
+
     /// The volume the request names, if it names one (a flush and a new
     /// volume do not).
     pub fn volume_mut(&mut self) -> Option<&mut VolumeId> {
@@ -133,6 +145,9 @@ pub enum HostError {
     /// The request is malformed.
     #[error("invalid request: {0}")]
     Invalid(String),
+    /// The volume is offline (`vol offline`): its LUNs serve nothing.
+    #[error("volume {0} is offline")]
+    Offline(String),
     /// Data could not be read back intact, even with RAID reconstruction.
     #[error("unrecoverable media error")]
     Io,

@@ -154,6 +154,7 @@ impl<P: Payload> Filer<P> {
     pub(super) fn start_cp_logging(&mut self, reason: CpReason, keeps_log: bool) {
         assert!(self.cp.is_none(), "one CP at a time");
         self.apply_growth();
+        self.destroy_volumes();
         let number = CpCount(self.committed.0 + 1);
         let half = match keeps_log {
             true => self.log.active_half(),

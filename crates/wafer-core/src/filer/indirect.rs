@@ -154,6 +154,8 @@ impl<P: Payload> Filer<P> {
             | Change::CreateLun { .. }
             | Change::DeleteSnapshot { .. }
             | Change::SetSnapReserve { .. }
+            | Change::SetVolumeOnline { .. }
+            | Change::DestroyVolume { .. }
             | Change::SetCachePolicy { .. }
             | Change::SetReadRealloc { .. } => Vec::new(),
         }

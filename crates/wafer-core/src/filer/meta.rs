@@ -338,6 +338,30 @@ pub struct Volume {
     pub snapinfo: MetaFile,
     /// Percent of the size set aside for snapshots.
     pub snap_reserve_percent: u8,
+    /// Whether it serves, or is being destroyed.
+    pub state: VolumeState,
+}
+
+/// Whether a volume serves its LUNs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VolumeState {
+    /// Its LUNs serve I/O.
+    Online,
+    /// Its LUNs serve nothing (`vol offline`); what was dirty still goes to
+    /// disk, and it may be destroyed.
+    Offline,
+    /// Destroyed (`vol destroy`, logged): the next CP that can frees its
+    /// blocks and drops its record. Until then its name stays taken, and it
+    /// is recorded as offline.
+    Destroying,
+}
+
+impl VolumeState {
+    /// The byte its volume record holds: 0 online, 1 offline (a volume being
+    /// destroyed is offline on disk until a CP drops its record).
+    fn code(self) -> u8 {
+        u8::from(self != VolumeState::Online)
+    }
 }
 
 impl Volume {
@@ -365,6 +389,7 @@ impl Volume {
             summary_file: MetaFile::default(),
             snapinfo: MetaFile::default(),
             snap_reserve_percent: 0,
+            state: VolumeState::Online,
         }
     }
 
@@ -568,6 +593,8 @@ pub struct VolumeRecord {
     pub read_realloc: bool,
     /// Its snapshot reserve, in percent of its size.
     pub snap_reserve_percent: u8,
+    /// Online or offline.
+    pub state: VolumeState,
     /// Its snapinfo file's inode.
     pub snapinfo: Inode,
     /// Its summary map's inode.
@@ -587,6 +614,7 @@ pub fn volume_table_bytes(volumes: &BTreeMap<VolumeId, Volume>, fbn: u64) -> Box
         record[4] = crate::nvlog::policy_code(volume.cache_policy);
         record[5] = u8::from(volume.read_realloc);
         record[6] = volume.snap_reserve_percent;
+        record[7] = volume.state.code();
         put_u64(record, 8, volume.size_bytes);
         put_u64(record, 16, volume.vvbn_blocks);
         record[24..24 + volume.name.len()].copy_from_slice(volume.name.as_bytes());
@@ -639,6 +667,11 @@ pub fn decode_volume_table(
         let id = VolumeId((fbn * VOLUMES_PER_BLOCK as u64 + slot as u64) as u32);
         let cache_policy = crate::nvlog::policy_from_code(record[4])
             .ok_or_else(|| corrupt(format!("cache policy {}", record[4])))?;
+        let state = match record[7] {
+            0 => VolumeState::Online,
+            1 => VolumeState::Offline,
+            other => return Err(corrupt(format!("volume state {other}"))),
+        };
         out.push((
             id,
             VolumeRecord {
@@ -651,6 +684,7 @@ pub fn decode_volume_table(
                 cache_policy,
                 read_realloc: record[5] == 1,
                 snap_reserve_percent: record[6],
+                state,
                 snapinfo: Inode::decode(&record[SNAPINFO_AT..SNAPINFO_AT + INODE_SIZE])?,
                 summary: Inode::decode(&record[SUMMARY_AT..SUMMARY_AT + INODE_SIZE])?,
             },

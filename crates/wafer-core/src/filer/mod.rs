@@ -25,6 +25,7 @@ mod blockio;
 mod cache;
 mod container;
 mod cp;
+mod destroy;
 mod grow;
 mod indirect;
 pub mod meta;
@@ -52,6 +53,7 @@ use blockio::{BlockRead, ReadPurpose};
 use cache::{BlockState, BufferCache, CacheEntry};
 use cp::Cp;
 pub use grow::{GrowError, check_extension};
+pub use meta::VolumeState;
 use meta::{FileRef, MetaFile, VOLUMES_PER_BLOCK};
 use mount::Mount;
 use namespace::{AggregateRoom, Namespace, check_in_range};
@@ -478,12 +480,19 @@ impl<P: Payload> Filer<P> {
         &self.failed
     }
 
-    /// Volumes by id, with their names.
+    /// Volumes by id, with their names; not those destroyed and waiting
+    /// for a CP to free them.
     pub fn volumes(&self) -> Vec<(VolumeId, String)> {
         self.namespace
             .volumes()
+            .filter(|(_, v)| v.state != VolumeState::Destroying)
             .map(|(id, v)| (id, v.name.clone()))
             .collect()
+    }
+
+    /// Whether volume `id` is online or offline (or being destroyed).
+    pub fn volume_state(&self, id: VolumeId) -> Option<VolumeState> {
+        self.namespace.volume(id).map(|v| v.state)
     }
 
     /// Which parts of `offset..offset + length` of a LUN (or of the LUN as
@@ -693,6 +702,11 @@ impl<P: Payload> Filer<P> {
         if let HostRequest::Change(change) = request {
             return self.modify(id, LoggedOp::Change(change));
         }
+        if let Some(volume) = request.volume()
+            && let Err(refused) = self.namespace.serving_volume(volume)
+        {
+            return self.reply(id, Err(refused));
+        }
         if let HostRequest::Read {
             lun,
             offset,
@@ -879,6 +893,15 @@ impl<P: Payload> Filer<P> {
                     .expect("validated")
                     .snap_reserve_percent = *percent;
                 self.volume_record_dirty(*volume);
+                ReplyData::Done
+            }
+            LoggedOp::Change(Change::SetVolumeOnline { volume, online }) => {
+                self.namespace.set_online(*volume, *online);
+                self.volume_record_dirty(*volume);
+                ReplyData::Done
+            }
+            LoggedOp::Change(Change::DestroyVolume { volume }) => {
+                self.namespace.destroy_volume(*volume);
                 ReplyData::Done
             }
             LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {

@@ -219,6 +219,8 @@ impl<P: Payload> Filer<P> {
         self.name = superblock.name;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
         self.aggregate.volume_table = MetaFile::from_inode(&superblock.volumes);
+        self.namespace
+            .keep_table_blocks(superblock.volumes.size_bytes / crate::BLOCK_SIZE as u64);
         self.read_roots(FileRef::AggregateMap);
         self.read_roots(FileRef::VolumeTable);
         self.maybe_finish_metadata();
@@ -360,6 +362,7 @@ impl<P: Payload> Filer<P> {
                     volume.cache_policy = record.cache_policy;
                     volume.read_realloc = record.read_realloc;
                     volume.snap_reserve_percent = record.snap_reserve_percent;
+                    volume.state = record.state;
                     self.namespace.load_volume(id, volume);
                     for file in [
                         FileRef::Inofile(id),

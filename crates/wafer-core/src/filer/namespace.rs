@@ -25,7 +25,7 @@ use super::api::HostError;
 use super::container::CONTAINER_ENTRIES_PER_BLOCK;
 use super::meta::{
     FIRST_LUN, Lun, MAX_LUNS, MAX_SNAPSHOTS, MAX_VOLUMES, Snapshot, VOLUMES_PER_BLOCK, Volume,
-    volume_table_bytes,
+    VolumeState, volume_table_bytes,
 };
 use super::space::{MAX_SNAP_RESERVE_PERCENT, SpaceInputs, VolumeSpace};
 use crate::format::NAME_MAX;
@@ -40,6 +40,10 @@ pub(super) struct Namespace {
     volumes: BTreeMap<VolumeId, Volume>,
     /// pvbns promised to volumes: the sum of their footprints.
     reserved_blocks: u64,
+    /// Blocks of the volume table file. It never shrinks: a destroyed
+    /// volume's record becomes a free slot, so no block of the table's tree
+    /// ever falls outside its length.
+    table_blocks: u64,
 }
 
 /// What the aggregate lends the namespace's space checks.
@@ -80,6 +84,25 @@ impl Namespace {
     /// Every volume, by id, to change.
     pub(super) fn volumes_mut(&mut self) -> impl Iterator<Item = (VolumeId, &mut Volume)> {
         self.volumes.iter_mut().map(|(&id, volume)| (id, volume))
+    }
+
+    /// Volume `id`, if it serves: neither offline nor being destroyed.
+    pub(super) fn serving_volume(&self, id: VolumeId) -> Result<&Volume, HostError> {
+        let volume = self.existing_volume(id)?;
+        match volume.state {
+            VolumeState::Online => Ok(volume),
+            VolumeState::Offline => Err(HostError::Offline(volume.name.clone())),
+            VolumeState::Destroying => Err(HostError::NotFound("volume")),
+        }
+    }
+
+    /// Volumes destroyed and waiting for a CP to free their blocks.
+    pub(super) fn destroying(&self) -> Vec<VolumeId> {
+        let volumes = self.volumes.iter();
+        volumes
+            .filter(|(_, v)| v.state == VolumeState::Destroying)
+            .map(|(&id, _)| id)
+            .collect()
     }
 
     /// LUN `id` and its volume.
@@ -140,12 +163,20 @@ impl Namespace {
         room.promisable_blocks.saturating_sub(self.reserved_blocks)
     }
 
-    /// Blocks of the volume table: enough for the highest volume id.
+    /// Blocks of the volume table: enough for the highest volume id, and
+    /// never fewer than it had.
     pub(super) fn volume_table_blocks(&self) -> u64 {
-        self.volumes
+        let needed = self
+            .volumes
             .keys()
             .last()
-            .map_or(0, |v| u64::from(v.0) / VOLUMES_PER_BLOCK as u64 + 1)
+            .map_or(0, |v| u64::from(v.0) / VOLUMES_PER_BLOCK as u64 + 1);
+        needed.max(self.table_blocks)
+    }
+
+    /// The volume table as the mount found it: `blocks` long.
+    pub(super) fn keep_table_blocks(&mut self, blocks: u64) {
+        self.table_blocks = blocks;
     }
 
     /// Volume-table block `fbn`, encoded.
@@ -174,7 +205,31 @@ impl Namespace {
         let mut volume = Volume::new(name.to_string(), size_bytes, vvbns);
         volume.activemap_file.dirty.insert(0); // vvbn 0 is marked used
         self.volumes.insert(id, volume);
+        self.table_blocks = self.volume_table_blocks();
         id
+    }
+
+    /// Sets volume `id` online or offline.
+    pub(super) fn set_online(&mut self, id: VolumeId, online: bool) {
+        let volume = self.volumes.get_mut(&id).expect("validated");
+        volume.state = match online {
+            true => VolumeState::Online,
+            false => VolumeState::Offline,
+        };
+    }
+
+    /// Marks volume `id` destroyed: a CP frees it ([`Namespace::remove_volume`]).
+    pub(super) fn destroy_volume(&mut self, id: VolumeId) {
+        self.volumes.get_mut(&id).expect("validated").state = VolumeState::Destroying;
+    }
+
+    /// Takes volume `id` out, with its reservation; its blocks are the
+    /// caller's to free.
+    pub(super) fn remove_volume(&mut self, id: VolumeId, dirty_high_water: usize) -> Volume {
+        let volume = self.volumes.remove(&id).expect("a volume being destroyed");
+        let size_blocks = volume.size_bytes / BLOCK_SIZE as u64;
+        self.reserved_blocks -= volume_footprint(size_blocks, dirty_high_water);
+        volume
     }
 
     /// Creates LUN `name` of `size_bytes` in volume `volume_id`.
@@ -239,6 +294,14 @@ impl Namespace {
         let LoggedOp::Change(change) = op else {
             return Ok(()); // not a host's change
         };
+        if let Some(volume) = change.volume() {
+            match change {
+                Change::SetVolumeOnline { .. } | Change::DestroyVolume { .. } => {}
+                _ => {
+                    self.serving_volume(volume)?;
+                }
+            }
+        }
         match change {
             Change::Write { lun, offset, data } => {
                 self.check_range(*lun, *offset, data.len() as u64)
@@ -271,6 +334,29 @@ impl Namespace {
             Change::SetSnapReserve { volume, percent } => {
                 self.check_snap_reserve(*volume, *percent)
             }
+            Change::SetVolumeOnline { volume, .. } => self.check_present(*volume),
+            Change::DestroyVolume { volume } => self.check_destroy(*volume),
+        }
+    }
+
+    /// A volume neither absent nor being destroyed.
+    fn check_present(&self, id: VolumeId) -> Result<(), HostError> {
+        match self.existing_volume(id)?.state {
+            VolumeState::Destroying => Err(HostError::NotFound("volume")),
+            VolumeState::Online | VolumeState::Offline => Ok(()),
+        }
+    }
+
+    /// Only an offline volume is destroyed.
+    fn check_destroy(&self, id: VolumeId) -> Result<(), HostError> {
+        self.check_present(id)?;
+        let volume = &self.volumes[&id];
+        match volume.state {
+            VolumeState::Offline => Ok(()),
+            _ => Err(HostError::Invalid(format!(
+                "volume {} is online: take it offline before destroying it",
+                volume.name
+            ))),
         }
     }
 
