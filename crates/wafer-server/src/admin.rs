@@ -55,6 +55,25 @@ pub enum AdminRequest {
         /// Its size.
         size_bytes: u64,
     },
+    /// `vol offline NAME`: the volume's LUNs serve no I/O until `vol
+    /// online`; recorded with the volume, so it stays offline across
+    /// restarts.
+    VolOffline {
+        /// The volume.
+        name: String,
+    },
+    /// `vol online NAME`: an offline volume serves again.
+    VolOnline {
+        /// The volume.
+        name: String,
+    },
+    /// `vol destroy NAME`: an offline volume, its LUNs and snapshots are
+    /// destroyed and its space returns to its aggregate; the maps of its LUNs
+    /// go with them.
+    VolDestroy {
+        /// The volume.
+        name: String,
+    },
     /// `lun create SIZE PATH` (`/vol/VOLUME/LUN`).
     LunCreate {
         /// `/vol/VOLUME/LUN`.

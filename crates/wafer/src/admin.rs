@@ -178,6 +178,34 @@ pub enum VolCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Takes a volume offline: its LUNs answer no I/O (NBD: EIO; iSCSI: the
+    /// LUN is gone) until `vol online`. It stays offline across restarts.
+    Offline {
+        /// The volume.
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Brings an offline volume back online.
+    Online {
+        /// The volume.
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Destroys an offline volume with its LUNs and snapshots; its space
+    /// returns to its aggregate (df -A) and the maps of its LUNs go. Asks
+    /// first, as ONTAP does, unless -f; without a terminal to ask on, -f is
+    /// required.
+    Destroy {
+        /// Destroy without asking.
+        #[arg(short = 'f')]
+        force: bool,
+        /// The volume.
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 /// `wafer lun`.
@@ -540,7 +568,11 @@ impl AdminCommand {
                 | ScrubCommand::Status { output, .. },
             ))
             | AdminCommand::Vol(
-                VolCommand::Status { output, .. } | VolCommand::Create { output, .. },
+                VolCommand::Status { output, .. }
+                | VolCommand::Create { output, .. }
+                | VolCommand::Offline { output, .. }
+                | VolCommand::Online { output, .. }
+                | VolCommand::Destroy { output, .. },
             )
             | AdminCommand::Lun(
                 LunCommand::Create { output, .. }
@@ -675,6 +707,26 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Vol(VolCommand::Create { name, rest, .. }) => {
             vol_create(&mut ask, name, &rest)?
         }
+        AdminCommand::Vol(VolCommand::Offline { name, .. }) => {
+            done(ask(AdminRequest::VolOffline { name })?)
+        }
+        AdminCommand::Vol(VolCommand::Online { name, .. }) => {
+            done(ask(AdminRequest::VolOnline { name })?)
+        }
+        AdminCommand::Vol(VolCommand::Destroy { force, name, .. }) => {
+            match force
+                || confirmed(&format!(
+                    "Are you sure you want to destroy volume '{name}'?"
+                ))? {
+                true => done(ask(AdminRequest::VolDestroy { name })?),
+                false => Err(refusal(
+                    AdminErrorKind::Invalid,
+                    format!(
+                        "vol destroy: volume '{name}' not destroyed: not confirmed (-f destroys without asking)"
+                    ),
+                )),
+            }
+        }
         AdminCommand::Lun(command) => lun(&mut ask, command)?,
         AdminCommand::Snap(command) => snap(&mut ask, command)?,
         AdminCommand::Df(args) => {
@@ -745,6 +797,19 @@ fn formatted(reply: Asked, render: impl Fn(&AdminReply) -> String) -> Answer {
         let text = render(&r);
         (r, text)
     })
+}
+
+/// Asks `question` on the terminal and says whether the answer was yes;
+/// without a terminal on standard input, nobody can say yes.
+fn confirmed(question: &str) -> anyhow::Result<bool> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return Ok(false);
+    }
+    eprint!("{question} ");
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "yes" | "Y" | "YES"))
 }
 
 /// A change's reply: the server's sentence saying what was done.

@@ -15,7 +15,7 @@ use std::fmt::Write;
 use std::sync::mpsc::Sender;
 
 use wafer_core::aggregate::Slot;
-use wafer_core::filer::{CachePolicy, Change, HostError, HostRequest, ReplyData};
+use wafer_core::filer::{CachePolicy, Change, HostError, HostRequest, ReplyData, VolumeState};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{AggrId, VolumeId};
 use wafer_raid::DiskIndex;
@@ -101,7 +101,18 @@ impl Engine {
                 // submitted after it can reach what it ends, or what a later
                 // change puts in its place.
                 let ended = self.end_incarnations(&change);
-                self.submit_admin(None, HostRequest::Change(change), message, ended, reply);
+                let destroyed = match &change {
+                    Change::DestroyVolume { volume } => self.volume_name(*volume),
+                    _ => None,
+                };
+                let request = HostRequest::Change(change);
+                let waiter = Waiter::Admin {
+                    reply,
+                    message,
+                    ended,
+                    destroyed,
+                };
+                self.submit_waiter(None, request, waiter);
             }
         }
     }
@@ -116,26 +127,55 @@ impl Engine {
         ended: Vec<Ended>,
         reply: Sender<AdminResponse>,
     ) {
+        let waiter = Waiter::Admin {
+            reply,
+            message,
+            ended,
+            destroyed: None,
+        };
+        self.submit_waiter(target, request, waiter);
+    }
+
+    /// Submits an admin request whose [`Waiter::Admin`] is made.
+    fn submit_waiter(&mut self, target: Option<AggrId>, request: HostRequest, waiter: Waiter) {
         let now = self.clock.now();
         let submitted = match target {
             Some(aggr) => self.node.submit_to(now, aggr, request),
             None => self.node.submit(now, request),
         };
-        match submitted {
-            Ok(id) => {
-                let waiter = Waiter::Admin {
-                    reply,
-                    message,
-                    ended,
-                };
+        match (submitted, waiter) {
+            (Ok(id), waiter) => {
                 self.waiters.insert(id, waiter);
             }
-            Err(busy) => {
+            (Err(busy), Waiter::Admin { reply, ended, .. }) => {
                 self.revive(ended);
                 let refusal = error(AdminErrorKind::ShuttingDown, &busy.to_string());
                 let _ = reply.send(AdminResponse::Error(refusal));
             }
+            (Err(_), _) => unreachable!("only admin requests are submitted here"),
         }
+    }
+
+    /// Forgets the ID records of destroyed volume `name`'s LUNs and every map
+    /// of them and of their snapshots' images, and saves the configuration.
+    pub(super) fn forget_volume_records(&mut self, name: &str) {
+        let prefix = format!("/vol/{name}/");
+        self.config.luns.retain(|l| !l.path.starts_with(&prefix));
+        if let Some(san) = self.config.san.as_mut() {
+            san.maps.retain(|m| !m.path.starts_with(&prefix));
+        }
+        if let Err(e) = self.config.save(&self.dir) {
+            tracing::warn!("volume {name}'s LUN records not dropped from the configuration: {e}");
+        }
+    }
+
+    /// The name of node volume `volume`, if it is listed.
+    fn volume_name(&self, volume: VolumeId) -> Option<String> {
+        let volumes = view::volumes(&self.node).into_iter();
+        volumes
+            .filter(|(id, _)| *id == volume)
+            .map(|(_, name)| name)
+            .next()
     }
 
     /// A change submitted by [`Engine::admin`] is answered.
@@ -193,6 +233,7 @@ impl Engine {
             Change::DeleteSnapshot { volume, name } => {
                 vec![Reach::Snapshot(*volume, name.clone())]
             }
+            Change::DestroyVolume { volume } => self.volume_reaches(*volume),
             _ => Vec::new(),
         };
         let ended: Vec<Ended> = reaches
@@ -203,6 +244,26 @@ impl Engine {
             self.publish_catalogue();
         }
         ended
+    }
+
+    /// Every LUN and snapshot of `volume`.
+    fn volume_reaches(&self, volume: VolumeId) -> Vec<Reach> {
+        let luns = self.node.luns(volume).into_iter();
+        let snapshots = view::snapshots(&self.node, volume).into_iter();
+        luns.map(|(lun, ..)| Reach::Lun(lun))
+            .chain(snapshots.map(|s| Reach::Snapshot(volume, s.name)))
+            .collect()
+    }
+
+    /// `vol online` or `vol offline` of volume `name`.
+    fn set_volume_online(&self, name: String, online: bool) -> Result<Answer, AdminError> {
+        let volume = self.volume_id(&name)?;
+        let state = if online { "online" } else { "offline" };
+        let message = format!("Volume '{name}' is now {state}.");
+        Ok(Answer::Change(
+            Change::SetVolumeOnline { volume, online },
+            message,
+        ))
     }
 
     /// Every LUN a whole-volume restore from snapshot `name` rewrites.
@@ -244,6 +305,13 @@ impl Engine {
                 let aggr = self.serving_aggregate(&aggregate, "vol create")?;
                 let message = format!("volume {name} created in {aggregate} ({size_bytes} bytes)");
                 Answer::CreateVolume(aggr, Change::CreateVolume { name, size_bytes }, message)
+            }
+            AdminRequest::VolOffline { name } => self.set_volume_online(name, false)?,
+            AdminRequest::VolOnline { name } => self.set_volume_online(name, true)?,
+            AdminRequest::VolDestroy { name } => {
+                let volume = self.volume_id(&name)?;
+                let message = format!("Volume '{name}' destroyed.");
+                Answer::Change(Change::DestroyVolume { volume }, message)
             }
             AdminRequest::LunCreate { path, size_bytes } => {
                 let (volume_name, name) = split_lun_path(&path)?;
@@ -495,7 +563,10 @@ impl Engine {
                 aggregate: self.aggr_name(aggr),
                 name,
                 id: id.0,
-                state: "online".into(),
+                state: match view::volume_state(&self.node, id) {
+                    Some(VolumeState::Online) => "online".into(),
+                    _ => "offline".into(),
+                },
                 size_bytes: view::volume_space(&self.node, id).map_or(0, |s| s.size_bytes),
                 luns: self.node.luns(id).len(),
                 snapshots: view::snapshots(&self.node, id).len(),

@@ -142,6 +142,9 @@ enum Waiter {
         reply: Sender<AdminResponse>,
         message: String,
         ended: Vec<Ended>,
+        /// A volume destroyed: the records of its LUNs and their maps go
+        /// once the filer has done it.
+        destroyed: Option<String>,
     },
     /// The server's own request during startup ([`Engine::execute`]).
     Local,
@@ -756,7 +759,13 @@ impl Engine {
                     reply: to,
                     message,
                     ended,
+                    destroyed,
                 }) => {
+                    if reply.result.is_ok()
+                        && let Some(volume) = destroyed
+                    {
+                        self.forget_volume_records(&volume);
+                    }
                     self.admin_done(&to, message, ended, reply.result);
                 }
                 Some(Waiter::Local) => {

@@ -4,7 +4,7 @@
 //! an offline or failed aggregate's LUNs are not exported.
 
 use wafer_core::Filer;
-use wafer_core::filer::{Extent, HostError, SnapshotInfo, VolumeSpace};
+use wafer_core::filer::{Extent, HostError, SnapshotInfo, VolumeSpace, VolumeState};
 use wafer_core::node::{AggrState, Node, global_volume, split_volume};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{AggrId, VolumeId};
@@ -73,6 +73,12 @@ pub(crate) fn snapshots(node: &Node, volume: VolumeId) -> Vec<SnapshotInfo> {
             s
         })
         .collect()
+}
+
+/// A volume's state: online, offline (or being destroyed).
+pub(crate) fn volume_state(node: &Node, volume: VolumeId) -> Option<VolumeState> {
+    let (filer, id) = local(node, volume)?;
+    filer.volume_state(id)
 }
 
 /// A volume's space.

@@ -1,0 +1,137 @@
+//! `vol offline`, `vol online` and `vol destroy` against a running server:
+//! an offline volume's LUNs answer EIO and it stays offline across a
+//! restart; a destroyed volume's space returns to `df -A`, and its LUNs'
+//! IDs and maps go with it.
+
+mod serve_harness;
+
+use serve_harness::{NbdClient, Scratch, Served, ok, serve_with, wafer};
+use wafer_server::admin::{AdminReply, AdminRequest};
+
+const SIZES: &[&str] = &[
+    "--disk-size",
+    "128m",
+    "--vol-size",
+    "60m",
+    "--lun-size",
+    "16m",
+];
+
+/// The NBD error a read of an offline volume's LUN gets (EIO).
+const EIO: u32 = 5;
+
+/// aggr0's allocated and available bytes.
+fn aggr0_space(server: &Served) -> (u64, u64) {
+    match server.admin_ok(AdminRequest::DfAggregates) {
+        AdminReply::AggregateSpaces(spaces) => {
+            let aggr0 = spaces
+                .iter()
+                .find(|s| s.aggregate == "aggr0")
+                .expect("aggr0");
+            (aggr0.allocated_bytes, aggr0.available_bytes)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The refusal `wafer ARGS` prints, asserting it fails.
+fn refused(server: &Served, args: &[&str]) -> String {
+    let (code, out, err) = wafer(&server.data, args);
+    assert_ne!(code, 0, "wafer {args:?} succeeded: {out}");
+    err
+}
+
+#[test]
+fn an_offline_volume_answers_eio_and_stays_offline_across_a_restart() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let mut client = NbdClient::connect(server.socket(), "vol0/lun0");
+    assert_eq!(client.write(0, &[0x6b; 8192]), 0);
+    let said = ok(&server.data, &["vol", "offline", "vol0"]);
+    assert_eq!(said.trim(), "Volume 'vol0' is now offline.");
+    assert_eq!(client.read(0, 4096), Err(EIO));
+    assert_eq!(client.write(0, &[1; 4096]), EIO);
+    let status = ok(&server.data, &["vol", "status", "vol0"]);
+    assert!(status.contains("vol0 offline"), "{status}");
+    drop(client);
+    server.stop();
+
+    let server = serve_with(&scratch, SIZES);
+    let status = ok(&server.data, &["vol", "status", "vol0"]);
+    assert!(status.contains("vol0 offline"), "offline is kept: {status}");
+    let said = ok(&server.data, &["vol", "online", "vol0"]);
+    assert_eq!(said.trim(), "Volume 'vol0' is now online.");
+    let mut client = NbdClient::connect(server.socket(), "vol0/lun0");
+    assert_eq!(client.read(0, 8192), Ok(vec![0x6b; 8192]));
+}
+
+#[test]
+fn a_destroyed_volume_returns_its_space_and_takes_its_luns_maps_with_it() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let before = aggr0_space(&server);
+    ok(&server.data, &["vol", "create", "vol1", "aggr0", "40m"]);
+    ok(
+        &server.data,
+        &["lun", "create", "-s", "16m", "/vol/vol1/db"],
+    );
+    ok(
+        &server.data,
+        &[
+            "igroup",
+            "create",
+            "-i",
+            "-t",
+            "linux",
+            "hosts",
+            "iqn.1994-05.com.example:h1",
+        ],
+    );
+    ok(&server.data, &["lun", "map", "/vol/vol1/db", "hosts"]);
+    let mut client = NbdClient::connect(server.socket(), "vol1/db");
+    assert_eq!(client.write(0, &vec![0x2d; 8 << 20]), 0);
+    drop(client);
+    ok(&server.data, &["snap", "create", "vol1", "s1"]);
+    let created = aggr0_space(&server);
+    assert!(
+        created.0 >= before.0 + (8 << 20),
+        "{before:?} then {created:?}"
+    );
+    assert!(created.1 < before.1, "{before:?} then {created:?}");
+
+    let online = refused(&server, &["vol", "destroy", "-f", "vol1"]);
+    assert!(online.contains("take it offline"), "{online}");
+    ok(&server.data, &["vol", "offline", "vol1"]);
+    let unconfirmed = refused(&server, &["vol", "destroy", "vol1"]);
+    assert!(unconfirmed.contains("not confirmed"), "{unconfirmed}");
+    let said = ok(&server.data, &["vol", "destroy", "-f", "vol1"]);
+    assert_eq!(said.trim(), "Volume 'vol1' destroyed.");
+
+    let missing = refused(&server, &["vol", "status", "vol1"]);
+    assert!(missing.contains("No volume named 'vol1'"), "{missing}");
+    let maps = ok(&server.data, &["lun", "show", "-m"]);
+    assert!(!maps.contains("vol1"), "{maps}");
+    ok(&server.data, &["snap", "create", "vol0", "cp"]); // a CP or two
+    ok(&server.data, &["snap", "create", "vol0", "cp2"]);
+    let after = aggr0_space(&server);
+    assert_eq!(after.1, before.1, "df -A avail comes back");
+    assert!(
+        after.0 <= before.0 + (1 << 20),
+        "blocks allocated: {before:?} before, {after:?} after"
+    );
+    server.stop();
+
+    let server = serve_with(&scratch, SIZES);
+    let volumes = ok(&server.data, &["vol", "status"]);
+    assert!(!volumes.contains("vol1"), "{volumes}");
+    ok(&server.data, &["vol", "create", "vol1", "aggr0", "40m"]);
+    ok(
+        &server.data,
+        &["lun", "create", "-s", "16m", "/vol/vol1/db"],
+    );
+    let maps = ok(&server.data, &["lun", "show", "-m"]);
+    assert!(
+        !maps.contains("hosts"),
+        "a new LUN at the old path inherits no map: {maps}"
+    );
+}
