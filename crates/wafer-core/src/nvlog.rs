@@ -141,6 +141,13 @@ pub enum Change {
         /// Whether it serves.
         online: bool,
     },
+    /// A volume's size changed (`vol size`).
+    ResizeVolume {
+        /// The volume.
+        volume: VolumeId,
+        /// Its new size in bytes.
+        size_bytes: u64,
+    },
     /// An offline volume destroyed (`vol destroy`): the next CP that can
     /// frees every block it and its snapshots hold.
     DestroyVolume {
@@ -180,6 +187,7 @@ impl Change {
             | Change::RestoreSnapshot { volume, .. }
             | Change::SetSnapReserve { volume, .. }
             | Change::SetVolumeOnline { volume, .. }
+            | Change::ResizeVolume { volume, .. }
             | Change::DestroyVolume { volume } => Some(*volume),
         }
     }
@@ -201,6 +209,7 @@ impl Change {
             | Change::RestoreSnapshot { volume, .. }
             | Change::SetSnapReserve { volume, .. }
             | Change::SetVolumeOnline { volume, .. }
+            | Change::ResizeVolume { volume, .. }
             | Change::DestroyVolume { volume } => Some(volume),
         }
     }
@@ -356,6 +365,11 @@ impl NvRecord {
                 out.put(&volume.0.to_le_bytes());
                 out.put(&[u8::from(*online)]);
             }
+            LoggedOp::Change(Change::ResizeVolume { volume, size_bytes }) => {
+                out.put(&[16]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&size_bytes.to_le_bytes());
+            }
             LoggedOp::Change(Change::DestroyVolume { volume }) => {
                 out.put(&[15]);
                 out.put(&volume.0.to_le_bytes());
@@ -466,6 +480,10 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
         14 if rest.len() == 5 && rest[4] <= 1 => LoggedOp::Change(Change::SetVolumeOnline {
             volume: VolumeId(u32_at(0)?),
             online: rest[4] == 1,
+        }),
+        16 if rest.len() == 12 => LoggedOp::Change(Change::ResizeVolume {
+            volume: VolumeId(u32_at(0)?),
+            size_bytes: u64_at(4)?,
         }),
         15 if rest.len() == 4 => LoggedOp::Change(Change::DestroyVolume {
             volume: VolumeId(u32_at(0)?),
@@ -771,6 +789,10 @@ mod tests {
             LoggedOp::Change(Change::SetVolumeOnline {
                 volume: VolumeId(6),
                 online: false,
+            }),
+            LoggedOp::Change(Change::ResizeVolume {
+                volume: VolumeId(6),
+                size_bytes: 3 << 30,
             }),
             LoggedOp::Change(Change::DestroyVolume {
                 volume: VolumeId(6),

@@ -74,6 +74,15 @@ pub enum AdminRequest {
         /// The volume.
         name: String,
     },
+    /// `vol size NAME [[+|-]SIZE]`: the volume's size, or a new one (a
+    /// shrink must leave room for what the volume holds and reserves).
+    VolSize {
+        /// The volume.
+        name: String,
+        /// The new size, or by how much it grows or shrinks; none: show it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<SizeChange>,
+    },
     /// `lun create SIZE PATH` (`/vol/VOLUME/LUN`).
     LunCreate {
         /// `/vol/VOLUME/LUN`.
@@ -350,6 +359,17 @@ impl SizeChange {
     }
 }
 
+/// A size as ONTAP writes it: in the largest of t, g, m and k it is a whole
+/// number of, else in bytes.
+pub fn ontap_size(bytes: u64) -> String {
+    [(40, 't'), (30, 'g'), (20, 'm'), (10, 'k')]
+        .iter()
+        .find(|(shift, _)| bytes != 0 && bytes.is_multiple_of(1u64 << shift))
+        .map_or(bytes.to_string(), |(shift, unit)| {
+            format!("{}{unit}", bytes >> shift)
+        })
+}
+
 /// The answer to one request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -371,6 +391,13 @@ pub enum AdminReply {
     },
     /// `vol status`.
     Volumes(Vec<VolumeStatus>),
+    /// `vol size NAME`.
+    VolumeSize {
+        /// The volume.
+        volume: String,
+        /// Its size.
+        size_bytes: u64,
+    },
     /// `lun show`.
     Luns(Vec<LunStatus>),
     /// `snap list`.

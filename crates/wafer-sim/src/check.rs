@@ -1035,6 +1035,9 @@ impl<P: SimPayload> Harness<P> {
         }
         let at = self.volume_rng.below(self.volumes.len() as u64) as usize;
         let volume = self.volumes[at];
+        if self.volume_rng.chance(1, 3) {
+            return self.resize_volume(volume);
+        }
         self.admin(volume_online(volume, false))?;
         if self.volume_rng.chance(1, 4) {
             self.crash()?;
@@ -1065,6 +1068,36 @@ impl<P: SimPayload> Harness<P> {
             true => "volume destroyed, crashed",
             false => "volume destroyed",
         })
+    }
+
+    /// Grows or shrinks `volume` by up to 16 MiB (a shrink below what it
+    /// holds, or a growth the aggregate cannot give, is refused: checked as
+    /// a refusal for want of space), and checks the size it reports.
+    fn resize_volume(&mut self, volume: VolumeId) -> Result<&'static str, String> {
+        let (aggregate, local) = split_volume(volume);
+        let size_of = |harness: &Self| {
+            let filer = harness.world.filer_of(aggregate)?;
+            Some(filer.volume_space(local)?.size_bytes)
+        };
+        let Some(size) = size_of(self) else {
+            return Ok("volume administration skipped");
+        };
+        let step = (1 + self.volume_rng.below(4096)) * BLOCK_SIZE as u64;
+        let size_bytes = match self.volume_rng.chance(1, 2) {
+            true => size + step,
+            false => size.saturating_sub(step).max(20 << 20),
+        };
+        let resize = HostRequest::Change(Change::ResizeVolume { volume, size_bytes });
+        match self.admin(resize) {
+            Ok(_) if size_of(self) == Some(size_bytes) => Ok("volume resized"),
+            Ok(_) => Err(format!(
+                "volume {} resized to {size_bytes} is {:?}",
+                volume.0,
+                size_of(self)
+            )),
+            Err(refused) if refused.contains("not enough space") => Ok("volume resize refused"),
+            Err(other) => Err(other),
+        }
     }
 
     /// Every LUN of offline `volume` refuses a read, naming the volume

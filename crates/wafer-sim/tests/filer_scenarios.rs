@@ -1694,3 +1694,139 @@ fn lun_named(world: &mut World, name: &str) {
     );
     assert!(matches!(created, Ok(ReplyData::Volume(_))), "{created:?}");
 }
+
+#[test]
+fn a_volume_grown_holds_more_than_it_could_and_keeps_it_across_a_crash() {
+    let geometry = RaidGroupGeometry::new(RaidType::RaidDp, 8, 8192).expect("valid");
+    let layout = Layout::new(vec![geometry], 1).expect("valid");
+    let options = Options {
+        cp_interval: Duration::from_secs(3600),
+        dirty_high_water: 512,
+        nvlog_half_bytes: 8 << 20,
+        ..Options::default()
+    };
+    let mut world = World::format(layout, options, 7);
+    world.wait_online().expect("online");
+    let lun = lun(&mut world, 32 << 20);
+    let volume = lun.volume;
+    let too_big = Change::CreateLun {
+        volume,
+        name: "big".into(),
+        size_bytes: 64 << 20,
+    };
+    let refused = snap(&mut world, too_big.clone());
+    assert!(
+        matches!(refused, Err(HostError::NoSpace { .. })),
+        "{refused:?}"
+    );
+    let grow = Change::ResizeVolume {
+        volume,
+        size_bytes: 100 << 20,
+    };
+    snap(&mut world, grow).expect("vol size grows");
+    let big = match snap(&mut world, too_big) {
+        Ok(ReplyData::Lun(big)) => big,
+        other => panic!("a grown volume takes the LUN: {other:?}"),
+    };
+    // 96 MiB written: more vvbns than the 40 MiB volume had in all.
+    for (lun, mibs) in [(lun, 32u8), (big, 64)] {
+        for mib in 0..mibs {
+            write(&mut world, lun, u64::from(mib) << 20, vec![mib; 1 << 20]);
+        }
+    }
+    flush(&mut world);
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    for mib in [0u8, 31, 63] {
+        assert_eq!(
+            read(&mut world, big, u64::from(mib) << 20, 4096),
+            vec![mib; 4096]
+        );
+    }
+    assert_eq!(read(&mut world, lun, 31 << 20, 4096), vec![31; 4096]);
+    while world.step() {}
+    world.filer().check_invariants().expect("maps grown whole");
+    let shrink = Change::ResizeVolume {
+        volume,
+        size_bytes: 64 << 20,
+    };
+    let refused = snap(&mut world, shrink);
+    assert!(
+        matches!(refused, Err(HostError::NoSpace { .. })),
+        "96 MiB of LUNs do not fit 64 MiB: {refused:?}"
+    );
+    let size = world
+        .filer()
+        .volume_space(volume)
+        .expect("volume")
+        .size_bytes;
+    assert_eq!(size, 100 << 20);
+}
+
+#[test]
+fn a_volume_created_while_a_destroying_cp_runs_keeps_its_id_across_a_crash() {
+    let mut world = world();
+    let old = lun(&mut world, 4 << 20).volume;
+    write(
+        &mut world,
+        LunId {
+            volume: old,
+            file: wafer_core::units::FileId(64),
+        },
+        0,
+        vec![3; 65536],
+    );
+    snap(
+        &mut world,
+        Change::SetVolumeOnline {
+            volume: old,
+            online: false,
+        },
+    )
+    .expect("offline");
+    snap(&mut world, Change::DestroyVolume { volume: old }).expect("destroy");
+    // The flush's CP takes the volume out; before it commits, a volume is
+    // created (seed 800280: its id was the old one's, and replay gave it
+    // another).
+    let flush = world.submit(None, HostRequest::Flush).expect("flush");
+    while !world.filer().cp_running() {
+        assert!(world.step(), "a CP starts");
+    }
+    let create = HostRequest::Change(Change::CreateVolume {
+        name: "vol0".into(),
+        size_bytes: 40 << 20,
+    });
+    let created = world.submit(None, create).expect("create");
+    let new = loop {
+        if let Some(reply) = world.take_reply(created) {
+            break match reply {
+                Ok(ReplyData::Volume(v)) => v,
+                other => panic!("{other:?}"),
+            };
+        }
+        assert!(world.step(), "the create is answered");
+    };
+    assert!(
+        world.filer().cp_running(),
+        "the destroying CP has not committed"
+    );
+    assert!(world.take_reply(flush).is_none());
+    world.crash_and_remount();
+    world.wait_online().expect("remount");
+    let volumes = world.filer().volumes();
+    assert_eq!(
+        volumes,
+        vec![(new, "vol0".to_string())],
+        "the new volume, at its id"
+    );
+    flush_all(&mut world);
+    let volumes = world.filer().volumes();
+    assert_eq!(volumes, vec![(new, "vol0".to_string())]);
+}
+
+fn flush_all(world: &mut World) {
+    flush(world);
+    flush(world);
+    while world.step() {}
+    world.filer().check_invariants().expect("no block leaked");
+}

@@ -178,6 +178,18 @@ pub enum VolCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Shows a volume's size, or sets it: `vol size VOLUME [[+|-]SIZE]`
+    /// (k, m, g, t suffixes; +SIZE grows it by SIZE, -SIZE shrinks it). A
+    /// volume shrinks only as far as what it holds and its LUNs reserve.
+    Size {
+        /// The volume.
+        name: String,
+        /// The new size, or by how much it grows or shrinks.
+        #[arg(value_parser = size_change, allow_hyphen_values = true)]
+        size: Option<SizeChange>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Takes a volume offline: its LUNs answer no I/O (NBD: EIO; iSCSI: the
     /// LUN is gone) until `vol online`. It stays offline across restarts.
     Offline {
@@ -570,6 +582,7 @@ impl AdminCommand {
             | AdminCommand::Vol(
                 VolCommand::Status { output, .. }
                 | VolCommand::Create { output, .. }
+                | VolCommand::Size { output, .. }
                 | VolCommand::Offline { output, .. }
                 | VolCommand::Online { output, .. }
                 | VolCommand::Destroy { output, .. },
@@ -706,6 +719,17 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         ),
         AdminCommand::Vol(VolCommand::Create { name, rest, .. }) => {
             vol_create(&mut ask, name, &rest)?
+        }
+        AdminCommand::Vol(VolCommand::Size { name, size, .. }) => {
+            let reply = ask(AdminRequest::VolSize { name, size })?;
+            formatted(reply, |r| match r {
+                AdminReply::VolumeSize { volume, size_bytes } => format!(
+                    "vol size: Flexible volume '{volume}' has size {}.",
+                    ontap::ontap_size(*size_bytes)
+                ),
+                AdminReply::Done { message } => message.clone(),
+                other => format!("{other:?}"),
+            })
         }
         AdminCommand::Vol(VolCommand::Offline { name, .. }) => {
             done(ask(AdminRequest::VolOffline { name })?)

@@ -135,3 +135,46 @@ fn a_destroyed_volume_returns_its_space_and_takes_its_luns_maps_with_it() {
         "a new LUN at the old path inherits no map: {maps}"
     );
 }
+
+#[test]
+fn vol_size_shows_grows_and_refuses_to_shrink_below_what_the_volume_holds() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let said = ok(&server.data, &["vol", "size", "vol0"]);
+    assert_eq!(
+        said.trim(),
+        "vol size: Flexible volume 'vol0' has size 60m."
+    );
+    let (_, avail_before) = aggr0_space(&server);
+    let said = ok(&server.data, &["vol", "size", "vol0", "+20m"]);
+    assert_eq!(
+        said.trim(),
+        "vol size: Flexible volume 'vol0' size set to 80m."
+    );
+    let (_, avail_after) = aggr0_space(&server);
+    assert!(
+        avail_after + (20 << 20) <= avail_before,
+        "{avail_before} then {avail_after}"
+    );
+    // 16m + 56m of LUNs: more than the volume could reserve before.
+    ok(
+        &server.data,
+        &["lun", "create", "-s", "56m", "/vol/vol0/big"],
+    );
+    let mut client = NbdClient::connect(server.socket(), "vol0/big");
+    assert_eq!(client.write(40 << 20, &[0x11; 65536]), 0);
+    let shrink = refused(&server, &["vol", "size", "vol0", "40m"]);
+    assert!(shrink.contains("not enough space"), "{shrink}");
+    let json = ok(&server.data, &["vol", "size", "vol0", "--json"]);
+    assert!(json.contains("\"size_bytes\": 83886080"), "{json}");
+    drop(client);
+    server.stop();
+    let server = serve_with(&scratch, SIZES);
+    let said = ok(&server.data, &["vol", "size", "vol0"]);
+    assert_eq!(
+        said.trim(),
+        "vol size: Flexible volume 'vol0' has size 80m."
+    );
+    let mut client = NbdClient::connect(server.socket(), "vol0/big");
+    assert_eq!(client.read(40 << 20, 65536), Ok(vec![0x11; 65536]));
+}

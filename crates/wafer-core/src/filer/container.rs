@@ -33,6 +33,17 @@ impl ContainerMap {
         }
     }
 
+    /// Grows to `vvbns` entries; the new ones are unused.
+    pub fn grow(&mut self, vvbns: u64) {
+        assert!(
+            vvbns >= self.entries.len() as u64,
+            "a container map only grows"
+        );
+        self.entries.resize(vvbns as usize, 0);
+        let blocks = vvbns.div_ceil(CONTAINER_ENTRIES_PER_BLOCK) as usize;
+        self.sums.resize(blocks, WordSum::default());
+    }
+
     /// The pvbn that holds `vvbn` (0 if it is unused).
     pub fn get(&self, vvbn: u64) -> u64 {
         self.entries[vvbn as usize]

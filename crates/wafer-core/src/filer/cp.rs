@@ -155,6 +155,9 @@ impl<P: Payload> Filer<P> {
         assert!(self.cp.is_none(), "one CP at a time");
         self.apply_growth();
         self.destroy_volumes();
+        for volume in self.namespace.grow_vvbn_spaces() {
+            self.volume_record_dirty(volume);
+        }
         let number = CpCount(self.committed.0 + 1);
         let half = match keeps_log {
             true => self.log.active_half(),
@@ -1010,6 +1013,7 @@ impl<P: Payload> Filer<P> {
     fn commit(&mut self) {
         let mut cp = self.cp.take().expect("a CP");
         self.committed = cp.number;
+        self.namespace.destructions_committed();
         self.offline.committed = cp.records_offline;
         self.committed_map = cp.image_map.take().expect("a committed CP has allocated");
         *self.counters.cps.entry(cp.reason).or_default() += 1;

@@ -14,13 +14,23 @@
 //! every block of the volume's files, snapshots' included, so the cost is
 //! one pass over the map, whatever the data.
 //!
-//! Only an offline volume is destroyed, so no host I/O reaches it. Reads
-//! that began before it went offline may still be waiting for disk: its
-//! destruction then waits for a later CP, as it does for a snapshot the
-//! volume still has to take.
+//! Only an offline volume is destroyed, so no host I/O reaches it. A read
+//! that began before it went offline and still waits for disk fails; the
+//! block it waits for is dropped like the rest. A snapshot the volume still
+//! has to take makes its destruction wait for the CP after the one that
+//! takes it. Replay takes the volumes out where a CP began, between a
+//! record of one generation and the next (`mount`), so that what was
+//! logged after sees the namespace it saw the first time: a new volume
+//! gets the same id, and the space it was promised.
+//!
+//! A destroyed volume's id is not given to a new volume until the CP that
+//! took it out has committed: a crash before then replays the destruction
+//! into a namespace that still holds the old volume, where the id is not
+//! free.
 
-use super::Filer;
+use super::cache::BlockState;
 use super::meta::Volume;
+use super::{Filer, RequestId};
 use crate::format::BlockPtr;
 use crate::payload::Payload;
 use crate::units::{Fbn, Pvbn, VolumeId};
@@ -43,27 +53,37 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    /// Whether volume `id` still has reads of its blocks in flight or a
-    /// snapshot to take.
+    /// Whether volume `id` still has a snapshot to take.
     fn volume_is_busy(&self, id: VolumeId) -> bool {
-        let reading = self
-            .cache
-            .filling()
-            .iter()
-            .any(|(key, _)| key.0.volume == id);
-        reading || self.namespace[id].pending_snapshot.is_some()
+        self.namespace[id].pending_snapshot.is_some()
     }
 
-    /// Drops volume `id`'s cached blocks, dirty ones included: they are
-    /// never written.
+    /// Drops volume `id`'s cached blocks, dirty ones included (they are
+    /// never written) and those being read in (the reads waiting for them
+    /// fail).
     fn forget_volume_blocks(&mut self, id: VolumeId) {
         let luns: Vec<_> = self.luns(id).into_iter().map(|(lun, ..)| lun).collect();
         for lun in luns {
             for key in self.cache.keys_of(lun, Fbn(0)) {
-                self.cache.remove(&key).expect("listed");
+                let entry = self.cache.remove(&key).expect("listed");
                 self.dirty.remove(&key);
+                if let BlockState::Filling(filling) = entry.state {
+                    filling
+                        .waiters
+                        .into_iter()
+                        .for_each(|read| self.fail_read(read));
+                }
             }
         }
+    }
+
+    /// Read `id` waited for a block that is gone with its volume.
+    fn fail_read(&mut self, id: RequestId) {
+        if let Some(read) = self.reads.get_mut(&id) {
+            read.failed = true;
+            read.missing -= 1;
+        }
+        self.finish_read(id);
     }
 
     /// Frees every pvbn `volume` held: those its container map names, and

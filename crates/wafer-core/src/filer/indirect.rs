@@ -155,6 +155,7 @@ impl<P: Payload> Filer<P> {
             | Change::DeleteSnapshot { .. }
             | Change::SetSnapReserve { .. }
             | Change::SetVolumeOnline { .. }
+            | Change::ResizeVolume { .. }
             | Change::DestroyVolume { .. }
             | Change::SetCachePolicy { .. }
             | Change::SetReadRealloc { .. } => Vec::new(),

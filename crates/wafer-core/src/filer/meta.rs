@@ -340,6 +340,9 @@ pub struct Volume {
     pub snap_reserve_percent: u8,
     /// Whether it serves, or is being destroyed.
     pub state: VolumeState,
+    /// The vvbn space its size needs: above `vvbn_blocks` after `vol size`
+    /// grew it, until the next CP grows the maps.
+    pub vvbns_wanted: u64,
 }
 
 /// Whether a volume serves its LUNs.
@@ -390,7 +393,31 @@ impl Volume {
             snapinfo: MetaFile::default(),
             snap_reserve_percent: 0,
             state: VolumeState::Online,
+            vvbns_wanted: vvbn_blocks,
         }
+    }
+
+    /// Grows the vvbn space to `vvbns_wanted`: every map gains clear
+    /// entries at its end (no vvbn moves), and the map blocks from the old
+    /// end on are dirty, so the CP writes the files at their new lengths.
+    pub fn grow_vvbns(&mut self) {
+        let (old, new) = (self.vvbn_blocks, self.vvbns_wanted);
+        assert!(new > old, "a vvbn space only grows");
+        self.activemap.grow(new);
+        self.summary.grow(new);
+        self.pending.grow(new);
+        self.container.grow(new);
+        for snapshot in self.snapshots.values_mut() {
+            snapshot.map.grow(new);
+        }
+        let map_blocks = Bitmap::block_of(old)..Bitmap::block_of(new - 1) + 1;
+        self.activemap_file.dirty.extend(map_blocks.clone());
+        self.summary_file.dirty.extend(map_blocks);
+        let per_block = super::container::CONTAINER_ENTRIES_PER_BLOCK;
+        self.container_file
+            .dirty
+            .extend(old / per_block..(new - 1) / per_block + 1);
+        self.vvbn_blocks = new;
     }
 
     /// The vvbns of the volume's image as its trees stand: the inode file and

@@ -904,6 +904,13 @@ impl<P: Payload> Filer<P> {
                 self.namespace.destroy_volume(*volume);
                 ReplyData::Done
             }
+            LoggedOp::Change(Change::ResizeVolume { volume, size_bytes }) => {
+                let high_water = self.options.dirty_high_water;
+                self.namespace
+                    .resize_volume(*volume, *size_bytes, high_water);
+                self.volume_record_dirty(*volume);
+                ReplyData::Done
+            }
             LoggedOp::Change(Change::SetCachePolicy { volume, policy }) => {
                 self.namespace
                     .volume_mut(*volume)

@@ -49,6 +49,10 @@ pub(super) struct Mount<U: StripeUnit> {
     to_replay: VecDeque<NvRecord>,
     /// Whether the last replay CP (the one that releases the log) has started.
     final_cp: bool,
+    /// The generation of the last record replayed. A record of a later one
+    /// was logged after a CP began, and that CP had taken out the volumes
+    /// destroyed before it: replay takes them out there too.
+    replayed_generation: Option<CpCount>,
     pub(super) resync: Option<super::resync::Resync<U>>,
     /// The pvbn count the superblock's layout has, where the configured
     /// layout extends it with disks added just before a crash.
@@ -79,6 +83,7 @@ impl Filer<Bytes> {
             replaying: false,
             to_replay: VecDeque::new(),
             final_cp: false,
+            replayed_generation: None,
             resync: None,
             grown_from: None,
         }));
@@ -532,6 +537,13 @@ impl<P: Payload> Filer<P> {
     fn replay_some(&mut self) {
         let generation = CpCount(self.committed.0 + 1);
         while let Some(record) = self.mount_state().to_replay.pop_front() {
+            let previous = self
+                .mount_state()
+                .replayed_generation
+                .replace(record.generation);
+            if previous.is_some_and(|g| g < record.generation) {
+                self.destroy_volumes();
+            }
             // The CP that follows holds this record, applied or not.
             self.replayed_below = record.seq + 1;
             // An operation that no longer applies (say, a LUN created twice) was

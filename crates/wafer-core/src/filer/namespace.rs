@@ -18,7 +18,7 @@
 //! volume's blocks wait dirty for the next CP) is passed in with each
 //! question.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Index;
 
 use super::api::HostError;
@@ -40,6 +40,11 @@ pub(super) struct Namespace {
     volumes: BTreeMap<VolumeId, Volume>,
     /// pvbns promised to volumes: the sum of their footprints.
     reserved_blocks: u64,
+    /// Volumes a CP not yet committed took out. Their ids are not given to
+    /// new volumes until it commits: a crash before then replays their
+    /// destruction into a namespace that still holds them, and a volume
+    /// created after must get the id it got the first time.
+    removed_uncommitted: BTreeSet<VolumeId>,
     /// Blocks of the volume table file. It never shrinks: a destroyed
     /// volume's record becomes a free slot, so no block of the table's tree
     /// ever falls outside its length.
@@ -197,7 +202,7 @@ impl Namespace {
     ) -> VolumeId {
         let id = (0..)
             .map(VolumeId)
-            .find(|id| !self.volumes.contains_key(id))
+            .find(|id| !self.volumes.contains_key(id) && !self.removed_uncommitted.contains(id))
             .expect("a free id");
         let size_blocks = size_bytes / BLOCK_SIZE as u64;
         self.reserved_blocks += volume_footprint(size_blocks, dirty_high_water);
@@ -209,6 +214,11 @@ impl Namespace {
         id
     }
 
+    /// The CP that took volumes out has committed: their ids are free.
+    pub(super) fn destructions_committed(&mut self) {
+        self.removed_uncommitted.clear();
+    }
+
     /// Sets volume `id` online or offline.
     pub(super) fn set_online(&mut self, id: VolumeId, online: bool) {
         let volume = self.volumes.get_mut(&id).expect("validated");
@@ -216,6 +226,33 @@ impl Namespace {
             true => VolumeState::Online,
             false => VolumeState::Offline,
         };
+    }
+
+    /// Sets volume `id`'s size and its reservation in the aggregate. Its
+    /// vvbn space grows, if the new size needs more, at the start of the
+    /// next CP ([`Volume::grow_vvbns`]): vvbns are only allocated by CPs.
+    pub(super) fn resize_volume(&mut self, id: VolumeId, size_bytes: u64, dirty_high_water: usize) {
+        let volume = self.volumes.get_mut(&id).expect("validated");
+        let block = BLOCK_SIZE as u64;
+        let footprint = |bytes: u64| volume_footprint(bytes / block, dirty_high_water);
+        self.reserved_blocks =
+            self.reserved_blocks + footprint(size_bytes) - footprint(volume.size_bytes);
+        volume.size_bytes = size_bytes;
+        let vvbns = volume_vvbns(size_bytes / block, dirty_high_water);
+        volume.vvbns_wanted = vvbns.max(volume.vvbn_blocks);
+    }
+
+    /// Grows the vvbn spaces of the volumes resized larger, as a CP starts;
+    /// returns them, whose records the CP must write.
+    pub(super) fn grow_vvbn_spaces(&mut self) -> Vec<VolumeId> {
+        let mut grown = Vec::new();
+        for (&id, volume) in &mut self.volumes {
+            if volume.vvbns_wanted > volume.vvbn_blocks {
+                volume.grow_vvbns();
+                grown.push(id);
+            }
+        }
+        grown
     }
 
     /// Marks volume `id` destroyed: a CP frees it ([`Namespace::remove_volume`]).
@@ -227,6 +264,7 @@ impl Namespace {
     /// caller's to free.
     pub(super) fn remove_volume(&mut self, id: VolumeId, dirty_high_water: usize) -> Volume {
         let volume = self.volumes.remove(&id).expect("a volume being destroyed");
+        self.removed_uncommitted.insert(id);
         let size_blocks = volume.size_bytes / BLOCK_SIZE as u64;
         self.reserved_blocks -= volume_footprint(size_blocks, dirty_high_water);
         volume
@@ -335,6 +373,9 @@ impl Namespace {
                 self.check_snap_reserve(*volume, *percent)
             }
             Change::SetVolumeOnline { volume, .. } => self.check_present(*volume),
+            Change::ResizeVolume { volume, size_bytes } => {
+                self.check_volume_size(*volume, *size_bytes, room)
+            }
             Change::DestroyVolume { volume } => self.check_destroy(*volume),
         }
     }
@@ -345,6 +386,30 @@ impl Namespace {
             VolumeState::Destroying => Err(HostError::NotFound("volume")),
             VolumeState::Online | VolumeState::Offline => Ok(()),
         }
+    }
+
+    /// A volume's new size: whole blocks, at least the smallest volume's;
+    /// growing takes the footprint it adds from the aggregate, shrinking
+    /// must leave room for what the volume holds and reserves.
+    fn check_volume_size(
+        &self,
+        id: VolumeId,
+        size_bytes: u64,
+        room: AggregateRoom,
+    ) -> Result<(), HostError> {
+        let volume = self.existing_volume(id)?;
+        check_volume_bytes(size_bytes)?;
+        let block = BLOCK_SIZE as u64;
+        let footprint = |bytes: u64| volume_footprint(bytes / block, room.dirty_high_water);
+        let added = footprint(size_bytes).saturating_sub(footprint(volume.size_bytes));
+        let available = self.aggregate_available(room);
+        if added > available {
+            return Err(HostError::NoSpace {
+                needed_blocks: added,
+                available_blocks: available,
+            });
+        }
+        fits(SpaceInputs::of(volume).space(size_bytes, 0))
     }
 
     /// Only an offline volume is destroyed.
@@ -378,14 +443,16 @@ impl Namespace {
     ) -> Result<(), HostError> {
         let block = BLOCK_SIZE as u64;
         check_name(name)?;
-        if self.volumes.values().any(|v| v.name == *name) {
+        // A volume being destroyed has let go of its name: replay may find it
+        // beside one created after its destruction, as the CP left them.
+        let taken = self.volumes.values();
+        if taken
+            .filter(|v| v.state != VolumeState::Destroying)
+            .any(|v| v.name == *name)
+        {
             return Err(HostError::Exists(format!("volume {name}")));
         }
-        if size_bytes < 20 << 20 || size_bytes % block != 0 {
-            return Err(HostError::Invalid(
-                "a volume is at least 20 MiB, in 4 KiB steps".into(),
-            ));
-        }
+        check_volume_bytes(size_bytes)?;
         if self.volumes.len() as u32 >= MAX_VOLUMES {
             return Err(HostError::Invalid(format!("at most {MAX_VOLUMES} volumes")));
         }
@@ -524,6 +591,15 @@ fn check_name(name: &str) -> Result<(), HostError> {
         false => Err(HostError::Invalid(format!(
             "'{name}': names are 1..={NAME_MAX} characters of letters, digits, '_', '-' and '.'"
         ))),
+    }
+}
+
+fn check_volume_bytes(size_bytes: u64) -> Result<(), HostError> {
+    match size_bytes < 20 << 20 || size_bytes % BLOCK_SIZE as u64 != 0 {
+        true => Err(HostError::Invalid(
+            "a volume is at least 20 MiB, in 4 KiB steps".into(),
+        )),
+        false => Ok(()),
     }
 }
 

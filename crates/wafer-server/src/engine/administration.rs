@@ -25,7 +25,7 @@ use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
     AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus,
     ReallocationMeasure, ReallocationStatus, RebuildProgress, ScrubProgress, SizeChange,
-    SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
+    SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus, ontap_size,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
@@ -255,6 +255,31 @@ impl Engine {
             .collect()
     }
 
+    /// `vol size` of volume `name`: shown, or changed by `change`.
+    fn volume_size(&self, name: String, change: Option<SizeChange>) -> Result<Answer, AdminError> {
+        let volume = self.volume_id(&name)?;
+        let from = view::volume_space(&self.node, volume).map_or(0, |s| s.size_bytes);
+        let Some(change) = change else {
+            let size_bytes = from;
+            return Ok(Answer::Now(AdminReply::VolumeSize {
+                volume: name,
+                size_bytes,
+            }));
+        };
+        let to = change
+            .applied_to(from)
+            .map_err(|e| invalid(&format!("vol size: volume '{name}' is not resized: {e}")))?;
+        let message = format!(
+            "vol size: Flexible volume '{name}' size set to {}.",
+            ontap_size(to)
+        );
+        let change = Change::ResizeVolume {
+            volume,
+            size_bytes: to,
+        };
+        Ok(Answer::Change(change, message))
+    }
+
     /// `vol online` or `vol offline` of volume `name`.
     fn set_volume_online(&self, name: String, online: bool) -> Result<Answer, AdminError> {
         let volume = self.volume_id(&name)?;
@@ -308,6 +333,7 @@ impl Engine {
             }
             AdminRequest::VolOffline { name } => self.set_volume_online(name, false)?,
             AdminRequest::VolOnline { name } => self.set_volume_online(name, true)?,
+            AdminRequest::VolSize { name, size } => self.volume_size(name, size)?,
             AdminRequest::VolDestroy { name } => {
                 let volume = self.volume_id(&name)?;
                 let message = format!("Volume '{name}' destroyed.");

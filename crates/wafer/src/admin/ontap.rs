@@ -499,14 +499,7 @@ pub fn lun_show(reply: &AdminReply) -> String {
 
 /// A size as ONTAP's LUN commands print it: the largest of t, g, m, k that
 /// divides it, else bytes (`2g`, `512m`, `4100k`).
-pub fn ontap_size(bytes: u64) -> String {
-    [(40, 't'), (30, 'g'), (20, 'm'), (10, 'k')]
-        .iter()
-        .find(|(shift, _)| bytes != 0 && bytes % (1u64 << shift) == 0)
-        .map_or(bytes.to_string(), |(shift, unit)| {
-            format!("{}{unit}", bytes >> shift)
-        })
-}
+pub use wafer_server::admin::ontap_size;
 
 /// `lun show -m`: each LUN with the NBD export that serves it.
 pub fn lun_show_m(reply: &AdminReply) -> String {
