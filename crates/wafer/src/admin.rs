@@ -96,7 +96,12 @@ pub enum AggrCommand {
     /// Destroys an offline (or failed) aggregate: it leaves wafer.toml, its
     /// in-service disk files are blanked and kept as the node's pool spares
     /// (aggr create uses them first), its failed disks' files are deleted.
+    /// Asks first, as ONTAP does, unless -f; without a terminal to ask on,
+    /// -f is required.
     Destroy {
+        /// Destroy without asking.
+        #[arg(short = 'f')]
+        force: bool,
         /// The aggregate.
         name: String,
         #[command(flatten)]
@@ -690,8 +695,12 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Aggr(AggrCommand::Online { name, .. }) => {
             done(ask(AdminRequest::AggrOnline { name })?)
         }
-        AdminCommand::Aggr(AggrCommand::Destroy { name, .. }) => {
-            done(ask(AdminRequest::AggrDestroy { name })?)
+        AdminCommand::Aggr(AggrCommand::Destroy { force, name, .. }) => {
+            let question = "Are you sure you want to destroy this aggregate?";
+            match force || confirmed(question)? {
+                true => done(ask(AdminRequest::AggrDestroy { name })?),
+                false => Err(unconfirmed("aggr destroy", &format!("aggregate '{name}'"))),
+            }
         }
         AdminCommand::Aggr(AggrCommand::Add {
             name,
@@ -738,17 +747,10 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             done(ask(AdminRequest::VolOnline { name })?)
         }
         AdminCommand::Vol(VolCommand::Destroy { force, name, .. }) => {
-            match force
-                || confirmed(&format!(
-                    "Are you sure you want to destroy volume '{name}'?"
-                ))? {
+            let question = format!("Are you sure you want to destroy volume '{name}'?");
+            match force || confirmed(&question)? {
                 true => done(ask(AdminRequest::VolDestroy { name })?),
-                false => Err(refusal(
-                    AdminErrorKind::Invalid,
-                    format!(
-                        "vol destroy: volume '{name}' not destroyed: not confirmed (-f destroys without asking)"
-                    ),
-                )),
+                false => Err(unconfirmed("vol destroy", &format!("volume '{name}'"))),
             }
         }
         AdminCommand::Lun(command) => lun(&mut ask, command)?,
@@ -834,6 +836,13 @@ fn confirmed(question: &str) -> anyhow::Result<bool> {
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;
     Ok(matches!(answer.trim(), "y" | "yes" | "Y" | "YES"))
+}
+
+/// The refusal of `command` when nobody confirmed destroying `what`.
+fn unconfirmed(command: &str, what: &str) -> AdminError {
+    let message =
+        format!("{command}: {what} not destroyed: not confirmed (-f destroys without asking)");
+    refusal(AdminErrorKind::Invalid, message)
 }
 
 /// A change's reply: the server's sentence saying what was done.

@@ -366,7 +366,7 @@ fn the_pool_spares_go_first_and_are_blanked_before_they_are_named() {
     ok(&data, &["aggr", "create", "aggr1", "5"]);
     let aggr1 = groups(&data, "aggr1").remove(0);
     ok(&data, &["aggr", "offline", "aggr1"]);
-    ok(&data, &["aggr", "destroy", "aggr1"]);
+    ok(&data, &["aggr", "destroy", "-f", "aggr1"]);
     // What a crash in the middle of aggr destroy leaves: pool spares with
     // old contents. Plant some in each.
     let garbage = vec![0xab_u8; 1 << 20];

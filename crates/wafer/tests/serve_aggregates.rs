@@ -113,7 +113,7 @@ fn aggregates_are_created_taken_offline_brought_online_and_destroyed() {
     let raid = ok(&data, &["sysconfig", "-r"]);
     assert!(raid.contains("Aggregate aggr0") && raid.contains("Aggregate aggr1"));
 
-    let err = refused(&data, &["aggr", "destroy", "aggr1"]);
+    let err = refused(&data, &["aggr", "destroy", "-f", "aggr1"]);
     assert!(err.contains("take it offline first"), "{err}");
     let offline = ok(&data, &["aggr", "offline", "aggr1"]);
     assert!(
@@ -150,7 +150,12 @@ fn aggregates_are_created_taken_offline_brought_online_and_destroyed() {
 
     ok(&data, &["aggr", "offline", "aggr1"]);
     let aggr1 = group_disks(&data, "aggr1");
-    let destroyed = ok(&data, &["aggr", "destroy", "aggr1"]);
+    let unconfirmed = refused(&data, &["aggr", "destroy", "aggr1"]);
+    assert!(
+        unconfirmed.contains("not confirmed (-f destroys"),
+        "{unconfirmed}"
+    );
+    let destroyed = ok(&data, &["aggr", "destroy", "-f", "aggr1"]);
     assert!(
         destroyed.contains("Aggregate 'aggr1' destroyed."),
         "{destroyed}"
@@ -186,16 +191,16 @@ fn wrong_aggregate_administration_is_refused_with_a_reason() {
     let server = serve(&scratch);
     let err = refused(&data, &["aggr", "status", "aggr7"]);
     assert!(err.contains("No aggregate named 'aggr7' exists."), "{err}");
-    for verb in ["offline", "online", "destroy"] {
-        let err = refused(&data, &["aggr", verb, "aggr7"]);
+    for verb in [&["offline"][..], &["online"], &["destroy", "-f"]] {
+        let err = refused(&data, &[&["aggr"][..], verb, &["aggr7"]].concat());
         assert!(
             err.contains("No aggregate named 'aggr7' exists."),
-            "{verb}: {err}"
+            "{verb:?}: {err}"
         );
     }
     let err = refused(&data, &["aggr", "create", "aggr0", "3"]);
     assert!(err.contains("already exists"), "{err}");
-    let err = refused(&data, &["aggr", "destroy", "aggr0"]);
+    let err = refused(&data, &["aggr", "destroy", "-f", "aggr0"]);
     assert!(
         err.contains("aggr0' is online; take it offline first"),
         "{err}"
@@ -300,7 +305,7 @@ fn an_aggregate_whose_disks_hold_no_superblock_fails_alone() {
     assert!(status.contains("Aggregate aggr1 failed:"), "{status}");
     check_chunks(&server, "vol0/lun0", 8, 32);
     // A failed aggregate can be destroyed; its disks join the pool.
-    let destroyed = ok(&data, &["aggr", "destroy", "aggr1"]);
+    let destroyed = ok(&data, &["aggr", "destroy", "-f", "aggr1"]);
     assert!(destroyed.contains("destroyed"), "{destroyed}");
     ok(&data, &["aggr", "create", "aggr1", "5"]);
     ok(&data, &["vol", "create", "vol1", "aggr1", "160m"]);
