@@ -235,6 +235,27 @@ pub enum AdminRequest {
         /// `keep`, `reuse` or `default`.
         cache: String,
     },
+    /// `priority show volume [VOLUME]`: the cache policy of VOLUME, or of
+    /// every volume.
+    PriorityShowVolume {
+        /// The volume; none: every volume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<String>,
+    },
+    /// `snap reserve VOLUME PERCENT`: the share of the volume's size set
+    /// aside for snapshots.
+    SnapReserveSet {
+        /// The volume.
+        volume: String,
+        /// The percentage (at most the engine's maximum).
+        percent: u32,
+    },
+    /// `snap reserve [VOLUME]`: VOLUME's snapshot reserve, or every volume's.
+    SnapReserve {
+        /// The volume; none: every volume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<String>,
+    },
     /// `igroup create -i|-n -t OSTYPE NAME [INITIATOR...]`.
     IgroupCreate {
         /// The igroup's name.
@@ -383,6 +404,30 @@ pub enum AdminReply {
     LunMaps(Vec<LunMapStatus>),
     /// `iscsi security show`.
     IscsiSecurity(Vec<SecurityStatus>),
+    /// `priority show volume`: each volume's cache policy.
+    VolumePriorities(Vec<VolumePriorityStatus>),
+    /// `snap reserve`: each volume's snapshot reserve.
+    SnapReserves(Vec<SnapReserveStatus>),
+}
+
+/// One volume in `priority show volume`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumePriorityStatus {
+    /// The volume.
+    pub volume: String,
+    /// `keep`, `reuse` or `default`.
+    pub cache: String,
+}
+
+/// One volume in `snap reserve`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapReserveStatus {
+    /// The volume.
+    pub volume: String,
+    /// Percent of its size set aside for snapshots.
+    pub percent: u8,
+    /// What that comes to.
+    pub reserve_bytes: u64,
 }
 
 /// One igroup in `igroup show`.
@@ -504,6 +549,13 @@ pub struct VolumeStatus {
     /// The aggregate that holds it.
     #[serde(default)]
     pub aggregate: String,
+    /// Its RAID type: its aggregate's groups'.
+    #[serde(default)]
+    pub raid_type: String,
+    /// Whether sequential reads of scattered blocks rewrite them together
+    /// (`read_realloc`).
+    #[serde(default)]
+    pub read_realloc: bool,
 }
 
 /// One LUN in `lun show`.
@@ -698,6 +750,10 @@ pub struct DiskStatus {
     pub file: String,
     /// Its size.
     pub size_bytes: u64,
+    /// Its backing file's length: the blocks with their trailers, then the
+    /// labels (`aggr status -r`'s Phys).
+    #[serde(default)]
+    pub physical_bytes: u64,
 }
 
 /// A broken disk in `aggr status`.
@@ -711,6 +767,10 @@ pub struct BrokenDiskStatus {
     pub file: String,
     /// Its size.
     pub size_bytes: u64,
+    /// Its backing file's length: the blocks with their trailers, then the
+    /// labels (`aggr status -r`'s Phys).
+    #[serde(default)]
+    pub physical_bytes: u64,
 }
 
 /// `sysstat`: every counter, since the server started.

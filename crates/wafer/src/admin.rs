@@ -1,8 +1,8 @@
 //! The administrator's commands against a running `wafer serve`, in ONTAP's
 //! words and layouts (`docs/research/wafl.md` §12): `aggr status`, `aggr create`, `aggr
-//! add`, `aggr scrub`, `vol`, `lun`, `snap`,
-//! `df`, `disk fail`, `disk replace`, `disk add`, `disk remove` and
-//! `sysstat -x`.
+//! add`, `aggr scrub`, `vol`, `lun`, `snap` (`snap reserve` too),
+//! `priority set|show`, `df`, `disk fail`, `disk replace`, `disk add`,
+//! `disk remove` and `sysstat -x`.
 //!
 //! Each command sends requests over the data directory's admin socket
 //! (`wafer_server::AdminClient`) and prints the answer as ONTAP would, or, with
@@ -279,6 +279,23 @@ pub enum SnapCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Shows or sets the snapshot reserve: `snap reserve [VOLUME]` shows
+    /// VOLUME's (or every volume's), `snap reserve VOLUME PERCENT` sets it
+    /// (at most 50%; df's .snapshot row follows). With -A, the aggregates':
+    /// wafer sets no space aside for aggregate snapshots (it takes none), so
+    /// theirs is always 0% and cannot be set.
+    #[command(override_usage = SNAP_RESERVE_USAGE)]
+    Reserve {
+        /// The aggregates' reserve instead of the volumes'.
+        #[arg(short = 'A')]
+        aggregate: bool,
+        /// The volume (with -A, the aggregate).
+        name: Option<String>,
+        /// The new reserve, in percent of the volume's size.
+        percent: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Puts a volume, or one LUN, back as the snapshot holds it:
     /// `snap restore [-t vol|file] -s SNAPSHOT VOLUME|/vol/VOLUME/LUN`.
     #[command(
@@ -437,7 +454,30 @@ pub enum PriorityCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// `priority show volume [-v] [VOLUME]`: the cache policy `priority
+    /// set` gave VOLUME, or every volume. The table has the columns wafer
+    /// has, Volume and Cache (no FlexShare service priority, level or
+    /// limits); -v prints each volume as a block.
+    #[command(override_usage = PRIORITY_SHOW_USAGE)]
+    Show {
+        /// What is shown: `volume`.
+        #[arg(value_parser = ["volume"])]
+        object: String,
+        /// Each volume as a block of settings.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Only this volume.
+        volume: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
+
+/// `priority show`'s usage, as much of ONTAP's as wafer has.
+const PRIORITY_SHOW_USAGE: &str = "wafer priority show volume [-v] [<vol_name>]";
+
+/// `snap reserve`'s usage, as ONTAP prints it.
+const SNAP_RESERVE_USAGE: &str = "snap reserve [-A | -V] [<vol_name> | <aggr_name>] [percent]";
 
 /// `priority set`'s usage, as much of ONTAP's as wafer has.
 const PRIORITY_SET_USAGE: &str = "wafer priority set volume <vol_name> cache=keep|reuse|default";
@@ -554,7 +594,8 @@ impl AdminCommand {
                 SnapCommand::Create { output, .. }
                 | SnapCommand::List { output, .. }
                 | SnapCommand::Delete { output, .. }
-                | SnapCommand::Restore { output, .. },
+                | SnapCommand::Restore { output, .. }
+                | SnapCommand::Reserve { output, .. },
             )
             | AdminCommand::Disk(
                 DiskCommand::Show { output }
@@ -568,7 +609,9 @@ impl AdminCommand {
                 | ReallocateCommand::Start { output, .. }
                 | ReallocateCommand::Status { output, .. },
             )
-            | AdminCommand::Priority(PriorityCommand::Set { output, .. }) => output,
+            | AdminCommand::Priority(
+                PriorityCommand::Set { output, .. } | PriorityCommand::Show { output, .. },
+            ) => output,
             AdminCommand::Df(args) => &args.output,
             AdminCommand::Sysstat(args) => &args.output,
             AdminCommand::Sysconfig(args) => &args.output,
@@ -728,6 +771,11 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             Ok(cache) => silent(ask(AdminRequest::PrioritySetCache { volume, cache })?),
             Err(error) => Err(error),
         },
+        AdminCommand::Priority(PriorityCommand::Show {
+            verbose, volume, ..
+        }) => formatted(ask(AdminRequest::PriorityShowVolume { volume })?, |r| {
+            ontap::priority_show(r, verbose)
+        }),
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
         AdminCommand::Statit(args) => statit(&mut ask, data, &args)?,
         AdminCommand::Igroup(command) => san::igroup(&mut ask, command)?,
@@ -994,6 +1042,12 @@ fn snap(
         SnapCommand::Delete { volume, name, .. } => {
             silent(ask(AdminRequest::SnapDelete { volume, name })?)
         }
+        SnapCommand::Reserve {
+            aggregate,
+            name,
+            percent,
+            ..
+        } => snap_reserve(ask, aggregate, name, percent)?,
         SnapCommand::Restore {
             kind,
             snapshot,
@@ -1018,6 +1072,54 @@ fn snap(
             Err(error) => Err(error),
         },
     })
+}
+
+/// `snap reserve [-A] [NAME] [PERCENT]`: shows the reserve, or sets a
+/// volume's without a word, as ONTAP does. An aggregate's is always 0%.
+fn snap_reserve(
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
+    aggregate: bool,
+    name: Option<String>,
+    percent: Option<String>,
+) -> anyhow::Result<Answer> {
+    let usage = || format!("usage: {SNAP_RESERVE_USAGE}");
+    Ok(match (aggregate, name, percent) {
+        (true, _, Some(_)) => Err(refusal(
+            AdminErrorKind::Invalid,
+            format!(
+                "snap reserve: wafer keeps no aggregate snapshot reserve; it stays 0%\n{}",
+                usage()
+            ),
+        )),
+        (true, name, None) => formatted(
+            named_aggregate_space(ask(AdminRequest::DfAggregates)?, name.as_deref()),
+            ontap::snap_reserve_aggregates,
+        ),
+        (false, Some(volume), Some(percent)) => match percent.parse::<u32>() {
+            Ok(percent) => silent(ask(AdminRequest::SnapReserveSet { volume, percent })?),
+            Err(_) => Err(refusal(
+                AdminErrorKind::Invalid,
+                format!("snap reserve: '{percent}' is not a percentage\n{}", usage()),
+            )),
+        },
+        (false, volume, _) => formatted(
+            ask(AdminRequest::SnapReserve { volume })?,
+            ontap::snap_reserve,
+        ),
+    })
+}
+
+/// Every serving aggregate's space, or only aggregate `name`'s.
+fn named_aggregate_space(reply: Asked, name: Option<&str>) -> Asked {
+    match (reply?, name) {
+        (AdminReply::AggregateSpaces(all), Some(name)) => only(
+            all,
+            |a| a.aggregate == name,
+            AdminReply::AggregateSpaces,
+            format!("snap reserve: No aggregate named '{name}' exists."),
+        ),
+        (reply, _) => Ok(reply),
+    }
 }
 
 /// What `snap restore [-t vol|file] TARGET` restores: a volume, or with a

@@ -15,7 +15,9 @@ use std::fmt::Write;
 use std::sync::mpsc::Sender;
 
 use wafer_core::aggregate::Slot;
-use wafer_core::filer::{CachePolicy, Change, HostError, HostRequest, ReplyData};
+use wafer_core::filer::{
+    CachePolicy, Change, HostError, HostRequest, MAX_SNAP_RESERVE_PERCENT, ReplyData,
+};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{AggrId, VolumeId};
 use wafer_raid::DiskIndex;
@@ -25,10 +27,12 @@ use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
     AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus,
     ReallocationMeasure, ReallocationStatus, RebuildProgress, ScrubProgress, SizeChange,
-    SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus,
+    SnapReserveStatus, SnapshotStatus, SysstatReport, VolumePriorityStatus, VolumeSpaceStatus,
+    VolumeStatus,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
+use crate::labels::disk_file_bytes;
 use crate::lun_ids::LunNow;
 
 /// How a request is answered.
@@ -373,7 +377,84 @@ impl Engine {
                 let volume = self.volume_id(&volume)?;
                 Answer::Change(Change::SetCachePolicy { volume, policy }, message)
             }
+            AdminRequest::PriorityShowVolume { volume } => Answer::Now(
+                AdminReply::VolumePriorities(self.volume_priorities(volume.as_deref())?),
+            ),
+            AdminRequest::SnapReserveSet { volume, percent } => {
+                self.set_snap_reserve(&volume, percent)?
+            }
+            AdminRequest::SnapReserve { volume } => Answer::Now(AdminReply::SnapReserves(
+                self.snap_reserves(volume.as_deref())?,
+            )),
         })
+    }
+
+    /// Every volume's node id and name, or only volume `name`'s.
+    fn named_volumes(&self, name: Option<&str>) -> Result<Vec<(VolumeId, String)>, AdminError> {
+        match name {
+            Some(name) => Ok(vec![(self.volume_id(name)?, name.to_string())]),
+            None => Ok(view::volumes(&self.node)),
+        }
+    }
+
+    /// `priority show volume [VOLUME]`: each volume's cache policy.
+    fn volume_priorities(
+        &self,
+        name: Option<&str>,
+    ) -> Result<Vec<VolumePriorityStatus>, AdminError> {
+        let volumes = self.named_volumes(name)?;
+        Ok(volumes
+            .into_iter()
+            .filter_map(|(id, volume)| {
+                let settings = view::volume_settings(&self.node, id)?;
+                let cache = match settings.cache_policy {
+                    CachePolicy::Keep => "keep",
+                    CachePolicy::Reuse => "reuse",
+                    CachePolicy::Default => "default",
+                };
+                Some(VolumePriorityStatus {
+                    volume,
+                    cache: cache.into(),
+                })
+            })
+            .collect())
+    }
+
+    /// `snap reserve VOLUME PERCENT`: logged like any change; the engine's
+    /// namespace check refuses a reserve the volume's space cannot give.
+    fn set_snap_reserve(&self, volume_name: &str, percent: u32) -> Result<Answer, AdminError> {
+        let volume = self.volume_id(volume_name)?;
+        let percent = u8::try_from(percent)
+            .ok()
+            .filter(|&p| p <= MAX_SNAP_RESERVE_PERCENT)
+            .ok_or_else(|| {
+                invalid(&format!(
+                    "snap reserve: {percent}% is more than the largest snapshot reserve, \
+                     {MAX_SNAP_RESERVE_PERCENT}%"
+                ))
+            })?;
+        let message = format!("volume {volume_name}: snapshot reserve set to {percent}%");
+        Ok(Answer::Change(
+            Change::SetSnapReserve { volume, percent },
+            message,
+        ))
+    }
+
+    /// `snap reserve [VOLUME]`: each volume's reserve, percent and bytes.
+    fn snap_reserves(&self, name: Option<&str>) -> Result<Vec<SnapReserveStatus>, AdminError> {
+        let volumes = self.named_volumes(name)?;
+        Ok(volumes
+            .into_iter()
+            .filter_map(|(id, volume)| {
+                let settings = view::volume_settings(&self.node, id)?;
+                let space = view::volume_space(&self.node, id)?;
+                Some(SnapReserveStatus {
+                    volume,
+                    percent: settings.snap_reserve_percent,
+                    reserve_bytes: space.snapshot_reserve_bytes,
+                })
+            })
+            .collect())
     }
 
     fn restore(
@@ -499,6 +580,10 @@ impl Engine {
                 size_bytes: view::volume_space(&self.node, id).map_or(0, |s| s.size_bytes),
                 luns: self.node.luns(id).len(),
                 snapshots: view::snapshots(&self.node, id).len(),
+                raid_type: view::serving(&self.node, aggr)
+                    .and_then(|f| f.layout().groups().first().map(|g| g.raid_type()))
+                    .map_or_else(String::new, |t| t.ontap_name().into()),
+                read_realloc: view::volume_settings(&self.node, id).is_some_and(|s| s.read_realloc),
             })
             .collect()
     }
@@ -1517,6 +1602,7 @@ fn broken_disks(config: &AggrConfig) -> Vec<BrokenDiskStatus> {
             failed_reason: disk.failed_reason.clone(),
             file: disk.file.clone(),
             size_bytes: disk.blocks * wafer_core::BLOCK_SIZE as u64,
+            physical_bytes: disk_file_bytes(disk.blocks),
         })
         .collect()
 }
@@ -1531,6 +1617,7 @@ fn disk_status(slot: &SlotDisk<'_>, role: &str, position: Option<u16>) -> DiskSt
         failed_reason: slot.disk.failed_reason.clone(),
         file: slot.disk.file.clone(),
         size_bytes: slot.disk.blocks * wafer_core::BLOCK_SIZE as u64,
+        physical_bytes: disk_file_bytes(slot.disk.blocks),
     }
 }
 

@@ -4,7 +4,7 @@
 //! an offline or failed aggregate's LUNs are not exported.
 
 use wafer_core::Filer;
-use wafer_core::filer::{Extent, HostError, SnapshotInfo, VolumeSpace};
+use wafer_core::filer::{Extent, HostError, SnapshotInfo, VolumeSettings, VolumeSpace};
 use wafer_core::node::{AggrState, Node, global_volume, split_volume};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{AggrId, VolumeId};
@@ -79,6 +79,12 @@ pub(crate) fn snapshots(node: &Node, volume: VolumeId) -> Vec<SnapshotInfo> {
 pub(crate) fn volume_space(node: &Node, volume: VolumeId) -> Option<VolumeSpace> {
     let (filer, id) = local(node, volume)?;
     filer.volume_space(id)
+}
+
+/// What the administrator has set on a volume.
+pub(crate) fn volume_settings(node: &Node, volume: VolumeId) -> Option<VolumeSettings> {
+    let (filer, id) = local(node, volume)?;
+    filer.volume_settings(id)
 }
 
 /// The data and hole runs of a LUN's range.

@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use wafer_server::admin::{
     AdminReply, AggregateStatus, DiskStatus, RaidGroupStatus, SnapshotStatus, SysstatReport,
-    VolumeSpaceStatus,
+    VolumeSpaceStatus, VolumeStatus,
 };
 
 const MIB: u64 = 1 << 20;
@@ -169,7 +169,7 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
             "{:<9} {:<15} {}",
             "spare",
             spare.name,
-            disk_columns(spare.size_bytes, spare.size_bytes)
+            disk_columns(spare.size_bytes, spare.physical_bytes)
         );
     }
     for aggr in &aggregates {
@@ -227,7 +227,7 @@ fn broken_disks(aggr: &AggregateStatus) -> String {
         let _ = writeln!(out, "{line:<width$}    {file}");
     }
     for disk in &aggr.broken {
-        let columns = disk_columns(disk.size_bytes, disk.size_bytes);
+        let columns = disk_columns(disk.size_bytes, disk.physical_bytes);
         let row = format!("{:<9} {:<15} {columns}", "failed", disk.name);
         let _ = writeln!(out, "{row:<width$}    {}", disk.file);
     }
@@ -328,7 +328,7 @@ fn disk_row(aggr: &AggregateStatus, group: &RaidGroupStatus, disk: &DiskStatus) 
         "      {:<9} {:<15} {}",
         disk.role,
         device,
-        disk_columns(used, disk.size_bytes)
+        disk_columns(used, disk.physical_bytes)
     );
     if let Some(r) = rebuilding {
         let _ = write!(
@@ -474,13 +474,78 @@ pub fn vol_status(reply: &AdminReply) -> String {
         "Volume", "State", "Status"
     );
     for volume in volumes {
+        let status = format!("{}, flex", volume.raid_type);
         let _ = writeln!(
             out,
-            "{:>15} {:<15} {:<17} guarantee=volume, fractional_reserve=100",
-            volume.name, volume.state, "raid_dp, flex"
+            "{:>15} {:<15} {status:<17} {}",
+            volume.name,
+            volume.state,
+            volume_options(volume).join(", ")
         );
     }
     out
+}
+
+/// The options `vol status` lists: the two every wafer volume has (its LUNs
+/// reserve their whole size, overwrites of snapshot-held blocks are
+/// reserved in full), and `read_realloc=on` where it is set.
+fn volume_options(volume: &VolumeStatus) -> Vec<&'static str> {
+    let mut options = vec!["guarantee=volume", "fractional_reserve=100"];
+    if volume.read_realloc {
+        options.push("read_realloc=on");
+    }
+    options
+}
+
+/// `snap reserve [VOLUME]`: a line per volume, in ONTAP's words.
+pub fn snap_reserve(reply: &AdminReply) -> String {
+    let AdminReply::SnapReserves(volumes) = reply else {
+        return unexpected(reply);
+    };
+    volumes
+        .iter()
+        .map(|v| reserve_line("volume", &v.volume, v.percent, v.reserve_bytes))
+        .collect()
+}
+
+/// `snap reserve -A [AGGR]`: wafer sets nothing aside for aggregate
+/// snapshots, so every aggregate's line says 0%.
+pub fn snap_reserve_aggregates(reply: &AdminReply) -> String {
+    let AdminReply::AggregateSpaces(aggregates) = reply else {
+        return unexpected(reply);
+    };
+    aggregates
+        .iter()
+        .map(|a| reserve_line("Aggregate", &a.aggregate, 0, 0))
+        .collect()
+}
+
+fn reserve_line(what: &str, name: &str, percent: u8, bytes: u64) -> String {
+    format!(
+        "{what} {name}: current snapshot reserve is {percent}% or {} k-bytes.\n",
+        bytes / 1024
+    )
+}
+
+/// `priority show volume [-v]`: a table of each volume's cache policy, or
+/// with -v a block per volume.
+pub fn priority_show(reply: &AdminReply, verbose: bool) -> String {
+    let AdminReply::VolumePriorities(volumes) = reply else {
+        return unexpected(reply);
+    };
+    match verbose {
+        true => volumes
+            .iter()
+            .map(|v| format!("Volume: {}\n        Cache: {}\n", v.volume, v.cache))
+            .collect(),
+        false => {
+            let mut out = format!("{:<16} {}\n", "Volume", "Cache");
+            for v in volumes {
+                let _ = writeln!(out, "{:<16} {}", v.volume, v.cache);
+            }
+            out
+        }
+    }
 }
 
 /// `lun show`.
@@ -922,6 +987,7 @@ mod tests {
             failed_reason: Some("failed by the administrator (disk fail)".into()),
             file: format!("{name}.img"),
             size_bytes: 64 << 20,
+            physical_bytes: 65 << 20,
         };
         let mut aggr = AggregateStatus {
             name: "aggr0".into(),
@@ -973,6 +1039,7 @@ mod tests {
             failed_reason: None,
             file: format!("disk{slot}.img"),
             size_bytes: mib << 20,
+            physical_bytes: (mib + 1) << 20,
         };
         let roles = ["dparity", "parity"]
             .into_iter()
@@ -1094,7 +1161,10 @@ mod tests {
             assert_eq!(row.find(ours), sample[6].find(field), "{field}: {row}");
         }
         assert_eq!(row.find("64/131072 "), sample[6].find("847555/"));
-        assert!(row.ends_with(" 64/131072"), "Phys: {row}");
+        assert!(
+            row.ends_with(" 65/133120"),
+            "Phys, the file's length: {row}"
+        );
         // Spare and broken disks are listed from the first column, as ONTAP
         // lists them (S-JPNOTES), under headings of their own.
         let spares = lines
@@ -1178,6 +1248,7 @@ mod tests {
             failed_reason: None,
             file: "disk9.img".into(),
             size_bytes: 64 << 20,
+            physical_bytes: 65 << 20,
         });
         let text = disk_show(&reply(aggr));
         let lines: Vec<&str> = text.lines().collect();
