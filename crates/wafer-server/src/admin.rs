@@ -310,6 +310,17 @@ pub enum AdminRequest {
     },
     /// `lun show -m`: every map.
     LunMaps,
+    /// `lun offline PATH`: no host reads or writes the LUN until `lun
+    /// online`; kept in `wafer.toml` across restarts.
+    LunOffline {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
+    /// `lun online PATH`: the LUN serves again.
+    LunOnline {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
     /// `iscsi security add -i INITIATOR -s METHOD ...` (`-i default` for
     /// the default).
     IscsiSecurityAdd {
@@ -577,6 +588,9 @@ pub struct LunStatus {
     pub lun_id: Option<u32>,
     /// The NBD export name that serves it.
     pub export: String,
+    /// Whether it was taken offline (`lun offline`).
+    #[serde(default)]
+    pub offline: bool,
 }
 
 /// One snapshot in `snap list`.

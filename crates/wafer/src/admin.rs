@@ -238,6 +238,23 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Takes a LUN offline: it keeps its maps, but NBD clients cannot
+    /// connect to it and get EIO on connections already open, and iSCSI
+    /// commands on it fail NOT READY, until `lun online`; it stays offline
+    /// across restarts. Prints nothing, as ONTAP.
+    Offline {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Brings an offline LUN back online. Prints nothing, as ONTAP.
+    Online {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Destroys a LUN (snapshots keep what they hold of it); refused while an
     /// NBD client has it open, or it is mapped, unless -f.
     Destroy {
@@ -588,6 +605,8 @@ impl AdminCommand {
                 | LunCommand::Resize { output, .. }
                 | LunCommand::Map { output, .. }
                 | LunCommand::Unmap { output, .. }
+                | LunCommand::Offline { output, .. }
+                | LunCommand::Online { output, .. }
                 | LunCommand::Destroy { output, .. },
             )
             | AdminCommand::Snap(
@@ -1014,6 +1033,8 @@ fn lun(
             ..
         } => san::lun_map(ask, path, igroup, lun_id)?,
         LunCommand::Unmap { path, igroup, .. } => san::lun_unmap(ask, path, igroup)?,
+        LunCommand::Offline { path, .. } => silent(ask(AdminRequest::LunOffline { path })?),
+        LunCommand::Online { path, .. } => silent(ask(AdminRequest::LunOnline { path })?),
         LunCommand::Resize {
             force, path, size, ..
         } => done(ask(AdminRequest::LunResize { path, size, force })?),

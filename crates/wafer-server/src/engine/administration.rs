@@ -358,7 +358,9 @@ impl Engine {
             | AdminRequest::IgroupShow
             | AdminRequest::LunMap { .. }
             | AdminRequest::LunUnmap { .. }
-            | AdminRequest::LunMaps => Answer::Now(self.masking(request)?),
+            | AdminRequest::LunMaps
+            | AdminRequest::LunOffline { .. }
+            | AdminRequest::LunOnline { .. } => Answer::Now(self.masking(request)?),
             AdminRequest::IscsiSecurityAdd { .. }
             | AdminRequest::IscsiSecurityShow
             | AdminRequest::IscsiSecurityDelete { .. } => Answer::Now(self.security(request)?),
@@ -647,6 +649,7 @@ impl Engine {
                 let path = format!("/vol/{volume_name}/{name}");
                 luns.push(LunStatus {
                     lun_id: self.config.lun_id(&path, lun.file.0),
+                    offline: self.config.san().is_offline(&path),
                     path,
                     export: format!("{volume_name}/{name}"),
                     volume: volume_name.clone(),
@@ -1391,11 +1394,27 @@ impl Engine {
                 san.unmap(&path, &igroup).map_err(masking_error)?;
                 format!("LUN {path} unmapped from initiator group {igroup}")
             }
+            AdminRequest::LunOffline { path } => self.set_lun_online(&mut san, &path, false)?,
+            AdminRequest::LunOnline { path } => self.set_lun_online(&mut san, &path, true)?,
             _ => unreachable!("only igroup and map requests are routed here"),
         };
         self.save_san(san)?;
         tracing::info!("admin: {message}");
         Ok(AdminReply::Done { message })
+    }
+
+    /// `lun online` or `lun offline` of LUN `path`, recorded in `san`;
+    /// what was done, in a sentence.
+    fn set_lun_online(
+        &self,
+        san: &mut crate::masking::San,
+        path: &str,
+        online: bool,
+    ) -> Result<String, AdminError> {
+        self.lun_id(path)?;
+        san.set_online(path, online);
+        let state = if online { "online" } else { "offline" };
+        Ok(format!("LUN {path} is {state}"))
     }
 
     /// Records `san` in `wafer.toml` (the old one stays if that fails) and
@@ -1456,8 +1475,9 @@ impl Engine {
     }
 
     /// Forgets the maps of LUNs whose records went (destroyed, or taken
-    /// away by a restore); their snapshots' images stay mapped. Returns
-    /// whether any went.
+    /// away by a restore), and that they were offline: a LUN made later at
+    /// the path starts online. Their snapshots' images stay mapped. Returns
+    /// whether anything was forgotten.
     fn unmap_destroyed(&mut self, before: &[String]) -> bool {
         let gone: Vec<&String> = before
             .iter()
@@ -1467,8 +1487,10 @@ impl Engine {
             return false;
         };
         let before_maps = san.maps.len();
+        let before_offline = san.offline.len();
         san.maps.retain(|m| !gone.contains(&&m.path));
-        before_maps != san.maps.len()
+        san.offline.retain(|path| !gone.contains(&path));
+        before_maps != san.maps.len() || before_offline != san.offline.len()
     }
 
     fn igroup_status(&self) -> Vec<crate::admin::IgroupStatus> {

@@ -557,7 +557,8 @@ pub fn lun_show(reply: &AdminReply) -> String {
         .map(|lun| {
             let bytes = format!("({})", lun.size_bytes);
             let size = format!("{:>4} {bytes:<14}", ontap_size(lun.size_bytes));
-            format!("        {:<28} {size}  (r/w, online)\n", lun.path)
+            let state = if lun.offline { "offline" } else { "online" };
+            format!("        {:<28} {size}  (r/w, {state})\n", lun.path)
         })
         .collect()
 }
@@ -1189,6 +1190,7 @@ mod tests {
             file_id: 64,
             lun_id: Some(0),
             export: String::new(),
+            offline: false,
         };
         let luns = AdminReply::Luns(vec![
             lun("/vol/pocvol3/poclun3", 2 << 30),
