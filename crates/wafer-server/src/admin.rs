@@ -851,6 +851,11 @@ pub struct SysstatReport {
     /// The NVLog file or device.
     #[serde(default)]
     pub nvlog: NvlogCountersStatus,
+    /// How long ago the buffer cache's oldest block was last used, at least
+    /// (to within the server's 10 s sampling); none while the cache is
+    /// empty or every block was used in the last seconds.
+    #[serde(default)]
+    pub cache_age_ns: Option<u64>,
 }
 
 /// The NVLog thread's counters at one moment: what `sysstat` reports of the

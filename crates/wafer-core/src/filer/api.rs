@@ -295,6 +295,14 @@ pub struct VolumeSettings {
 }
 
 impl<P: Payload> super::Filer<P> {
+    /// The use clock's tick at the oldest last use of a block the buffer
+    /// cache holds (compare [`super::Filer::cache_uses`], the clock now), or
+    /// `None` with the cache empty: what the driver ages the cache by
+    /// (`sysstat`'s Cache age), as the engine keeps no time.
+    pub fn cache_oldest_use(&self) -> Option<u64> {
+        self.cache.oldest_use()
+    }
+
     /// Volume `id`'s settings, or `None` if there is no such volume.
     pub fn volume_settings(&self, id: VolumeId) -> Option<VolumeSettings> {
         self.namespace.volume(id).map(|v| VolumeSettings {

@@ -1342,6 +1342,7 @@ impl Engine {
                 .status(self.shared.stop.connections_open()),
             iscsi: self.shared.iscsi.status(),
             nvlog: self.shared.nvlog.status(),
+            cache_age_ns: self.cache_age_ns(),
         }
     }
 

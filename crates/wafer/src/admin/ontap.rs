@@ -873,8 +873,8 @@ fn aggregate_df(
 }
 
 /// `sysstat -x`'s two header lines.
-pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk   NVLog\n\
-    \x20                        in    out    read  write    hit  time  ty   util    kB/s\n";
+pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache  Cache    CP  CP   Disk   NVLog\n\
+    \x20                         in    out    read  write    age    hit  time  ty   util    kB/s\n";
 
 /// One `sysstat -x` line: the rates between two samples. CPU is the
 /// server's CPU time over the interval, at most 100% (ONTAP's is the share
@@ -883,6 +883,9 @@ pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   
 /// in the interval; Disk util the busiest disk's share of the interval;
 /// NVLog kB/s what the server wrote to its NVLog (ONTAP's `sysstat` has no
 /// such column: it comes after ONTAP's, where a separate log device shows).
+/// Cache age is the minutes since the oldest cached block was last used
+/// (`>60` past an hour, `-` with nothing to age: an empty cache, or every
+/// block used in the server's last sampling period of 10 s).
 pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
     let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
     let rate = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / seconds;
@@ -922,7 +925,7 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         now => format!("{:.0}%", (rate(before.cpu_time_ns, now) / 1e7).min(100.0)),
     };
     format!(
-        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>5} {:>3} {:>5.0}% {:>7.0}",
+        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>6} {:>5} {:>3} {:>5.0}% {:>7.0}",
         cpu,
         ops,
         ops,
@@ -930,6 +933,7 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         net_out,
         disk_read,
         disk_write,
+        cache_age(after.cache_age_ns),
         cache_hit,
         format!(
             "{:.0}%",
@@ -939,6 +943,16 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         util,
         rate(before.nvlog.bytes_written, after.nvlog.bytes_written) / 1024.0
     )
+}
+
+/// sysstat's Cache age: whole minutes, `>60` past an hour.
+fn cache_age(age_ns: Option<u64>) -> String {
+    const MINUTE_NS: u64 = 60_000_000_000;
+    match age_ns.map(|ns| ns / MINUTE_NS) {
+        None => "-".to_string(),
+        Some(minutes) if minutes > 60 => ">60".to_string(),
+        Some(minutes) => minutes.to_string(),
+    }
 }
 
 /// The type letter of most CPs between the samples, `-` if none ran.
@@ -1316,6 +1330,30 @@ mod tests {
             "1000",
             "2,048,000 bytes in 2 s: {line}"
         );
+    }
+
+    #[test]
+    fn sysstat_shows_the_cache_age_in_minutes_under_its_heading() {
+        let before = SysstatReport::default();
+        let age = |minutes: u64| {
+            let after = SysstatReport {
+                uptime_ns: 1_000_000_000,
+                cache_age_ns: Some(minutes * 60_000_000_000 + 59_000_000_000),
+                ..SysstatReport::default()
+            };
+            let line = sysstat_line(&before, &after);
+            let heading = SYSSTAT_HEADER.lines().nth(1).expect("a second heading");
+            let end = heading.find("age").expect("age") + "age".len();
+            line[end - 6..end].trim().to_string()
+        };
+        assert_eq!(age(0), "0");
+        assert_eq!(age(7), "7");
+        assert_eq!(age(60), "60");
+        assert_eq!(age(61), ">60");
+        let empty = sysstat_line(&before, &SysstatReport::default());
+        let heading = SYSSTAT_HEADER.lines().nth(1).expect("a second heading");
+        let end = heading.find("age").expect("age") + "age".len();
+        assert_eq!(empty[end - 6..end].trim(), "-");
     }
 
     /// wafl.md §12.2's Disk Statistics header and a row, whose columns a
