@@ -227,6 +227,25 @@ pub enum AdminRequest {
     },
     /// `reallocate status`: the reallocation in progress, if any.
     ReallocateStatus,
+    /// `reallocate quiesce [PATH]`: the reallocation in progress marks no
+    /// more blocks until restarted.
+    ReallocateQuiesce {
+        /// The LUN it must be on; none: whichever.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// `reallocate restart [PATH]`: a quiesced reallocation goes on.
+    ReallocateRestart {
+        /// The LUN it must be on; none: whichever.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// `reallocate stop [PATH]`: the reallocation in progress ends.
+    ReallocateStop {
+        /// The LUN it must be on; none: whichever.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
     /// `priority set volume VOLUME cache=POLICY`: how the volume's blocks
     /// age in the buffer cache.
     PrioritySetCache {
@@ -513,6 +532,9 @@ pub struct ReallocationStatus {
     pub blocks_done: u64,
     /// Blocks of the LUN.
     pub blocks_total: u64,
+    /// Whether it is quiesced (`reallocate quiesce`).
+    #[serde(default)]
+    pub quiesced: bool,
 }
 
 /// Why a request failed.

@@ -451,6 +451,29 @@ pub enum ReallocateCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Pauses the reallocation in progress: it rewrites no more blocks
+    /// (the batch already marked is still written) until restarted.
+    Quiesce {
+        /// The LUN it must be on.
+        path: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Lets a quiesced reallocation go on where it stopped.
+    Restart {
+        /// The LUN it must be on.
+        path: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Ends the reallocation in progress (the batch already marked is
+    /// still written); reallocate start begins anew.
+    Stop {
+        /// The LUN it must be on.
+        path: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 /// `wafer priority`.
@@ -626,7 +649,10 @@ impl AdminCommand {
             AdminCommand::Reallocate(
                 ReallocateCommand::Measure { output, .. }
                 | ReallocateCommand::Start { output, .. }
-                | ReallocateCommand::Status { output, .. },
+                | ReallocateCommand::Status { output, .. }
+                | ReallocateCommand::Quiesce { output, .. }
+                | ReallocateCommand::Restart { output, .. }
+                | ReallocateCommand::Stop { output, .. },
             )
             | AdminCommand::Priority(
                 PriorityCommand::Set { output, .. } | PriorityCommand::Show { output, .. },
@@ -778,6 +804,15 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         ),
         AdminCommand::Reallocate(ReallocateCommand::Start { path, .. }) => {
             done(ask(AdminRequest::ReallocateStart { path })?)
+        }
+        AdminCommand::Reallocate(ReallocateCommand::Quiesce { path, .. }) => {
+            done(ask(AdminRequest::ReallocateQuiesce { path })?)
+        }
+        AdminCommand::Reallocate(ReallocateCommand::Restart { path, .. }) => {
+            done(ask(AdminRequest::ReallocateRestart { path })?)
+        }
+        AdminCommand::Reallocate(ReallocateCommand::Stop { path, .. }) => {
+            done(ask(AdminRequest::ReallocateStop { path })?)
         }
         AdminCommand::Reallocate(ReallocateCommand::Status { path, .. }) => {
             formatted(ask(AdminRequest::ReallocateStatus)?, |r| {

@@ -460,3 +460,46 @@ fn vol_status_and_aggr_status_r_show_what_the_filer_has() {
     assert!(row.ends_with(&phys), "Phys {phys}: {row}");
     server.stop();
 }
+
+#[test]
+fn reallocate_quiesce_holds_the_scan_where_it_is_and_restart_and_stop_follow() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    let lun = "/vol/vol0/lun0";
+    serve_harness::qemu_io(&server.uri("vol0/lun0"), &["write -P 0x33 0 16M"]);
+    // The stop's final CP puts the blocks in the LUN's tree, where the
+    // scan finds them.
+    server.stop();
+    let server = serve_with(&scratch, SIZES);
+    exits(&data, &["reallocate", "start", lun], 0);
+    assert_eq!(
+        exits(&data, &["reallocate", "quiesce", lun], 0).0,
+        "Reallocation scan on '/vol/vol0/lun0' quiesced.\n"
+    );
+    let status = exits(&data, &["reallocate", "status", "-v"], 0).0;
+    let held = "/vol/vol0/lun0:\n        State: Quiesced: block 2048 of 8192\n";
+    assert!(status.ends_with(held), "{status}");
+    // A CP (the 10 s timer's, for the batch marked) passes: no more batches.
+    std::thread::sleep(std::time::Duration::from_secs(11));
+    let status = exits(&data, &["reallocate", "status"], 0).0;
+    assert!(status.ends_with(held), "the scan went on: {status}");
+    let err = exits(&data, &["reallocate", "quiesce"], 1).1;
+    assert!(err.contains("is already quiesced"), "{err}");
+
+    exits(&data, &["reallocate", "restart"], 0);
+    let status = exits(&data, &["reallocate", "status"], 0).0;
+    assert!(status.contains("State: Reallocating: block "), "{status}");
+    let (out, _) = exits(
+        &data,
+        &["reallocate", "stop", "/vol/vol0/nope", "--json"],
+        1,
+    );
+    assert_eq!(json_error(&out).0, "not_found");
+    exits(&data, &["reallocate", "stop", lun], 0);
+    let status = exits(&data, &["reallocate", "status"], 0).0;
+    assert!(status.ends_with("No reallocation status.\n"), "{status}");
+    let (out, _) = exits(&data, &["reallocate", "restart", "--json"], 1);
+    assert_eq!(json_error(&out).0, "not_found");
+    server.stop();
+}

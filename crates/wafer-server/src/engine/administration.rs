@@ -345,12 +345,22 @@ impl Engine {
                 Answer::Request(HostRequest::ReallocateStart { lun }, message)
             }
             AdminRequest::ReallocateStatus => Answer::Now(AdminReply::Reallocation(
-                view::realloc_status(&self.node).map(|(lun, done, total)| ReallocationStatus {
-                    path: self.lun_path(lun),
-                    blocks_done: done,
-                    blocks_total: total,
+                view::realloc_status(&self.node).map(|job| ReallocationStatus {
+                    path: self.lun_path(job.lun),
+                    blocks_done: job.blocks_done,
+                    blocks_total: job.blocks_total,
+                    quiesced: job.quiesced,
                 }),
             )),
+            AdminRequest::ReallocateQuiesce { path } => {
+                Answer::Now(self.control_realloc(path.as_deref(), ReallocControl::Quiesce)?)
+            }
+            AdminRequest::ReallocateRestart { path } => {
+                Answer::Now(self.control_realloc(path.as_deref(), ReallocControl::Restart)?)
+            }
+            AdminRequest::ReallocateStop { path } => {
+                Answer::Now(self.control_realloc(path.as_deref(), ReallocControl::Stop)?)
+            }
             AdminRequest::IgroupCreate { .. }
             | AdminRequest::IgroupAdd { .. }
             | AdminRequest::IgroupRemove { .. }
@@ -389,6 +399,44 @@ impl Engine {
                 self.snap_reserves(volume.as_deref())?,
             )),
         })
+    }
+
+    /// `reallocate quiesce|restart|stop [PATH]`: the reallocation in
+    /// progress (which must be PATH's, if given).
+    fn control_realloc(
+        &mut self,
+        path: Option<&str>,
+        control: ReallocControl,
+    ) -> Result<AdminReply, AdminError> {
+        let job = view::realloc_status(&self.node)
+            .map(|job| (job.aggr, self.lun_path(job.lun)))
+            .filter(|(_, running)| path.is_none_or(|p| p == running));
+        let Some((aggr, running)) = job else {
+            let what = path.map_or_else(String::new, |p| format!(" on '{p}'"));
+            return Err(error(
+                AdminErrorKind::NotFound,
+                &format!("No reallocation scan{what}."),
+            ));
+        };
+        let now = self.clock.now();
+        let done = self.node.with_aggregate(now, aggr, |filer| match control {
+            ReallocControl::Quiesce => filer.quiesce_realloc(),
+            ReallocControl::Restart => filer.restart_realloc(),
+            ReallocControl::Stop => filer.stop_realloc(),
+        });
+        let (verb, refusal) = match control {
+            ReallocControl::Quiesce => ("quiesced", "is already quiesced"),
+            ReallocControl::Restart => ("restarted", "is not quiesced"),
+            ReallocControl::Stop => ("stopped", "has ended"),
+        };
+        match done {
+            Some(true) => Ok(AdminReply::Done {
+                message: format!("Reallocation scan on '{running}' {verb}."),
+            }),
+            _ => Err(invalid(&format!(
+                "Reallocation scan on '{running}' {refusal}."
+            ))),
+        }
     }
 
     /// Every volume's node id and name, or only volume `name`'s.
@@ -1655,6 +1703,14 @@ fn split_lun_path(path: &str) -> Result<(&str, &str), AdminError> {
             "{path:?} is not a LUN path (they look like /vol/VOLUME/LUN)"
         ))),
     }
+}
+
+/// What `reallocate quiesce|restart|stop` does to the job.
+#[derive(Clone, Copy)]
+enum ReallocControl {
+    Quiesce,
+    Restart,
+    Stop,
 }
 
 fn error(kind: AdminErrorKind, message: &str) -> AdminError {

@@ -393,9 +393,14 @@ pub fn reallocate_status(reply: &AdminReply, path: Option<&str>) -> String {
     let mut out = "Reallocation scans are on\n".to_string();
     match job.as_ref().filter(|j| path.is_none_or(|p| p == j.path)) {
         Some(job) => {
+            let state = if job.quiesced {
+                "Quiesced"
+            } else {
+                "Reallocating"
+            };
             let _ = writeln!(
                 out,
-                "{}:\n        State: Reallocating: block {} of {}",
+                "{}:\n        State: {state}: block {} of {}",
                 job.path, job.blocks_done, job.blocks_total
             );
         }
