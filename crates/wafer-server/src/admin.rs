@@ -878,6 +878,24 @@ pub struct SysstatReport {
     /// empty or every block was used in the last seconds.
     #[serde(default)]
     pub cache_age_ns: Option<u64>,
+    /// Each aggregate's CPs (the sums above are theirs).
+    #[serde(default)]
+    pub aggregates: Vec<AggregateCpStatus>,
+}
+
+/// One aggregate's consistency points, in `sysstat`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggregateCpStatus {
+    /// The aggregate.
+    pub aggregate: String,
+    /// Its newest committed CP.
+    pub committed_cp: u64,
+    /// Its CPs completed, by `sysstat`'s type letter.
+    pub cps_by_type: BTreeMap<String, u64>,
+    /// Host changes to it that waited for a CP (back-to-back).
+    pub back_to_back_waits: u64,
+    /// Nanoseconds its CPs ran, from start to commit.
+    pub cp_time_ns: u64,
 }
 
 /// The NVLog thread's counters at one moment: what `sysstat` reports of the

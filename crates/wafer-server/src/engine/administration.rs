@@ -24,11 +24,11 @@ use wafer_raid::DiskIndex;
 
 use super::{Engine, Stopping, Waiter, view};
 use crate::admin::{
-    AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
-    AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus,
-    ReallocationMeasure, ReallocationStatus, RebuildProgress, ScrubProgress, SizeChange,
-    SnapReserveStatus, SnapshotStatus, SysstatReport, VolumePriorityStatus, VolumeSpaceStatus,
-    VolumeStatus,
+    AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateCpStatus,
+    AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus,
+    LunStatus, RaidGroupStatus, ReallocationMeasure, ReallocationStatus, RebuildProgress,
+    ScrubProgress, SizeChange, SnapReserveStatus, SnapshotStatus, SysstatReport,
+    VolumePriorityStatus, VolumeSpaceStatus, VolumeStatus,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
@@ -1391,6 +1391,26 @@ impl Engine {
             iscsi: self.shared.iscsi.status(),
             nvlog: self.shared.nvlog.status(),
             cache_age_ns: self.cache_age_ns(),
+            aggregates: engines
+                .iter()
+                .map(|(aggr, filer)| self.aggregate_cps(*aggr, filer))
+                .collect(),
+        }
+    }
+
+    /// One aggregate's CP counters, for `sysstat` and the metrics.
+    fn aggregate_cps(&self, aggr: AggrId, filer: &wafer_core::Filer) -> AggregateCpStatus {
+        let counters = filer.counters();
+        AggregateCpStatus {
+            aggregate: self.aggr_name(aggr),
+            committed_cp: filer.committed_cp().0,
+            cps_by_type: counters
+                .cps
+                .iter()
+                .map(|(reason, count)| (reason.letter().to_string(), *count))
+                .collect(),
+            back_to_back_waits: counters.back_to_back_waits,
+            cp_time_ns: counters.cp_time_ns,
         }
     }
 
