@@ -291,6 +291,8 @@ pub enum BlockError {
     Busy,
     /// Anything else the engine refused.
     Refused,
+    /// The LUN is offline (the administrator took it so).
+    NotReady,
 }
 
 impl BlockError {
@@ -305,6 +307,7 @@ impl BlockError {
             BlockError::Gone => Answer::check(Sense::LUN_NOT_SUPPORTED),
             BlockError::Busy => Answer::status(Status::TASK_SET_FULL),
             BlockError::Refused => Answer::check(Sense::INTERNAL_TARGET_FAILURE),
+            BlockError::NotReady => Answer::check(Sense::LOGICAL_UNIT_NOT_READY),
         }
     }
 }

@@ -76,6 +76,9 @@ impl Sense {
     /// UNIT ATTENTION, BUS DEVICE RESET FUNCTION OCCURRED: the LUN was
     /// reset (by a LOGICAL UNIT RESET through any session).
     pub const LUN_RESET_OCCURRED: Sense = Sense::new(0x06, 0x29, 0x03);
+    /// NOT READY, LOGICAL UNIT NOT READY, MANUAL INTERVENTION REQUIRED:
+    /// the administrator took the LUN offline.
+    pub const LOGICAL_UNIT_NOT_READY: Sense = Sense::new(0x02, 0x04, 0x03);
     /// HARDWARE ERROR, INTERNAL TARGET FAILURE: the engine refused a
     /// request for a reason no other sense names.
     pub const INTERNAL_TARGET_FAILURE: Sense = Sense::new(0x04, 0x44, 0x00);

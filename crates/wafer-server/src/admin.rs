@@ -255,6 +255,25 @@ pub enum AdminRequest {
     },
     /// `reallocate status`: the reallocation in progress, if any.
     ReallocateStatus,
+    /// `reallocate quiesce [PATH]`: the reallocation in progress marks no
+    /// more blocks until restarted.
+    ReallocateQuiesce {
+        /// The LUN it must be on; none: whichever.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// `reallocate restart [PATH]`: a quiesced reallocation goes on.
+    ReallocateRestart {
+        /// The LUN it must be on; none: whichever.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
+    /// `reallocate stop [PATH]`: the reallocation in progress ends.
+    ReallocateStop {
+        /// The LUN it must be on; none: whichever.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+    },
     /// `priority set volume VOLUME cache=POLICY`: how the volume's blocks
     /// age in the buffer cache.
     PrioritySetCache {
@@ -262,6 +281,27 @@ pub enum AdminRequest {
         volume: String,
         /// `keep`, `reuse` or `default`.
         cache: String,
+    },
+    /// `priority show volume [VOLUME]`: the cache policy of VOLUME, or of
+    /// every volume.
+    PriorityShowVolume {
+        /// The volume; none: every volume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<String>,
+    },
+    /// `snap reserve VOLUME PERCENT`: the share of the volume's size set
+    /// aside for snapshots.
+    SnapReserveSet {
+        /// The volume.
+        volume: String,
+        /// The percentage (at most the engine's maximum).
+        percent: u32,
+    },
+    /// `snap reserve [VOLUME]`: VOLUME's snapshot reserve, or every volume's.
+    SnapReserve {
+        /// The volume; none: every volume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<String>,
     },
     /// `igroup create -i|-n -t OSTYPE NAME [INITIATOR...]`.
     IgroupCreate {
@@ -317,6 +357,17 @@ pub enum AdminRequest {
     },
     /// `lun show -m`: every map.
     LunMaps,
+    /// `lun offline PATH`: no host reads or writes the LUN until `lun
+    /// online`; kept in `wafer.toml` across restarts.
+    LunOffline {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
+    /// `lun online PATH`: the LUN serves again.
+    LunOnline {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+    },
     /// `iscsi security add -i INITIATOR -s METHOD ...` (`-i default` for
     /// the default).
     IscsiSecurityAdd {
@@ -429,6 +480,30 @@ pub enum AdminReply {
     LunMaps(Vec<LunMapStatus>),
     /// `iscsi security show`.
     IscsiSecurity(Vec<SecurityStatus>),
+    /// `priority show volume`: each volume's cache policy.
+    VolumePriorities(Vec<VolumePriorityStatus>),
+    /// `snap reserve`: each volume's snapshot reserve.
+    SnapReserves(Vec<SnapReserveStatus>),
+}
+
+/// One volume in `priority show volume`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumePriorityStatus {
+    /// The volume.
+    pub volume: String,
+    /// `keep`, `reuse` or `default`.
+    pub cache: String,
+}
+
+/// One volume in `snap reserve`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapReserveStatus {
+    /// The volume.
+    pub volume: String,
+    /// Percent of its size set aside for snapshots.
+    pub percent: u8,
+    /// What that comes to.
+    pub reserve_bytes: u64,
 }
 
 /// One igroup in `igroup show`.
@@ -503,6 +578,9 @@ pub struct ReallocationStatus {
     pub blocks_done: u64,
     /// Blocks of the LUN.
     pub blocks_total: u64,
+    /// Whether it is quiesced (`reallocate quiesce`).
+    #[serde(default)]
+    pub quiesced: bool,
 }
 
 /// Why a request failed.
@@ -550,6 +628,13 @@ pub struct VolumeStatus {
     /// The aggregate that holds it.
     #[serde(default)]
     pub aggregate: String,
+    /// Its RAID type: its aggregate's groups'.
+    #[serde(default)]
+    pub raid_type: String,
+    /// Whether sequential reads of scattered blocks rewrite them together
+    /// (`read_realloc`).
+    #[serde(default)]
+    pub read_realloc: bool,
 }
 
 /// One LUN in `lun show`.
@@ -571,6 +656,9 @@ pub struct LunStatus {
     pub lun_id: Option<u32>,
     /// The NBD export name that serves it.
     pub export: String,
+    /// Whether it was taken offline (`lun offline`).
+    #[serde(default)]
+    pub offline: bool,
 }
 
 /// One snapshot in `snap list`.
@@ -744,6 +832,10 @@ pub struct DiskStatus {
     pub file: String,
     /// Its size.
     pub size_bytes: u64,
+    /// Its backing file's length: the blocks with their trailers, then the
+    /// labels (`aggr status -r`'s Phys).
+    #[serde(default)]
+    pub physical_bytes: u64,
 }
 
 /// A broken disk in `aggr status`.
@@ -757,6 +849,10 @@ pub struct BrokenDiskStatus {
     pub file: String,
     /// Its size.
     pub size_bytes: u64,
+    /// Its backing file's length: the blocks with their trailers, then the
+    /// labels (`aggr status -r`'s Phys).
+    #[serde(default)]
+    pub physical_bytes: u64,
 }
 
 /// `sysstat`: every counter, since the server started.
@@ -823,6 +919,29 @@ pub struct SysstatReport {
     /// The NVLog file or device.
     #[serde(default)]
     pub nvlog: NvlogCountersStatus,
+    /// How long ago the buffer cache's oldest block was last used, at least
+    /// (to within the server's 10 s sampling); none while the cache is
+    /// empty or every block was used in the last seconds.
+    #[serde(default)]
+    pub cache_age_ns: Option<u64>,
+    /// Each aggregate's CPs (the sums above are theirs).
+    #[serde(default)]
+    pub aggregates: Vec<AggregateCpStatus>,
+}
+
+/// One aggregate's consistency points, in `sysstat`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AggregateCpStatus {
+    /// The aggregate.
+    pub aggregate: String,
+    /// Its newest committed CP.
+    pub committed_cp: u64,
+    /// Its CPs completed, by `sysstat`'s type letter.
+    pub cps_by_type: BTreeMap<String, u64>,
+    /// Host changes to it that waited for a CP (back-to-back).
+    pub back_to_back_waits: u64,
+    /// Nanoseconds its CPs ran, from start to commit.
+    pub cp_time_ns: u64,
 }
 
 /// The NVLog thread's counters at one moment: what `sysstat` reports of the

@@ -382,6 +382,8 @@ struct Worker {
     /// The target's name, which its LUNs' serials are made from.
     target_name: String,
     targets: Vec<(u16, Target)>,
+    /// The numbers of those whose LUN is offline (`lun offline`).
+    offline: Vec<u16>,
     out: Vec<u8>,
 }
 
@@ -434,6 +436,7 @@ impl Worker {
             released: Vec::new(),
             target_name,
             targets: Vec::new(),
+            offline: Vec::new(),
             out: Vec::new(),
         })
     }
@@ -586,6 +589,11 @@ impl Worker {
             return;
         };
         let visible = self.san.visible(Initiator::Iscsi(initiator));
+        self.offline = visible
+            .iter()
+            .filter(|v| self.san.is_offline(&v.path))
+            .map(|v| v.lun_id)
+            .collect();
         let (mut luns, targets) = luns_of(&self.catalogue, &visible, &self.target_name);
         if let Some(nexus) = &self.nexus {
             for (info, (_, target)) in luns.iter_mut().zip(&targets) {
@@ -695,6 +703,11 @@ impl Worker {
                 .connection
                 .complete(task, Outcome::Failed(BlockError::Gone));
         };
+        if self.offline.contains(&lun) {
+            return self
+                .connection
+                .complete(task, Outcome::Failed(BlockError::NotReady));
+        }
         let gather = Arc::new(Mutex::new(Gather {
             left: ops.len(),
             outcome: Outcome::Done,
@@ -885,7 +898,9 @@ fn block_error(error: &HostError) -> BlockError {
         HostError::OutOfRange { .. } => BlockError::OutOfRange,
         HostError::NoSpace { .. } => BlockError::NoSpace,
         HostError::Io => BlockError::Io,
-        HostError::NotFound(_) | HostError::Offline(_) => BlockError::Gone,
+        HostError::NotFound(_) => BlockError::Gone,
+        // A volume taken offline under its sessions, as a LUN taken offline.
+        HostError::Offline(_) => BlockError::NotReady,
         _ => BlockError::Refused,
     }
 }

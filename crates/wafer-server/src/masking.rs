@@ -22,6 +22,10 @@
 //! it, and unmaps a LUN it destroys; a map whose LUN is gone (a snapshot
 //! deleted) simply shows nothing. The state is `wafer.toml`'s `[san]`
 //! table, validated with the rest at start.
+//!
+//! The same table keeps the LUNs taken offline (`lun offline`), by path:
+//! a LUN offline keeps its maps, but no host may read or write it until
+//! `lun online`, across restarts. Destroying a LUN forgets it here too.
 
 use std::collections::BTreeSet;
 
@@ -146,6 +150,9 @@ pub struct San {
     /// The maps, in creation order.
     #[serde(default)]
     pub maps: Vec<LunMap>,
+    /// The LUNs taken offline, by path.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub offline: BTreeSet<String>,
 }
 
 /// Why an igroup or map command is refused.
@@ -197,6 +204,7 @@ impl San {
                 initiators: Vec::new(),
             }],
             maps,
+            offline: BTreeSet::new(),
         }
     }
 
@@ -404,13 +412,31 @@ impl San {
     }
 
     /// Forgets every map of `path` (its LUN destroyed) and of its
-    /// snapshots' images; returns whether there were any.
+    /// snapshots' images, and that it was offline; returns whether there
+    /// was anything to forget.
     pub fn forget(&mut self, path: &str) -> bool {
         let before = self.maps.len();
         let image = format!("{path}@");
         self.maps
             .retain(|m| m.path != path && !m.path.starts_with(&image));
-        self.maps.len() != before
+        let was_offline = self.offline.remove(path);
+        self.maps.len() != before || was_offline
+    }
+
+    /// Takes LUN `path` offline (`online` false) or brings it back;
+    /// returns whether that changed anything.
+    pub fn set_online(&mut self, path: &str, online: bool) -> bool {
+        match online {
+            true => self.offline.remove(path),
+            false => self.offline.insert(path.to_string()),
+        }
+    }
+
+    /// Whether the LUN that `path` names, or whose snapshot image it
+    /// names (`/vol/V/L@SNAP`), is offline.
+    pub fn is_offline(&self, path: &str) -> bool {
+        let lun = path.split_once('@').map_or(path, |(lun, _)| lun);
+        !self.offline.is_empty() && self.offline.contains(lun)
     }
 
     /// The LUN IDs `group`'s initiators already see, through it or their

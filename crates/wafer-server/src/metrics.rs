@@ -2,8 +2,10 @@
 //! over plain HTTP (`GET /metrics`).
 //!
 //! A scrape asks the engine for the same [`SysstatReport`] the admin socket's
-//! `sysstat` gets (every aggregate summed, every disk under its aggregate and
-//! name, the NBD and iSCSI front ends, the NVLog), so the two never disagree, and
+//! `sysstat` gets (every aggregate summed, but CPs labelled by aggregate and
+//! every disk by aggregate and name; the NBD and iSCSI front ends; the NVLog,
+//! which the aggregates share, so it has no aggregate label), so the two
+//! never disagree, and
 //! renders it in the Prometheus text exposition format (version 0.0.4):
 //! `# HELP` and `# TYPE` lines, then samples, names `wafer_…`, counters
 //! ending `_total`, times in seconds. The engine answers between events, as
@@ -25,7 +27,7 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 use std::time::Duration;
 
-use crate::admin::{AdminReply, AdminRequest, AdminResponse, SysstatReport};
+use crate::admin::{AdminReply, AdminRequest, AdminResponse, AggregateCpStatus, SysstatReport};
 use crate::error::ServeError;
 use crate::events::Event;
 use crate::exposition::Exposition;
@@ -221,25 +223,38 @@ fn node_metrics(out: &mut Exposition, r: &SysstatReport) {
     out.gauge("wafer_committed_cp", cp, r.committed_cp as f64);
 }
 
+/// Each aggregate's CPs, labelled by aggregate: every aggregate takes its
+/// own (the node starts one in each with changes when any starts one).
 fn cp_metrics(out: &mut Exposition, r: &SysstatReport) {
-    let help = "Consistency points completed, by sysstat's type letter (T timer, F full \
-                NVLog half, B back-to-back, H high-water mark, U flush, S snapshot, Z sync).";
+    let help = "Consistency points completed, by aggregate and sysstat's type letter (T \
+                timer, F full NVLog half, B back-to-back, H high-water mark, U flush, S \
+                snapshot, Z sync).";
     out.counters("wafer_cps_total", help);
-    // Every type from the start, 0 until it happens, so rates see each.
-    let mut by_type: std::collections::BTreeMap<&str, u64> =
-        CP_TYPES.iter().map(|letter| (*letter, 0)).collect();
-    by_type.extend(r.cps_by_type.iter().map(|(l, n)| (l.as_str(), *n)));
-    for (letter, n) in by_type {
-        out.sample("wafer_cps_total", &[("type", letter)], n as f64);
+    for aggr in &r.aggregates {
+        // Every type from the start, 0 until it happens, so rates see each.
+        let mut by_type: std::collections::BTreeMap<&str, u64> =
+            CP_TYPES.iter().map(|letter| (*letter, 0)).collect();
+        by_type.extend(aggr.cps_by_type.iter().map(|(l, n)| (l.as_str(), *n)));
+        for (letter, n) in by_type {
+            let labels = [("aggregate", aggr.aggregate.as_str()), ("type", letter)];
+            out.sample("wafer_cps_total", &labels, n as f64);
+        }
     }
-    let waits = "Host changes that waited for a CP to free an NVLog half (back-to-back).";
-    out.counter(
-        "wafer_cp_back_to_back_waits_total",
-        waits,
-        r.back_to_back_waits as f64,
-    );
-    let time = "Seconds CPs ran, from start to commit.";
-    out.counter("wafer_cp_seconds_total", time, seconds(r.cp_time_ns));
+    let per_aggregate =
+        |out: &mut Exposition, name: &str, value: &dyn Fn(&AggregateCpStatus) -> f64| {
+            for aggr in &r.aggregates {
+                out.sample(name, &[("aggregate", aggr.aggregate.as_str())], value(aggr));
+            }
+        };
+    let waits = "Host changes that waited for a CP to free an NVLog half (back-to-back), by \
+                 aggregate.";
+    out.counters("wafer_cp_back_to_back_waits_total", waits);
+    per_aggregate(out, "wafer_cp_back_to_back_waits_total", &|a| {
+        a.back_to_back_waits as f64
+    });
+    let time = "Seconds CPs ran, from start to commit, by aggregate.";
+    out.counters("wafer_cp_seconds_total", time);
+    per_aggregate(out, "wafer_cp_seconds_total", &|a| seconds(a.cp_time_ns));
     let stripes = "Stripes written by CPs: whole, or in part with parity by subtraction, by \
                    addition, or reconstructed first.";
     out.by_kind(
@@ -522,11 +537,14 @@ mod tests {
 
     #[test]
     fn a_report_renders_with_labels_and_seconds() {
-        let mut report = SysstatReport {
+        let mut report = SysstatReport::default();
+        let mut aggr = crate::admin::AggregateCpStatus {
+            aggregate: "aggr0".into(),
             cp_time_ns: 1_500_000_000,
-            ..SysstatReport::default()
+            ..crate::admin::AggregateCpStatus::default()
         };
-        report.cps_by_type.insert("T".into(), 3);
+        aggr.cps_by_type.insert("T".into(), 3);
+        report.aggregates.push(aggr);
         report.nbd.reads = 7;
         report.disks.push(crate::admin::DiskCountersStatus {
             aggregate: "aggr0".into(),
@@ -543,8 +561,9 @@ mod tests {
         let text = render(&report);
         for line in [
             "# TYPE wafer_cps_total counter",
-            "wafer_cps_total{type=\"T\"} 3",
-            "wafer_cp_seconds_total 1.5",
+            "wafer_cps_total{aggregate=\"aggr0\",type=\"T\"} 3",
+            "wafer_cps_total{aggregate=\"aggr0\",type=\"F\"} 0",
+            "wafer_cp_seconds_total{aggregate=\"aggr0\"} 1.5",
             "wafer_requests_total{protocol=\"nbd\",op=\"read\"} 7",
             "wafer_disk_reads_total{aggregate=\"aggr0\",disk=\"disk\\\"1\",kind=\"user\"} 5",
             "wafer_disk_io_seconds_total{aggregate=\"aggr0\",disk=\"disk\\\"1\"} 0.25",

@@ -79,7 +79,7 @@ use crate::admission::{Activity, Admission, ConnectionLimits, Ticket, serve_admi
 use crate::budget::{Budget, Loans};
 use crate::catalogue::{Export, SharedCatalogue, Target};
 use crate::events::{Event, ExtentsCallback, HostCallback, HostOutcome};
-use crate::nbd_masking::{ExportView, MapWatch};
+use crate::nbd_masking::{ExportView, MapWatch, OfflineWatch, Reachable};
 use crate::stop::StopSignal;
 use crate::stream::{Listener, Stream};
 use crate::tls::{TlsError, TlsSettings};
@@ -244,7 +244,10 @@ fn negotiate(
         let mut input = &buffer[..received];
         while !input.is_empty() {
             // Built anew each step: a certificate's name exists once TLS is on.
-            let view = ExportView::of(&catalogue, &san, stream.peer_identity());
+            let view = Reachable {
+                view: ExportView::of(&catalogue, &san, stream.peer_identity()),
+                san: &san,
+            };
             let event = handshake.handle_input(&mut input, &view)?;
             if matches!(event, Some(HandshakeEvent::Transmission(_))) {
                 ticket.negotiated();
@@ -262,6 +265,7 @@ fn negotiate(
                 Some(HandshakeEvent::Aborted) => return Ok(None),
                 Some(HandshakeEvent::Transmission(negotiated)) => {
                     let export = view
+                        .view
                         .find(&negotiated.export.name)
                         .cloned()
                         .expect("the handshake found the export in this view");
@@ -343,6 +347,7 @@ fn transmit(
             stream.peer_identity(),
             &export.info.name,
         ),
+        offline: OfflineWatch::of(&context.catalogue, &export.info.name),
         target: export.target,
         size_bytes: export.info.size_bytes,
         base_allocation: negotiated.base_allocation,
@@ -413,6 +418,8 @@ enum Flow {
 struct Dispatcher {
     /// For a masked client, whether its export is still mapped to it.
     mapping: Option<MapWatch>,
+    /// Whether its LUN has been taken offline.
+    offline: OfflineWatch,
     target: Target,
     size_bytes: u64,
     base_allocation: Option<u32>,
@@ -463,6 +470,15 @@ impl Dispatcher {
                 request.offset, request.length, self.size_bytes
             );
             self.answer(request.handle, Body::Error(error, message));
+            return Flow::Continue;
+        }
+        let reaches_data = !matches!(
+            request.command,
+            Command::Disconnect | Command::Flush | Command::Cache
+        );
+        if reaches_data && self.offline.is_offline() {
+            let message = "the LUN is offline (lun offline)".to_string();
+            self.answer(request.handle, Body::Error(NbdError::Io, message));
             return Flow::Continue;
         }
         match request.command {

@@ -17,6 +17,11 @@
 //! is unmapped from it, the connection is cut before its next request, as
 //! an iSCSI initiator loses the LUN at once (NBD has no unit attention to
 //! say so more gently).
+//!
+//! A LUN taken offline (`lun offline`) is no export at all for a new
+//! client ([`Reachable`]), and a connection already open to it gets EIO
+//! for every request that would reach its data until `lun online`
+//! ([`OfflineWatch`]): NBD has no "not ready" of its own.
 
 use std::sync::Arc;
 
@@ -127,17 +132,68 @@ impl MapWatch {
     }
 }
 
-impl Exports for ExportView<'_> {
+/// The exports of a view whose LUNs are online: what a client may connect
+/// to now.
+pub(crate) struct Reachable<'a> {
+    /// What the client may see.
+    pub(crate) view: ExportView<'a>,
+    /// The maps, with the LUNs taken offline.
+    pub(crate) san: &'a San,
+}
+
+impl Reachable<'_> {
+    fn online(&self, name: &str) -> bool {
+        !self.san.is_offline(&format!("/vol/{name}"))
+    }
+}
+
+impl Exports for Reachable<'_> {
     fn lookup(&self, name: &str) -> Option<ExportInfo> {
-        self.find(name).map(|e| e.info.clone())
+        let export = self.view.find(name)?;
+        self.online(&export.info.name).then(|| export.info.clone())
     }
 
     fn list(&self) -> Vec<String> {
-        match self {
+        let names = match &self.view {
             ExportView::Unmasked(catalogue) => catalogue.list(),
             ExportView::Masked { mapped, .. } => {
                 mapped.iter().map(|(_, name)| name.clone()).collect()
             }
+        };
+        names.into_iter().filter(|n| self.online(n)).collect()
+    }
+}
+
+/// Whether a connection's LUN is offline: looked up again only when the
+/// maps table (which keeps the LUNs offline) has changed since last asked.
+pub(crate) struct OfflineWatch {
+    shared: Arc<SharedCatalogue>,
+    seen: Arc<San>,
+    /// The export's path (`/vol/VOLUME/LUN[@SNAPSHOT]`).
+    path: String,
+    offline: bool,
+}
+
+impl OfflineWatch {
+    /// The watch for a connection to `export`.
+    pub(crate) fn of(shared: &Arc<SharedCatalogue>, export: &str) -> OfflineWatch {
+        let seen = shared.san();
+        let path = format!("/vol/{export}");
+        OfflineWatch {
+            offline: seen.is_offline(&path),
+            shared: Arc::clone(shared),
+            seen,
+            path,
         }
+    }
+
+    /// Whether the LUN is offline now.
+    pub(crate) fn is_offline(&mut self) -> bool {
+        let san = self.shared.san();
+        if !Arc::ptr_eq(&san, &self.seen) {
+            self.offline = san.is_offline(&self.path);
+            self.seen = san;
+        }
+        self.offline
     }
 }

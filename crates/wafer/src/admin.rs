@@ -1,8 +1,8 @@
 //! The administrator's commands against a running `wafer serve`, in ONTAP's
 //! words and layouts (`docs/research/wafl.md` §12): `aggr status`, `aggr create`, `aggr
-//! add`, `aggr scrub`, `vol`, `lun`, `snap`,
-//! `df`, `disk fail`, `disk replace`, `disk add`, `disk remove` and
-//! `sysstat -x`.
+//! add`, `aggr scrub`, `vol`, `lun`, `snap` (`snap reserve` too),
+//! `priority set|show`, `df`, `disk fail`, `disk replace`, `disk add`,
+//! `disk remove` and `sysstat -x`.
 //!
 //! Each command sends requests over the data directory's admin socket
 //! (`wafer_server::AdminClient`) and prints the answer as ONTAP would, or, with
@@ -195,8 +195,8 @@ pub enum VolCommand {
         #[command(flatten)]
         output: Output,
     },
-    /// Takes a volume offline: its LUNs answer no I/O (NBD: EIO; iSCSI: the
-    /// LUN is gone) until `vol online`. It stays offline across restarts.
+    /// Takes a volume offline: its LUNs answer no I/O (NBD: EIO; iSCSI: NOT
+    /// READY) until `vol online`. It stays offline across restarts.
     Offline {
         /// The volume.
         name: String,
@@ -283,6 +283,23 @@ pub enum LunCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Takes a LUN offline: it keeps its maps, but NBD clients cannot
+    /// connect to it and get EIO on connections already open, and iSCSI
+    /// commands on it fail NOT READY, until `lun online`; it stays offline
+    /// across restarts. Prints nothing, as ONTAP.
+    Offline {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Brings an offline LUN back online. Prints nothing, as ONTAP.
+    Online {
+        /// `/vol/VOLUME/LUN`.
+        path: String,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Destroys a LUN (snapshots keep what they hold of it); refused while an
     /// NBD client has it open, or it is mapped, unless -f.
     Destroy {
@@ -321,6 +338,23 @@ pub enum SnapCommand {
         volume: String,
         /// The snapshot.
         name: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Shows or sets the snapshot reserve: `snap reserve [VOLUME]` shows
+    /// VOLUME's (or every volume's), `snap reserve VOLUME PERCENT` sets it
+    /// (at most 50%; df's .snapshot row follows). With -A, the aggregates':
+    /// wafer sets no space aside for aggregate snapshots (it takes none), so
+    /// theirs is always 0% and cannot be set.
+    #[command(override_usage = SNAP_RESERVE_USAGE)]
+    Reserve {
+        /// The aggregates' reserve instead of the volumes'.
+        #[arg(short = 'A')]
+        aggregate: bool,
+        /// The volume (with -A, the aggregate).
+        name: Option<String>,
+        /// The new reserve, in percent of the volume's size.
+        percent: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -462,6 +496,29 @@ pub enum ReallocateCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Pauses the reallocation in progress: it rewrites no more blocks
+    /// (the batch already marked is still written) until restarted.
+    Quiesce {
+        /// The LUN it must be on.
+        path: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Lets a quiesced reallocation go on where it stopped.
+    Restart {
+        /// The LUN it must be on.
+        path: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Ends the reallocation in progress (the batch already marked is
+    /// still written); reallocate start begins anew.
+    Stop {
+        /// The LUN it must be on.
+        path: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 /// `wafer priority`.
@@ -482,7 +539,30 @@ pub enum PriorityCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// `priority show volume [-v] [VOLUME]`: the cache policy `priority
+    /// set` gave VOLUME, or every volume. The table has the columns wafer
+    /// has, Volume and Cache (no FlexShare service priority, level or
+    /// limits); -v prints each volume as a block.
+    #[command(override_usage = PRIORITY_SHOW_USAGE)]
+    Show {
+        /// What is shown: `volume`.
+        #[arg(value_parser = ["volume"])]
+        object: String,
+        /// Each volume as a block of settings.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Only this volume.
+        volume: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
+
+/// `priority show`'s usage, as much of ONTAP's as wafer has.
+const PRIORITY_SHOW_USAGE: &str = "wafer priority show volume [-v] [<vol_name>]";
+
+/// `snap reserve`'s usage, as ONTAP prints it.
+const SNAP_RESERVE_USAGE: &str = "snap reserve [-A | -V] [<vol_name> | <aggr_name>] [percent]";
 
 /// `priority set`'s usage, as much of ONTAP's as wafer has.
 const PRIORITY_SET_USAGE: &str = "wafer priority set volume <vol_name> cache=keep|reuse|default";
@@ -598,13 +678,16 @@ impl AdminCommand {
                 | LunCommand::Resize { output, .. }
                 | LunCommand::Map { output, .. }
                 | LunCommand::Unmap { output, .. }
+                | LunCommand::Offline { output, .. }
+                | LunCommand::Online { output, .. }
                 | LunCommand::Destroy { output, .. },
             )
             | AdminCommand::Snap(
                 SnapCommand::Create { output, .. }
                 | SnapCommand::List { output, .. }
                 | SnapCommand::Delete { output, .. }
-                | SnapCommand::Restore { output, .. },
+                | SnapCommand::Restore { output, .. }
+                | SnapCommand::Reserve { output, .. },
             )
             | AdminCommand::Disk(
                 DiskCommand::Show { output }
@@ -616,9 +699,14 @@ impl AdminCommand {
             AdminCommand::Reallocate(
                 ReallocateCommand::Measure { output, .. }
                 | ReallocateCommand::Start { output, .. }
-                | ReallocateCommand::Status { output, .. },
+                | ReallocateCommand::Status { output, .. }
+                | ReallocateCommand::Quiesce { output, .. }
+                | ReallocateCommand::Restart { output, .. }
+                | ReallocateCommand::Stop { output, .. },
             )
-            | AdminCommand::Priority(PriorityCommand::Set { output, .. }) => output,
+            | AdminCommand::Priority(
+                PriorityCommand::Set { output, .. } | PriorityCommand::Show { output, .. },
+            ) => output,
             AdminCommand::Df(args) => &args.output,
             AdminCommand::Sysstat(args) => &args.output,
             AdminCommand::Sysconfig(args) => &args.output,
@@ -795,6 +883,15 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         AdminCommand::Reallocate(ReallocateCommand::Start { path, .. }) => {
             done(ask(AdminRequest::ReallocateStart { path })?)
         }
+        AdminCommand::Reallocate(ReallocateCommand::Quiesce { path, .. }) => {
+            done(ask(AdminRequest::ReallocateQuiesce { path })?)
+        }
+        AdminCommand::Reallocate(ReallocateCommand::Restart { path, .. }) => {
+            done(ask(AdminRequest::ReallocateRestart { path })?)
+        }
+        AdminCommand::Reallocate(ReallocateCommand::Stop { path, .. }) => {
+            done(ask(AdminRequest::ReallocateStop { path })?)
+        }
         AdminCommand::Reallocate(ReallocateCommand::Status { path, .. }) => {
             formatted(ask(AdminRequest::ReallocateStatus)?, |r| {
                 ontap::reallocate_status(r, path.as_deref())
@@ -806,6 +903,11 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             Ok(cache) => silent(ask(AdminRequest::PrioritySetCache { volume, cache })?),
             Err(error) => Err(error),
         },
+        AdminCommand::Priority(PriorityCommand::Show {
+            verbose, volume, ..
+        }) => formatted(ask(AdminRequest::PriorityShowVolume { volume })?, |r| {
+            ontap::priority_show(r, verbose)
+        }),
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
         AdminCommand::Statit(args) => statit(&mut ask, data, &args)?,
         AdminCommand::Igroup(command) => san::igroup(&mut ask, command)?,
@@ -1064,6 +1166,8 @@ fn lun(
             ..
         } => san::lun_map(ask, path, igroup, lun_id)?,
         LunCommand::Unmap { path, igroup, .. } => san::lun_unmap(ask, path, igroup)?,
+        LunCommand::Offline { path, .. } => silent(ask(AdminRequest::LunOffline { path })?),
+        LunCommand::Online { path, .. } => silent(ask(AdminRequest::LunOnline { path })?),
         LunCommand::Resize {
             force, path, size, ..
         } => done(ask(AdminRequest::LunResize { path, size, force })?),
@@ -1092,6 +1196,12 @@ fn snap(
         SnapCommand::Delete { volume, name, .. } => {
             silent(ask(AdminRequest::SnapDelete { volume, name })?)
         }
+        SnapCommand::Reserve {
+            aggregate,
+            name,
+            percent,
+            ..
+        } => snap_reserve(ask, aggregate, name, percent)?,
         SnapCommand::Restore {
             kind,
             snapshot,
@@ -1116,6 +1226,54 @@ fn snap(
             Err(error) => Err(error),
         },
     })
+}
+
+/// `snap reserve [-A] [NAME] [PERCENT]`: shows the reserve, or sets a
+/// volume's without a word, as ONTAP does. An aggregate's is always 0%.
+fn snap_reserve(
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
+    aggregate: bool,
+    name: Option<String>,
+    percent: Option<String>,
+) -> anyhow::Result<Answer> {
+    let usage = || format!("usage: {SNAP_RESERVE_USAGE}");
+    Ok(match (aggregate, name, percent) {
+        (true, _, Some(_)) => Err(refusal(
+            AdminErrorKind::Invalid,
+            format!(
+                "snap reserve: wafer keeps no aggregate snapshot reserve; it stays 0%\n{}",
+                usage()
+            ),
+        )),
+        (true, name, None) => formatted(
+            named_aggregate_space(ask(AdminRequest::DfAggregates)?, name.as_deref()),
+            ontap::snap_reserve_aggregates,
+        ),
+        (false, Some(volume), Some(percent)) => match percent.parse::<u32>() {
+            Ok(percent) => silent(ask(AdminRequest::SnapReserveSet { volume, percent })?),
+            Err(_) => Err(refusal(
+                AdminErrorKind::Invalid,
+                format!("snap reserve: '{percent}' is not a percentage\n{}", usage()),
+            )),
+        },
+        (false, volume, _) => formatted(
+            ask(AdminRequest::SnapReserve { volume })?,
+            ontap::snap_reserve,
+        ),
+    })
+}
+
+/// Every serving aggregate's space, or only aggregate `name`'s.
+fn named_aggregate_space(reply: Asked, name: Option<&str>) -> Asked {
+    match (reply?, name) {
+        (AdminReply::AggregateSpaces(all), Some(name)) => only(
+            all,
+            |a| a.aggregate == name,
+            AdminReply::AggregateSpaces,
+            format!("snap reserve: No aggregate named '{name}' exists."),
+        ),
+        (reply, _) => Ok(reply),
+    }
 }
 
 /// What `snap restore [-t vol|file] TARGET` restores: a volume, or with a

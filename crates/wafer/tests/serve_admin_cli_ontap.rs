@@ -312,3 +312,194 @@ fn reallocate_measures_and_starts_and_priority_sets_the_cache_policy() {
     assert_eq!(json_error(&out).0, "not_found");
     server.stop();
 }
+
+/// The kbytes column of `df`'s row for `path`.
+fn df_kbytes(df: &str, path: &str) -> u64 {
+    let row = df
+        .lines()
+        .find(|l| l.starts_with(path))
+        .unwrap_or_else(|| panic!("no {path} row:\n{df}"));
+    row.split_whitespace()
+        .nth(1)
+        .expect("kbytes")
+        .parse()
+        .expect("a number")
+}
+
+#[test]
+fn snap_reserve_shows_and_sets_the_reserve_and_df_follows() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    exits(&data, &["vol", "create", "vol1", "aggr0", "20m"], 0);
+    // ONTAP sets without a word; 20% of 160 MiB is 32 MiB.
+    assert_eq!(exits(&data, &["snap", "reserve", "vol0", "20"], 0).0, "");
+    assert_eq!(
+        exits(&data, &["snap", "reserve", "vol0"], 0).0,
+        "volume vol0: current snapshot reserve is 20% or 32768 k-bytes.\n"
+    );
+    let all = exits(&data, &["snap", "reserve"], 0).0;
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 2, "every volume:\n{all}");
+    assert!(lines[1].starts_with("volume vol1: current snapshot reserve is "));
+    let df = exits(&data, &["df"], 0).0;
+    assert_eq!(df_kbytes(&df, "/vol/vol0/.snapshot"), 32768, "{df}");
+    assert_eq!(df_kbytes(&df, "/vol/vol0/ "), 160 * 1024 - 32768, "{df}");
+    exits(&data, &["snap", "reserve", "vol0", "5"], 0);
+    let df = exits(&data, &["df"], 0).0;
+    assert_eq!(df_kbytes(&df, "/vol/vol0/.snapshot"), 8192, "{df}");
+    let json = exits(&data, &["snap", "reserve", "vol0", "--json"], 0).0;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(json["kind"], "snap_reserves");
+    assert_eq!(json["data"][0]["percent"], 5);
+    assert_eq!(json["data"][0]["reserve_bytes"], 8192 * 1024);
+
+    let err = exits(&data, &["snap", "reserve", "vol0", "51"], 1).1;
+    assert!(
+        err.contains("at most 50%") || err.contains(", 50%"),
+        "{err}"
+    );
+    let err = exits(&data, &["snap", "reserve", "vol0", "lots"], 1).1;
+    assert!(
+        err.ends_with("usage: snap reserve [-A | -V] [<vol_name> | <aggr_name>] [percent]\n"),
+        "{err}"
+    );
+    let (out, _) = exits(&data, &["snap", "reserve", "vol9", "--json"], 1);
+    assert_eq!(json_error(&out).0, "not_found");
+    assert_eq!(
+        exits(&data, &["snap", "reserve", "-A"], 0).0,
+        "Aggregate aggr0: current snapshot reserve is 0% or 0 k-bytes.\n"
+    );
+    let (out, _) = exits(&data, &["snap", "reserve", "-A", "aggr0", "5", "--json"], 1);
+    assert_eq!(json_error(&out).0, "invalid");
+    server.stop();
+
+    // The reserve was logged and committed like any change: it survives.
+    let server = serve_with(&scratch, SIZES);
+    assert_eq!(
+        exits(&data, &["snap", "reserve", "vol0"], 0).0,
+        "volume vol0: current snapshot reserve is 5% or 8192 k-bytes.\n"
+    );
+    server.stop();
+}
+
+#[test]
+fn priority_show_volume_shows_the_cache_policy_priority_set_gave() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    exits(&data, &["vol", "create", "vol1", "aggr0", "20m"], 0);
+    exits(
+        &data,
+        &["priority", "set", "volume", "vol1", "cache=keep"],
+        0,
+    );
+    assert_eq!(
+        exits(&data, &["priority", "show", "volume"], 0).0,
+        "Volume           Cache\nvol0             default\nvol1             keep\n"
+    );
+    assert_eq!(
+        exits(&data, &["priority", "show", "volume", "-v", "vol1"], 0).0,
+        "Volume: vol1\n        Cache: keep\n"
+    );
+    let json = exits(&data, &["priority", "show", "volume", "vol1", "--json"], 0).0;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(json["kind"], "volume_priorities");
+    assert_eq!(
+        json["data"],
+        serde_json::json!([{"volume": "vol1", "cache": "keep"}])
+    );
+    let (out, _) = exits(&data, &["priority", "show", "volume", "vol9", "--json"], 1);
+    assert_eq!(json_error(&out).0, "not_found");
+    let err = exits(&data, &["priority", "show"], 2).1;
+    assert!(
+        err.contains("wafer priority show volume [-v] [<vol_name>]"),
+        "{err}"
+    );
+    let err = exits(&data, &["priority", "show", "aggr"], 2).1;
+    assert!(err.contains("[possible values: volume]"), "{err}");
+    server.stop();
+}
+
+/// `vol status` has the aggregate's RAID type and the volume's options;
+/// `aggr status -r`'s Phys is the disk file's length, not Used again.
+#[test]
+fn vol_status_and_aggr_status_r_show_what_the_filer_has() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    let status = exits(&data, &["vol", "status", "vol0"], 0).0;
+    assert_eq!(
+        status.lines().nth(1),
+        Some(
+            "           vol0 online          raid_dp, flex     guarantee=volume, fractional_reserve=100"
+        ),
+        "{status}"
+    );
+    let json = exits(&data, &["vol", "status", "vol0", "--json"], 0).0;
+    let json: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(json["data"][0]["raid_type"], "raid_dp");
+    assert_eq!(json["data"][0]["read_realloc"], false);
+    exits(&data, &["aggr", "create", "aggr1", "-t", "raid4", "3"], 0);
+    exits(&data, &["vol", "create", "vol1", "aggr1", "20m"], 0);
+    let status = exits(&data, &["vol", "status", "vol1"], 0).0;
+    assert!(
+        status.contains(" vol1 online          raid4, flex "),
+        "{status}"
+    );
+
+    let raid = exits(&data, &["aggr", "status", "-r", "aggr0"], 0).0;
+    let row = raid
+        .lines()
+        .find(|l| l.contains(" disk0 "))
+        .unwrap_or_else(|| panic!("no disk0 row:\n{raid}"));
+    let file = std::fs::metadata(scratch.disk(0))
+        .expect("disk0's file")
+        .len();
+    let phys = format!(" {}/{}", file >> 20, file / 512);
+    assert!(row.ends_with(&phys), "Phys {phys}: {row}");
+    server.stop();
+}
+
+#[test]
+fn reallocate_quiesce_holds_the_scan_where_it_is_and_restart_and_stop_follow() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let data = server.data.clone();
+    let lun = "/vol/vol0/lun0";
+    serve_harness::qemu_io(&server.uri("vol0/lun0"), &["write -P 0x33 0 16M"]);
+    // The stop's final CP puts the blocks in the LUN's tree, where the
+    // scan finds them.
+    server.stop();
+    let server = serve_with(&scratch, SIZES);
+    exits(&data, &["reallocate", "start", lun], 0);
+    assert_eq!(
+        exits(&data, &["reallocate", "quiesce", lun], 0).0,
+        "Reallocation scan on '/vol/vol0/lun0' quiesced.\n"
+    );
+    let status = exits(&data, &["reallocate", "status", "-v"], 0).0;
+    let held = "/vol/vol0/lun0:\n        State: Quiesced: block 2048 of 8192\n";
+    assert!(status.ends_with(held), "{status}");
+    // A CP (the 10 s timer's, for the batch marked) passes: no more batches.
+    std::thread::sleep(std::time::Duration::from_secs(11));
+    let status = exits(&data, &["reallocate", "status"], 0).0;
+    assert!(status.ends_with(held), "the scan went on: {status}");
+    let err = exits(&data, &["reallocate", "quiesce"], 1).1;
+    assert!(err.contains("is already quiesced"), "{err}");
+
+    exits(&data, &["reallocate", "restart"], 0);
+    let status = exits(&data, &["reallocate", "status"], 0).0;
+    assert!(status.contains("State: Reallocating: block "), "{status}");
+    let (out, _) = exits(
+        &data,
+        &["reallocate", "stop", "/vol/vol0/nope", "--json"],
+        1,
+    );
+    assert_eq!(json_error(&out).0, "not_found");
+    exits(&data, &["reallocate", "stop", lun], 0);
+    let status = exits(&data, &["reallocate", "status"], 0).0;
+    assert!(status.ends_with("No reallocation status.\n"), "{status}");
+    let (out, _) = exits(&data, &["reallocate", "restart", "--json"], 1);
+    assert_eq!(json_error(&out).0, "not_found");
+    server.stop();
+}

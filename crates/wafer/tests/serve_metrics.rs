@@ -53,7 +53,7 @@ fn counters_rise_with_io_and_match_sysstat() {
         "wafer_connections_accepted_total{protocol=\"nbd\"}",
         "wafer_nvlog_appends_total",
         "wafer_nvlog_syncs_total",
-        "wafer_cps_total{type=\"S\"}",
+        "wafer_cps_total{aggregate=\"aggr0\",type=\"S\"}",
         "wafer_blocks_written_total{kind=\"data\"}",
         "wafer_blocks_written_total{kind=\"parity\"}",
         "wafer_stripes_written_total{kind=\"full\"}",

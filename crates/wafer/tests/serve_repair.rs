@@ -178,6 +178,17 @@ fn a_scrub_repairs_rot_in_blocks_nobody_reads() {
     ] {
         assert!(status.contains(line), "{line:?} missing:\n{status}");
     }
+    let verbose = ok(&server.data, &["aggr", "scrub", "status", "-v", "aggr0"]);
+    assert!(
+        verbose.contains("Scrub found 1 checksum errors in /aggr0/plex0 (blocks repaired)."),
+        "{verbose}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&server.data, &["aggr", "scrub", "status", "--json"]))
+            .expect("--json prints JSON");
+    let scrub = &json["data"][0]["scrub"];
+    assert_eq!(scrub["blocks_repaired"], 1, "{json}");
+    assert_eq!(scrub["parity_rewritten"], 1, "{json}");
     assert_eq!(server.sysstat().blocks_repaired, 0, "no read repaired them");
     let log = server.log();
     assert!(log.contains("aggr scrub started"), "{log}");

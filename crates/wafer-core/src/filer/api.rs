@@ -297,6 +297,37 @@ pub struct CacheUsage {
     pub indirect_blocks: usize,
 }
 
+/// What the administrator has set on a volume, as the volume table records
+/// it: the settings `vol status`, `snap reserve` and `priority show` report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VolumeSettings {
+    /// How its blocks age in the buffer cache.
+    pub cache_policy: CachePolicy,
+    /// Whether sequential reads of scattered blocks rewrite them together.
+    pub read_realloc: bool,
+    /// Percent of its size set aside for snapshots.
+    pub snap_reserve_percent: u8,
+}
+
+impl<P: Payload> super::Filer<P> {
+    /// The use clock's tick at the oldest last use of a block the buffer
+    /// cache holds (compare [`super::Filer::cache_uses`], the clock now), or
+    /// `None` with the cache empty: what the driver ages the cache by
+    /// (`sysstat`'s Cache age), as the engine keeps no time.
+    pub fn cache_oldest_use(&self) -> Option<u64> {
+        self.cache.oldest_use()
+    }
+
+    /// Volume `id`'s settings, or `None` if there is no such volume.
+    pub fn volume_settings(&self, id: VolumeId) -> Option<VolumeSettings> {
+        self.namespace.volume(id).map(|v| VolumeSettings {
+            cache_policy: v.cache_policy,
+            read_realloc: v.read_realloc,
+            snap_reserve_percent: v.snap_reserve_percent,
+        })
+    }
+}
+
 /// Tunables, each with the reason for its default.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {

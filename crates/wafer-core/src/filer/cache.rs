@@ -507,6 +507,18 @@ impl<P: Payload> BufferCache<P> {
         candidates
     }
 
+    /// The tick of the oldest last use of any cached block, or `None` with
+    /// the cache empty: the first live record of each volume's log. Stale
+    /// records at a log's front are passed over (eviction trims them, so
+    /// there are few).
+    pub(super) fn oldest_use(&self) -> Option<u64> {
+        self.ages
+            .values()
+            .filter_map(|log| log.iter().find(|&&record| self.live(record).is_some()))
+            .map(|&(tick, _)| tick)
+            .min()
+    }
+
     /// Drops the stale records at the front of `volume`'s log.
     fn trim_log(&mut self, volume: VolumeId) {
         let mut log = self.ages.remove(&volume).expect("listed");
@@ -694,6 +706,20 @@ mod tests {
             .map(|(_, tick)| tick)
             .collect();
         assert_eq!(rest, vec![4, 5]);
+    }
+
+    #[test]
+    fn the_oldest_use_is_the_oldest_live_record_of_any_volume() {
+        let mut cache = BufferCache::<Bytes>::default();
+        assert_eq!(cache.oldest_use(), None);
+        for (tick, volume) in [(1, 0), (2, 1), (3, 0)] {
+            cache.insert(key(volume, tick), clean(tick));
+        }
+        assert_eq!(cache.oldest_use(), Some(1));
+        cache.touch(key(0, 1), 4); // its record at tick 1 goes stale
+        assert_eq!(cache.oldest_use(), Some(2));
+        cache.remove(&key(1, 2));
+        assert_eq!(cache.oldest_use(), Some(3));
     }
 
     #[test]

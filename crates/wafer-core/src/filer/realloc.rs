@@ -8,7 +8,9 @@
 //! in order, a batch per CP, by marking its blocks dirty without changing them:
 //! the write allocator then lays each batch out as chains down the disks.
 //! Nothing is logged, since no data changes: a crash only leaves the job
-//! unfinished.
+//! unfinished. A job quiesced marks no more batches (the last one marked is
+//! still written) and keeps its place until restarted; a job stopped is
+//! gone.
 //!
 //! The rating (NetApp's formula is not public; this one follows the digest in
 //! `wafl.md` §9): cut the LUN into windows of 64 blocks; in each, count the
@@ -34,6 +36,7 @@ pub(super) struct ReallocJob {
     lun: LunId,
     next: u64,
     end: u64,
+    quiesced: bool,
 }
 
 impl<P: Payload> Filer<P> {
@@ -73,9 +76,41 @@ impl<P: Payload> Filer<P> {
     pub(super) fn start_realloc(&mut self, lun: LunId) -> Result<(), HostError> {
         let (_, l) = self.namespace.lun(lun)?;
         let end = l.size_bytes.div_ceil(crate::BLOCK_SIZE as u64);
-        self.realloc = Some(ReallocJob { lun, next: 0, end });
+        self.realloc = Some(ReallocJob {
+            lun,
+            next: 0,
+            end,
+            quiesced: false,
+        });
         self.advance_realloc();
         Ok(())
+    }
+
+    /// `reallocate quiesce`: the job marks no more batches until restarted;
+    /// returns whether one was running.
+    pub fn quiesce_realloc(&mut self) -> bool {
+        let running = self.realloc.as_mut().filter(|job| !job.quiesced);
+        running.map(|job| job.quiesced = true).is_some()
+    }
+
+    /// `reallocate restart`: a quiesced job goes on where it stopped;
+    /// returns whether one was quiesced.
+    pub fn restart_realloc(&mut self) -> bool {
+        let quiesced = self.realloc.as_mut().filter(|job| job.quiesced);
+        let restarted = quiesced.map(|job| job.quiesced = false).is_some();
+        self.advance_realloc();
+        restarted
+    }
+
+    /// `reallocate stop`: the job ends (a batch already marked is still
+    /// written); returns whether there was one.
+    pub fn stop_realloc(&mut self) -> bool {
+        self.realloc.take().is_some()
+    }
+
+    /// Whether the reallocation in progress is quiesced.
+    pub fn realloc_quiesced(&self) -> bool {
+        self.realloc.is_some_and(|job| job.quiesced)
     }
 
     /// The LUN being reallocated and how far it got (blocks done, blocks in all).
@@ -87,7 +122,7 @@ impl<P: Payload> Filer<P> {
     /// CP. Batches of holes are passed over at once: they give a CP nothing to
     /// write, and an idle filer would never run the CP that moves on.
     pub(super) fn advance_realloc(&mut self) {
-        while self.realloc.is_some() && !self.realloc_batch() {}
+        while self.realloc.is_some_and(|job| !job.quiesced) && !self.realloc_batch() {}
     }
 
     /// Marks the next batch dirty; returns whether it marked anything (or the

@@ -15,20 +15,24 @@ use std::fmt::Write;
 use std::sync::mpsc::Sender;
 
 use wafer_core::aggregate::Slot;
-use wafer_core::filer::{CachePolicy, Change, HostError, HostRequest, ReplyData, VolumeState};
+use wafer_core::filer::{
+    CachePolicy, Change, HostError, HostRequest, MAX_SNAP_RESERVE_PERCENT, ReplyData, VolumeState,
+};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{AggrId, VolumeId};
 use wafer_raid::DiskIndex;
 
 use super::{Engine, Stopping, Waiter, view};
 use crate::admin::{
-    AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateSpaceStatus,
-    AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus, LunStatus, RaidGroupStatus,
-    ReallocationMeasure, ReallocationStatus, RebuildProgress, ScrubProgress, SizeChange,
-    SnapshotStatus, SysstatReport, VolumeSpaceStatus, VolumeStatus, ontap_size,
+    AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateCpStatus,
+    AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus,
+    LunStatus, RaidGroupStatus, ReallocationMeasure, ReallocationStatus, RebuildProgress,
+    ScrubProgress, SizeChange, SnapReserveStatus, SnapshotStatus, SysstatReport,
+    VolumePriorityStatus, VolumeSpaceStatus, VolumeStatus, ontap_size,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
+use crate::labels::disk_file_bytes;
 use crate::lun_ids::LunNow;
 
 /// How a request is answered.
@@ -435,12 +439,22 @@ impl Engine {
                 Answer::Request(HostRequest::ReallocateStart { lun }, message)
             }
             AdminRequest::ReallocateStatus => Answer::Now(AdminReply::Reallocation(
-                view::realloc_status(&self.node).map(|(lun, done, total)| ReallocationStatus {
-                    path: self.lun_path(lun),
-                    blocks_done: done,
-                    blocks_total: total,
+                view::realloc_status(&self.node).map(|job| ReallocationStatus {
+                    path: self.lun_path(job.lun),
+                    blocks_done: job.blocks_done,
+                    blocks_total: job.blocks_total,
+                    quiesced: job.quiesced,
                 }),
             )),
+            AdminRequest::ReallocateQuiesce { path } => {
+                Answer::Now(self.control_realloc(path.as_deref(), ReallocControl::Quiesce)?)
+            }
+            AdminRequest::ReallocateRestart { path } => {
+                Answer::Now(self.control_realloc(path.as_deref(), ReallocControl::Restart)?)
+            }
+            AdminRequest::ReallocateStop { path } => {
+                Answer::Now(self.control_realloc(path.as_deref(), ReallocControl::Stop)?)
+            }
             AdminRequest::IgroupCreate { .. }
             | AdminRequest::IgroupAdd { .. }
             | AdminRequest::IgroupRemove { .. }
@@ -448,7 +462,9 @@ impl Engine {
             | AdminRequest::IgroupShow
             | AdminRequest::LunMap { .. }
             | AdminRequest::LunUnmap { .. }
-            | AdminRequest::LunMaps => Answer::Now(self.masking(request)?),
+            | AdminRequest::LunMaps
+            | AdminRequest::LunOffline { .. }
+            | AdminRequest::LunOnline { .. } => Answer::Now(self.masking(request)?),
             AdminRequest::IscsiSecurityAdd { .. }
             | AdminRequest::IscsiSecurityShow
             | AdminRequest::IscsiSecurityDelete { .. } => Answer::Now(self.security(request)?),
@@ -467,7 +483,122 @@ impl Engine {
                 let volume = self.volume_id(&volume)?;
                 Answer::Change(Change::SetCachePolicy { volume, policy }, message)
             }
+            AdminRequest::PriorityShowVolume { volume } => Answer::Now(
+                AdminReply::VolumePriorities(self.volume_priorities(volume.as_deref())?),
+            ),
+            AdminRequest::SnapReserveSet { volume, percent } => {
+                self.set_snap_reserve(&volume, percent)?
+            }
+            AdminRequest::SnapReserve { volume } => Answer::Now(AdminReply::SnapReserves(
+                self.snap_reserves(volume.as_deref())?,
+            )),
         })
+    }
+
+    /// `reallocate quiesce|restart|stop [PATH]`: the reallocation in
+    /// progress (which must be PATH's, if given).
+    fn control_realloc(
+        &mut self,
+        path: Option<&str>,
+        control: ReallocControl,
+    ) -> Result<AdminReply, AdminError> {
+        let job = view::realloc_status(&self.node)
+            .map(|job| (job.aggr, self.lun_path(job.lun)))
+            .filter(|(_, running)| path.is_none_or(|p| p == running));
+        let Some((aggr, running)) = job else {
+            let what = path.map_or_else(String::new, |p| format!(" on '{p}'"));
+            return Err(error(
+                AdminErrorKind::NotFound,
+                &format!("No reallocation scan{what}."),
+            ));
+        };
+        let now = self.clock.now();
+        let done = self.node.with_aggregate(now, aggr, |filer| match control {
+            ReallocControl::Quiesce => filer.quiesce_realloc(),
+            ReallocControl::Restart => filer.restart_realloc(),
+            ReallocControl::Stop => filer.stop_realloc(),
+        });
+        let (verb, refusal) = match control {
+            ReallocControl::Quiesce => ("quiesced", "is already quiesced"),
+            ReallocControl::Restart => ("restarted", "is not quiesced"),
+            ReallocControl::Stop => ("stopped", "has ended"),
+        };
+        match done {
+            Some(true) => Ok(AdminReply::Done {
+                message: format!("Reallocation scan on '{running}' {verb}."),
+            }),
+            _ => Err(invalid(&format!(
+                "Reallocation scan on '{running}' {refusal}."
+            ))),
+        }
+    }
+
+    /// Every volume's node id and name, or only volume `name`'s.
+    fn named_volumes(&self, name: Option<&str>) -> Result<Vec<(VolumeId, String)>, AdminError> {
+        match name {
+            Some(name) => Ok(vec![(self.volume_id(name)?, name.to_string())]),
+            None => Ok(view::volumes(&self.node)),
+        }
+    }
+
+    /// `priority show volume [VOLUME]`: each volume's cache policy.
+    fn volume_priorities(
+        &self,
+        name: Option<&str>,
+    ) -> Result<Vec<VolumePriorityStatus>, AdminError> {
+        let volumes = self.named_volumes(name)?;
+        Ok(volumes
+            .into_iter()
+            .filter_map(|(id, volume)| {
+                let settings = view::volume_settings(&self.node, id)?;
+                let cache = match settings.cache_policy {
+                    CachePolicy::Keep => "keep",
+                    CachePolicy::Reuse => "reuse",
+                    CachePolicy::Default => "default",
+                };
+                Some(VolumePriorityStatus {
+                    volume,
+                    cache: cache.into(),
+                })
+            })
+            .collect())
+    }
+
+    /// `snap reserve VOLUME PERCENT`: logged like any change; the engine's
+    /// namespace check refuses a reserve the volume's space cannot give.
+    fn set_snap_reserve(&self, volume_name: &str, percent: u32) -> Result<Answer, AdminError> {
+        let volume = self.volume_id(volume_name)?;
+        let percent = u8::try_from(percent)
+            .ok()
+            .filter(|&p| p <= MAX_SNAP_RESERVE_PERCENT)
+            .ok_or_else(|| {
+                invalid(&format!(
+                    "snap reserve: {percent}% is more than the largest snapshot reserve, \
+                     {MAX_SNAP_RESERVE_PERCENT}%"
+                ))
+            })?;
+        let message = format!("volume {volume_name}: snapshot reserve set to {percent}%");
+        Ok(Answer::Change(
+            Change::SetSnapReserve { volume, percent },
+            message,
+        ))
+    }
+
+    /// `snap reserve [VOLUME]`: each volume's reserve, percent and bytes.
+    fn snap_reserves(&self, name: Option<&str>) -> Result<Vec<SnapReserveStatus>, AdminError> {
+        let volumes = self.named_volumes(name)?;
+        Ok(volumes
+            .into_iter()
+            .filter_map(|(id, volume)| {
+                let settings = view::volume_settings(&self.node, id)?;
+                let space = view::volume_space(&self.node, id)?;
+                Some(SnapReserveStatus {
+                    volume,
+                    percent: settings.snap_reserve_percent,
+                    reserve_bytes: space.snapshot_reserve_bytes,
+                })
+            })
+            .collect())
     }
 
     fn restore(
@@ -596,6 +727,10 @@ impl Engine {
                 size_bytes: view::volume_space(&self.node, id).map_or(0, |s| s.size_bytes),
                 luns: self.node.luns(id).len(),
                 snapshots: view::snapshots(&self.node, id).len(),
+                raid_type: view::serving(&self.node, aggr)
+                    .and_then(|f| f.layout().groups().first().map(|g| g.raid_type()))
+                    .map_or_else(String::new, |t| t.ontap_name().into()),
+                read_realloc: view::volume_settings(&self.node, id).is_some_and(|s| s.read_realloc),
             })
             .collect()
     }
@@ -659,6 +794,7 @@ impl Engine {
                 let path = format!("/vol/{volume_name}/{name}");
                 luns.push(LunStatus {
                     lun_id: self.config.lun_id(&path, lun.file.0),
+                    offline: self.config.san().is_offline(&path),
                     path,
                     export: format!("{volume_name}/{name}"),
                     volume: volume_name.clone(),
@@ -1351,6 +1487,27 @@ impl Engine {
                 .status(self.shared.stop.connections_open()),
             iscsi: self.shared.iscsi.status(),
             nvlog: self.shared.nvlog.status(),
+            cache_age_ns: self.cache_age_ns(),
+            aggregates: engines
+                .iter()
+                .map(|(aggr, filer)| self.aggregate_cps(*aggr, filer))
+                .collect(),
+        }
+    }
+
+    /// One aggregate's CP counters, for `sysstat` and the metrics.
+    fn aggregate_cps(&self, aggr: AggrId, filer: &wafer_core::Filer) -> AggregateCpStatus {
+        let counters = filer.counters();
+        AggregateCpStatus {
+            aggregate: self.aggr_name(aggr),
+            committed_cp: filer.committed_cp().0,
+            cps_by_type: counters
+                .cps
+                .iter()
+                .map(|(reason, count)| (reason.letter().to_string(), *count))
+                .collect(),
+            back_to_back_waits: counters.back_to_back_waits,
+            cp_time_ns: counters.cp_time_ns,
         }
     }
 
@@ -1403,11 +1560,27 @@ impl Engine {
                 san.unmap(&path, &igroup).map_err(masking_error)?;
                 format!("LUN {path} unmapped from initiator group {igroup}")
             }
+            AdminRequest::LunOffline { path } => self.set_lun_online(&mut san, &path, false)?,
+            AdminRequest::LunOnline { path } => self.set_lun_online(&mut san, &path, true)?,
             _ => unreachable!("only igroup and map requests are routed here"),
         };
         self.save_san(san)?;
         tracing::info!("admin: {message}");
         Ok(AdminReply::Done { message })
+    }
+
+    /// `lun online` or `lun offline` of LUN `path`, recorded in `san`;
+    /// what was done, in a sentence.
+    fn set_lun_online(
+        &self,
+        san: &mut crate::masking::San,
+        path: &str,
+        online: bool,
+    ) -> Result<String, AdminError> {
+        self.lun_id(path)?;
+        san.set_online(path, online);
+        let state = if online { "online" } else { "offline" };
+        Ok(format!("LUN {path} is {state}"))
     }
 
     /// Records `san` in `wafer.toml` (the old one stays if that fails) and
@@ -1468,8 +1641,9 @@ impl Engine {
     }
 
     /// Forgets the maps of LUNs whose records went (destroyed, or taken
-    /// away by a restore); their snapshots' images stay mapped. Returns
-    /// whether any went.
+    /// away by a restore), and that they were offline: a LUN made later at
+    /// the path starts online. Their snapshots' images stay mapped. Returns
+    /// whether anything was forgotten.
     fn unmap_destroyed(&mut self, before: &[String]) -> bool {
         let gone: Vec<&String> = before
             .iter()
@@ -1479,8 +1653,10 @@ impl Engine {
             return false;
         };
         let before_maps = san.maps.len();
+        let before_offline = san.offline.len();
         san.maps.retain(|m| !gone.contains(&&m.path));
-        before_maps != san.maps.len()
+        san.offline.retain(|path| !gone.contains(&path));
+        before_maps != san.maps.len() || before_offline != san.offline.len()
     }
 
     fn igroup_status(&self) -> Vec<crate::admin::IgroupStatus> {
@@ -1614,6 +1790,7 @@ fn broken_disks(config: &AggrConfig) -> Vec<BrokenDiskStatus> {
             failed_reason: disk.failed_reason.clone(),
             file: disk.file.clone(),
             size_bytes: disk.blocks * wafer_core::BLOCK_SIZE as u64,
+            physical_bytes: disk_file_bytes(disk.blocks),
         })
         .collect()
 }
@@ -1628,6 +1805,7 @@ fn disk_status(slot: &SlotDisk<'_>, role: &str, position: Option<u16>) -> DiskSt
         failed_reason: slot.disk.failed_reason.clone(),
         file: slot.disk.file.clone(),
         size_bytes: slot.disk.blocks * wafer_core::BLOCK_SIZE as u64,
+        physical_bytes: disk_file_bytes(slot.disk.blocks),
     }
 }
 
@@ -1642,6 +1820,14 @@ fn split_lun_path(path: &str) -> Result<(&str, &str), AdminError> {
             "{path:?} is not a LUN path (they look like /vol/VOLUME/LUN)"
         ))),
     }
+}
+
+/// What `reallocate quiesce|restart|stop` does to the job.
+#[derive(Clone, Copy)]
+enum ReallocControl {
+    Quiesce,
+    Restart,
+    Stop,
 }
 
 fn error(kind: AdminErrorKind, message: &str) -> AdminError {

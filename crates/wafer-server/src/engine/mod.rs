@@ -25,6 +25,7 @@
 
 mod administration;
 mod aggregates;
+mod cache_age;
 mod compare;
 mod pending;
 pub(crate) mod view;
@@ -226,6 +227,8 @@ pub(crate) struct Engine {
     stopping: Stopping,
     incarnations: Incarnations,
     watches: BTreeMap<AggrId, watch::Watch>,
+    /// Each aggregate's cache use clock against the time (Cache age).
+    cache_ages: cache_age::CacheAges,
     /// Aggregate administrations waiting for the node.
     pending: Vec<pending::Pending>,
     /// The aggregate of each disk I/O out.
@@ -279,6 +282,7 @@ impl Engine {
             stopping: Stopping::No,
             incarnations: Incarnations::default(),
             watches: BTreeMap::new(),
+            cache_ages: cache_age::CacheAges::default(),
             pending: Vec::new(),
             io_aggregates: BTreeMap::new(),
             started: false,
@@ -539,7 +543,34 @@ impl Engine {
         self.handle_released()?;
         self.settle_pending();
         self.watch_aggregates();
+        self.sample_cache_ages();
         self.check_something_serves()
+    }
+
+    /// Notes each aggregate's cache use clock with the time, now and then.
+    fn sample_cache_ages(&mut self) {
+        let now_ns = self.clock.elapsed_ns();
+        let node = &self.node;
+        let uses = node
+            .aggregates()
+            .into_iter()
+            .filter_map(|a| Some((a.id, node.aggregate(a.id)?.cache_uses())));
+        self.cache_ages.sample(now_ns, uses);
+    }
+
+    /// How long ago the oldest block of any aggregate's buffer cache was
+    /// last used, at least; none while the caches are empty or every block
+    /// was used since the last sample.
+    fn cache_age_ns(&self) -> Option<u64> {
+        let now_ns = self.clock.elapsed_ns();
+        self.node
+            .aggregates()
+            .into_iter()
+            .filter_map(|a| {
+                let oldest = self.node.aggregate(a.id)?.cache_oldest_use()?;
+                self.cache_ages.age_ns(a.id, oldest, now_ns)
+            })
+            .max()
     }
 
     /// Handles, in order, what compares that ended have let go: their

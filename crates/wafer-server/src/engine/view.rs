@@ -4,7 +4,9 @@
 //! an offline or failed aggregate's LUNs are not exported.
 
 use wafer_core::Filer;
-use wafer_core::filer::{Extent, HostError, SnapshotInfo, VolumeSpace, VolumeState};
+use wafer_core::filer::{
+    Extent, HostError, SnapshotInfo, VolumeSettings, VolumeSpace, VolumeState,
+};
 use wafer_core::node::{AggrState, Node, global_volume, split_volume};
 use wafer_core::nvlog::LunId;
 use wafer_core::units::{AggrId, VolumeId};
@@ -87,6 +89,12 @@ pub(crate) fn volume_space(node: &Node, volume: VolumeId) -> Option<VolumeSpace>
     filer.volume_space(id)
 }
 
+/// What the administrator has set on a volume.
+pub(crate) fn volume_settings(node: &Node, volume: VolumeId) -> Option<VolumeSettings> {
+    let (filer, id) = local(node, volume)?;
+    filer.volume_settings(id)
+}
+
 /// The data and hole runs of a LUN's range.
 pub(crate) fn extents(
     node: &Node,
@@ -99,10 +107,27 @@ pub(crate) fn extents(
     filer.extents(local_lun(lun), snapshot, offset, length)
 }
 
-/// The reallocation in progress in any aggregate, its LUN under its node id.
-pub(crate) fn realloc_status(node: &Node) -> Option<(LunId, u64, u64)> {
+/// A reallocation in progress, its LUN under its node id.
+pub(crate) struct Realloc {
+    /// The aggregate whose engine runs it.
+    pub(crate) aggr: AggrId,
+    pub(crate) lun: LunId,
+    pub(crate) blocks_done: u64,
+    pub(crate) blocks_total: u64,
+    pub(crate) quiesced: bool,
+}
+
+/// The reallocation in progress in any aggregate.
+pub(crate) fn realloc_status(node: &Node) -> Option<Realloc> {
     node.aggregates().iter().find_map(|a| {
-        let (lun, done, total) = serving(node, a.id)?.realloc_status()?;
-        Some((global_lun(a.id, lun), done, total))
+        let filer = serving(node, a.id)?;
+        let (lun, blocks_done, blocks_total) = filer.realloc_status()?;
+        Some(Realloc {
+            aggr: a.id,
+            lun: global_lun(a.id, lun),
+            blocks_done,
+            blocks_total,
+            quiesced: filer.realloc_quiesced(),
+        })
     })
 }

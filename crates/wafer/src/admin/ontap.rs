@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use wafer_server::admin::{
     AdminReply, AggregateStatus, DiskStatus, RaidGroupStatus, SnapshotStatus, SysstatReport,
-    VolumeSpaceStatus,
+    VolumeSpaceStatus, VolumeStatus,
 };
 
 const MIB: u64 = 1 << 20;
@@ -169,7 +169,7 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
             "{:<9} {:<15} {}",
             "spare",
             spare.name,
-            disk_columns(spare.size_bytes, spare.size_bytes)
+            disk_columns(spare.size_bytes, spare.physical_bytes)
         );
     }
     for aggr in &aggregates {
@@ -227,7 +227,7 @@ fn broken_disks(aggr: &AggregateStatus) -> String {
         let _ = writeln!(out, "{line:<width$}    {file}");
     }
     for disk in &aggr.broken {
-        let columns = disk_columns(disk.size_bytes, disk.size_bytes);
+        let columns = disk_columns(disk.size_bytes, disk.physical_bytes);
         let row = format!("{:<9} {:<15} {columns}", "failed", disk.name);
         let _ = writeln!(out, "{row:<width$}    {}", disk.file);
     }
@@ -328,7 +328,7 @@ fn disk_row(aggr: &AggregateStatus, group: &RaidGroupStatus, disk: &DiskStatus) 
         "      {:<9} {:<15} {}",
         disk.role,
         device,
-        disk_columns(used, disk.size_bytes)
+        disk_columns(used, disk.physical_bytes)
     );
     if let Some(r) = rebuilding {
         let _ = write!(
@@ -393,9 +393,14 @@ pub fn reallocate_status(reply: &AdminReply, path: Option<&str>) -> String {
     let mut out = "Reallocation scans are on\n".to_string();
     match job.as_ref().filter(|j| path.is_none_or(|p| p == j.path)) {
         Some(job) => {
+            let state = if job.quiesced {
+                "Quiesced"
+            } else {
+                "Reallocating"
+            };
             let _ = writeln!(
                 out,
-                "{}:\n        State: Reallocating: block {} of {}",
+                "{}:\n        State: {state}: block {} of {}",
                 job.path, job.blocks_done, job.blocks_total
             );
         }
@@ -474,13 +479,78 @@ pub fn vol_status(reply: &AdminReply) -> String {
         "Volume", "State", "Status"
     );
     for volume in volumes {
+        let status = format!("{}, flex", volume.raid_type);
         let _ = writeln!(
             out,
-            "{:>15} {:<15} {:<17} guarantee=volume, fractional_reserve=100",
-            volume.name, volume.state, "raid_dp, flex"
+            "{:>15} {:<15} {status:<17} {}",
+            volume.name,
+            volume.state,
+            volume_options(volume).join(", ")
         );
     }
     out
+}
+
+/// The options `vol status` lists: the two every wafer volume has (its LUNs
+/// reserve their whole size, overwrites of snapshot-held blocks are
+/// reserved in full), and `read_realloc=on` where it is set.
+fn volume_options(volume: &VolumeStatus) -> Vec<&'static str> {
+    let mut options = vec!["guarantee=volume", "fractional_reserve=100"];
+    if volume.read_realloc {
+        options.push("read_realloc=on");
+    }
+    options
+}
+
+/// `snap reserve [VOLUME]`: a line per volume, in ONTAP's words.
+pub fn snap_reserve(reply: &AdminReply) -> String {
+    let AdminReply::SnapReserves(volumes) = reply else {
+        return unexpected(reply);
+    };
+    volumes
+        .iter()
+        .map(|v| reserve_line("volume", &v.volume, v.percent, v.reserve_bytes))
+        .collect()
+}
+
+/// `snap reserve -A [AGGR]`: wafer sets nothing aside for aggregate
+/// snapshots, so every aggregate's line says 0%.
+pub fn snap_reserve_aggregates(reply: &AdminReply) -> String {
+    let AdminReply::AggregateSpaces(aggregates) = reply else {
+        return unexpected(reply);
+    };
+    aggregates
+        .iter()
+        .map(|a| reserve_line("Aggregate", &a.aggregate, 0, 0))
+        .collect()
+}
+
+fn reserve_line(what: &str, name: &str, percent: u8, bytes: u64) -> String {
+    format!(
+        "{what} {name}: current snapshot reserve is {percent}% or {} k-bytes.\n",
+        bytes / 1024
+    )
+}
+
+/// `priority show volume [-v]`: a table of each volume's cache policy, or
+/// with -v a block per volume.
+pub fn priority_show(reply: &AdminReply, verbose: bool) -> String {
+    let AdminReply::VolumePriorities(volumes) = reply else {
+        return unexpected(reply);
+    };
+    match verbose {
+        true => volumes
+            .iter()
+            .map(|v| format!("Volume: {}\n        Cache: {}\n", v.volume, v.cache))
+            .collect(),
+        false => {
+            let mut out = format!("{:<16} {}\n", "Volume", "Cache");
+            for v in volumes {
+                let _ = writeln!(out, "{:<16} {}", v.volume, v.cache);
+            }
+            out
+        }
+    }
 }
 
 /// `lun show`.
@@ -492,7 +562,8 @@ pub fn lun_show(reply: &AdminReply) -> String {
         .map(|lun| {
             let bytes = format!("({})", lun.size_bytes);
             let size = format!("{:>4} {bytes:<14}", ontap_size(lun.size_bytes));
-            format!("        {:<28} {size}  (r/w, online)\n", lun.path)
+            let state = if lun.offline { "offline" } else { "online" };
+            format!("        {:<28} {size}  (r/w, {state})\n", lun.path)
         })
         .collect()
 }
@@ -800,8 +871,8 @@ fn aggregate_df(
 }
 
 /// `sysstat -x`'s two header lines.
-pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache    CP  CP   Disk   NVLog\n\
-    \x20                        in    out    read  write    hit  time  ty   util    kB/s\n";
+pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache  Cache    CP  CP   Disk   NVLog\n\
+    \x20                         in    out    read  write    age    hit  time  ty   util    kB/s\n";
 
 /// One `sysstat -x` line: the rates between two samples. CPU is the
 /// server's CPU time over the interval, at most 100% (ONTAP's is the share
@@ -810,6 +881,9 @@ pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   
 /// in the interval; Disk util the busiest disk's share of the interval;
 /// NVLog kB/s what the server wrote to its NVLog (ONTAP's `sysstat` has no
 /// such column: it comes after ONTAP's, where a separate log device shows).
+/// Cache age is the minutes since the oldest cached block was last used
+/// (`>60` past an hour, `-` with nothing to age: an empty cache, or every
+/// block used in the server's last sampling period of 10 s).
 pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
     let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
     let rate = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / seconds;
@@ -849,7 +923,7 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         now => format!("{:.0}%", (rate(before.cpu_time_ns, now) / 1e7).min(100.0)),
     };
     format!(
-        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>5} {:>3} {:>5.0}% {:>7.0}",
+        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>6} {:>5} {:>3} {:>5.0}% {:>7.0}",
         cpu,
         ops,
         ops,
@@ -857,6 +931,7 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         net_out,
         disk_read,
         disk_write,
+        cache_age(after.cache_age_ns),
         cache_hit,
         format!(
             "{:.0}%",
@@ -866,6 +941,16 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         util,
         rate(before.nvlog.bytes_written, after.nvlog.bytes_written) / 1024.0
     )
+}
+
+/// sysstat's Cache age: whole minutes, `>60` past an hour.
+fn cache_age(age_ns: Option<u64>) -> String {
+    const MINUTE_NS: u64 = 60_000_000_000;
+    match age_ns.map(|ns| ns / MINUTE_NS) {
+        None => "-".to_string(),
+        Some(minutes) if minutes > 60 => ">60".to_string(),
+        Some(minutes) => minutes.to_string(),
+    }
 }
 
 /// The type letter of most CPs between the samples, `-` if none ran.
@@ -915,6 +1000,7 @@ mod tests {
             failed_reason: Some("failed by the administrator (disk fail)".into()),
             file: format!("{name}.img"),
             size_bytes: 64 << 20,
+            physical_bytes: 65 << 20,
         };
         let mut aggr = AggregateStatus {
             name: "aggr0".into(),
@@ -966,6 +1052,7 @@ mod tests {
             failed_reason: None,
             file: format!("disk{slot}.img"),
             size_bytes: mib << 20,
+            physical_bytes: (mib + 1) << 20,
         };
         let roles = ["dparity", "parity"]
             .into_iter()
@@ -1087,7 +1174,10 @@ mod tests {
             assert_eq!(row.find(ours), sample[6].find(field), "{field}: {row}");
         }
         assert_eq!(row.find("64/131072 "), sample[6].find("847555/"));
-        assert!(row.ends_with(" 64/131072"), "Phys: {row}");
+        assert!(
+            row.ends_with(" 65/133120"),
+            "Phys, the file's length: {row}"
+        );
         // Spare and broken disks are listed from the first column, as ONTAP
         // lists them (S-JPNOTES), under headings of their own.
         let spares = lines
@@ -1112,6 +1202,7 @@ mod tests {
             file_id: 64,
             lun_id: Some(0),
             export: String::new(),
+            offline: false,
         };
         let luns = AdminReply::Luns(vec![
             lun("/vol/pocvol3/poclun3", 2 << 30),
@@ -1171,6 +1262,7 @@ mod tests {
             failed_reason: None,
             file: "disk9.img".into(),
             size_bytes: 64 << 20,
+            physical_bytes: 65 << 20,
         });
         let text = disk_show(&reply(aggr));
         let lines: Vec<&str> = text.lines().collect();
@@ -1236,6 +1328,30 @@ mod tests {
             "1000",
             "2,048,000 bytes in 2 s: {line}"
         );
+    }
+
+    #[test]
+    fn sysstat_shows_the_cache_age_in_minutes_under_its_heading() {
+        let before = SysstatReport::default();
+        let age = |minutes: u64| {
+            let after = SysstatReport {
+                uptime_ns: 1_000_000_000,
+                cache_age_ns: Some(minutes * 60_000_000_000 + 59_000_000_000),
+                ..SysstatReport::default()
+            };
+            let line = sysstat_line(&before, &after);
+            let heading = SYSSTAT_HEADER.lines().nth(1).expect("a second heading");
+            let end = heading.find("age").expect("age") + "age".len();
+            line[end - 6..end].trim().to_string()
+        };
+        assert_eq!(age(0), "0");
+        assert_eq!(age(7), "7");
+        assert_eq!(age(60), "60");
+        assert_eq!(age(61), ">60");
+        let empty = sysstat_line(&before, &SysstatReport::default());
+        let heading = SYSSTAT_HEADER.lines().nth(1).expect("a second heading");
+        let end = heading.find("age").expect("age") + "age".len();
+        assert_eq!(empty[end - 6..end].trim(), "-");
     }
 
     /// wafl.md §12.2's Disk Statistics header and a row, whose columns a
