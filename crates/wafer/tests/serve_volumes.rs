@@ -92,6 +92,7 @@ fn a_destroyed_volume_returns_its_space_and_takes_its_luns_maps_with_it() {
     assert_eq!(client.write(0, &vec![0x2d; 8 << 20]), 0);
     drop(client);
     ok(&server.data, &["snap", "create", "vol1", "s1"]);
+    ok(&server.data, &["lun", "offline", "/vol/vol1/db"]);
     let created = aggr0_space(&server);
     assert!(
         created.0 >= before.0 + (8 << 20),
@@ -133,6 +134,11 @@ fn a_destroyed_volume_returns_its_space_and_takes_its_luns_maps_with_it() {
     assert!(
         !maps.contains("hosts"),
         "a new LUN at the old path inherits no map: {maps}"
+    );
+    let lun = ok(&server.data, &["lun", "show", "/vol/vol1/db"]);
+    assert!(
+        lun.contains("(r/w, online)"),
+        "nor the old one's offline state: {lun}"
     );
 }
 

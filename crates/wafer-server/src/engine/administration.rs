@@ -160,13 +160,15 @@ impl Engine {
         }
     }
 
-    /// Forgets the ID records of destroyed volume `name`'s LUNs and every map
-    /// of them and of their snapshots' images, and saves the configuration.
+    /// Forgets the ID records of destroyed volume `name`'s LUNs, every map of
+    /// them and of their snapshots' images and which were offline, and saves
+    /// the configuration.
     pub(super) fn forget_volume_records(&mut self, name: &str) {
         let prefix = format!("/vol/{name}/");
         self.config.luns.retain(|l| !l.path.starts_with(&prefix));
         if let Some(san) = self.config.san.as_mut() {
             san.maps.retain(|m| !m.path.starts_with(&prefix));
+            san.offline.retain(|path| !path.starts_with(&prefix));
         }
         if let Err(e) = self.config.save(&self.dir) {
             tracing::warn!("volume {name}'s LUN records not dropped from the configuration: {e}");
