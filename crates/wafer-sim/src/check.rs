@@ -101,6 +101,10 @@ pub struct CheckConfig {
     /// administration) instead of a node of 1 to 3 aggregates: how the check
     /// ran before nodes, which the regression seeds found then replay.
     pub single_filer: bool,
+    /// Whether a node's administration also grows, shrinks, takes offline
+    /// and destroys volumes. Off, every seed runs as it did before volumes
+    /// could be destroyed, so the regression seeds replay what they found.
+    pub volume_admin: bool,
 }
 
 impl Default for CheckConfig {
@@ -116,6 +120,7 @@ impl Default for CheckConfig {
             record_io: false,
             bound_requests: false,
             single_filer: false,
+            volume_admin: false,
         }
     }
 }
@@ -400,6 +405,8 @@ struct Harness<P: SimPayload> {
     /// stay what they were before volumes could be destroyed, up to the
     /// first time one is.
     volume_rng: Rng,
+    /// Whether volumes are administered ([`CheckConfig::volume_admin`]).
+    volume_admin: bool,
     luns: BTreeMap<LunId, LunModel<P>>,
     snapshots: BTreeMap<(VolumeId, String), SnapshotModel<P>>,
     in_flight: BTreeMap<RequestId, InFlight>,
@@ -472,6 +479,7 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         aggr_admin_due: false,
         rng,
         volume_rng: Rng::seeded(config.seed ^ VOLUME_DRAWS),
+        volume_admin: config.volume_admin,
         luns: BTreeMap::new(),
         snapshots: BTreeMap::new(),
         in_flight: BTreeMap::new(),
@@ -946,7 +954,7 @@ impl<P: SimPayload> Harness<P> {
     /// new group), or creates one (up to 3) with a volume and LUNs of its
     /// own. Faults go on meanwhile.
     fn administer(&mut self) -> Result<(), String> {
-        if self.volume_rng.chance(1, 3) {
+        if self.volume_admin && self.volume_rng.chance(1, 3) {
             let done = self.administer_volume()?;
             *self.report.administration.entry(done).or_default() += 1;
             return Ok(());

@@ -23,6 +23,7 @@ fn first_failure(sabotage: Sabotage, payload: PayloadKind) -> Option<(u64, Strin
             record_io: false,
             bound_requests: false,
             single_filer: false,
+            volume_admin: false,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -124,6 +125,7 @@ fn the_same_runs_pass_without_sabotage() {
                 record_io: false,
                 bound_requests: false,
                 single_filer: false,
+                volume_admin: false,
             };
             if let Err(failure) = run(&config) {
                 panic!("the control run on {payload:?} failed: {failure}");
@@ -157,6 +159,7 @@ fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         record_io: false,
         bound_requests: false,
         single_filer: true,
+        volume_admin: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }
@@ -200,6 +203,7 @@ fn stale_identity_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         record_io: false,
         bound_requests: false,
         single_filer: false,
+        volume_admin: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }

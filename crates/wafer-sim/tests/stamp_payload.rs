@@ -17,6 +17,7 @@ fn config(seed: u64, ops: u64, faults: bool, payload: PayloadKind) -> CheckConfi
         record_io: !faults,
         bound_requests: false,
         single_filer: false,
+        volume_admin: false,
     }
 }
 

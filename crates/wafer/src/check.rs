@@ -45,6 +45,12 @@ pub struct CheckArgs {
     /// nodes, which replays the seeds found then (scripts/regression-seeds).
     #[arg(long)]
     single_filer: bool,
+    /// Also administer volumes on a node: grow and shrink them, take them
+    /// offline and back, destroy them, with crashes. Off, every seed runs as
+    /// it did before volumes could be destroyed, so the regression seeds
+    /// replay what they found.
+    #[arg(long, conflicts_with = "single_filer")]
+    volume_admin: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -119,8 +125,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     ""
                 };
+                let volumes = if args.volume_admin {
+                    " --volume-admin"
+                } else {
+                    ""
+                };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{}",
+                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{}",
                     args.ops,
                     args.payload.replay_option()
                 );
@@ -150,6 +161,7 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         payload: args.payload.into(),
         bound_requests: args.bound_requests,
         single_filer: args.single_filer,
+        volume_admin: args.volume_admin,
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {

@@ -154,7 +154,11 @@ impl<P: Payload> Filer<P> {
     pub(super) fn start_cp_logging(&mut self, reason: CpReason, keeps_log: bool) {
         assert!(self.cp.is_none(), "one CP at a time");
         self.apply_growth();
-        self.destroy_volumes();
+        // A snapshot's CP in the middle of replay comes where no CP began
+        // the first time: replay takes volumes out between generations.
+        if !keeps_log {
+            self.destroy_volumes();
+        }
         for volume in self.namespace.grow_vvbn_spaces() {
             self.volume_record_dirty(volume);
         }
@@ -1013,7 +1017,6 @@ impl<P: Payload> Filer<P> {
     fn commit(&mut self) {
         let mut cp = self.cp.take().expect("a CP");
         self.committed = cp.number;
-        self.namespace.destructions_committed();
         self.offline.committed = cp.records_offline;
         self.committed_map = cp.image_map.take().expect("a committed CP has allocated");
         *self.counters.cps.entry(cp.reason).or_default() += 1;

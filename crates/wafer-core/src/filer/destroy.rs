@@ -14,19 +14,16 @@
 //! every block of the volume's files, snapshots' included, so the cost is
 //! one pass over the map, whatever the data.
 //!
-//! Only an offline volume is destroyed, so no host I/O reaches it. A read
-//! that began before it went offline and still waits for disk fails; the
-//! block it waits for is dropped like the rest. A snapshot the volume still
-//! has to take makes its destruction wait for the CP after the one that
-//! takes it. Replay takes the volumes out where a CP began, between a
-//! record of one generation and the next (`mount`), so that what was
-//! logged after sees the namespace it saw the first time: a new volume
-//! gets the same id, and the space it was promised.
+//! Only an offline volume is destroyed, so no host I/O reaches it, and not
+//! while a snapshot of it waits for its CP, so the next CP always takes it
+//! out. A read that began before it went offline and still waits for disk
+//! fails; the block it waits for is dropped like the rest.
 //!
-//! A destroyed volume's id is not given to a new volume until the CP that
-//! took it out has committed: a crash before then replays the destruction
-//! into a namespace that still holds the old volume, where the id is not
-//! free.
+//! Replay takes destroyed volumes out where a CP began, between a record of
+//! one generation and the next (`mount`), so that what was logged after sees
+//! the namespace it saw the first time: a volume created after gets the same
+//! id (the lowest free), whether or not the CP that took the old one out
+//! committed before a crash, and the space it was promised.
 
 use super::cache::BlockState;
 use super::meta::Volume;
@@ -36,14 +33,11 @@ use crate::payload::Payload;
 use crate::units::{Fbn, Pvbn, VolumeId};
 
 impl<P: Payload> Filer<P> {
-    /// Frees the volumes destroyed since the last CP that nothing holds any
-    /// more; called as a CP starts, before it captures dirty blocks.
+    /// Frees the volumes destroyed since the last CP; called as a CP starts,
+    /// before it captures dirty blocks.
     pub(super) fn destroy_volumes(&mut self) {
         assert!(self.cp.is_none(), "volumes are destroyed between CPs");
         for id in self.namespace.destroying() {
-            if self.volume_is_busy(id) {
-                continue;
-            }
             self.forget_volume_blocks(id);
             let volume = self
                 .namespace
@@ -51,11 +45,6 @@ impl<P: Payload> Filer<P> {
             self.release_volume(&volume);
             self.volume_record_dirty(id);
         }
-    }
-
-    /// Whether volume `id` still has a snapshot to take.
-    fn volume_is_busy(&self, id: VolumeId) -> bool {
-        self.namespace[id].pending_snapshot.is_some()
     }
 
     /// Drops volume `id`'s cached blocks, dirty ones included (they are

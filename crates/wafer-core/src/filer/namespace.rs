@@ -18,7 +18,7 @@
 //! volume's blocks wait dirty for the next CP) is passed in with each
 //! question.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Index;
 
 use super::api::HostError;
@@ -40,11 +40,6 @@ pub(super) struct Namespace {
     volumes: BTreeMap<VolumeId, Volume>,
     /// pvbns promised to volumes: the sum of their footprints.
     reserved_blocks: u64,
-    /// Volumes a CP not yet committed took out. Their ids are not given to
-    /// new volumes until it commits: a crash before then replays their
-    /// destruction into a namespace that still holds them, and a volume
-    /// created after must get the id it got the first time.
-    removed_uncommitted: BTreeSet<VolumeId>,
     /// Blocks of the volume table file. It never shrinks: a destroyed
     /// volume's record becomes a free slot, so no block of the table's tree
     /// ever falls outside its length.
@@ -202,7 +197,7 @@ impl Namespace {
     ) -> VolumeId {
         let id = (0..)
             .map(VolumeId)
-            .find(|id| !self.volumes.contains_key(id) && !self.removed_uncommitted.contains(id))
+            .find(|id| !self.volumes.contains_key(id))
             .expect("a free id");
         let size_blocks = size_bytes / BLOCK_SIZE as u64;
         self.reserved_blocks += volume_footprint(size_blocks, dirty_high_water);
@@ -212,11 +207,6 @@ impl Namespace {
         self.volumes.insert(id, volume);
         self.table_blocks = self.volume_table_blocks();
         id
-    }
-
-    /// The CP that took volumes out has committed: their ids are free.
-    pub(super) fn destructions_committed(&mut self) {
-        self.removed_uncommitted.clear();
     }
 
     /// Sets volume `id` online or offline.
@@ -264,7 +254,6 @@ impl Namespace {
     /// caller's to free.
     pub(super) fn remove_volume(&mut self, id: VolumeId, dirty_high_water: usize) -> Volume {
         let volume = self.volumes.remove(&id).expect("a volume being destroyed");
-        self.removed_uncommitted.insert(id);
         let size_blocks = volume.size_bytes / BLOCK_SIZE as u64;
         self.reserved_blocks -= volume_footprint(size_blocks, dirty_high_water);
         volume
@@ -412,16 +401,23 @@ impl Namespace {
         fits(SpaceInputs::of(volume).space(size_bytes, 0))
     }
 
-    /// Only an offline volume is destroyed.
+    /// Only an offline volume is destroyed, and not while a snapshot of it
+    /// waits for its CP: the next CP must be able to take it out.
     fn check_destroy(&self, id: VolumeId) -> Result<(), HostError> {
         self.check_present(id)?;
         let volume = &self.volumes[&id];
-        match volume.state {
-            VolumeState::Offline => Ok(()),
-            _ => Err(HostError::Invalid(format!(
+        if volume.state != VolumeState::Offline {
+            return Err(HostError::Invalid(format!(
                 "volume {} is online: take it offline before destroying it",
                 volume.name
+            )));
+        }
+        match &volume.pending_snapshot {
+            Some(snapshot) => Err(HostError::Invalid(format!(
+                "volume {} is taking snapshot {}: destroy it once that is done",
+                volume.name, snapshot.name
             ))),
+            None => Ok(()),
         }
     }
 
