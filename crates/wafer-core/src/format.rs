@@ -41,6 +41,8 @@ pub const WORDS_PER_BLOCK: usize = BLOCK_SIZE / 8;
 pub type BlockWords = [u64; WORDS_PER_BLOCK];
 /// Longest LUN or volume name, in bytes of UTF-8.
 pub const NAME_MAX: usize = 48;
+/// Most snapshots per volume (ids 1 to 255 in the snapinfo file).
+pub const MAX_SNAPSHOTS: usize = 255;
 
 /// The first four bytes of every trailer wafer writes (little-endian "RTFW").
 pub const TRAILER_MAGIC: u32 = 0x5746_5452;

@@ -21,6 +21,7 @@ pub mod format;
 pub mod node;
 pub mod nvlog;
 pub mod payload;
+pub mod schedule;
 pub mod space;
 pub mod tree;
 pub mod units;

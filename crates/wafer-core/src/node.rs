@@ -543,6 +543,39 @@ impl<P: Payload> Node<P> {
         })
     }
 
+    /// The scheduled snapshots due at the hours in `(after, until]` on the
+    /// online volumes of the serving aggregates, as requests for the driver
+    /// to submit (the engine keeps no timer for them: see `schedule`).
+    pub fn snapshots_due(&self, after: Instant, until: Instant) -> Vec<HostRequest> {
+        self.serving_engines()
+            .flat_map(|(id, engine)| {
+                let changes = engine.snapshots_due(after, until).into_iter();
+                changes.map(move |mut change| {
+                    if let Some(volume) = change.volume_mut() {
+                        *volume = global_volume(id, *volume);
+                    }
+                    HostRequest::Change(change)
+                })
+            })
+            .collect()
+    }
+
+    /// The first hour after `after` a scheduled snapshot falls on, on any
+    /// online volume of a serving aggregate.
+    pub fn next_snapshot_due(&self, after: Instant) -> Option<Instant> {
+        self.serving_engines()
+            .filter_map(|(_, engine)| engine.next_snapshot_due(after))
+            .min()
+    }
+
+    fn serving_engines(&self) -> impl Iterator<Item = (AggrId, &Filer<P>)> {
+        self.engines().filter(|(id, _)| {
+            self.members
+                .get(id)
+                .is_some_and(|m| m.state == AggrState::Online)
+        })
+    }
+
     fn engines(&self) -> impl Iterator<Item = (AggrId, &Filer<P>)> {
         self.members
             .iter()

@@ -15,6 +15,7 @@
 //! is recognised and dropped, never replayed.
 
 use crate::format::{FormatError, NAME_MAX, get_u32, get_u64, put_u32, put_u64};
+use crate::schedule::{SnapKind, SnapSchedule};
 use crate::units::{AggrId, CpCount, FileId, VolumeId};
 
 /// How a volume's blocks age in the buffer cache (ONTAP's FlexShare `cache=`).
@@ -154,6 +155,24 @@ pub enum Change {
         /// The volume.
         volume: VolumeId,
     },
+    /// A volume's snapshot schedule set (`snap sched`).
+    SetSnapSchedule {
+        /// The volume.
+        volume: VolumeId,
+        /// The schedule.
+        schedule: SnapSchedule,
+    },
+    /// A scheduled snapshot taken, its kind's older ones rotated: `kind.N`
+    /// for every `N >= keep - 1` deleted, `kind.N` renamed `kind.N+1` for
+    /// the rest, the new one named `kind.0` (by the CP after this change).
+    ScheduledSnapshot {
+        /// The volume.
+        volume: VolumeId,
+        /// Weekly, nightly or hourly.
+        kind: SnapKind,
+        /// How many of its kind the volume keeps, the new one included.
+        keep: u8,
+    },
 }
 
 /// What an NVLog record holds.
@@ -188,6 +207,8 @@ impl Change {
             | Change::SetSnapReserve { volume, .. }
             | Change::SetVolumeOnline { volume, .. }
             | Change::ResizeVolume { volume, .. }
+            | Change::SetSnapSchedule { volume, .. }
+            | Change::ScheduledSnapshot { volume, .. }
             | Change::DestroyVolume { volume } => Some(*volume),
         }
     }
@@ -210,6 +231,8 @@ impl Change {
             | Change::SetSnapReserve { volume, .. }
             | Change::SetVolumeOnline { volume, .. }
             | Change::ResizeVolume { volume, .. }
+            | Change::SetSnapSchedule { volume, .. }
+            | Change::ScheduledSnapshot { volume, .. }
             | Change::DestroyVolume { volume } => Some(volume),
         }
     }
@@ -374,6 +397,16 @@ impl NvRecord {
                 out.put(&[15]);
                 out.put(&volume.0.to_le_bytes());
             }
+            LoggedOp::Change(Change::SetSnapSchedule { volume, schedule }) => {
+                out.put(&[17]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&schedule.encode());
+            }
+            LoggedOp::Change(Change::ScheduledSnapshot { volume, kind, keep }) => {
+                out.put(&[18]);
+                out.put(&volume.0.to_le_bytes());
+                out.put(&[kind.code(), *keep]);
+            }
             LoggedOp::DirtyStripes { stripes } => {
                 out.put(&[7]);
                 for (group, dbn) in stripes {
@@ -487,6 +520,15 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
         }),
         15 if rest.len() == 4 => LoggedOp::Change(Change::DestroyVolume {
             volume: VolumeId(u32_at(0)?),
+        }),
+        17 if rest.len() == 12 => LoggedOp::Change(Change::SetSnapSchedule {
+            volume: VolumeId(u32_at(0)?),
+            schedule: SnapSchedule::decode(rest[4..12].try_into().ok()?).ok()?,
+        }),
+        18 if rest.len() == 6 && rest[5] > 0 => LoggedOp::Change(Change::ScheduledSnapshot {
+            volume: VolumeId(u32_at(0)?),
+            kind: SnapKind::from_code(rest[4])?,
+            keep: rest[5],
         }),
         7 if rest.len() % 12 == 0 => LoggedOp::DirtyStripes {
             stripes: rest
@@ -796,6 +838,15 @@ mod tests {
             }),
             LoggedOp::Change(Change::DestroyVolume {
                 volume: VolumeId(6),
+            }),
+            LoggedOp::Change(Change::SetSnapSchedule {
+                volume: VolumeId(7),
+                schedule: SnapSchedule::parse("0", "2", "6@8,12,16,20").expect("valid"),
+            }),
+            LoggedOp::Change(Change::ScheduledSnapshot {
+                volume: VolumeId(7),
+                kind: SnapKind::Nightly,
+                keep: 2,
             }),
             LoggedOp::DirtyStripes {
                 stripes: vec![(0, 7), (1, 1 << 40)],

@@ -303,6 +303,25 @@ pub enum AdminRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         volume: Option<String>,
     },
+    /// `snap sched VOLUME WEEKLY NIGHTLY HOURLY[@HOURS]`: how many
+    /// snapshots of each kind VOLUME keeps, and the hours (UTC) of the
+    /// hourly ones.
+    SnapSchedSet {
+        /// The volume.
+        volume: String,
+        /// Weekly snapshots kept.
+        weekly: String,
+        /// Nightly snapshots kept.
+        nightly: String,
+        /// Hourly snapshots kept, with `@HOURS` if not every hour.
+        hourly: String,
+    },
+    /// `snap sched [VOLUME]`: VOLUME's snapshot schedule, or every volume's.
+    SnapSched {
+        /// The volume; none: every volume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        volume: Option<String>,
+    },
     /// `igroup create -i|-n -t OSTYPE NAME [INITIATOR...]`.
     IgroupCreate {
         /// The igroup's name.
@@ -484,6 +503,23 @@ pub enum AdminReply {
     VolumePriorities(Vec<VolumePriorityStatus>),
     /// `snap reserve`: each volume's snapshot reserve.
     SnapReserves(Vec<SnapReserveStatus>),
+    /// `snap sched`: each volume's snapshot schedule.
+    SnapScheds(Vec<SnapSchedStatus>),
+}
+
+/// One volume in `snap sched`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapSchedStatus {
+    /// The volume.
+    pub volume: String,
+    /// Weekly snapshots kept (taken at 00:00 UTC each Sunday).
+    pub weekly: u8,
+    /// Nightly snapshots kept (taken at 00:00 UTC on the other days).
+    pub nightly: u8,
+    /// Hourly snapshots kept.
+    pub hourly: u8,
+    /// The hours (UTC) hourly snapshots are taken at.
+    pub hours: Vec<u8>,
 }
 
 /// One volume in `priority show volume`.

@@ -115,6 +115,9 @@ pub enum ServeError {
     /// The engine could not mount the aggregate.
     #[error("cannot mount the aggregate: {0}")]
     Mount(String),
+    /// The clock's anchor in the environment is not a Unix time.
+    #[error("{0}")]
+    Clock(String),
     /// Creating the first volume or LUN of a new data directory failed.
     #[error("cannot create {what}: {reason}")]
     Create {

@@ -473,7 +473,7 @@ fn create(
     let options_for_engine = engine_options(&config, parts.cache_blocks);
     let files = BTreeMap::from([(AggrId(0), files)]);
     let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
-    let clock = Clock::start();
+    let clock = Clock::start()?;
     let mut node = Node::new(options_for_engine, clock.now());
     let id = node
         .create_aggregate(clock.now(), "aggr0", layout)
@@ -698,7 +698,7 @@ fn mount(
         failed.extend(down.map(|s| (aggr.aggr_id(), s.id)));
     }
     let options = engine_options(&config, parts.cache_blocks);
-    let clock = Clock::start();
+    let clock = Clock::start()?;
     let mut node = Node::mount(options, clock.now(), layouts, [&halves[0], &halves[1]]);
     let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
     for (aggr, disk) in failed {

@@ -358,6 +358,27 @@ pub enum SnapCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Shows or sets the snapshot schedule: `snap sched [VOLUME]` shows
+    /// VOLUME's (or every volume's); `snap sched VOLUME WEEKLY [NIGHTLY
+    /// [HOURLY[@HOURS]]]` sets how many weekly (Sunday 00:00), nightly
+    /// (00:00) and hourly snapshots VOLUME keeps, named `weekly.0` (newest)
+    /// and so on; HOURS lists the hours of the hourly ones (default: every
+    /// hour). Counts left out are 0. Times are UTC. New volumes take no
+    /// scheduled snapshots (`0 0 0`), the usual setting for LUN volumes.
+    /// With -A, the aggregates': wafer takes no aggregate snapshots.
+    #[command(override_usage = SNAP_SCHED_USAGE)]
+    Sched {
+        /// The aggregates' schedule instead of the volumes'.
+        #[arg(short = 'A')]
+        aggregate: bool,
+        /// The volume (with -A, the aggregate).
+        name: Option<String>,
+        /// Weekly, nightly and hourly counts, the last with `@HOURS`.
+        #[arg(num_args = 0..=3)]
+        counts: Vec<String>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Puts a volume, or one LUN, back as the snapshot holds it:
     /// `snap restore [-t vol|file] -s SNAPSHOT VOLUME|/vol/VOLUME/LUN`.
     #[command(
@@ -561,6 +582,9 @@ pub enum PriorityCommand {
 /// `priority show`'s usage, as much of ONTAP's as wafer has.
 const PRIORITY_SHOW_USAGE: &str = "wafer priority show volume [-v] [<vol_name>]";
 
+/// `snap sched`'s usage, as ONTAP prints it.
+const SNAP_SCHED_USAGE: &str = "snap sched [-A | -V] [<vol_name> [weeks [days [hours[@list]]]]]";
+
 /// `snap reserve`'s usage, as ONTAP prints it.
 const SNAP_RESERVE_USAGE: &str = "snap reserve [-A | -V] [<vol_name> | <aggr_name>] [percent]";
 
@@ -687,7 +711,8 @@ impl AdminCommand {
                 | SnapCommand::List { output, .. }
                 | SnapCommand::Delete { output, .. }
                 | SnapCommand::Restore { output, .. }
-                | SnapCommand::Reserve { output, .. },
+                | SnapCommand::Reserve { output, .. }
+                | SnapCommand::Sched { output, .. },
             )
             | AdminCommand::Disk(
                 DiskCommand::Show { output }
@@ -1202,6 +1227,12 @@ fn snap(
             percent,
             ..
         } => snap_reserve(ask, aggregate, name, percent)?,
+        SnapCommand::Sched {
+            aggregate,
+            name,
+            counts,
+            ..
+        } => snap_sched(ask, aggregate, name, counts)?,
         SnapCommand::Restore {
             kind,
             snapshot,
@@ -1246,7 +1277,7 @@ fn snap_reserve(
             ),
         )),
         (true, name, None) => formatted(
-            named_aggregate_space(ask(AdminRequest::DfAggregates)?, name.as_deref()),
+            named_aggregate_space(ask(AdminRequest::DfAggregates)?, name.as_deref(), "reserve"),
             ontap::snap_reserve_aggregates,
         ),
         (false, Some(volume), Some(percent)) => match percent.parse::<u32>() {
@@ -1263,14 +1294,49 @@ fn snap_reserve(
     })
 }
 
-/// Every serving aggregate's space, or only aggregate `name`'s.
-fn named_aggregate_space(reply: Asked, name: Option<&str>) -> Asked {
+/// `snap sched [-A] [NAME [WEEKLY [NIGHTLY [HOURLY]]]]`: shows schedules,
+/// or sets a volume's without a word, as ONTAP does. An aggregate's is
+/// always `0 0 0`.
+fn snap_sched(
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
+    aggregate: bool,
+    name: Option<String>,
+    counts: Vec<String>,
+) -> anyhow::Result<Answer> {
+    Ok(match (aggregate, name) {
+        (true, _) if !counts.is_empty() => Err(refusal(
+            AdminErrorKind::Invalid,
+            format!(
+                "snap sched: wafer takes no aggregate snapshots; their schedule stays 0 0 0
+                 usage: {SNAP_SCHED_USAGE}"
+            ),
+        )),
+        (true, name) => formatted(
+            named_aggregate_space(ask(AdminRequest::DfAggregates)?, name.as_deref(), "sched"),
+            ontap::snap_sched_aggregates,
+        ),
+        (false, Some(volume)) if !counts.is_empty() => {
+            let count = |n: usize| counts.get(n).cloned().unwrap_or_else(|| "0".into());
+            silent(ask(AdminRequest::SnapSchedSet {
+                volume,
+                weekly: count(0),
+                nightly: count(1),
+                hourly: count(2),
+            })?)
+        }
+        (false, volume) => formatted(ask(AdminRequest::SnapSched { volume })?, ontap::snap_sched),
+    })
+}
+
+/// Every serving aggregate's space, or only aggregate `name`'s (refused
+/// in `snap COMMAND`'s words if there is none).
+fn named_aggregate_space(reply: Asked, name: Option<&str>, command: &str) -> Asked {
     match (reply?, name) {
         (AdminReply::AggregateSpaces(all), Some(name)) => only(
             all,
             |a| a.aggregate == name,
             AdminReply::AggregateSpaces,
-            format!("snap reserve: No aggregate named '{name}' exists."),
+            format!("snap {command}: No aggregate named '{name}' exists."),
         ),
         (reply, _) => Ok(reply),
     }

@@ -307,6 +307,8 @@ pub struct VolumeSettings {
     pub read_realloc: bool,
     /// Percent of its size set aside for snapshots.
     pub snap_reserve_percent: u8,
+    /// Its `snap sched`.
+    pub snap_schedule: crate::schedule::SnapSchedule,
 }
 
 impl<P: Payload> super::Filer<P> {
@@ -324,6 +326,7 @@ impl<P: Payload> super::Filer<P> {
             cache_policy: v.cache_policy,
             read_realloc: v.read_realloc,
             snap_reserve_percent: v.snap_reserve_percent,
+            snap_schedule: v.snap_schedule,
         })
     }
 }

@@ -145,7 +145,9 @@ impl<P: Payload> Filer<P> {
                 vec![(*lun, blocks_covered(*size_bytes, u64::MAX))]
             }
             Change::DestroyLun { lun } => vec![(*lun, 0..u64::MAX)],
-            Change::CreateSnapshot { volume, .. } | Change::RestoreSnapshot { volume, .. } => self
+            Change::CreateSnapshot { volume, .. }
+            | Change::ScheduledSnapshot { volume, .. }
+            | Change::RestoreSnapshot { volume, .. } => self
                 .lun_trees()
                 .filter(|(lun, _)| lun.volume == *volume)
                 .map(|(lun, _)| (lun, 0..u64::MAX))
@@ -154,6 +156,7 @@ impl<P: Payload> Filer<P> {
             | Change::CreateLun { .. }
             | Change::DeleteSnapshot { .. }
             | Change::SetSnapReserve { .. }
+            | Change::SetSnapSchedule { .. }
             | Change::SetVolumeOnline { .. }
             | Change::ResizeVolume { .. }
             | Change::DestroyVolume { .. }

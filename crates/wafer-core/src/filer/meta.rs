@@ -24,6 +24,7 @@ use crate::format::{
     get_u64, put_u32, put_u64,
 };
 use crate::nvlog::LunId;
+use crate::schedule::{SnapKind, SnapSchedule};
 use crate::space::PendingFrees;
 use crate::tree::BlockTree;
 use crate::units::{CpCount, FileId, Instant, SnapshotId, VolumeId};
@@ -39,8 +40,7 @@ pub const VOLUME_TABLE: FileId = FileId(3);
 pub const SNAPINFO: FileId = FileId(4);
 /// A volume's summary map file.
 pub const SUMMARY: FileId = FileId(5);
-/// Most snapshots per volume.
-pub const MAX_SNAPSHOTS: usize = 255;
+pub use crate::format::MAX_SNAPSHOTS;
 /// Inode numbers below this are reserved for metadata files.
 pub const FIRST_LUN: u32 = 64;
 /// The container map of volume `v` is aggregate file `CONTAINER_BASE + v`.
@@ -53,7 +53,13 @@ pub const PARITY_FILE: FileId = FileId(u32::MAX);
 /// Volume records per volume-table block.
 pub const VOLUMES_PER_BLOCK: usize = 2;
 const VOLUME_RECORD: usize = BLOCK_SIZE / VOLUMES_PER_BLOCK;
+/// The snapshot schedule, after the name.
+const SCHEDULE_AT: usize = 24 + NAME_MAX;
 const INOFILE_AT: usize = 128;
+const _: () = assert!(
+    SCHEDULE_AT + 8 <= INOFILE_AT,
+    "the schedule fits before the inodes"
+);
 const ACTIVEMAP_AT: usize = INOFILE_AT + INODE_SIZE;
 const CONTAINER_AT: usize = ACTIVEMAP_AT + INODE_SIZE;
 const SNAPINFO_AT: usize = CONTAINER_AT + INODE_SIZE;
@@ -338,6 +344,8 @@ pub struct Volume {
     pub snapinfo: MetaFile,
     /// Percent of the size set aside for snapshots.
     pub snap_reserve_percent: u8,
+    /// Its `snap sched`.
+    pub snap_schedule: SnapSchedule,
     /// Whether it serves, or is being destroyed.
     pub state: VolumeState,
     /// The vvbn space its size needs: above `vvbn_blocks` after `vol size`
@@ -392,6 +400,7 @@ impl Volume {
             summary_file: MetaFile::default(),
             snapinfo: MetaFile::default(),
             snap_reserve_percent: 0,
+            snap_schedule: SnapSchedule::OFF,
             state: VolumeState::Online,
             vvbns_wanted: vvbn_blocks,
         }
@@ -446,6 +455,15 @@ impl Volume {
             .iter()
             .find(|(_, s)| s.name == name)
             .map(|(id, s)| (*id, s))
+    }
+
+    /// The names of `kind`'s snapshots a scheduled one keeping `keep`
+    /// deletes: `kind.N` for every `N >= keep - 1` there is.
+    pub fn rotated_out(&self, kind: SnapKind, keep: u8) -> Vec<String> {
+        (keep.saturating_sub(1)..=u8::MAX)
+            .map(|n| kind.name(n))
+            .filter(|name| self.snapshot_named(name).is_some())
+            .collect()
     }
 
     /// The lowest snapshot id not in use.
@@ -620,6 +638,8 @@ pub struct VolumeRecord {
     pub read_realloc: bool,
     /// Its snapshot reserve, in percent of its size.
     pub snap_reserve_percent: u8,
+    /// Its snapshot schedule.
+    pub snap_schedule: SnapSchedule,
     /// Online or offline.
     pub state: VolumeState,
     /// Its snapinfo file's inode.
@@ -645,6 +665,7 @@ pub fn volume_table_bytes(volumes: &BTreeMap<VolumeId, Volume>, fbn: u64) -> Box
         put_u64(record, 8, volume.size_bytes);
         put_u64(record, 16, volume.vvbn_blocks);
         record[24..24 + volume.name.len()].copy_from_slice(volume.name.as_bytes());
+        record[SCHEDULE_AT..SCHEDULE_AT + 8].copy_from_slice(&volume.snap_schedule.encode());
         volume
             .inofile
             .inode(volume.inofile_blocks())
@@ -694,6 +715,10 @@ pub fn decode_volume_table(
         let id = VolumeId((fbn * VOLUMES_PER_BLOCK as u64 + slot as u64) as u32);
         let cache_policy = crate::nvlog::policy_from_code(record[4])
             .ok_or_else(|| corrupt(format!("cache policy {}", record[4])))?;
+        let mut schedule = [0u8; 8];
+        schedule.copy_from_slice(&record[SCHEDULE_AT..SCHEDULE_AT + 8]);
+        let snap_schedule =
+            SnapSchedule::decode(&schedule).map_err(|e| corrupt(format!("snap sched: {e}")))?;
         let state = match record[7] {
             0 => VolumeState::Online,
             1 => VolumeState::Offline,
@@ -711,6 +736,7 @@ pub fn decode_volume_table(
                 cache_policy,
                 read_realloc: record[5] == 1,
                 snap_reserve_percent: record[6],
+                snap_schedule,
                 state,
                 snapinfo: Inode::decode(&record[SNAPINFO_AT..SNAPINFO_AT + INODE_SIZE])?,
                 summary: Inode::decode(&record[SUMMARY_AT..SUMMARY_AT + INODE_SIZE])?,

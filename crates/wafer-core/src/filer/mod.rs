@@ -791,7 +791,13 @@ impl<P: Payload> Filer<P> {
         let result = Ok(self.apply(record.generation, &record.op));
         // A snapshot is answered when the CP that takes it commits.
         let snapshot = match (&record.op, &result) {
-            (LoggedOp::Change(Change::CreateSnapshot { volume, .. }), Ok(_)) => Some(*volume),
+            (
+                LoggedOp::Change(
+                    Change::CreateSnapshot { volume, .. }
+                    | Change::ScheduledSnapshot { volume, .. },
+                ),
+                Ok(_),
+            ) => Some(*volume),
             _ => None,
         };
         let request = match snapshot {
@@ -881,6 +887,18 @@ impl<P: Payload> Filer<P> {
             }
             LoggedOp::Change(Change::DeleteSnapshot { volume, name }) => {
                 self.delete_snapshot(*volume, name);
+                ReplyData::Done
+            }
+            LoggedOp::Change(Change::ScheduledSnapshot { volume, kind, keep }) => {
+                self.take_scheduled_snapshot(generation, *volume, *kind, *keep);
+                ReplyData::Done
+            }
+            LoggedOp::Change(Change::SetSnapSchedule { volume, schedule }) => {
+                self.namespace
+                    .volume_mut(*volume)
+                    .expect("validated")
+                    .snap_schedule = *schedule;
+                self.volume_record_dirty(*volume);
                 ReplyData::Done
             }
             LoggedOp::Change(Change::RestoreSnapshot { volume, name, lun }) => {

@@ -367,6 +367,7 @@ impl<P: Payload> Filer<P> {
                     volume.cache_policy = record.cache_policy;
                     volume.read_realloc = record.read_realloc;
                     volume.snap_reserve_percent = record.snap_reserve_percent;
+                    volume.snap_schedule = record.snap_schedule;
                     volume.state = record.state;
                     self.namespace.load_volume(id, volume);
                     for file in [
@@ -552,7 +553,11 @@ impl<P: Payload> Filer<P> {
             if applied {
                 self.apply(generation, &record.op);
             }
-            if applied && matches!(record.op, LoggedOp::Change(Change::CreateSnapshot { .. })) {
+            let snapshot = matches!(
+                record.op,
+                LoggedOp::Change(Change::CreateSnapshot { .. } | Change::ScheduledSnapshot { .. })
+            );
+            if applied && snapshot {
                 return self.start_cp_logging(CpReason::Snapshot, true);
             }
         }

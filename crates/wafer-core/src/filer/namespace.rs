@@ -30,6 +30,7 @@ use super::meta::{
 use super::space::{MAX_SNAP_RESERVE_PERCENT, SpaceInputs, VolumeSpace};
 use crate::format::NAME_MAX;
 use crate::nvlog::{Change, LoggedOp, LunId};
+use crate::schedule::SnapKind;
 use crate::tree::BlockTree;
 use crate::units::{FileId, SnapshotId, VolumeId};
 use crate::{BLOCK_SIZE, Block};
@@ -366,6 +367,15 @@ impl Namespace {
                 self.check_volume_size(*volume, *size_bytes, room)
             }
             Change::DestroyVolume { volume } => self.check_destroy(*volume),
+            Change::SetSnapSchedule { volume, schedule } => {
+                self.existing_volume(*volume)?;
+                schedule
+                    .check()
+                    .map_err(|e| HostError::Invalid(e.to_string()))
+            }
+            Change::ScheduledSnapshot { volume, kind, keep } => {
+                self.check_scheduled_snapshot(*volume, *kind, *keep, dirty_blocks)
+            }
         }
     }
 
@@ -502,12 +512,26 @@ impl Namespace {
         {
             return Err(HostError::Exists(format!("snapshot {name}")));
         }
-        if v.pending_snapshot.is_some() || v.snapshots.len() >= MAX_SNAPSHOTS {
+        check_snapshot_slot(v, 0, dirty_blocks(volume))
+    }
+
+    /// A scheduled snapshot: the ones of its kind it pushes out make room.
+    fn check_scheduled_snapshot(
+        &self,
+        volume: VolumeId,
+        kind: SnapKind,
+        keep: u8,
+        dirty_blocks: impl Fn(VolumeId) -> u64,
+    ) -> Result<(), HostError> {
+        if keep == 0 {
             return Err(HostError::Invalid(format!(
-                "at most {MAX_SNAPSHOTS} snapshots per volume"
+                "a scheduled {} snapshot keeps at least itself",
+                kind.prefix()
             )));
         }
-        check_snapshot_room(v, dirty_blocks(volume))
+        let v = self.existing_volume(volume)?;
+        let pushed_out = v.rotated_out(kind, keep).len();
+        check_snapshot_slot(v, pushed_out, dirty_blocks(volume))
     }
 
     fn check_restore(
@@ -623,6 +647,23 @@ fn check_reservation(size_bytes: u64, available: u64) -> Result<(), HostError> {
 /// A new snapshot turns every block of the volume's image into a shared
 /// one: the image now, plus what the snapshot's CP writes for the volume
 /// (its `dirty` data blocks and, at most, that much again in metadata).
+/// Whether `volume` can take a snapshot once `freed` of its snapshots are
+/// deleted: none pending, an id free, and room for its CP.
+fn check_snapshot_slot(volume: &Volume, freed: usize, dirty: u64) -> Result<(), HostError> {
+    if let Some(pending) = &volume.pending_snapshot {
+        return Err(HostError::Invalid(format!(
+            "volume {} is taking snapshot {}: try again once it is done",
+            volume.name, pending.name
+        )));
+    }
+    if volume.snapshots.len() - freed >= MAX_SNAPSHOTS {
+        return Err(HostError::Invalid(format!(
+            "at most {MAX_SNAPSHOTS} snapshots per volume"
+        )));
+    }
+    check_snapshot_room(volume, dirty)
+}
+
 fn check_snapshot_room(volume: &Volume, dirty: u64) -> Result<(), HostError> {
     let image = volume.image_map();
     let summary = volume.summary.union(&image);

@@ -20,12 +20,13 @@
 //! read; they bypass the buffer cache, which holds the active file system.
 
 use super::blockio::ReadPurpose;
-use super::meta::{FileRef, Lun, PendingSnapshot, Snapshot, Volume};
+use super::meta::{FileRef, Lun, PendingSnapshot, Snapshot, Volume, VolumeState};
 use super::{BlockState, CacheEntry, Filer, PendingRead, RequestId};
 use crate::BLOCK_SIZE;
 use crate::bitmap::Bitmap;
-use crate::nvlog::LunId;
+use crate::nvlog::{Change, LunId};
 use crate::payload::Payload;
+use crate::schedule::SnapKind;
 use crate::units::{CpCount, Fbn, Instant, SnapshotId, VolumeId};
 
 /// What `snap list` shows of a snapshot.
@@ -99,6 +100,59 @@ impl<P: Payload> Filer<P> {
             waiter: None,
         });
         self.volume_record_dirty(volume);
+    }
+
+    /// Takes a scheduled snapshot: deletes the ones of its kind it pushes
+    /// out, renames the others `kind.N` to `kind.N+1` (newest last, so no
+    /// name is taken twice), and names the snapshot the next CP takes
+    /// `kind.0`.
+    pub(super) fn take_scheduled_snapshot(
+        &mut self,
+        generation: CpCount,
+        volume: VolumeId,
+        kind: SnapKind,
+        keep: u8,
+    ) {
+        let rotated_out = self.namespace[volume].rotated_out(kind, keep);
+        for name in rotated_out {
+            self.delete_snapshot(volume, &name);
+        }
+        let v = self.namespace.volume_mut(volume).expect("validated");
+        for n in (0..keep - 1).rev() {
+            if let Some((id, _)) = v.snapshot_named(&kind.name(n)) {
+                v.snapshots.get_mut(&id).expect("named").name = kind.name(n + 1);
+                v.snapinfo.dirty.insert(Volume::snapinfo_block(id));
+            }
+        }
+        self.request_snapshot(generation, volume, &kind.name(0));
+    }
+
+    /// The scheduled snapshots due at the hours in `(after, until]` on the
+    /// online volumes, as the changes that take them.
+    pub fn snapshots_due(&self, after: Instant, until: Instant) -> Vec<Change> {
+        let online = self
+            .namespace
+            .volumes()
+            .filter(|(_, v)| v.state == VolumeState::Online);
+        online
+            .filter_map(|(volume, v)| {
+                let kind = v.snap_schedule.due(after, until)?;
+                let keep = v.snap_schedule.keep(kind);
+                Some(Change::ScheduledSnapshot { volume, kind, keep })
+            })
+            .collect()
+    }
+
+    /// The first hour after `after` a scheduled snapshot of any online
+    /// volume falls on.
+    pub fn next_snapshot_due(&self, after: Instant) -> Option<Instant> {
+        let online = self
+            .namespace
+            .volumes()
+            .filter(|(_, v)| v.state == VolumeState::Online);
+        online
+            .filter_map(|(_, v)| v.snap_schedule.next_due(after))
+            .min()
     }
 
     /// Whether a snapshot waits for its CP (host changes wait with it).

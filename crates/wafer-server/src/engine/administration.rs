@@ -19,6 +19,7 @@ use wafer_core::filer::{
     CachePolicy, Change, HostError, HostRequest, MAX_SNAP_RESERVE_PERCENT, ReplyData, VolumeState,
 };
 use wafer_core::nvlog::LunId;
+use wafer_core::schedule::SnapSchedule;
 use wafer_core::units::{AggrId, VolumeId};
 use wafer_raid::DiskIndex;
 
@@ -27,7 +28,7 @@ use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateCpStatus,
     AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus,
     LunStatus, RaidGroupStatus, ReallocationMeasure, ReallocationStatus, RebuildProgress,
-    ScrubProgress, SizeChange, SnapReserveStatus, SnapshotStatus, SysstatReport,
+    ScrubProgress, SizeChange, SnapReserveStatus, SnapSchedStatus, SnapshotStatus, SysstatReport,
     VolumePriorityStatus, VolumeSpaceStatus, VolumeStatus, ontap_size,
 };
 use crate::catalogue::{Ended, Reach, Target};
@@ -494,6 +495,21 @@ impl Engine {
             AdminRequest::SnapReserve { volume } => Answer::Now(AdminReply::SnapReserves(
                 self.snap_reserves(volume.as_deref())?,
             )),
+            AdminRequest::SnapSchedSet {
+                volume,
+                weekly,
+                nightly,
+                hourly,
+            } => {
+                let schedule = SnapSchedule::parse(&weekly, &nightly, &hourly)
+                    .map_err(|e| invalid(&format!("snap sched: {e}")))?;
+                let message = format!("volume {volume}: snapshot schedule set to {schedule}");
+                let volume = self.volume_id(&volume)?;
+                Answer::Change(Change::SetSnapSchedule { volume, schedule }, message)
+            }
+            AdminRequest::SnapSched { volume } => {
+                Answer::Now(AdminReply::SnapScheds(self.snap_scheds(volume.as_deref())?))
+            }
         })
     }
 
@@ -598,6 +614,26 @@ impl Engine {
                     volume,
                     percent: settings.snap_reserve_percent,
                     reserve_bytes: space.snapshot_reserve_bytes,
+                })
+            })
+            .collect())
+    }
+
+    /// `snap sched [VOLUME]`: each volume's schedule.
+    fn snap_scheds(&self, name: Option<&str>) -> Result<Vec<SnapSchedStatus>, AdminError> {
+        let volumes = self.named_volumes(name)?;
+        Ok(volumes
+            .into_iter()
+            .filter_map(|(id, volume)| {
+                let schedule = view::volume_settings(&self.node, id)?.snap_schedule;
+                Some(SnapSchedStatus {
+                    volume,
+                    weekly: schedule.weekly,
+                    nightly: schedule.nightly,
+                    hourly: schedule.hourly,
+                    hours: (0u8..24)
+                        .filter(|h| schedule.hours & (1u32 << h) != 0)
+                        .collect(),
                 })
             })
             .collect())

@@ -41,7 +41,7 @@ use wafer_core::filer::{
     Busy, Change, HostError, HostRequest, Io, IoId, IoOp, IoResult, ReplyData, RequestId,
 };
 use wafer_core::node::{AggrState, Node, NodeIo};
-use wafer_core::units::{AggrId, DiskId};
+use wafer_core::units::{AggrId, DiskId, Instant};
 
 use crate::admin::AdminResponse;
 use crate::catalogue::{Catalogue, Ended, Incarnations, SharedCatalogue, Target};
@@ -152,6 +152,8 @@ enum Waiter {
     /// A request of the server's own whose answer nobody awaits; it is
     /// logged if it fails.
     Background(&'static str),
+    /// A scheduled snapshot (`snap sched`), described: logged either way.
+    Scheduled(String),
     /// The flush that ends a graceful stop.
     FinalFlush,
 }
@@ -235,6 +237,8 @@ pub(crate) struct Engine {
     io_aggregates: BTreeMap<IoId, AggrId>,
     /// Whether the start is over: the node serves.
     started: bool,
+    /// Engine time up to which `snap sched` has been looked at.
+    schedule_seen: Instant,
 }
 
 impl Engine {
@@ -286,6 +290,7 @@ impl Engine {
             pending: Vec::new(),
             io_aggregates: BTreeMap::new(),
             started: false,
+            schedule_seen: clock.now(),
         };
         engine.drain();
         engine
@@ -517,7 +522,12 @@ impl Engine {
 
     /// Waits for one event or the node's timer, handles it, drains the node.
     fn step(&mut self) -> Result<(), ServeError> {
-        let timer = self.node.poll_timeout().map(|at| self.clock.until(at));
+        let snapshot_due = self.node.next_snapshot_due(self.schedule_seen);
+        let timer = [self.node.poll_timeout(), snapshot_due]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| self.clock.until(at));
         // A stop waiting out its grace period must wake to notice its end.
         let wait = match self.stopping {
             Stopping::Flushed(_) => Some(timer.map_or(STOP_POLL, |t| t.min(STOP_POLL))),
@@ -539,12 +549,49 @@ impl Engine {
         if self.node.poll_timeout().is_some_and(|at| at <= now) {
             self.node.handle_timeout(now);
         }
+        self.take_scheduled_snapshots(now);
         self.drain();
         self.handle_released()?;
         self.settle_pending();
         self.watch_aggregates();
         self.sample_cache_ages();
         self.check_something_serves()
+    }
+
+    /// Submits the snapshots `snap sched` says fell due since the last look:
+    /// none while stopping (a stop's final CP must be the last), and those
+    /// that fell due while starting once the node serves.
+    fn take_scheduled_snapshots(&mut self, now: Instant) {
+        if !self.started {
+            return;
+        }
+        if self.stopping != Stopping::No {
+            self.schedule_seen = now;
+            return;
+        }
+        let due = self.node.snapshots_due(self.schedule_seen, now);
+        self.schedule_seen = now;
+        for request in due {
+            let what = self.describe_scheduled(&request);
+            match self.node.submit(now, request) {
+                Ok(id) => {
+                    self.waiters.insert(id, Waiter::Scheduled(what));
+                }
+                Err(busy) => tracing::error!("scheduled snapshot {what} not taken: {busy}"),
+            }
+        }
+    }
+
+    /// `hourly.0 of volume vol0`, for a scheduled snapshot's log lines.
+    fn describe_scheduled(&self, request: &HostRequest) -> String {
+        let HostRequest::Change(Change::ScheduledSnapshot { volume, kind, .. }) = request else {
+            unreachable!("the node's schedule asks for scheduled snapshots only")
+        };
+        let name = view::volumes(&self.node)
+            .into_iter()
+            .find(|(id, _)| id == volume)
+            .map_or_else(|| format!("#{}", volume.0), |(_, name)| name);
+        format!("{} of volume {name}", kind.name(0))
     }
 
     /// Notes each aggregate's cache use clock with the time, now and then.
@@ -807,6 +854,13 @@ impl Engine {
                         tracing::error!("{what} failed: {error}");
                     }
                 }
+                Some(Waiter::Scheduled(what)) => match reply.result {
+                    Ok(_) => {
+                        self.publish_catalogue();
+                        tracing::info!("scheduled snapshot {what} taken");
+                    }
+                    Err(error) => tracing::error!("scheduled snapshot {what} not taken: {error}"),
+                },
                 Some(Waiter::FinalFlush) => {
                     if let Err(error) = reply.result {
                         tracing::error!("the final flush failed: {error}");

@@ -513,6 +513,40 @@ pub fn snap_reserve(reply: &AdminReply) -> String {
         .collect()
 }
 
+/// `snap sched [VOLUME]`: a line per volume, as wafl.md §12.4 shows
+/// `volume pocvol: 0 2 6@8,12,16,20` (the hours only when not every hour).
+pub fn snap_sched(reply: &AdminReply) -> String {
+    let AdminReply::SnapScheds(volumes) = reply else {
+        return unexpected(reply);
+    };
+    volumes
+        .iter()
+        .map(|v| {
+            let mut line = format!(
+                "volume {}: {} {} {}",
+                v.volume, v.weekly, v.nightly, v.hourly
+            );
+            if v.hours.len() < 24 {
+                let hours: Vec<String> = v.hours.iter().map(u8::to_string).collect();
+                line.push_str(&format!("@{}", hours.join(",")));
+            }
+            line + "\n"
+        })
+        .collect()
+}
+
+/// `snap sched -A [AGGR]`: wafer takes no aggregate snapshots, so every
+/// aggregate's line says `0 0 0`.
+pub fn snap_sched_aggregates(reply: &AdminReply) -> String {
+    let AdminReply::AggregateSpaces(aggregates) = reply else {
+        return unexpected(reply);
+    };
+    aggregates
+        .iter()
+        .map(|a| format!("Aggregate {}: 0 0 0\n", a.aggregate))
+        .collect()
+}
+
 /// `snap reserve -A [AGGR]`: wafer sets nothing aside for aggregate
 /// snapshots, so every aggregate's line says 0%.
 pub fn snap_reserve_aggregates(reply: &AdminReply) -> String {
