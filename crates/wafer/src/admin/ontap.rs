@@ -1427,6 +1427,51 @@ mod tests {
     }
 
     #[test]
+    fn statit_shows_every_aggregate_and_each_disk_by_its_own_counters() {
+        let disk = |aggregate: &str, writes| DiskCountersStatus {
+            aggregate: aggregate.into(),
+            name: format!("{aggregate}-disk0"),
+            slot: 0,
+            user_reads: 0,
+            user_read_blocks: 0,
+            cp_reads: 0,
+            cp_read_blocks: 0,
+            writes,
+            write_blocks: writes,
+            io_time_ns: 0,
+        };
+        let sample = |uptime_ns, scale: u64| {
+            AdminReply::Sysstat(Box::new(SysstatReport {
+                uptime_ns,
+                disks: vec![disk("aggr0", 100 * scale), disk("aggr1", 300 * scale)],
+                ..SysstatReport::default()
+            }))
+        };
+        let all =
+            AdminReply::Aggregates(vec![aggregate("aggr0", 1, 64), aggregate("aggr1", 1, 64)]);
+        let text = statit(&sample(0, 0), &sample(1_000_000_000, 1), &all);
+        let after_heading = |heading: &str| {
+            let mut lines = text.lines().skip_while(|l| *l != heading).skip(1);
+            let row = lines
+                .next()
+                .unwrap_or_else(|| panic!("no row under {heading}: {text}"));
+            row.split_whitespace().map(String::from).collect::<Vec<_>>()
+        };
+        let aggr0 = after_heading("/aggr0/plex0/rg0:");
+        let aggr1 = after_heading("/aggr1/plex0/rg0:");
+        assert_eq!(
+            (aggr0[0].as_str(), aggr0[6].as_str()),
+            ("aggr0-disk0", "100.00"),
+            "{text}"
+        );
+        assert_eq!(
+            (aggr1[0].as_str(), aggr1[6].as_str()),
+            ("aggr1-disk0", "300.00"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn the_servers_sysstat_and_the_labs_are_one_layout() {
         let (before, after, _) = one_disk_both_ways();
         let (AdminReply::Sysstat(before), AdminReply::Sysstat(after)) = (before, after) else {
