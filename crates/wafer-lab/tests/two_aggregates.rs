@@ -1,12 +1,13 @@
 //! A wafer array of two aggregates (`scenarios/two-aggregates.toml`): the
 //! workload over both LUNs reaches both aggregates' disks, statit shows each
-//! RAID group under its aggregate, and a host I/O across the boundary
+//! RAID group under its aggregate, sysstat fills every column of the
+//! server's layout, and a host I/O across the boundary
 //! between the LUNs is answered once, as one.
 
 use wafer_core::units::Instant;
 use wafer_devices::params::Catalog;
 use wafer_lab::array::{HostCompletion, HostIo, HostOp};
-use wafer_lab::report::statit;
+use wafer_lab::report::{statit, sysstat};
 use wafer_lab::wafer::MEMORY_READ_LATENCY;
 use wafer_lab::{Array, ArraySpec, Progress, Scenario, WaferArray, WaferSpec, run_each};
 
@@ -59,7 +60,22 @@ fn the_workload_reaches_both_aggregates_disks() {
     }
     let table = statit::render(array);
     for heading in ["/aggr0/plex0/rg0:", "/aggr1/plex0/rg0:"] {
-        assert!(table.contains(&format!("\n{heading}\n")), "{table}");
+        let rows: Vec<&str> = (table.lines())
+            .skip_while(|l| *l != heading)
+            .skip(1)
+            .take_while(|l| !l.starts_with('/'))
+            .collect();
+        assert_eq!(rows.len(), 8, "{heading}'s eight disks: {table}");
+        assert!(rows.iter().all(|r| r.starts_with("rg0.d")), "{table}");
+    }
+    let lines = sysstat::render(array);
+    let heads = sysstat::HEADER.lines().count();
+    assert!(lines.starts_with(sysstat::HEADER), "{lines}");
+    assert_eq!(lines.lines().count(), heads + array.intervals.len());
+    for line in lines.lines().skip(heads) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 20, "a figure or `-` in every column: {line}");
+        assert_eq!(fields[12], fields[2], "the lab's host is all FCP: {line}");
     }
 }
 

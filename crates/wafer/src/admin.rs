@@ -1390,9 +1390,9 @@ fn statit(
     };
     let begun: AdminReply = serde_json::from_slice(&begun)
         .with_context(|| format!("statit -e: {} is not a statit sample", file.display()))?;
-    let aggregate = ask(AdminRequest::AggrStatus)?;
+    let aggregates = ask(AdminRequest::AggrStatusAll)?;
     let answer = sample.and_then(|now| {
-        let text = ontap::statit(&begun, &now, &aggregate?);
+        let text = ontap::statit(&begun, &now, &aggregates?);
         Ok((now, text))
     });
     if answer.is_ok() {
@@ -1442,7 +1442,7 @@ fn sysstat(
             ),
             false => {
                 if lines % 20 == 0 {
-                    print!("{}", ontap::SYSSTAT_HEADER);
+                    print!("{}", wafer_lab::report::sysstat::HEADER);
                 }
                 println!("{}", ontap::sysstat_line(&previous, &current));
             }

@@ -1,16 +1,19 @@
 //! ONTAP's layouts for the admin replies (`docs/research/wafl.md` §12), as pure functions.
 //!
 //! Columns, headings and wording follow 7-Mode's `aggr status`, `vol status`,
-//! `lun show`, `snap list`, `df` and `sysstat -x`. Where ONTAP shows hardware
+//! `lun show`, `snap list`, `df`, `sysstat -x` and `statit`; the last two are
+//! printed by the lab's renderers (`wafer_lab::report::{sysstat, statit}`),
+//! so the server's and the lab's are one layout. Where ONTAP shows hardware
 //! wafer does not have (shelves, bays, FC channels) the column shows `-`; where
 //! wafer has something ONTAP does not (NBD exports) it takes the place of the
 //! nearest ONTAP notion (a LUN map). Times are UTC.
 
 use std::fmt::Write;
 
+use wafer_lab::report::{statit, sysstat};
 use wafer_server::admin::{
-    AdminReply, AggregateStatus, DiskStatus, RaidGroupStatus, SnapshotStatus, SysstatReport,
-    VolumeSpaceStatus, VolumeStatus,
+    AdminReply, AggregateStatus, DiskCountersStatus, DiskStatus, RaidGroupStatus, SnapshotStatus,
+    SysstatReport, VolumeSpaceStatus, VolumeStatus,
 };
 
 const MIB: u64 = 1 << 20;
@@ -771,104 +774,72 @@ fn human_size(bytes: u64) -> String {
         })
 }
 
-/// `statit -e`'s Disk Statistics: per second between two samples, each
-/// RAID group's disks under its name. wafer times a disk's I/Os together,
-/// not by kind, so each kind's usecs is the disk's average per block; scrub
-/// and reconstruction I/O is counted with the user reads and the writes, so
-/// greads and gwrites stay 0.
-pub fn statit(before: &AdminReply, after: &AdminReply, aggregate: &AdminReply) -> String {
-    let (AdminReply::Sysstat(before), AdminReply::Sysstat(after), AdminReply::Aggregate(aggr)) =
-        (before, after, aggregate)
+/// `statit -e`'s Disk Statistics, the lab's layout ([`statit::table`]):
+/// per second between two samples, every aggregate's RAID groups under
+/// their paths, each group's disks found in the samples by aggregate and
+/// slot.
+pub fn statit(before: &AdminReply, after: &AdminReply, aggregates: &AdminReply) -> String {
+    let (AdminReply::Sysstat(before), AdminReply::Sysstat(after), Some(aggregates)) =
+        (before, after, aggregates_of(aggregates))
     else {
         return unexpected(after);
     };
-    let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
-    let mut out = format!(
-        "Disk Statistics (per second)\n\
-         \tut% is the percent of time the disk was busy.\n\
-         \txfers is the number of data-transfer commands issued per second.\n\
-         \txfers = ureads + writes + cpreads + greads + gwrites\n\
-         \tchain is the average number of 4K blocks per command.\n\
-         \tusecs is the average disk round-trip time per 4K block.\n\n\
-         {:<16} ut%  xfers  ureads--chain-usecs writes--chain-usecs cpreads-chain-usecs greads--chain-usecs gwrites-chain-usecs\n",
-        "disk"
-    );
-    for group in &aggr.raid_groups {
-        let _ = writeln!(out, "/{}/plex0/rg{}:", aggr.name, group.group);
-        for disk in &group.disks {
-            let now = after.disks.iter().find(|d| d.slot == disk.slot);
-            let then = before.disks.iter().find(|d| d.slot == disk.slot);
-            if let Some(now) = now {
-                out.push_str(&statit_disk(then, now, seconds));
-            }
+    let mut groups = Vec::new();
+    for aggr in aggregates {
+        for group in &aggr.raid_groups {
+            let rows = group.disks.iter().filter_map(|disk| {
+                let find = |sample| sample_disk(sample, &aggr.name, disk.slot);
+                Some(statit_row(find(before), find(after)?))
+            });
+            groups.push(statit::Group {
+                path: statit::group_path(&aggr.name, &format!("rg{}", group.group)),
+                rows: rows.collect(),
+            });
         }
     }
-    out
+    statit::table(&groups, after.uptime_ns.saturating_sub(before.uptime_ns))
 }
 
-/// One disk's row of `statit`'s Disk Statistics.
-fn statit_disk(
-    before: Option<&wafer_server::admin::DiskCountersStatus>,
-    after: &wafer_server::admin::DiskCountersStatus,
-    seconds: f64,
-) -> String {
-    let zero = wafer_server::admin::DiskCountersStatus {
-        aggregate: String::new(),
-        name: String::new(),
-        slot: after.slot,
-        user_reads: 0,
-        user_read_blocks: 0,
-        cp_reads: 0,
-        cp_read_blocks: 0,
-        writes: 0,
-        write_blocks: 0,
-        io_time_ns: 0,
+/// The counters of `aggregate`'s disk in `slot` in `sample`.
+fn sample_disk<'a>(
+    sample: &'a SysstatReport,
+    aggregate: &str,
+    slot: u32,
+) -> Option<&'a DiskCountersStatus> {
+    let mut disks = sample.disks.iter();
+    disks.find(|d| d.aggregate == aggregate && d.slot == slot)
+}
+
+/// One disk's counters between two samples (`before` none: since the
+/// start). The server times a disk's I/Os together, not by kind, so each
+/// kind gets its share of the time by its blocks: every kind's usecs is the
+/// disk's mean per block. Its scrub and reconstruction I/O is counted with
+/// the user reads and the writes, so greads and gwrites stay 0.
+fn statit_row(before: Option<&DiskCountersStatus>, after: &DiskCountersStatus) -> statit::Row {
+    let since = |counter: fn(&DiskCountersStatus) -> u64| {
+        counter(after).saturating_sub(before.map_or(0, counter))
     };
-    let b = before.unwrap_or(&zero);
-    let since = |now: u64, then: u64| now.saturating_sub(then);
-    let kinds = [
-        (
-            since(after.user_reads, b.user_reads),
-            since(after.user_read_blocks, b.user_read_blocks),
-        ),
-        (
-            since(after.writes, b.writes),
-            since(after.write_blocks, b.write_blocks),
-        ),
-        (
-            since(after.cp_reads, b.cp_reads),
-            since(after.cp_read_blocks, b.cp_read_blocks),
-        ),
-        (0, 0),
-        (0, 0),
+    let io_time_ns = since(|d| d.io_time_ns);
+    let counted = [
+        (since(|d| d.user_reads), since(|d| d.user_read_blocks)),
+        (since(|d| d.writes), since(|d| d.write_blocks)),
+        (since(|d| d.cp_reads), since(|d| d.cp_read_blocks)),
     ];
-    let ops: u64 = kinds.iter().map(|k| k.0).sum();
-    let blocks: u64 = kinds.iter().map(|k| k.1).sum();
-    let busy_ns = after.io_time_ns.saturating_sub(b.io_time_ns);
-    let busy = ((busy_ns as f64 / 1e9 / seconds) * 100.0).min(100.0);
-    let mut row = format!(
-        "{:<15} {:>3.0} {:>6.2}",
-        after.name,
-        busy,
-        ops as f64 / seconds
-    );
-    let usecs_per_block = busy_ns / 1000 / blocks.max(1);
-    for (n, (ops, kind_blocks)) in kinds.into_iter().enumerate() {
-        let width = if n == 0 { 8 } else { 7 };
-        let (chain, usecs) = match ops {
-            0 => ("....".to_string(), ".".to_string()),
-            _ => (
-                format!("{:.2}", kind_blocks as f64 / ops as f64),
-                usecs_per_block.to_string(),
-            ),
+    let all_blocks: u64 = counted.iter().map(|(_, blocks)| blocks).sum();
+    let mut kinds = [statit::Kind::default(); 5];
+    for (kind, (commands, blocks)) in kinds.iter_mut().zip(counted) {
+        let share = u128::from(io_time_ns) * u128::from(blocks) / u128::from(all_blocks.max(1));
+        *kind = statit::Kind {
+            commands,
+            blocks,
+            latency_ns: u64::try_from(share).expect("a share of a u64"),
         };
-        let _ = write!(
-            row,
-            "{:>width$.2} {chain:>6} {usecs:>5}",
-            ops as f64 / seconds
-        );
     }
-    row + "\n"
+    statit::Row {
+        name: after.name.clone(),
+        busy_ns: io_time_ns,
+        kinds,
+    }
 }
 
 /// `df -A`: each aggregate's line and its `.snapshot` line.
@@ -904,46 +875,17 @@ fn aggregate_df(
     out
 }
 
-/// `sysstat -x`'s two header lines.
-pub const SYSSTAT_HEADER: &str = " CPU     NBD   Total     Net   kB/s    Disk   kB/s  Cache  Cache    CP  CP   Disk   NVLog\n\
-    \x20                         in    out    read  write    age    hit  time  ty   util    kB/s\n";
-
-/// One `sysstat -x` line: the rates between two samples. CPU is the
-/// server's CPU time over the interval, at most 100% (ONTAP's is the share
-/// of the interval at least one CPU was busy; the server's threads mostly
-/// take turns), `-` where the server cannot say. CP time is the share of the interval CPs ran; CP ty the type of most CPs
-/// in the interval; Disk util the busiest disk's share of the interval;
-/// NVLog kB/s what the server wrote to its NVLog (ONTAP's `sysstat` has no
-/// such column: it comes after ONTAP's, where a separate log device shows).
-/// Cache age is the minutes since the oldest cached block was last used
-/// (`>60` past an hour, `-` with nothing to age: an empty cache, or every
-/// block used in the server's last sampling period of 10 s).
+/// One `sysstat -x` line, the lab's layout ([`sysstat::line`]): the rates
+/// between two samples. CPU is the server's CPU time over the interval, at
+/// most 100% (ONTAP's is the share of the interval at least one CPU was
+/// busy; the server's threads mostly take turns), `-` where the server
+/// cannot say. NBD's and iSCSI's operations and bytes are their requests
+/// (the network is theirs); the server has no FCP. Disk util is the
+/// busiest disk's I/O time. Cache age is the minutes since the oldest
+/// cached block was last used (`-` with nothing to age: an empty cache, or
+/// every block used in the server's last sampling period of 10 s).
 pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
-    let seconds = (after.uptime_ns.saturating_sub(before.uptime_ns)).max(1) as f64 / 1e9;
-    let rate = |a: u64, b: u64| (b.saturating_sub(a)) as f64 / seconds;
-    let ops = rate(
-        before.nbd.reads + before.nbd.writes + before.nbd.trims + before.nbd.flushes,
-        after.nbd.reads + after.nbd.writes + after.nbd.trims + after.nbd.flushes,
-    );
-    let net_in = rate(before.nbd.write_bytes, after.nbd.write_bytes) / 1024.0;
-    let net_out = rate(before.nbd.read_bytes, after.nbd.read_bytes) / 1024.0;
-    let blocks = |r: &SysstatReport, read: bool| -> u64 {
-        r.disks
-            .iter()
-            .map(|d| match read {
-                true => d.user_read_blocks + d.cp_read_blocks,
-                false => d.write_blocks,
-            })
-            .sum()
-    };
-    let disk_read = rate(blocks(before, true), blocks(after, true)) * 4.0;
-    let disk_write = rate(blocks(before, false), blocks(after, false)) * 4.0;
-    let hits = after.cache_hits.saturating_sub(before.cache_hits);
-    let misses = after.cache_misses.saturating_sub(before.cache_misses);
-    let cache_hit = match hits + misses {
-        0 => "-".to_string(),
-        all => format!("{}%", hits * 100 / all),
-    };
+    let since = |counter: fn(&SysstatReport) -> u64| counter(after).saturating_sub(counter(before));
     let busiest = after
         .disks
         .iter()
@@ -951,44 +893,52 @@ pub fn sysstat_line(before: &SysstatReport, after: &SysstatReport) -> String {
         .map(|(a, b)| a.io_time_ns.saturating_sub(b.io_time_ns))
         .max()
         .unwrap_or(0);
-    let util = ((busiest as f64 / 1e9 / seconds) * 100.0).min(100.0);
-    let cpu = match after.cpu_time_ns {
-        0 => "-".to_string(),
-        now => format!("{:.0}%", (rate(before.cpu_time_ns, now) / 1e7).min(100.0)),
-    };
-    format!(
-        "{:>4} {:>7.0} {:>7.0} {:>7.0} {:>6.0} {:>7.0} {:>6.0} {:>6} {:>6} {:>5} {:>3} {:>5.0}% {:>7.0}",
-        cpu,
-        ops,
-        ops,
-        net_in,
-        net_out,
-        disk_read,
-        disk_write,
-        cache_age(after.cache_age_ns),
-        cache_hit,
-        format!(
-            "{:.0}%",
-            (rate(before.cp_time_ns, after.cp_time_ns) / 1e7).min(100.0)
-        ),
-        cp_type(before, after),
-        util,
-        rate(before.nvlog.bytes_written, after.nvlog.bytes_written) / 1024.0
-    )
+    sysstat::line(&sysstat::Counts {
+        length_ns: since(|r| r.uptime_ns),
+        end_ns: after.uptime_ns,
+        cpu_ns: (after.cpu_time_ns != 0).then(|| since(|r| r.cpu_time_ns)),
+        nbd: Some(sysstat::Traffic {
+            ops: since(|r| r.nbd.reads + r.nbd.writes + r.nbd.trims + r.nbd.flushes),
+            in_bytes: since(|r| r.nbd.write_bytes),
+            out_bytes: since(|r| r.nbd.read_bytes),
+        }),
+        fcp: None,
+        iscsi: Some(sysstat::Traffic {
+            ops: since(iscsi_ops),
+            in_bytes: since(|r| r.iscsi.write_bytes),
+            out_bytes: since(|r| r.iscsi.read_bytes),
+        }),
+        disk_read_blocks: since(disk_read_blocks),
+        disk_write_blocks: since(|r| r.disks.iter().map(|d| d.write_blocks).sum()),
+        cache_age_ns: after.cache_age_ns,
+        cache_hits_misses: Some((since(|r| r.cache_hits), since(|r| r.cache_misses))),
+        cp_ns: Some(since(|r| r.cp_time_ns)),
+        cp_type: cp_type(before, after),
+        busiest_disk_busy_ns: busiest,
+        nvlog_bytes: Some(since(|r| r.nvlog.bytes_written)),
+    })
 }
 
-/// sysstat's Cache age: whole minutes, `>60` past an hour.
-fn cache_age(age_ns: Option<u64>) -> String {
-    const MINUTE_NS: u64 = 60_000_000_000;
-    match age_ns.map(|ns| ns / MINUTE_NS) {
-        None => "-".to_string(),
-        Some(minutes) if minutes > 60 => ">60".to_string(),
-        Some(minutes) => minutes.to_string(),
-    }
+/// The blocks every disk read, for users and for CPs.
+fn disk_read_blocks(report: &SysstatReport) -> u64 {
+    let disks = report.disks.iter();
+    disks.map(|d| d.user_read_blocks + d.cp_read_blocks).sum()
 }
 
-/// The type letter of most CPs between the samples, `-` if none ran.
-fn cp_type(before: &SysstatReport, after: &SysstatReport) -> String {
+/// Every iSCSI command the server counts.
+fn iscsi_ops(report: &SysstatReport) -> u64 {
+    let i = &report.iscsi;
+    i.reads
+        + i.writes
+        + i.trims
+        + i.allocation_queries
+        + i.verifies
+        + i.compare_and_writes
+        + i.reservations
+}
+
+/// The type letter of most CPs between the samples, if any ran.
+fn cp_type(before: &SysstatReport, after: &SysstatReport) -> Option<String> {
     after
         .cps_by_type
         .iter()
@@ -998,12 +948,13 @@ fn cp_type(before: &SysstatReport, after: &SysstatReport) -> String {
         })
         .filter(|(count, _)| *count > 0)
         .max()
-        .map_or("-".to_string(), |(_, letter)| letter.clone())
+        .map(|(_, letter)| letter.clone())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wafer_lab::array::DiskStats;
 
     #[test]
     fn days_become_dates_across_leap_years() {
@@ -1328,7 +1279,7 @@ mod tests {
             ..SysstatReport::default()
         };
         let line = sysstat_line(&before, &after);
-        let heading = SYSSTAT_HEADER.lines().next().expect("a heading");
+        let heading = sysstat::HEADER.lines().next().expect("a heading");
         let end = heading.find("CPU").expect("CPU") + 3;
         assert_eq!(&line[..end], " 35%", "0.7 s of CPU in 2 s: {line}");
         let unknown = SysstatReport {
@@ -1350,15 +1301,14 @@ mod tests {
         };
         after.nvlog.bytes_written = 2 * 1024 * 1000;
         let line = sysstat_line(&before, &after);
-        let heading = SYSSTAT_HEADER.lines().next().expect("a heading");
+        let heading = sysstat::HEADER.lines().next().expect("a heading");
         let column = heading.find("NVLog").expect("NVLog") + "NVLog".len();
-        assert_eq!(
-            line.len(),
-            column,
+        assert!(
+            columns(&line).contains(&(column - 1)),
             "the column ends where its heading does: {line}"
         );
         assert_eq!(
-            line[column - 7..].trim(),
+            line[column - 8..column].trim(),
             "1000",
             "2,048,000 bytes in 2 s: {line}"
         );
@@ -1374,7 +1324,7 @@ mod tests {
                 ..SysstatReport::default()
             };
             let line = sysstat_line(&before, &after);
-            let heading = SYSSTAT_HEADER.lines().nth(1).expect("a second heading");
+            let heading = sysstat::HEADER.lines().nth(1).expect("a second heading");
             let end = heading.find("age").expect("age") + "age".len();
             line[end - 6..end].trim().to_string()
         };
@@ -1383,7 +1333,7 @@ mod tests {
         assert_eq!(age(60), "60");
         assert_eq!(age(61), ">60");
         let empty = sysstat_line(&before, &SysstatReport::default());
-        let heading = SYSSTAT_HEADER.lines().nth(1).expect("a second heading");
+        let heading = sysstat::HEADER.lines().nth(1).expect("a second heading");
         let end = heading.find("age").expect("age") + "age".len();
         assert_eq!(empty[end - 6..end].trim(), "-");
     }
@@ -1397,7 +1347,7 @@ mod tests {
     fn statit_rows_keep_ontaps_columns() {
         let disk =
             |user_reads, writes, cp_reads, io_time_ns| wafer_server::admin::DiskCountersStatus {
-                aggregate: "aggr0".into(),
+                aggregate: "aggr1".into(),
                 name: "0a.01.0".into(),
                 slot: 0,
                 user_reads,
@@ -1439,6 +1389,167 @@ mod tests {
             row.starts_with("0a.01.0           9  15.21    0.00   ....     .   8.42  14.37"),
             "{row}"
         );
+    }
+
+    /// The same disk counters as the server samples them (slot 0 of
+    /// `aggr1`, `disk0`) and as the lab counts them (`aggr1/rg0.d00`), over
+    /// 100 s; the server times the disk's I/Os as one, the lab by kind.
+    fn one_disk_both_ways() -> (AdminReply, AdminReply, DiskStats) {
+        let server = |uptime_ns, scale: u64| {
+            AdminReply::Sysstat(Box::new(SysstatReport {
+                uptime_ns,
+                disks: vec![DiskCountersStatus {
+                    aggregate: "aggr1".into(),
+                    name: "disk0".into(),
+                    slot: 0,
+                    user_reads: 300 * scale,
+                    user_read_blocks: 600 * scale,
+                    cp_reads: 10 * scale,
+                    cp_read_blocks: 40 * scale,
+                    writes: 50 * scale,
+                    write_blocks: 800 * scale,
+                    io_time_ns: 7_200_000_000 * scale,
+                }],
+                ..SysstatReport::default()
+            }))
+        };
+        let per_block = 7_200_000_000 / 1440;
+        let lab = DiskStats {
+            name: "aggr1/rg0.d00".into(),
+            busy_ns: 7_200_000_000,
+            user_reads: 300,
+            user_read_blocks: 600,
+            read_latency_ns: 600 * per_block,
+            writes: 50,
+            write_blocks: 800,
+            write_latency_ns: 800 * per_block,
+            cp_reads: 10,
+            cp_read_blocks: 40,
+            cp_read_latency_ns: 40 * per_block,
+            ..DiskStats::default()
+        };
+        (server(0, 0), server(100_000_000_000, 1), lab)
+    }
+
+    #[test]
+    fn the_servers_statit_and_the_labs_are_one_layout() {
+        let (before, after, lab) = one_disk_both_ways();
+        let server = statit(&before, &after, &reply(aggregate("aggr1", 1, 64)));
+        let groups = statit::groups("node", wafer_lab::ArrayKind::Wafer, &[lab]);
+        let lab = statit::table(&groups, 100_000_000_000);
+        let (server, lab): (Vec<&str>, Vec<&str>) =
+            (server.lines().collect(), lab.lines().collect());
+        assert_eq!(server.len(), lab.len(), "{server:#?}\n{lab:#?}");
+        let (server_row, lab_row) = (server[server.len() - 1], lab[lab.len() - 1]);
+        assert_eq!(
+            server[..server.len() - 1],
+            lab[..lab.len() - 1],
+            "the same title, legend, heads and group path"
+        );
+        assert_eq!(
+            columns(server_row)[1..],
+            columns(lab_row)[1..],
+            "every column after the disk's name: {server_row}\n{lab_row}"
+        );
+        let figures = |row: &str| {
+            row.split_whitespace()
+                .skip(1)
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(figures(server_row), figures(lab_row), "the same figures");
+    }
+
+    #[test]
+    fn statit_shows_every_aggregate_and_each_disk_by_its_own_counters() {
+        let disk = |aggregate: &str, writes| DiskCountersStatus {
+            aggregate: aggregate.into(),
+            name: format!("{aggregate}-disk0"),
+            slot: 0,
+            user_reads: 0,
+            user_read_blocks: 0,
+            cp_reads: 0,
+            cp_read_blocks: 0,
+            writes,
+            write_blocks: writes,
+            io_time_ns: 0,
+        };
+        let sample = |uptime_ns, scale: u64| {
+            AdminReply::Sysstat(Box::new(SysstatReport {
+                uptime_ns,
+                disks: vec![disk("aggr0", 100 * scale), disk("aggr1", 300 * scale)],
+                ..SysstatReport::default()
+            }))
+        };
+        let all =
+            AdminReply::Aggregates(vec![aggregate("aggr0", 1, 64), aggregate("aggr1", 1, 64)]);
+        let text = statit(&sample(0, 0), &sample(1_000_000_000, 1), &all);
+        let after_heading = |heading: &str| {
+            let mut lines = text.lines().skip_while(|l| *l != heading).skip(1);
+            let row = lines
+                .next()
+                .unwrap_or_else(|| panic!("no row under {heading}: {text}"));
+            row.split_whitespace().map(String::from).collect::<Vec<_>>()
+        };
+        let aggr0 = after_heading("/aggr0/plex0/rg0:");
+        let aggr1 = after_heading("/aggr1/plex0/rg0:");
+        assert_eq!(
+            (aggr0[0].as_str(), aggr0[6].as_str()),
+            ("aggr0-disk0", "100.00"),
+            "{text}"
+        );
+        assert_eq!(
+            (aggr1[0].as_str(), aggr1[6].as_str()),
+            ("aggr1-disk0", "300.00"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_servers_sysstat_and_the_labs_are_one_layout() {
+        let (before, after, _) = one_disk_both_ways();
+        let (AdminReply::Sysstat(before), AdminReply::Sysstat(after)) = (before, after) else {
+            unreachable!("samples")
+        };
+        let server = sysstat_line(&before, &after);
+        let lab = sysstat::line(&sysstat::Counts::from(&wafer_lab::report::IntervalReport {
+            end_ns: 100_000_000_000,
+            length_ns: 100_000_000_000,
+            ops: 1000,
+            host_read_bytes: 1 << 20,
+            host_write_bytes: 1 << 20,
+            disk_read_blocks: 640,
+            disk_write_blocks: 800,
+            busiest_disk_busy_ns: 7_200_000_000,
+        }));
+        let heads = columns(sysstat::HEADER.lines().next().expect("heads"));
+        assert_eq!(columns(&server), heads, "{server}");
+        assert_eq!(columns(&lab), heads, "{lab}");
+        let field = |line: &str, head: &str| {
+            let heading = sysstat::HEADER.lines().next().expect("heads");
+            let end = heading.find(head).expect(head) + head.len();
+            let start = heads
+                .iter()
+                .rev()
+                .find(|&&e| e < end - 1)
+                .map_or(0, |e| e + 1);
+            line[start..end].trim().to_string()
+        };
+        for head in ["Disk", "Time"] {
+            assert_eq!(
+                field(&server, head),
+                field(&lab, head),
+                "{head}\n{server}\n{lab}"
+            );
+        }
+        assert_eq!(
+            field(&server, "Disk"),
+            "26",
+            "640 blocks in 100 s: {server}"
+        );
+        assert_eq!(field(&server, "NBD"), "0");
+        assert_eq!(field(&lab, "NBD"), "-", "the lab has no NBD: {lab}");
+        assert_eq!(field(&lab, "CPU"), "-");
     }
 
     /// Where each field of a row ends.
