@@ -53,7 +53,8 @@ use wafer_core::node::{AggrError, AggrState};
 use wafer_core::node::{global_volume, split_volume};
 use wafer_core::nvlog::LunId;
 use wafer_core::payload::{Bytes, Stamps};
-use wafer_core::units::{AggrId, DiskId, Duration, VolumeId};
+use wafer_core::schedule::{SnapKind, SnapSchedule};
+use wafer_core::units::{AggrId, CpCount, DiskId, Duration, VolumeId};
 use wafer_raid::{RaidGroupGeometry, RaidType};
 use wafer_rng::Rng;
 
@@ -105,6 +106,11 @@ pub struct CheckConfig {
     /// and destroys volumes. Off, every seed runs as it did before volumes
     /// could be destroyed, so the regression seeds replay what they found.
     pub volume_admin: bool,
+    /// Whether snapshot administration also sets `snap sched` schedules and
+    /// takes scheduled snapshots (rotating their names), with crashes, and
+    /// the end compares every volume's snapshot names and schedule with the
+    /// model. Off, every seed runs as it did before schedules existed.
+    pub snap_sched: bool,
 }
 
 impl Default for CheckConfig {
@@ -121,6 +127,7 @@ impl Default for CheckConfig {
             bound_requests: false,
             single_filer: false,
             volume_admin: false,
+            snap_sched: false,
         }
     }
 }
@@ -303,6 +310,20 @@ enum AdminOp {
         name: String,
         lun: Option<LunId>,
     },
+    /// `snap sched`: the model keeps each volume's schedule.
+    SnapSched {
+        volume: VolumeId,
+        schedule: SnapSchedule,
+    },
+    /// A scheduled snapshot, rotating its kind's names. `newest_cp` is the
+    /// CP of the volume's newest snapshot when it was asked for: after a
+    /// crash, a `kind.0` taken by a later CP says it happened.
+    SnapScheduled {
+        volume: VolumeId,
+        kind: SnapKind,
+        keep: u8,
+        newest_cp: Option<CpCount>,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -407,6 +428,13 @@ struct Harness<P: SimPayload> {
     volume_rng: Rng,
     /// Whether volumes are administered ([`CheckConfig::volume_admin`]).
     volume_admin: bool,
+    /// Draws for schedules and scheduled snapshots only
+    /// ([`CheckConfig::snap_sched`]), so the other draws stay as they were
+    /// up to the first of them.
+    schedule_rng: Rng,
+    snap_sched: bool,
+    /// Each volume's `snap sched`, where one was set.
+    schedules: BTreeMap<VolumeId, SnapSchedule>,
     luns: BTreeMap<LunId, LunModel<P>>,
     snapshots: BTreeMap<(VolumeId, String), SnapshotModel<P>>,
     in_flight: BTreeMap<RequestId, InFlight>,
@@ -423,6 +451,8 @@ const STALL_AFTER: Duration = Duration::from_secs(600);
 
 /// Mixed into a seed for the harness's volume-administration draws.
 const VOLUME_DRAWS: u64 = 0x766f_6c75_6d65;
+/// Mixed into a seed for the harness's schedule draws.
+const SCHEDULE_DRAWS: u64 = 0x7363_6865_6475;
 
 /// How many times the harness says `aggr online` before it gives up on an
 /// aggregate that node restarts keep finding recorded offline.
@@ -480,6 +510,9 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         rng,
         volume_rng: Rng::seeded(config.seed ^ VOLUME_DRAWS),
         volume_admin: config.volume_admin,
+        schedule_rng: Rng::seeded(config.seed ^ SCHEDULE_DRAWS),
+        snap_sched: config.snap_sched,
+        schedules: BTreeMap::new(),
         luns: BTreeMap::new(),
         snapshots: BTreeMap::new(),
         in_flight: BTreeMap::new(),
@@ -821,6 +854,32 @@ impl<P: SimPayload> Harness<P> {
             AdminOp::SnapRestore { volume, name, lun } => {
                 return self.reconcile_restore(*volume, name, *lun);
             }
+            AdminOp::SnapSched { volume, schedule } => {
+                let (aggregate, local) = split_volume(*volume);
+                let filer = self.world.filer_of(aggregate);
+                let set = filer.and_then(|f| f.volume_settings(local));
+                if set.is_some_and(|s| s.snap_schedule == *schedule) {
+                    self.apply_admin(op, None);
+                }
+                return;
+            }
+            AdminOp::SnapScheduled {
+                volume,
+                kind,
+                newest_cp,
+                ..
+            } => {
+                let (aggregate, local) = split_volume(*volume);
+                let filer = self.world.filer_of(aggregate);
+                let taken = filer.is_some_and(|f| {
+                    (f.snapshots(local).iter())
+                        .any(|s| s.name == kind.name(0) && Some(s.cp) > *newest_cp)
+                });
+                if taken {
+                    self.apply_admin(op, None);
+                }
+                return;
+            }
             _ => {}
         }
         if let AdminOp::CreateVolume { aggregate, name } = &op {
@@ -1136,6 +1195,7 @@ impl<P: SimPayload> Harness<P> {
         self.volumes.retain(|v| *v != volume);
         self.luns.retain(|lun, _| lun.volume != volume);
         self.snapshots.retain(|(v, _), _| *v != volume);
+        self.schedules.remove(&volume);
     }
 
     /// Runs the world one step and takes its replies; fails when requests
@@ -1251,6 +1311,9 @@ impl<P: SimPayload> Harness<P> {
 
     /// Creates, deletes or restores a snapshot of `volume`.
     fn random_snapshot_op(&mut self, volume: VolumeId, name: String) -> (HostRequest, AdminOp) {
+        if self.snap_sched && self.schedule_rng.chance(1, 2) {
+            return self.random_schedule_op(volume);
+        }
         let existing: Vec<String> = self
             .snapshots
             .keys()
@@ -1288,6 +1351,94 @@ impl<P: SimPayload> Harness<P> {
         (request, AdminOp::SnapRestore { volume, name, lun })
     }
 
+    /// Sets `volume`'s schedule now and then; otherwise takes a scheduled
+    /// snapshot of a random kind keeping 1 to 3, as the schedule would.
+    fn random_schedule_op(&mut self, volume: VolumeId) -> (HostRequest, AdminOp) {
+        let rng = &mut self.schedule_rng;
+        if rng.chance(1, 4) {
+            let count = |rng: &mut Rng| rng.below(4).to_string();
+            let hours = format!("{}@{},{}", count(rng), rng.below(24), rng.below(24));
+            let schedule = SnapSchedule::parse(&count(rng), &count(rng), &hours).expect("in range");
+            let request = HostRequest::Change(Change::SetSnapSchedule { volume, schedule });
+            return (request, AdminOp::SnapSched { volume, schedule });
+        }
+        let kind = SnapKind::ALL[rng.below(3) as usize];
+        let keep = 1 + rng.below(3) as u8;
+        let (aggregate, local) = split_volume(volume);
+        let newest_cp = (self.world.filer_of(aggregate))
+            .and_then(|f| f.snapshots(local).iter().map(|s| s.cp).max());
+        let request = HostRequest::Change(Change::ScheduledSnapshot { volume, kind, keep });
+        let op = AdminOp::SnapScheduled {
+            volume,
+            kind,
+            keep,
+            newest_cp,
+        };
+        (request, op)
+    }
+
+    /// The model's rotation for a scheduled snapshot of `kind` keeping
+    /// `keep`: the oldest go, the others move one name up, `kind.0` holds
+    /// the volume's LUNs as they are.
+    fn rotate_snapshots(&mut self, volume: VolumeId, kind: SnapKind, keep: u8) {
+        for n in keep - 1..=u8::MAX {
+            self.snapshots.remove(&(volume, kind.name(n)));
+        }
+        for n in (0..keep - 1).rev() {
+            if let Some(held) = self.snapshots.remove(&(volume, kind.name(n))) {
+                self.snapshots.insert((volume, kind.name(n + 1)), held);
+            }
+        }
+        let copy = self.volume_copy(volume);
+        self.snapshots.insert((volume, kind.name(0)), copy);
+        *self
+            .report
+            .administration
+            .entry("scheduled snapshot")
+            .or_default() += 1;
+    }
+
+    /// The model's LUNs of `volume`, as a snapshot holds them.
+    fn volume_copy(&self, volume: VolumeId) -> SnapshotModel<P> {
+        self.luns
+            .iter()
+            .filter(|(l, _)| l.volume == volume)
+            .map(|(l, m)| (*l, m.clone()))
+            .collect()
+    }
+
+    /// Every volume's snapshot names and schedule, as the filer has them,
+    /// are the model's.
+    fn check_snapshot_names(&self) -> Result<(), String> {
+        for &volume in &self.volumes {
+            let (aggregate, local) = split_volume(volume);
+            let Some(filer) = self.world.filer_of(aggregate) else {
+                continue;
+            };
+            let names: BTreeSet<String> =
+                filer.snapshots(local).into_iter().map(|s| s.name).collect();
+            let model: BTreeSet<String> = (self.snapshots.keys())
+                .filter(|(v, _)| *v == volume)
+                .map(|(_, n)| n.clone())
+                .collect();
+            if names != model {
+                return Err(format!(
+                    "volume {} has snapshots {names:?}, the model {model:?}",
+                    volume.0
+                ));
+            }
+            let schedule = filer.volume_settings(local).map(|s| s.snap_schedule);
+            let modelled = self.schedules.get(&volume).copied().unwrap_or_default();
+            if schedule != Some(modelled) {
+                return Err(format!(
+                    "volume {} has snap sched {schedule:?}, the model {modelled}",
+                    volume.0
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Makes the model follow a LUN change that happened.
     fn apply_admin(&mut self, op: AdminOp, created: Option<LunId>) {
         match op {
@@ -1302,14 +1453,15 @@ impl<P: SimPayload> Harness<P> {
                 self.luns.remove(&lun);
             }
             AdminOp::SnapCreate { volume, name } => {
-                let copy = self
-                    .luns
-                    .iter()
-                    .filter(|(l, _)| l.volume == volume)
-                    .map(|(l, m)| (*l, m.clone()))
-                    .collect();
+                let copy = self.volume_copy(volume);
                 self.snapshots.insert((volume, name), copy);
             }
+            AdminOp::SnapSched { volume, schedule } => {
+                self.schedules.insert(volume, schedule);
+            }
+            AdminOp::SnapScheduled {
+                volume, kind, keep, ..
+            } => self.rotate_snapshots(volume, kind, keep),
             AdminOp::SnapDelete { volume, name } => {
                 self.snapshots.remove(&(volume, name));
             }
@@ -1568,6 +1720,9 @@ impl<P: SimPayload> Harness<P> {
             self.report.snapshot_reads_checked += 1;
         }
         self.report.snapshots = self.snapshots.len();
+        if self.snap_sched {
+            self.check_snapshot_names()?;
+        }
         self.quiesce()?;
         self.world.pin_indirect()?;
         self.world.check_invariants()?;

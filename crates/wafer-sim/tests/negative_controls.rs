@@ -13,6 +13,15 @@ const OPS: u64 = 1000;
 /// The first seed whose run on `payload` fails with `sabotage`, and why. A
 /// broken invariant is an assertion in the engine, so a panic counts as caught.
 fn first_failure(sabotage: Sabotage, payload: PayloadKind) -> Option<(u64, String)> {
+    first_failure_of(sabotage, payload, false)
+}
+
+/// [`first_failure`], with scheduled snapshots taken or not.
+fn first_failure_of(
+    sabotage: Sabotage,
+    payload: PayloadKind,
+    snap_sched: bool,
+) -> Option<(u64, String)> {
     (1..=SEEDS).find_map(|seed| {
         let config = CheckConfig {
             seed,
@@ -24,6 +33,7 @@ fn first_failure(sabotage: Sabotage, payload: PayloadKind) -> Option<(u64, Strin
             bound_requests: false,
             single_filer: false,
             volume_admin: false,
+            snap_sched,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -126,11 +136,21 @@ fn the_same_runs_pass_without_sabotage() {
                 bound_requests: false,
                 single_filer: false,
                 volume_admin: false,
+                snap_sched: false,
             };
             if let Err(failure) = run(&config) {
                 panic!("the control run on {payload:?} failed: {failure}");
             }
         }
+    }
+}
+
+#[test]
+fn a_snapshot_rotation_that_renames_nothing_is_caught() {
+    let sabotage = Sabotage::RotationRenamesNothing;
+    match first_failure_of(sabotage, PayloadKind::Bytes, true) {
+        Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
+        None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds with --snap-sched"),
     }
 }
 
@@ -160,6 +180,7 @@ fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         bound_requests: false,
         single_filer: true,
         volume_admin: false,
+        snap_sched: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }
@@ -204,6 +225,7 @@ fn stale_identity_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         bound_requests: false,
         single_filer: false,
         volume_admin: false,
+        snap_sched: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }

@@ -18,6 +18,7 @@ fn config(seed: u64, ops: u64, faults: bool, payload: PayloadKind) -> CheckConfi
         bound_requests: false,
         single_filer: false,
         volume_admin: false,
+        snap_sched: false,
     }
 }
 

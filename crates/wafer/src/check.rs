@@ -51,6 +51,12 @@ pub struct CheckArgs {
     /// replay what they found.
     #[arg(long, conflicts_with = "single_filer")]
     volume_admin: bool,
+    /// Also set `snap sched` schedules and take scheduled snapshots (their
+    /// names rotating), with crashes; the end compares every volume's
+    /// snapshot names and schedule with the model. Off, every seed runs as
+    /// it did before schedules existed.
+    #[arg(long)]
+    snap_sched: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -130,8 +136,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     ""
                 };
+                let sched = if args.snap_sched { " --snap-sched" } else { "" };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{}",
+                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{sched}{}",
                     args.ops,
                     args.payload.replay_option()
                 );
@@ -162,6 +169,7 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         bound_requests: args.bound_requests,
         single_filer: args.single_filer,
         volume_admin: args.volume_admin,
+        snap_sched: args.snap_sched,
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {

@@ -404,6 +404,9 @@ pub enum Sabotage {
     /// A node resets an NVLog half as soon as it is not the active one,
     /// whether or not every aggregate has committed the records in it.
     EarlyLogReset,
+    /// A scheduled snapshot deletes the oldest of its kind and takes the new
+    /// `kind.0`, but renames none of the others one up.
+    RotationRenamesNothing,
 }
 
 impl Default for Options {

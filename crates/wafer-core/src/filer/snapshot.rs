@@ -117,8 +117,12 @@ impl<P: Payload> Filer<P> {
         for name in rotated_out {
             self.delete_snapshot(volume, &name);
         }
+        let renames = match self.sabotaged(super::Sabotage::RotationRenamesNothing) {
+            true => 0,
+            false => keep - 1,
+        };
         let v = self.namespace.volume_mut(volume).expect("validated");
-        for n in (0..keep - 1).rev() {
+        for n in (0..renames).rev() {
             if let Some((id, _)) = v.snapshot_named(&kind.name(n)) {
                 v.snapshots.get_mut(&id).expect("named").name = kind.name(n + 1);
                 v.snapinfo.dirty.insert(Volume::snapinfo_block(id));
