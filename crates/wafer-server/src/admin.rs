@@ -83,6 +83,17 @@ pub enum AdminRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         size: Option<SizeChange>,
     },
+    /// `vol options VOLUME NAME VALUE`: sets one of the volume options wafer
+    /// has (`read_realloc on|off`; `guarantee`, `fractional_reserve` and
+    /// `schedsnapname` only to the one value wafer keeps).
+    VolOptionSet {
+        /// The volume.
+        volume: String,
+        /// The option.
+        name: String,
+        /// Its new value.
+        value: String,
+    },
     /// `lun create SIZE PATH` (`/vol/VOLUME/LUN`).
     LunCreate {
         /// `/vol/VOLUME/LUN`.
@@ -506,6 +517,16 @@ pub enum AdminReply {
     /// `snap sched`: each volume's snapshot schedule.
     SnapScheds(Vec<SnapSchedStatus>),
 }
+
+/// The volume options every wafer volume holds at one value, in `vol
+/// options`'s order: scheduled snapshots are numbered (`hourly.0`), a
+/// volume's size is taken from its aggregate when it is created, and
+/// overwrites of blocks snapshots hold are reserved in full.
+pub const FIXED_VOLUME_OPTIONS: [(&str, &str); 3] = [
+    ("schedsnapname", "ordinal"),
+    ("guarantee", "volume"),
+    ("fractional_reserve", "100"),
+];
 
 /// One volume in `snap sched`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -195,6 +195,22 @@ pub enum VolCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Shows a volume's options, or sets one: `vol options VOLUME [NAME
+    /// VALUE]`. wafer's are read_realloc (on or off: sequential reads of
+    /// scattered blocks rewrite them together in the next CP), and
+    /// schedsnapname=ordinal, guarantee=volume and fractional_reserve=100,
+    /// which every volume keeps.
+    #[command(override_usage = VOL_OPTIONS_USAGE)]
+    Options {
+        /// The volume.
+        name: String,
+        /// The option to set.
+        option: Option<String>,
+        /// Its new value.
+        value: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
     /// Takes a volume offline: its LUNs answer no I/O (NBD: EIO; iSCSI: NOT
     /// READY) until `vol online`. It stays offline across restarts.
     Offline {
@@ -582,6 +598,9 @@ pub enum PriorityCommand {
 /// `priority show`'s usage, as much of ONTAP's as wafer has.
 const PRIORITY_SHOW_USAGE: &str = "wafer priority show volume [-v] [<vol_name>]";
 
+/// `vol options`'s usage, as ONTAP prints it.
+const VOL_OPTIONS_USAGE: &str = "vol options <vol-name> [ <option-name> <option-val> ]";
+
 /// `snap sched`'s usage, as ONTAP prints it.
 const SNAP_SCHED_USAGE: &str = "snap sched [-A | -V] [<vol_name> [weeks [days [hours[@list]]]]]";
 
@@ -692,6 +711,7 @@ impl AdminCommand {
                 VolCommand::Status { output, .. }
                 | VolCommand::Create { output, .. }
                 | VolCommand::Size { output, .. }
+                | VolCommand::Options { output, .. }
                 | VolCommand::Offline { output, .. }
                 | VolCommand::Online { output, .. }
                 | VolCommand::Destroy { output, .. },
@@ -836,9 +856,15 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
             ontap::aggr_scrub_status,
         ),
         AdminCommand::Vol(VolCommand::Status { volume, .. }) => formatted(
-            named_volume(ask(AdminRequest::VolStatus)?, volume.as_deref()),
+            named_volume(ask(AdminRequest::VolStatus)?, volume.as_deref(), "status"),
             ontap::vol_status,
         ),
+        AdminCommand::Vol(VolCommand::Options {
+            name,
+            option,
+            value,
+            ..
+        }) => vol_options(&mut ask, name, option, value)?,
         AdminCommand::Vol(VolCommand::Create { name, rest, .. }) => {
             vol_create(&mut ask, name, &rest)?
         }
@@ -1031,17 +1057,43 @@ fn named_aggregate(reply: Asked, name: Option<&str>) -> Asked {
     }
 }
 
-/// Every volume's status, or only volume `name`'s.
-fn named_volume(reply: Asked, name: Option<&str>) -> Asked {
+/// Every volume's status, or only volume `name`'s (refused in `vol
+/// COMMAND`'s words if there is none).
+fn named_volume(reply: Asked, name: Option<&str>, command: &str) -> Asked {
     match (reply?, name) {
         (AdminReply::Volumes(volumes), Some(name)) => only(
             volumes,
             |v| v.name == name,
             AdminReply::Volumes,
-            format!("vol status: No volume named '{name}' exists."),
+            format!("vol {command}: No volume named '{name}' exists."),
         ),
         (reply, _) => Ok(reply),
     }
+}
+
+/// `vol options VOLUME [NAME VALUE]`: the volume's options, or sets one
+/// without a word, as ONTAP does.
+fn vol_options(
+    ask: &mut impl FnMut(AdminRequest) -> anyhow::Result<Asked>,
+    volume: String,
+    option: Option<String>,
+    value: Option<String>,
+) -> anyhow::Result<Answer> {
+    Ok(match (option, value) {
+        (Some(name), Some(value)) => silent(ask(AdminRequest::VolOptionSet {
+            volume,
+            name,
+            value,
+        })?),
+        (Some(name), None) => Err(refusal(
+            AdminErrorKind::Invalid,
+            format!("vol options: '{name}' needs a value\nusage: {VOL_OPTIONS_USAGE}"),
+        )),
+        (None, _) => formatted(
+            named_volume(ask(AdminRequest::VolStatus)?, Some(&volume), "options"),
+            ontap::vol_options,
+        ),
+    })
 }
 
 /// Every LUN, or only the one at `path`.

@@ -184,3 +184,65 @@ fn vol_size_shows_grows_and_refuses_to_shrink_below_what_the_volume_holds() {
     let mut client = NbdClient::connect(server.socket(), "vol0/big");
     assert_eq!(client.read(40 << 20, 65536), Ok(vec![0x11; 65536]));
 }
+
+#[test]
+fn vol_options_shows_wafers_options_and_sets_read_realloc_across_a_restart() {
+    let scratch = Scratch::new();
+    let server = serve_with(&scratch, SIZES);
+    let shown = ok(&server.data, &["vol", "options", "vol0"]);
+    assert_eq!(
+        shown,
+        "schedsnapname=ordinal, guarantee=volume, fractional_reserve=100,\nread_realloc=off\n",
+        "ONTAP's order and words, wrapped at a comma as wafl.md's sample is"
+    );
+    let said = ok(
+        &server.data,
+        &["vol", "options", "vol0", "read_realloc", "on"],
+    );
+    assert_eq!(said, "", "ONTAP sets an option without a word");
+    ok(
+        &server.data,
+        &["vol", "options", "vol0", "guarantee", "volume"],
+    );
+    for (args, why) in [
+        (
+            &["vol", "options", "vol0", "guarantee", "none"][..],
+            "guarantee=volume",
+        ),
+        (
+            &["vol", "options", "vol0", "read_realloc", "space_optimized"][..],
+            "on or off",
+        ),
+        (
+            &["vol", "options", "vol0", "nosnap", "on"][..],
+            "no option 'nosnap'",
+        ),
+        (
+            &["vol", "options", "vol0", "read_realloc"][..],
+            "needs a value",
+        ),
+        (
+            &["vol", "options", "nosuch"][..],
+            "vol options: No volume named 'nosuch'",
+        ),
+    ] {
+        let err = refused(&server, args);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+    server.stop();
+
+    let server = serve_with(&scratch, SIZES);
+    let shown = ok(&server.data, &["vol", "options", "vol0"]);
+    assert!(
+        shown.ends_with("read_realloc=on\n"),
+        "kept on disk: {shown}"
+    );
+    let status = ok(&server.data, &["vol", "status", "vol0"]);
+    assert!(status.contains("read_realloc=on"), "{status}");
+    ok(
+        &server.data,
+        &["vol", "options", "vol0", "read_realloc", "off"],
+    );
+    let shown = ok(&server.data, &["vol", "options", "vol0"]);
+    assert!(shown.ends_with("read_realloc=off\n"), "{shown}");
+}

@@ -27,9 +27,9 @@ use super::{Engine, Stopping, Waiter, view};
 use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateCpStatus,
     AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus,
-    LunStatus, RaidGroupStatus, ReallocationMeasure, ReallocationStatus, RebuildProgress,
-    ScrubProgress, SizeChange, SnapReserveStatus, SnapSchedStatus, SnapshotStatus, SysstatReport,
-    VolumePriorityStatus, VolumeSpaceStatus, VolumeStatus, ontap_size,
+    FIXED_VOLUME_OPTIONS, LunStatus, RaidGroupStatus, ReallocationMeasure, ReallocationStatus,
+    RebuildProgress, ScrubProgress, SizeChange, SnapReserveStatus, SnapSchedStatus, SnapshotStatus,
+    SysstatReport, VolumePriorityStatus, VolumeSpaceStatus, VolumeStatus, ontap_size,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
@@ -341,6 +341,11 @@ impl Engine {
             AdminRequest::VolOffline { name } => self.set_volume_online(name, false)?,
             AdminRequest::VolOnline { name } => self.set_volume_online(name, true)?,
             AdminRequest::VolSize { name, size } => self.volume_size(name, size)?,
+            AdminRequest::VolOptionSet {
+                volume,
+                name,
+                value,
+            } => self.set_volume_option(&volume, &name, &value)?,
             AdminRequest::VolDestroy { name } => {
                 let volume = self.volume_id(&name)?;
                 let message = format!("Volume '{name}' destroyed.");
@@ -617,6 +622,52 @@ impl Engine {
                 })
             })
             .collect())
+    }
+
+    /// `vol options VOLUME NAME VALUE`: `read_realloc` is logged like any
+    /// change; the options wafer holds at one value accept only that one.
+    fn set_volume_option(
+        &self,
+        volume_name: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<Answer, AdminError> {
+        let volume = self.volume_id(volume_name)?;
+        let fixed = FIXED_VOLUME_OPTIONS
+            .iter()
+            .find(|(option, _)| *option == name);
+        if let Some((_, kept)) = fixed {
+            return match value == *kept {
+                true => Ok(Answer::Now(AdminReply::Done {
+                    message: format!("volume {volume_name}: {name} is {kept}"),
+                })),
+                false => Err(invalid(&format!(
+                    "vol options: wafer keeps {name}={kept} on every volume; '{value}' is not \
+                     supported"
+                ))),
+            };
+        }
+        if name != "read_realloc" {
+            return Err(invalid(&format!(
+                "vol options: no option '{name}' (wafer's volume options are read_realloc, {})",
+                FIXED_VOLUME_OPTIONS.map(|(option, _)| option).join(", ")
+            )));
+        }
+        let enabled = match value {
+            "on" => true,
+            "off" => false,
+            _ => {
+                return Err(invalid(&format!(
+                    "vol options: read_realloc is on or off in wafer, not '{value}' \
+                     (space_optimized is not supported)"
+                )));
+            }
+        };
+        let message = format!("volume {volume_name}: read_realloc set to {value}");
+        Ok(Answer::Change(
+            Change::SetReadRealloc { volume, enabled },
+            message,
+        ))
     }
 
     /// `snap sched [VOLUME]`: each volume's schedule.

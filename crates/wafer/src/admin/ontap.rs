@@ -516,6 +516,49 @@ pub fn snap_reserve(reply: &AdminReply) -> String {
         .collect()
 }
 
+/// `vol options VOLUME`: the options wafer has, in ONTAP's order and
+/// words, wrapped as wafl.md §12.3's sample is (each line ends at a comma).
+pub fn vol_options(reply: &AdminReply) -> String {
+    let AdminReply::Volumes(volumes) = reply else {
+        return unexpected(reply);
+    };
+    volumes.iter().map(volume_option_lines).collect()
+}
+
+/// One volume's `vol options` lines.
+fn volume_option_lines(volume: &VolumeStatus) -> String {
+    const WIDTH: usize = 72;
+    let read_realloc = format!("read_realloc={}", on_off(volume.read_realloc));
+    let fixed =
+        wafer_server::admin::FIXED_VOLUME_OPTIONS.map(|(name, value)| format!("{name}={value}"));
+    let options: Vec<String> = fixed.into_iter().chain([read_realloc]).collect();
+    let mut out = String::new();
+    let mut line = String::new();
+    for (n, option) in options.iter().enumerate() {
+        let item = match n + 1 == options.len() {
+            true => option.clone(),
+            false => format!("{option},"),
+        };
+        if !line.is_empty() && line.len() + 1 + item.len() > WIDTH {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&item);
+    }
+    out + &line + "\n"
+}
+
+fn on_off(on: bool) -> &'static str {
+    match on {
+        true => "on",
+        false => "off",
+    }
+}
+
 /// `snap sched [VOLUME]`: a line per volume, as wafl.md §12.4 shows
 /// `volume pocvol: 0 2 6@8,12,16,20` (the hours only when not every hour).
 pub fn snap_sched(reply: &AdminReply) -> String {
