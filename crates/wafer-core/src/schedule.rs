@@ -197,6 +197,9 @@ impl SnapSchedule {
     /// The first hour after `after` at which a snapshot of it falls, if any
     /// ever does: when a driver that sleeps between events must wake.
     pub fn next_due(&self, after: Instant) -> Option<Instant> {
+        if self.is_off() {
+            return None;
+        }
         let first = after.0 / NS_PER_HOUR + 1;
         (first..first + 7 * HOURS_PER_DAY)
             .find(|&h| self.kind_at_hour(h).is_some())
@@ -252,6 +255,13 @@ impl fmt::Display for SnapSchedule {
         }
         Ok(())
     }
+}
+
+/// The first hour boundary after `after`: no schedule's snapshot falls
+/// between two boundaries, so a driver that looks at every boundary (and
+/// only then) misses none.
+pub fn next_hour(after: Instant) -> Instant {
+    Instant((after.0 / NS_PER_HOUR + 1) * NS_PER_HOUR)
 }
 
 /// `8,12,16,20` as a set of hours.
@@ -316,6 +326,8 @@ mod tests {
             "9, 10, 11 unlisted"
         );
         assert_eq!(s.next_due(at(1, 8, 0)), Some(at(1, 12, 0)));
+        assert_eq!(next_hour(at(1, 8, 0)), at(1, 9, 0));
+        assert_eq!(next_hour(at(1, 8, 59)), at(1, 9, 0));
     }
 
     #[test]

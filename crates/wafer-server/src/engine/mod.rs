@@ -522,8 +522,9 @@ impl Engine {
 
     /// Waits for one event or the node's timer, handles it, drains the node.
     fn step(&mut self) -> Result<(), ServeError> {
-        let snapshot_due = self.node.next_snapshot_due(self.schedule_seen);
-        let timer = [self.node.poll_timeout(), snapshot_due]
+        // Schedules fall on hour boundaries only: wake at the next one.
+        let next_hour = wafer_core::schedule::next_hour(self.schedule_seen);
+        let timer = [self.node.poll_timeout(), Some(next_hour)]
             .into_iter()
             .flatten()
             .min()
@@ -558,11 +559,13 @@ impl Engine {
         self.check_something_serves()
     }
 
-    /// Submits the snapshots `snap sched` says fell due since the last look:
-    /// none while stopping (a stop's final CP must be the last), and those
-    /// that fell due while starting once the node serves.
+    /// Submits, once an hour boundary has passed, the snapshots `snap sched`
+    /// says fell due since the last look: none while stopping (a stop's
+    /// final CP must be the last), and those that fell due while starting
+    /// once the node serves.
     fn take_scheduled_snapshots(&mut self, now: Instant) {
-        if !self.started {
+        let crossed = now >= wafer_core::schedule::next_hour(self.schedule_seen);
+        if !self.started || !crossed {
             return;
         }
         if self.stopping != Stopping::No {
