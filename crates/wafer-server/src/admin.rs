@@ -528,6 +528,11 @@ pub const FIXED_VOLUME_OPTIONS: [(&str, &str); 3] = [
     ("fractional_reserve", "100"),
 ];
 
+/// `snap sched`'s usage, as ONTAP prints it: the CLI's, and the server's
+/// refusal of a schedule it cannot read ends with it.
+pub const SNAP_SCHED_USAGE: &str =
+    "snap sched [-A | -V] [<vol_name> [weeks [days [hours[@list]]]]]";
+
 /// One volume in `snap sched`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapSchedStatus {

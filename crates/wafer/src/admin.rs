@@ -24,8 +24,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use wafer_server::admin::{
-    AdminClient, AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, SizeChange,
-    SysstatReport,
+    AdminClient, AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse,
+    SNAP_SCHED_USAGE, SizeChange, SysstatReport,
 };
 
 use crate::size::{Size, size_change};
@@ -600,9 +600,6 @@ const PRIORITY_SHOW_USAGE: &str = "wafer priority show volume [-v] [<vol_name>]"
 
 /// `vol options`'s usage, as ONTAP prints it.
 const VOL_OPTIONS_USAGE: &str = "vol options <vol-name> [ <option-name> <option-val> ]";
-
-/// `snap sched`'s usage, as ONTAP prints it.
-const SNAP_SCHED_USAGE: &str = "snap sched [-A | -V] [<vol_name> [weeks [days [hours[@list]]]]]";
 
 /// `snap reserve`'s usage, as ONTAP prints it.
 const SNAP_RESERVE_USAGE: &str = "snap reserve [-A | -V] [<vol_name> | <aggr_name>] [percent]";

@@ -131,6 +131,12 @@ fn the_schedule_is_set_shown_and_refused_in_ontaps_words() {
         let (code, out, err) = wafer(&server.data, args);
         assert_ne!(code, 0, "{args:?} succeeded: {out}");
         assert!(err.contains(why), "{args:?}: {err}");
+        if why != "nosuch" {
+            assert!(
+                err.contains("usage: snap sched [-A | -V]"),
+                "{args:?}: {err}"
+            );
+        }
     }
     assert_eq!(
         ok(&server.data, &["snap", "sched", "vol0"]),

@@ -28,8 +28,9 @@ use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateCpStatus,
     AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus,
     FIXED_VOLUME_OPTIONS, LunStatus, RaidGroupStatus, ReallocationMeasure, ReallocationStatus,
-    RebuildProgress, ScrubProgress, SizeChange, SnapReserveStatus, SnapSchedStatus, SnapshotStatus,
-    SysstatReport, VolumePriorityStatus, VolumeSpaceStatus, VolumeStatus, ontap_size,
+    RebuildProgress, SNAP_SCHED_USAGE, ScrubProgress, SizeChange, SnapReserveStatus,
+    SnapSchedStatus, SnapshotStatus, SysstatReport, VolumePriorityStatus, VolumeSpaceStatus,
+    VolumeStatus, ontap_size,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
@@ -507,7 +508,7 @@ impl Engine {
                 hourly,
             } => {
                 let schedule = SnapSchedule::parse(&weekly, &nightly, &hourly)
-                    .map_err(|e| invalid(&format!("snap sched: {e}")))?;
+                    .map_err(|e| invalid(&format!("snap sched: {e}\nusage: {SNAP_SCHED_USAGE}")))?;
                 let message = format!("volume {volume}: snapshot schedule set to {schedule}");
                 let volume = self.volume_id(&volume)?;
                 Answer::Change(Change::SetSnapSchedule { volume, schedule }, message)
