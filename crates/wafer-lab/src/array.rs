@@ -23,6 +23,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use wafer_core::units::Instant;
 
+use crate::snap_sched::{HeldSnapshot, SnapSched};
+
 /// A host-facing storage array in virtual time: the lab's event loop submits
 /// host I/Os and advances it.
 pub trait Array {
@@ -86,6 +88,23 @@ pub trait Array {
 
     /// What came of the snapshots asked for, cumulative.
     fn snapshot_stats(&self) -> SnapshotStats;
+
+    /// Makes every volume follow `sched` (ONTAP's `snap sched`) and moves
+    /// lab time zero to `sched.clock_start`, if it names one (the array
+    /// idles until then). Called once, after [`Array::prepare`] and before
+    /// the first [`Array::submit`]; the snapshots count in
+    /// [`Array::snapshot_stats`]. An array without such schedules (the
+    /// in-place comparator's snapshots are copy-on-first-write sessions)
+    /// returns false.
+    fn follow_snap_sched(&mut self, _sched: &SnapSched) -> bool {
+        false
+    }
+
+    /// The snapshots its volumes hold, volume after volume, each one's
+    /// oldest first; empty for an array whose snapshots have no names.
+    fn held_snapshots(&self) -> Vec<HeldSnapshot> {
+        Vec::new()
+    }
 }
 
 /// What an array made of the snapshots a run asked for, and what they cost

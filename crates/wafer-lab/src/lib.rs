@@ -21,6 +21,7 @@ pub mod inplace;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod snap_sched;
 pub mod wafer;
 pub mod workload;
 
@@ -33,5 +34,6 @@ pub use run::{PerMinute, Progress, RunError, RunOptions, run, run_each};
 pub use scenario::{
     AggregateSpec, ArraySpec, LunSpec, Scenario, ScenarioError, VolumeSpec, WaferSpec,
 };
+pub use snap_sched::{HeldSnapshot, SnapSched, WeekTime};
 pub use wafer::{WaferArray, WaferArrayError};
 pub use workload::Workload;

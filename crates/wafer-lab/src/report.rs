@@ -33,6 +33,7 @@ pub mod sysstat;
 use serde::Serialize;
 
 use crate::array::{ArrayKind, DiskStats, EngineStats, SnapshotStats};
+use crate::snap_sched::HeldSnapshot;
 use crate::workload::Workload;
 
 /// The latency percentiles fio reports by default (its `percentile_list`).
@@ -83,12 +84,26 @@ pub struct ArrayReport {
     /// `disk_snapshots` (empty if the run took none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub snapshot_counts: Vec<SnapshotStats>,
+    /// The `snap sched` the run followed, if it followed one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snap_sched: Option<SnapSchedReport>,
     /// Every minute of the run from its start, if the run asked for them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub minutes: Vec<MinuteReport>,
     /// When mean latency first reached the run's threshold, if it set one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_threshold: Option<LatencyThreshold>,
+}
+
+/// The `snap sched` a run followed, and the snapshots it left.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SnapSchedReport {
+    /// `1 0 2`, as `snap sched` prints it.
+    pub schedule: String,
+    /// The weekday and time (UTC) of lab time zero, if the run set them.
+    pub clock_start: Option<String>,
+    /// The snapshots the array's volumes hold at the end of the run.
+    pub held: Vec<HeldSnapshot>,
 }
 
 /// One minute of virtual time: the host I/Os that completed within it.

@@ -25,6 +25,13 @@
 //! instant, keeps them all, and samples the array's snapshot counters with
 //! its disk counters.
 //!
+//! A run may instead have its wafer arrays follow ONTAP's `snap sched`
+//! ([`RunOptions::snap_sched`]): the loop hands the schedule to the array
+//! once it is prepared ([`Array::follow_snap_sched`]), the array's engine
+//! takes the snapshots on the hours its clock crosses, and the loop samples
+//! their counts as it does a schedule's own, and lists the snapshots held
+//! at the end in the report.
+//!
 //! Nothing here reads a clock: the same arrays, workload and seed give the
 //! same report, bit for bit.
 
@@ -33,8 +40,10 @@ use wafer_core::units::{Duration, Instant};
 use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp, SnapshotStats};
 use crate::histogram::Histogram;
 use crate::report::{
-    ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile, SegmentReport,
+    ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile,
+    SegmentReport, SnapSchedReport,
 };
+use crate::snap_sched::SnapSched;
 use crate::workload::{Timing, Workload, WorkloadError};
 
 mod host;
@@ -62,6 +71,9 @@ pub struct RunOptions {
     /// Take a snapshot this often during the run, keeping every one; `None`:
     /// no snapshots.
     pub snapshot_every: Option<Duration>,
+    /// Every volume of every wafer array follows this `snap sched`;
+    /// `None`: no scheduled snapshots.
+    pub snap_sched: Option<SnapSched>,
     /// Report every minute of the run; `None`: segments only.
     pub per_minute: Option<PerMinute>,
 }
@@ -87,6 +99,12 @@ pub enum RunError {
     /// The `sysstat` interval or the snapshot schedule's is zero.
     #[error("the sysstat and snapshot intervals must be longer than zero")]
     Interval,
+    /// A `snap sched` for an array that has none.
+    #[error("array `{array}` cannot follow a `snap sched`: only a wafer array's volumes can")]
+    SnapSched {
+        /// The array.
+        array: String,
+    },
     /// The workload does not fit the array.
     #[error("array `{array}`: {source}")]
     Workload {
@@ -201,10 +219,18 @@ fn run_array(
     array.prepare(&plan, &mut |fraction| {
         progress(Progress::Preparing(fraction))
     });
+    if let Some(sched) = &options.snap_sched
+        && !array.follow_snap_sched(sched)
+    {
+        return Err(RunError::SnapSched {
+            array: array.name().to_string(),
+        });
+    }
     let arrivals = workload.arrivals(options.seed);
     let mut host = Host::new(streams, workload.outstanding_per_worker, arrivals);
     host.start(array, workload.outstanding_per_worker);
-    let snapshots = options.snapshot_every.map(|_| array.snapshot_stats());
+    let snapshots = (options.snapshot_every.is_some() || options.snap_sched.is_some())
+        .then(|| array.snapshot_stats());
     let mut meter = Meter::new(
         workload.timing,
         options.sysstat_interval,
@@ -217,7 +243,7 @@ fn run_array(
         .map(|per_minute| MinuteMeter::new(meter.end, per_minute.latency_threshold));
     let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
     drive(array, &mut host, &mut meter, &mut schedule, progress)?;
-    Ok(meter.finish(array, workload, options.snapshot_every))
+    Ok(meter.finish(array, workload, options))
 }
 
 /// When the run's next snapshot falls, if it takes any more.
@@ -306,12 +332,12 @@ fn drive(
             schedule.taken();
         }
         if now == boundary {
-            let scheduled = schedule.is_some();
+            let counted = !meter.snapshot_counts.is_empty();
             meter.sample(
                 now,
                 array.disk_stats(),
                 || array.engine_stats(),
-                || scheduled.then(|| array.snapshot_stats()),
+                || counted.then(|| array.snapshot_stats()),
             );
         }
         if now >= end {
@@ -546,7 +572,7 @@ impl Meter {
         mut self,
         array: &dyn Array,
         workload: &Workload,
-        snapshot_every: Option<Duration>,
+        options: &RunOptions,
     ) -> ArrayReport {
         while self.segments.len() < self.timing.segments as usize {
             self.close_segment();
@@ -566,7 +592,12 @@ impl Meter {
             intervals: self.intervals,
             disk_snapshots: self.disk_snapshots,
             engine_snapshots: self.engine_snapshots,
-            snapshot_every_ns: snapshot_every.map(|every| every.0),
+            snapshot_every_ns: options.snapshot_every.map(|every| every.0),
+            snap_sched: options.snap_sched.map(|sched| SnapSchedReport {
+                schedule: sched.schedule.to_string(),
+                clock_start: sched.clock_start.map(|start| start.to_string()),
+                held: array.held_snapshots(),
+            }),
             snapshot_counts: self.snapshot_counts,
             minutes,
             latency_threshold,

@@ -6,7 +6,11 @@
 //! virtual time, all kept, at most 255 per wafer volume and 8 per in-place
 //! LUN over the run, and `per_minute = true`: IOPS, MB/s and latency for
 //! every minute of the run, with `latency_threshold_us`: the first minute
-//! whose mean latency is at or below it), a `[workload]` table, and one or
+//! whose mean latency is at or below it; `snap_sched = "0 2 6@8,12,16,20"`:
+//! every volume of every wafer array follows ONTAP's `snap sched` with
+//! these counts, refused beside `snapshot_every_s` or an in-place array,
+//! with `clock_start = "Sun 07:59:50"`: the weekday and UTC time of lab
+//! time zero), a `[workload]` table, and one or
 //! more `[[array]]` tables, run one after another against the same
 //! workload:
 //!
@@ -73,6 +77,7 @@ use crate::inplace::{
     ReservedPoolSpec, SESSIONS_PER_LUN_MAX,
 };
 use crate::run::{PerMinute, RunOptions};
+use crate::snap_sched::{SnapSched, WeekTime, parse_schedule};
 use crate::workload::fio::{FioError, FioJob};
 use crate::workload::iometer::IometerSpec;
 use crate::workload::{AccessLine, Region, Timing, Workload, WorkloadError};
@@ -282,6 +287,7 @@ impl Scenario {
         top.finish()?;
         let arrays = parse_arrays(&array_tables, catalog)?;
         check_snapshot_schedule(&run, &workload, &arrays)?;
+        check_snap_sched(&run, &arrays)?;
         Ok(Scenario {
             name,
             run,
@@ -345,6 +351,25 @@ fn check_snapshot_schedule(
     Ok(())
 }
 
+/// Refuses a `snap sched` beside an in-place array: its snapshots are
+/// copy-on-first-write sessions, taken every `snapshot_every_s`, and it has
+/// no volumes to schedule.
+fn check_snap_sched(run: &RunOptions, arrays: &[ArrayEntry]) -> Result<(), ScenarioError> {
+    let in_place = arrays
+        .iter()
+        .find(|entry| matches!(entry.spec, ArraySpec::InPlace(_)));
+    match (run.snap_sched, in_place) {
+        (Some(_), Some(entry)) => Err(ScenarioError::Invalid {
+            field: "run.snap_sched".into(),
+            reason: format!(
+                "array `{}` is in-place: `snap sched` is a wafer volume's (an in-place array takes copy-on-first-write snapshots every `snapshot_every_s`)",
+                entry.spec.name()
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A TOML error, located by line.
 fn syntax(text: &str, error: &toml::de::Error) -> ScenarioError {
     let at = error.span().map_or(0, |span| span.start).min(text.len());
@@ -399,11 +424,19 @@ fn parse_run(table: &Table) -> Result<(RunOptions, TimingOverrides), ScenarioErr
         return Err(fields.invalid("snapshot_every_s", "snapshots must be some time apart"));
     }
     let per_minute = parse_per_minute(&mut fields)?;
+    let snap_sched = parse_snap_sched(&mut fields)?;
+    if snap_sched.is_some() && snapshot_every.is_some() {
+        return Err(fields.invalid(
+            "snap_sched",
+            "a run takes snapshots on one schedule: `snapshot_every_s` or `snap_sched`, not both",
+        ));
+    }
     fields.finish()?;
     let run = RunOptions {
         seed,
         sysstat_interval: interval,
         snapshot_every,
+        snap_sched,
         per_minute,
     };
     Ok((run, overrides))
@@ -426,6 +459,28 @@ fn parse_per_minute(fields: &mut Fields) -> Result<Option<PerMinute>, ScenarioEr
     }
     Ok(Some(PerMinute {
         latency_threshold: threshold,
+    }))
+}
+
+/// `snap_sched = "1 0 2"`, and with it, optionally, `clock_start = "Sat
+/// 22:59:50"`.
+fn parse_snap_sched(fields: &mut Fields) -> Result<Option<SnapSched>, ScenarioError> {
+    let clock_start = (fields.string("clock_start")?)
+        .map(|text| WeekTime::parse(text).map_err(|reason| fields.invalid("clock_start", reason)))
+        .transpose()?;
+    let Some(text) = fields.string("snap_sched")? else {
+        return match clock_start {
+            Some(_) => Err(fields.invalid(
+                "clock_start",
+                "it places the hours of a schedule: set `snap_sched`",
+            )),
+            None => Ok(None),
+        };
+    };
+    let schedule = parse_schedule(text).map_err(|reason| fields.invalid("snap_sched", reason))?;
+    Ok(Some(SnapSched {
+        schedule,
+        clock_start,
     }))
 }
 

@@ -23,6 +23,13 @@
 //! clock less the preparation's length. The prepare step is simulated I/O by
 //! I/O (on the same models), which is exact, at the price of wall time.
 //!
+//! A run may have every volume follow a `snap sched` (see
+//! [`crate::snap_sched`]): the array sets each volume's schedule once it is
+//! prepared, moves lab time zero to the scenario's weekday and time if it
+//! names one (the engine sees an idle gap), and from then on wakes at the
+//! node's next scheduled snapshot and submits those due, as the server
+//! does, counting them with the run's other snapshots.
+//!
 //! A read the engine answers without a disk (every block in the buffer
 //! cache, or a hole: a block never written reads as zeros, as from a real
 //! LUN, and no disk is asked for it) is answered [`MEMORY_READ_LATENCY`]
@@ -57,6 +64,7 @@ use crate::array::{
 };
 use crate::controller::Controller;
 use crate::scenario::{AggregateSpec, WaferSpec};
+use crate::snap_sched::{HeldSnapshot, SnapSched};
 use content::{Content, ContentDisk};
 pub use content::{MemorySpill, PAGE_BYTES, PagePiece, Spill, page_pieces};
 
@@ -205,6 +213,18 @@ pub struct WaferArray {
     snapshots_pending: BTreeSet<RequestId>,
     /// What came of the snapshots asked for.
     snapshot_stats: SnapshotStats,
+    /// With a `snap sched`: the array clock up to which the node has been
+    /// asked for the snapshots due, and when the next one falls.
+    snap_sched: Option<ScheduleWatch>,
+}
+
+/// How far a wafer array has followed its volumes' schedules.
+#[derive(Clone, Copy, Debug)]
+struct ScheduleWatch {
+    /// The snapshots due up to here have been submitted.
+    seen: Instant,
+    /// When the next one falls (`Node::next_snapshot_due`), if ever.
+    next: Option<Instant>,
 }
 
 /// Zeroed write buffers that logged writes have given back, by length, for
@@ -347,6 +367,7 @@ impl WaferArray {
             volumes: Vec::new(),
             snapshots_pending: BTreeSet::new(),
             snapshot_stats: SnapshotStats::default(),
+            snap_sched: None,
         };
         for (index, (aggregate, layout)) in spec.aggregates.iter().zip(layouts).enumerate() {
             let id = (array.node)
@@ -442,7 +463,8 @@ impl WaferArray {
         let released = self.controller.as_ref().and_then(Controller::next_release);
         let from_memory = self.from_memory.front().map(|(at, _)| *at);
         let engine = sooner(self.node_timer, from_memory);
-        sooner(sooner(disks, released), engine)
+        let snapshot = self.snap_sched.and_then(|watch| watch.next);
+        sooner(sooner(disks, released), sooner(engine, snapshot))
     }
 
     /// Hands disk `index` a request at `at`.
@@ -505,6 +527,12 @@ impl WaferArray {
         // over its aggregates and its log: only a due timer is handed on.
         if self.node.poll_timeout().is_some_and(|due| due <= now) {
             self.node.handle_timeout(now);
+        }
+        if (self.snap_sched)
+            .and_then(|watch| watch.next)
+            .is_some_and(|due| due <= now)
+        {
+            self.take_scheduled_snapshots(now);
         }
         self.drain();
         while self.from_memory.front().is_some_and(|(at, _)| *at <= now) {
@@ -672,6 +700,34 @@ impl WaferArray {
             // Only a split I/O's answer can fall before one already queued.
             let at = self.from_memory.partition_point(|(at, _)| *at <= finished);
             self.from_memory.insert(at, (finished, answer));
+        }
+    }
+
+    /// Submits the scheduled snapshots due since the last look, and notes
+    /// when the next falls.
+    fn take_scheduled_snapshots(&mut self, now: Instant) {
+        let Some(watch) = self.snap_sched.as_mut() else {
+            return;
+        };
+        let due = self.node.snapshots_due(watch.seen, now);
+        *watch = ScheduleWatch {
+            seen: now,
+            next: self.node.next_snapshot_due(now),
+        };
+        for request in due {
+            self.submit_snapshot(request);
+        }
+    }
+
+    /// Submits a snapshot request, counting it as asked for, and as
+    /// refused if the node will not take it.
+    fn submit_snapshot(&mut self, request: HostRequest) {
+        self.snapshot_stats.requested += 1;
+        match self.node.submit(self.now, request) {
+            Ok(id) => {
+                self.snapshots_pending.insert(id);
+            }
+            Err(_) => self.snapshot_answered(false),
         }
     }
 
@@ -905,19 +961,59 @@ impl Array for WaferArray {
     fn take_snapshot(&mut self, now: Instant) {
         self.now = self.now.max(Instant(now.0 + self.epoch.0));
         for index in 0..self.volumes.len() {
-            self.snapshot_stats.requested += 1;
             let request = HostRequest::Change(Change::CreateSnapshot {
                 volume: self.volumes[index],
-                name: format!("lab.{}", self.snapshot_stats.requested),
+                name: format!("lab.{}", self.snapshot_stats.requested + 1),
             });
-            match self.node.submit(self.now, request) {
-                Ok(id) => {
-                    self.snapshots_pending.insert(id);
-                }
-                Err(_) => self.snapshot_answered(false),
-            }
+            self.submit_snapshot(request);
         }
         self.drain();
+    }
+
+    /// Sets every volume's schedule, then moves lab time zero to the next
+    /// instant of `clock_start` (the engine idles until then) and watches
+    /// the schedule from there.
+    fn follow_snap_sched(&mut self, sched: &SnapSched) -> bool {
+        for volume in self.volumes.clone() {
+            let request = HostRequest::Change(Change::SetSnapSchedule {
+                volume,
+                schedule: sched.schedule,
+            });
+            self.call(None, request)
+                .expect("a prepared volume takes a checked schedule");
+        }
+        let start = sched
+            .clock_start
+            .map_or(self.now, |start| start.next_at_or_after(self.now));
+        self.epoch = Duration(start.0);
+        self.snap_sched = Some(ScheduleWatch {
+            seen: start,
+            next: self.node.next_snapshot_due(start),
+        });
+        true
+    }
+
+    /// Every volume's snapshots, with when each was asked for.
+    fn held_snapshots(&self) -> Vec<HeldSnapshot> {
+        let mut held = Vec::new();
+        for (volume, name, aggregate) in self.node.volumes() {
+            let Some(filer) = self.node.aggregate(aggregate) else {
+                continue;
+            };
+            let local = wafer_core::node::split_volume(volume).1;
+            held.extend(
+                filer
+                    .snapshots(local)
+                    .into_iter()
+                    .map(|snapshot| HeldSnapshot {
+                        volume: name.clone(),
+                        name: snapshot.name,
+                        engine_ns: snapshot.created.0,
+                        lab_ns: snapshot.created.0 as i64 - self.epoch.0 as i64,
+                    }),
+            );
+        }
+        held
     }
 
     fn snapshot_stats(&self) -> SnapshotStats {

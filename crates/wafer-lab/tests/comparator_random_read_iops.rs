@@ -67,6 +67,7 @@ fn random_read_iops_at_depth_150_is_plausible() {
         seed: 1,
         sysstat_interval: Duration::from_secs(1),
         snapshot_every: None,
+        snap_sched: None,
         per_minute: None,
     };
     let report = run(&mut arrays, &workload, &options, &mut |_| {}).unwrap();

@@ -55,6 +55,7 @@ fn measure(array: Box<dyn Array>, workload: &wafer_lab::Workload) -> ArrayReport
         seed: 3,
         sysstat_interval: Duration::from_secs(1),
         snapshot_every: None,
+        snap_sched: None,
         per_minute: None,
     };
     let mut report = run(&mut [array], workload, &options, &mut |_| {}).expect("runs");

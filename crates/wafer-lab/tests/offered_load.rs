@@ -59,6 +59,7 @@ fn measure(workload: &Workload) -> ArrayReport {
         seed: 5,
         sysstat_interval: Duration::from_secs(10),
         snapshot_every: None,
+        snap_sched: None,
         per_minute: None,
     };
     let mut report = run(&mut [array], workload, &options, &mut |_| {}).expect("runs");

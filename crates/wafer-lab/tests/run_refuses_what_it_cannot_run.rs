@@ -15,6 +15,7 @@ const OPTIONS: RunOptions = RunOptions {
     seed: 1,
     sysstat_interval: Duration(1_000_000_000),
     snapshot_every: None,
+    snap_sched: None,
     per_minute: None,
 };
 

@@ -14,6 +14,7 @@ fn progress_rises_to_one() {
         seed: 1,
         sysstat_interval: Duration::from_secs(1),
         snapshot_every: None,
+        snap_sched: None,
         per_minute: None,
     };
     run(

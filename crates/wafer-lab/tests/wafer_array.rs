@@ -65,6 +65,7 @@ fn report_with(cache_mib: Option<u32>, progress: &mut dyn FnMut(Progress)) -> wa
         seed: 7,
         sysstat_interval: Duration::from_secs(1),
         snapshot_every: None,
+        snap_sched: None,
         per_minute: None,
     };
     run(&mut [array(cache_mib)], &workload(), &options, progress).expect("runs")

@@ -33,10 +33,16 @@
 //! the first table), and for copy-on-first-write what they cost: chunks
 //! copied to the reserved LUN pool per second, host writes held for a copy
 //! per second, and times the pool filled and the sessions ended.
+//!
+//! A run that follows a `snap sched` counts its snapshots in that table too,
+//! and ends with the snapshots each volume holds at the end of the run, with
+//! when each was asked for in engine time (weekday and time, UTC) and in lab
+//! time: the rotation of `hourly.0`, `hourly.1`, ... as `snap list` would
+//! show it.
 
 use std::fmt::Write;
 
-use super::ArrayReport;
+use super::{ArrayReport, SnapSchedReport};
 use crate::array::{DiskStats, EngineStats};
 
 const HEADER: &str = concat!(
@@ -73,20 +79,48 @@ pub fn render(report: &ArrayReport) -> String {
         };
         text.push_str(&line.render());
     }
-    if let Some(every_ns) = report.snapshot_every_ns {
-        text.push_str(&render_snapshots(report, every_ns, seconds));
+    if let Some(heading) = snapshot_heading(report) {
+        text.push_str(&render_snapshots(report, &heading, seconds));
+    }
+    if let Some(sched) = &report.snap_sched {
+        text.push_str(&render_held(sched));
+    }
+    text
+}
+
+/// `snapshots, one every 2 s:` or `snapshots, snap sched 1 0 2 from Sat
+/// 22:59:50:`, as the run took them; `None` if it took none.
+fn snapshot_heading(report: &ArrayReport) -> Option<String> {
+    let every =
+        (report.snapshot_every_ns).map(|every_ns| format!("one every {} s", every_ns as f64 / 1e9));
+    let sched = report
+        .snap_sched
+        .as_ref()
+        .map(|sched| match &sched.clock_start {
+            Some(start) => format!("snap sched {} from {start}", sched.schedule),
+            None => format!("snap sched {}", sched.schedule),
+        });
+    let parts: Vec<String> = every.into_iter().chain(sched).collect();
+    (!parts.is_empty()).then(|| format!("snapshots, {}:\n", parts.join(", ")))
+}
+
+/// The snapshots held at the end of a run that followed a `snap sched`.
+fn render_held(sched: &SnapSchedReport) -> String {
+    let mut text = String::from("snapshots held at the end (asked for at, engine time UTC):\n");
+    for held in &sched.held {
+        text.push_str(&format!("  {}\n", held.render()));
+    }
+    if sched.held.is_empty() {
+        text.push_str("  none\n");
     }
     text
 }
 
 const SNAPSHOT_HEADER: &str = "    seg  asked  taken  refused  copies/s  held/s  pool full\n";
 
-/// The snapshot table: one line per measured segment.
-fn render_snapshots(report: &ArrayReport, every_ns: u64, seconds: f64) -> String {
-    let mut text = format!(
-        "snapshots, one every {} s:\n{SNAPSHOT_HEADER}",
-        every_ns as f64 / 1e9
-    );
+/// The snapshot table under `heading`: one line per measured segment.
+fn render_snapshots(report: &ArrayReport, heading: &str, seconds: f64) -> String {
+    let mut text = format!("{heading}{SNAPSHOT_HEADER}");
     for (segment, pair) in report
         .segments
         .iter()

@@ -588,3 +588,52 @@ fn a_fio_rate_and_an_offered_load_are_not_both_given() {
         "workload.offered_iops"
     );
 }
+
+/// SMALL's wafer array alone, with `run_keys` added to `[run]`.
+fn wafer_only_with(run_keys: &str) -> String {
+    let (filer, _) = SMALL.rsplit_once("[[array]]").unwrap();
+    filer.replacen("segment_s = 10", &format!("segment_s = 10\n{run_keys}"), 1)
+}
+
+#[test]
+fn a_snap_sched_and_its_clock_start_parse() {
+    let text = wafer_only_with("snap_sched = \"0 2 6@8,12,16,20\"\nclock_start = \"Sun 07:59:50\"");
+    let sched = parse(&text).unwrap().run.snap_sched.expect("a snap sched");
+    assert_eq!(sched.schedule.to_string(), "0 2 6@8,12,16,20");
+    assert_eq!(sched.clock_start.unwrap().to_string(), "Sun 07:59:50");
+    let unanchored = parse(&wafer_only_with("snap_sched = \"0 0 1\"")).unwrap();
+    assert_eq!(unanchored.run.snap_sched.unwrap().clock_start, None);
+    assert_eq!(parse(SMALL).unwrap().run.snap_sched, None);
+}
+
+#[test]
+fn bad_snap_scheds_are_refused_by_field() {
+    let refused = |run_keys: &str| parse(&wafer_only_with(run_keys)).unwrap_err().to_string();
+    let bad_counts = refused("snap_sched = \"0 2\"");
+    assert!(bad_counts.contains("run.snap_sched") && bad_counts.contains("three counts"));
+    let bad_hour = refused("snap_sched = \"0 2 6@24\"");
+    assert!(bad_hour.contains("run.snap_sched") && bad_hour.contains("hour \"24\""));
+    let bad_clock = refused("snap_sched = \"0 0 1\"\nclock_start = \"Sunday 8am\"");
+    assert!(bad_clock.contains("run.clock_start"), "{bad_clock}");
+    let alone = refused("clock_start = \"Sun 07:59:50\"");
+    assert!(
+        alone.contains("run.clock_start") && alone.contains("snap_sched"),
+        "{alone}"
+    );
+    let both = refused("snap_sched = \"0 0 1\"\nsnapshot_every_s = 5");
+    assert!(
+        both.contains("run.snap_sched") && both.contains("not both"),
+        "{both}"
+    );
+    // SMALL's second array is in place: it has no volumes to schedule.
+    let with_in_place = SMALL.replacen(
+        "segment_s = 10",
+        "segment_s = 10\nsnap_sched = \"0 0 1\"",
+        1,
+    );
+    let in_place = parse(&with_in_place).unwrap_err().to_string();
+    assert!(
+        in_place.contains("run.snap_sched") && in_place.contains("`raid5` is in-place"),
+        "{in_place}"
+    );
+}

@@ -71,6 +71,7 @@ pub fn small_run(seed: u64) -> LabReport {
         seed,
         sysstat_interval: Duration::from_millis(500),
         snapshot_every: None,
+        snap_sched: None,
         per_minute: None,
     };
     run(&mut arrays(), &workload(), &options, &mut |_| {}).unwrap()
