@@ -25,9 +25,10 @@ use crate::units::Instant;
 
 const NS_PER_HOUR: u64 = 3_600_000_000_000;
 const HOURS_PER_DAY: u64 = 24;
-/// 1970-01-01, day 0 of Unix time, was a Thursday, so day `d` is a Sunday
-/// when `(d + 4) % 7 == 0` (the first: day 3, 1970-01-04).
-const SUNDAY_OFFSET: u64 = 4;
+/// Days from a Sunday to 1970-01-01, day 0 of Unix time (a Thursday): day
+/// `d` is a Sunday when `(d + EPOCH_WEEKDAY) % 7 == 0` (the first: day 3,
+/// 1970-01-04).
+pub const EPOCH_WEEKDAY: u64 = 4;
 const EVERY_HOUR: u32 = (1 << HOURS_PER_DAY) - 1;
 
 /// A kind of scheduled snapshot.
@@ -168,7 +169,7 @@ impl SnapSchedule {
         let hour_of_day = hour % HOURS_PER_DAY;
         let day = hour / HOURS_PER_DAY;
         let midnight = hour_of_day == 0;
-        let sunday = (day + SUNDAY_OFFSET) % 7 == 0;
+        let sunday = (day + EPOCH_WEEKDAY) % 7 == 0;
         let falls = |kind| match kind {
             SnapKind::Weekly => midnight && sunday,
             SnapKind::Nightly => midnight,

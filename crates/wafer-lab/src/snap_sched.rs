@@ -15,14 +15,12 @@
 use core::fmt;
 
 use serde::Serialize;
-use wafer_core::schedule::SnapSchedule;
+use wafer_core::schedule::{EPOCH_WEEKDAY, SnapSchedule};
 use wafer_core::units::Instant;
 
 const NS_PER_SECOND: u64 = 1_000_000_000;
 const SECONDS_PER_DAY: u64 = 24 * 3600;
 const NS_PER_WEEK: u64 = 7 * SECONDS_PER_DAY * NS_PER_SECOND;
-/// Days from a Sunday 00:00 to the Unix epoch (a Thursday).
-const EPOCH_WEEKDAY: u64 = 4;
 const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
 
 /// The schedule a run's wafer arrays follow, on every volume, and where its

@@ -178,7 +178,7 @@ impl Engine {
     }
 
     /// The name of node volume `volume`, if it is listed.
-    fn volume_name(&self, volume: VolumeId) -> Option<String> {
+    pub(super) fn volume_name(&self, volume: VolumeId) -> Option<String> {
         let volumes = view::volumes(&self.node).into_iter();
         volumes
             .filter(|(id, _)| *id == volume)

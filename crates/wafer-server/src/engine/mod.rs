@@ -590,10 +590,7 @@ impl Engine {
         let HostRequest::Change(Change::ScheduledSnapshot { volume, kind, .. }) = request else {
             unreachable!("the node's schedule asks for scheduled snapshots only")
         };
-        let name = view::volumes(&self.node)
-            .into_iter()
-            .find(|(id, _)| id == volume)
-            .map_or_else(|| format!("#{}", volume.0), |(_, name)| name);
+        let name = (self.volume_name(*volume)).unwrap_or_else(|| format!("#{}", volume.0));
         format!("{} of volume {name}", kind.name(0))
     }
 
