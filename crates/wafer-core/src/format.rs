@@ -321,6 +321,9 @@ pub struct Inode {
     pub size_bytes: u64,
     /// The file's name (LUNs), empty for metadata files.
     pub name: String,
+    /// What a LUN promises its host; [`LunAttributes::DEFAULT`] for
+    /// metadata files.
+    pub attributes: LunAttributes,
     /// The top of the block tree.
     pub root: [BlockPtr; ROOT_POINTERS],
 }
@@ -334,6 +337,7 @@ impl Inode {
             generation: 0,
             size_bytes: 0,
             name: String::new(),
+            attributes: LunAttributes::DEFAULT,
             root: [BlockPtr::NULL; ROOT_POINTERS],
         }
     }
@@ -348,6 +352,7 @@ impl Inode {
             InodeKind::Metadata => 2,
         };
         out[1] = self.level;
+        [out[2], out[3]] = self.attributes.encode();
         put_u32(out, 4, self.generation);
         put_u64(out, 8, self.size_bytes);
         out[16..16 + self.name.len()].copy_from_slice(self.name.as_bytes());
@@ -375,6 +380,7 @@ impl Inode {
         if level > MAX_TREE_LEVEL {
             return Err(corrupt(format!("tree level {level}")));
         }
+        let attributes = LunAttributes::decode([bytes[2], bytes[3]]).map_err(corrupt)?;
         let name_bytes = &bytes[16..16 + NAME_MAX];
         let name_len = name_bytes.iter().position(|&b| b == 0).unwrap_or(NAME_MAX);
         let name = core::str::from_utf8(&name_bytes[..name_len])
@@ -390,7 +396,147 @@ impl Inode {
             generation: get_u32(bytes, 4),
             size_bytes: get_u64(bytes, 8),
             name,
+            attributes,
             root,
+        })
+    }
+}
+
+/// The operating system a LUN is formatted for (ONTAP's `-t ostype`): it
+/// names the host's partition layout. wafer stores and reports it; the
+/// blocks a host sees do not depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OsType {
+    /// No partition layout assumed: a raw image.
+    Image,
+    /// Solaris with a VTOC label.
+    Solaris,
+    /// Windows with an MBR.
+    Windows,
+    /// HP-UX.
+    Hpux,
+    /// AIX.
+    Aix,
+    /// Linux.
+    Linux,
+    /// NetWare.
+    Netware,
+    /// VMware ESX/ESXi (VMFS).
+    Vmware,
+    /// Windows with a GUID partition table.
+    WindowsGpt,
+    /// Windows Server 2008 and later.
+    Windows2008,
+    /// OpenVMS.
+    Openvms,
+    /// Xen.
+    Xen,
+    /// Hyper-V.
+    HyperV,
+    /// Solaris with an EFI label.
+    SolarisEfi,
+}
+
+impl OsType {
+    /// Every OS type, in the order of their codes.
+    pub const ALL: [OsType; 14] = [
+        OsType::Image,
+        OsType::Solaris,
+        OsType::Windows,
+        OsType::Hpux,
+        OsType::Aix,
+        OsType::Linux,
+        OsType::Netware,
+        OsType::Vmware,
+        OsType::WindowsGpt,
+        OsType::Windows2008,
+        OsType::Openvms,
+        OsType::Xen,
+        OsType::HyperV,
+        OsType::SolarisEfi,
+    ];
+
+    /// ONTAP's name for it, as `lun create -t` takes it and `lun show -v`
+    /// prints it (`Multiprotocol Type`).
+    pub fn name(self) -> &'static str {
+        match self {
+            OsType::Image => "image",
+            OsType::Solaris => "solaris",
+            OsType::Windows => "windows",
+            OsType::Hpux => "hpux",
+            OsType::Aix => "aix",
+            OsType::Linux => "linux",
+            OsType::Netware => "netware",
+            OsType::Vmware => "vmware",
+            OsType::WindowsGpt => "windows_gpt",
+            OsType::Windows2008 => "windows_2008",
+            OsType::Openvms => "openvms",
+            OsType::Xen => "xen",
+            OsType::HyperV => "hyper_v",
+            OsType::SolarisEfi => "solaris_efi",
+        }
+    }
+
+    /// The OS type ONTAP calls `name`.
+    pub fn from_name(name: &str) -> Option<OsType> {
+        OsType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Its code on disk and in the NVLog.
+    pub fn code(self) -> u8 {
+        OsType::ALL
+            .iter()
+            .position(|&t| t == self)
+            .expect("every OS type is listed") as u8
+    }
+
+    /// The OS type coded `code`.
+    pub fn from_code(code: u8) -> Option<OsType> {
+        OsType::ALL.get(usize::from(code)).copied()
+    }
+}
+
+impl core::fmt::Display for OsType {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a LUN promises its host beyond its blocks: whether its whole size is
+/// reserved in its volume (ONTAP's space reservation; without it the LUN is
+/// thin and a write needing a new block fails when the volume is full), and
+/// its OS type. Two bytes on disk: flags (bit 0 set: no reservation), then
+/// the OS type's code; all zero is a reserved `image` LUN, which is what
+/// every LUN was before LUNs had attributes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LunAttributes {
+    /// Whether the LUN's size is reserved in its volume.
+    pub space_reserved: bool,
+    /// The host's OS type.
+    pub ostype: OsType,
+}
+
+impl LunAttributes {
+    /// A space-reserved `image` LUN.
+    pub const DEFAULT: LunAttributes = LunAttributes {
+        space_reserved: true,
+        ostype: OsType::Image,
+    };
+
+    /// The two bytes that record it.
+    pub fn encode(self) -> [u8; 2] {
+        [u8::from(!self.space_reserved), self.ostype.code()]
+    }
+
+    /// The attributes two bytes record.
+    pub fn decode([flags, ostype]: [u8; 2]) -> Result<LunAttributes, String> {
+        if flags > 1 {
+            return Err(format!("LUN flags {flags:#x}"));
+        }
+        let ostype = OsType::from_code(ostype).ok_or(format!("OS type code {ostype}"))?;
+        Ok(LunAttributes {
+            space_reserved: flags == 0,
+            ostype,
         })
     }
 }
@@ -619,6 +765,35 @@ pub fn get_u64(bytes: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lun_attributes_round_trip_through_an_inode_and_zeros_mean_reserved_image() {
+        for ostype in OsType::ALL {
+            assert_eq!(OsType::from_name(ostype.name()), Some(ostype));
+            for space_reserved in [true, false] {
+                let attributes = LunAttributes {
+                    space_reserved,
+                    ostype,
+                };
+                let inode = Inode {
+                    kind: InodeKind::Lun,
+                    name: "lun".into(),
+                    attributes,
+                    ..Inode::free()
+                };
+                let mut bytes = [0u8; INODE_SIZE];
+                inode.encode(&mut bytes);
+                assert_eq!(Inode::decode(&bytes).expect("decodes"), inode);
+            }
+        }
+        assert_eq!(LunAttributes::decode([0, 0]), Ok(LunAttributes::DEFAULT));
+        assert!(LunAttributes::decode([2, 0]).is_err(), "an unknown flag");
+        let codes = OsType::ALL.len() as u8;
+        assert!(
+            LunAttributes::decode([0, codes]).is_err(),
+            "an unknown OS type"
+        );
+    }
 
     fn identity() -> Identity {
         Identity {

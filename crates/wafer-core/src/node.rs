@@ -44,7 +44,7 @@ use crate::filer::{
     Options, Reply, ReplyData, RequestId,
 };
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
-use crate::format::NAME_MAX;
+use crate::format::{LunAttributes, NAME_MAX};
 use crate::nvlog::{LoggedOp, LunId, NvRecord};
 use crate::payload::{Bytes, Payload};
 use crate::units::{AggrId, CpCount, Instant, VolumeId};
@@ -529,6 +529,17 @@ impl<P: Payload> Node<P> {
                     .map(move |(volume, name)| (global_volume(id, volume), name, id))
             })
             .collect()
+    }
+
+    /// LUN `lun`'s space reservation and OS type, and the bytes it
+    /// occupies; `None` if there is no such LUN.
+    pub fn lun_details(&self, lun: LunId) -> Option<(LunAttributes, u64)> {
+        let (id, local) = split_volume(lun.volume);
+        let local = LunId {
+            volume: local,
+            file: lun.file,
+        };
+        self.aggregate(id)?.lun_details(local)
     }
 
     /// A volume's LUNs: node id, name and size in bytes.

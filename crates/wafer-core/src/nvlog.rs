@@ -14,7 +14,7 @@
 //! A record is framed by its length and a CRC-32C, so a torn append at the tail
 //! is recognised and dropped, never replayed.
 
-use crate::format::{FormatError, NAME_MAX, get_u32, get_u64, put_u32, put_u64};
+use crate::format::{FormatError, LunAttributes, NAME_MAX, get_u32, get_u64, put_u32, put_u64};
 use crate::schedule::{SnapKind, SnapSchedule};
 use crate::units::{AggrId, CpCount, FileId, VolumeId};
 
@@ -76,6 +76,8 @@ pub enum Change {
         name: String,
         /// Its size in bytes.
         size_bytes: u64,
+        /// Its space reservation and OS type.
+        attributes: LunAttributes,
     },
     /// A LUN's size changed.
     ResizeLun {
@@ -337,10 +339,12 @@ impl NvRecord {
                 volume,
                 name,
                 size_bytes,
+                attributes,
             }) => {
-                out.put(&[4]);
+                out.put(&[19]);
                 out.put(&volume.0.to_le_bytes());
                 out.put(&size_bytes.to_le_bytes());
+                out.put(&attributes.encode());
                 out.put(name.as_bytes());
             }
             LoggedOp::Change(Change::ResizeLun { lun: l, size_bytes }) => {
@@ -475,10 +479,18 @@ fn decode_op(body: &[u8]) -> Option<LoggedOp> {
             size_bytes: u64_at(0)?,
             name: name_at(8)?,
         }),
+        // A LUN created before LUNs had attributes.
         4 => LoggedOp::Change(Change::CreateLun {
             volume: VolumeId(u32_at(0)?),
             size_bytes: u64_at(4)?,
             name: name_at(12)?,
+            attributes: LunAttributes::DEFAULT,
+        }),
+        19 => LoggedOp::Change(Change::CreateLun {
+            volume: VolumeId(u32_at(0)?),
+            size_bytes: u64_at(4)?,
+            attributes: LunAttributes::decode([*rest.get(12)?, *rest.get(13)?]).ok()?,
+            name: name_at(14)?,
         }),
         5 if rest.len() == 16 => LoggedOp::Change(Change::ResizeLun {
             lun: lun()?,
@@ -768,6 +780,34 @@ impl Halves {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_lun_created_before_attributes_replays_as_a_reserved_image_lun() {
+        let mut body = vec![4];
+        body.extend_from_slice(&7u32.to_le_bytes());
+        body.extend_from_slice(&(1u64 << 30).to_le_bytes());
+        body.extend_from_slice(b"old");
+        let expected = LoggedOp::Change(Change::CreateLun {
+            volume: VolumeId(7),
+            name: "old".into(),
+            size_bytes: 1 << 30,
+            attributes: LunAttributes::DEFAULT,
+        });
+        assert_eq!(decode_op(&body), Some(expected));
+    }
+
+    #[test]
+    fn a_lun_with_attributes_no_release_knows_is_not_read() {
+        let mut body = vec![19];
+        body.extend_from_slice(&7u32.to_le_bytes());
+        body.extend_from_slice(&(1u64 << 30).to_le_bytes());
+        body.extend_from_slice(&[0, 200]); // OS type 200
+        body.extend_from_slice(b"new");
+        assert_eq!(decode_op(&body), None);
+        body[13] = 0;
+        body[12] = 2; // an unknown flag
+        assert_eq!(decode_op(&body), None);
+    }
+
     fn records() -> Vec<NvRecord> {
         let lun = LunId {
             volume: VolumeId(1),
@@ -792,6 +832,16 @@ mod tests {
                 volume: VolumeId(1),
                 name: "lun0".into(),
                 size_bytes: 1 << 29,
+                attributes: LunAttributes::DEFAULT,
+            }),
+            LoggedOp::Change(Change::CreateLun {
+                volume: VolumeId(1),
+                name: "thin".into(),
+                size_bytes: 1 << 40,
+                attributes: LunAttributes {
+                    space_reserved: false,
+                    ostype: crate::format::OsType::Vmware,
+                },
             }),
             LoggedOp::Change(Change::ResizeLun {
                 lun,

@@ -73,6 +73,10 @@ pub struct LunInfo {
     /// Logical unit resets of the LUN so far, through any session: a count
     /// that grows is a unit attention ([`crate::Connection::set_luns`]).
     pub resets: u64,
+    /// Whether the LUN is thin (no space reserved for it): a WRITE SAME of
+    /// zeros without its UNMAP bit then writes them, so that they stay
+    /// provisioned, where on a space-reserved LUN it is a trim.
+    pub thin: bool,
 }
 
 /// One operation on a LUN, for the driver: on its bytes, for the engine,
@@ -249,6 +253,8 @@ pub enum DataOut {
         offset: u64,
         /// Logical blocks.
         blocks: u32,
+        /// Whether zeros must stay provisioned (a thin LUN, UNMAP clear).
+        provision: bool,
     },
     /// An UNMAP parameter list.
     Unmap,
@@ -562,6 +568,7 @@ fn reserve_out(cdb: &[u8; 16]) -> Result<Plan, Sense> {
 fn write_same(cdb: &[u8; 16], unit: &LunInfo) -> Result<Plan, Sense> {
     let (lba, blocks) = lba_and_blocks(cdb);
     let anchor = cdb[1] & 0x10 != 0;
+    let provision = unit.thin && cdb[1] & 0x08 == 0;
     let no_data_out = cdb[0] == 0x93 && cdb[1] & 0x01 != 0;
     // WSNZ: a count of zero (the rest of the LUN) is not accepted.
     if cdb[1] >> 5 != 0 || anchor || blocks == 0 || blocks > MAX_WRITE_SAME_BLOCKS {
@@ -574,10 +581,11 @@ fn write_same(cdb: &[u8; 16], unit: &LunInfo) -> Result<Plan, Sense> {
     let then = DataOut::WriteSame {
         offset: byte_offset(lba),
         blocks,
+        provision,
     };
     Ok(match no_data_out {
         // NDOB: the block is zeros, sent as nothing.
-        true => Plan::Execute(vec![same(byte_offset(lba), blocks, &[])]),
+        true => Plan::Execute(vec![same(byte_offset(lba), blocks, &[], provision)]),
         false => Plan::Receive {
             bytes: BLOCK_BYTES,
             then,
@@ -616,7 +624,11 @@ pub fn with_data(then: DataOut, mut data: Vec<u8>, unit: &LunInfo) -> Result<Vec
                 false => vec![BlockOp::Write { offset, data }],
             })
         }
-        DataOut::WriteSame { offset, blocks } => Ok(vec![same(offset, blocks, &data)]),
+        DataOut::WriteSame {
+            offset,
+            blocks,
+            provision,
+        } => Ok(vec![same(offset, blocks, &data, provision)]),
         DataOut::Unmap => unmap_descriptors(&data, unit),
         DataOut::Verify {
             offset,
@@ -663,12 +675,17 @@ fn verify_data(
     }])
 }
 
-/// One block repeated (an empty block is zeros): zeros are a trim (they read back as zeros, and the
-/// LUN's space stays reserved), anything else is written out.
-fn same(offset: u64, blocks: u32, block: &[u8]) -> BlockOp {
+/// One block repeated (an empty block is zeros): zeros are a trim (they read
+/// back as zeros, and a space-reserved LUN's space stays reserved) unless
+/// they must stay `provision`ed, anything else is written out.
+fn same(offset: u64, blocks: u32, block: &[u8], provision: bool) -> BlockOp {
     let length = u64::from(blocks) * u64::from(BLOCK_BYTES);
-    if block.iter().all(|&b| b == 0) {
+    if block.iter().all(|&b| b == 0) && !provision {
         return BlockOp::Trim { offset, length };
+    }
+    if block.is_empty() {
+        let data = vec![0; length as usize];
+        return BlockOp::Write { offset, data };
     }
     let data = block.repeat(blocks as usize);
     BlockOp::Write { offset, data }
@@ -1274,6 +1291,7 @@ mod tests {
             id: 0x1234,
             access: Access::Full,
             resets: 0,
+            thin: false,
         }
     }
 
@@ -1381,12 +1399,36 @@ mod tests {
             DataOut::WriteSame {
                 offset: 0,
                 blocks: 3,
+                provision: false,
             },
             vec![7u8; 512],
             &luns[0],
         );
         let Ok(ops) = same else { panic!("a write") };
         assert!(matches!(&ops[0], BlockOp::Write { data, .. } if data.len() == 1536));
+        // Zeros: a trim, but on a thin LUN without UNMAP they are written.
+        let thin = LunInfo {
+            thin: true,
+            ..unit(false)
+        };
+        for (unit, byte1, trimmed) in [(&luns[0], 0, true), (&thin, 0, false), (&thin, 0x08, true)]
+        {
+            let ndob = cdb(&[0x93, byte1 | 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+            let Plan::Execute(ops) = plan(&ndob, 0, core::slice::from_ref(unit)) else {
+                panic!("zeros sent as nothing are carried out at once");
+            };
+            let expected = match trimmed {
+                true => BlockOp::Trim {
+                    offset: 0,
+                    length: 1024,
+                },
+                false => BlockOp::Write {
+                    offset: 0,
+                    data: vec![0; 1024],
+                },
+            };
+            assert_eq!(ops, vec![expected], "thin {} byte 1 {byte1:#x}", unit.thin);
+        }
         let zero_length = plan(&cdb(&[0x41, 0x08, 0, 0, 0, 0, 0, 0, 0]), 0, &luns);
         assert_eq!(answer(zero_length).sense, Some(Sense::INVALID_FIELD_IN_CDB));
     }

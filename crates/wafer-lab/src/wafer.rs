@@ -418,6 +418,7 @@ impl WaferArray {
                 volume: volumes[lun.volume],
                 name: lun.name.clone(),
                 size_bytes: lun.size_bytes,
+                attributes: wafer_core::format::LunAttributes::DEFAULT,
             });
             match self.call(None, request) {
                 Ok(ReplyData::Lun(id)) => self.luns.push(HostLun {

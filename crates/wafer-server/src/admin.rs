@@ -94,12 +94,20 @@ pub enum AdminRequest {
         /// Its new value.
         value: String,
     },
-    /// `lun create SIZE PATH` (`/vol/VOLUME/LUN`).
+    /// `lun create -s SIZE [-t OSTYPE] [-o noreserve] PATH`
+    /// (`/vol/VOLUME/LUN`).
     LunCreate {
         /// `/vol/VOLUME/LUN`.
         path: String,
         /// Its size.
         size_bytes: u64,
+        /// Its OS type as ONTAP names it (`vmware`, `linux`, ...);
+        /// `image` if none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ostype: Option<String>,
+        /// Whether the LUN is thin: no space reserved for it.
+        #[serde(default)]
+        noreserve: bool,
     },
     /// `lun show`: every LUN of every volume.
     LunShow,
@@ -721,6 +729,15 @@ pub struct LunStatus {
     /// Whether it was taken offline (`lun offline`).
     #[serde(default)]
     pub offline: bool,
+    /// Its OS type (`Multiprotocol Type`).
+    #[serde(default)]
+    pub ostype: String,
+    /// Whether its size is reserved in its volume (`Space Reservation`).
+    #[serde(default)]
+    pub space_reserved: bool,
+    /// Bytes it holds in its volume (`Occupied Size`), as of the last CP.
+    #[serde(default)]
+    pub occupied_bytes: u64,
 }
 
 /// One snapshot in `snap list`.

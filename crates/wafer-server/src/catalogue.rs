@@ -165,6 +165,10 @@ pub(crate) struct Export {
     /// The LUN's ID (`crate::lun_ids`), which iSCSI gives as its LUN
     /// number; `None` for a snapshot's image.
     pub(crate) lun_id: Option<u32>,
+    /// Whether the LUN is thin (`lun create -o noreserve`): a trimmed range
+    /// of it gives its blocks back, so a later write there may find its
+    /// volume full.
+    pub(crate) thin: bool,
     /// Counts the connection that clones the export out of the catalogue;
     /// held for its drop alone.
     _hold: Hold,
@@ -257,6 +261,9 @@ impl Catalogue {
                 let target = Target::live(lun, None, incarnations);
                 let mut export = export(&name, &path, size_bytes, target, holds);
                 export.lun_id = crate::lun_ids::id_of(lun_ids, &path, lun.file.0);
+                export.thin = node
+                    .lun_details(lun)
+                    .is_some_and(|(attributes, _)| !attributes.space_reserved);
                 luns.push(export);
             }
             for snapshot in crate::engine::view::snapshots(node, volume) {
@@ -317,6 +324,7 @@ fn export(name: &str, description: &str, size_bytes: u64, target: Target, holds:
         },
         target,
         lun_id: None,
+        thin: false,
         _hold: hold,
     }
 }

@@ -935,6 +935,7 @@ fn luns_of(
             id: (node << 24) | unit,
             access: wafer_iscsi::Access::Full,
             resets: 0,
+            thin: export.thin,
         });
         targets.push((map.lun_id, export.target.clone()));
     }

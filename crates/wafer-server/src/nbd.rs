@@ -16,15 +16,18 @@
 //! |---|---|
 //! | READ | `Read` (or `ReadSnapshot` on a `@snapshot` export) |
 //! | WRITE, with or without FUA | `Change::Write` |
-//! | TRIM, WRITE_ZEROES (also with NO_HOLE or FAST_ZERO) | `Change::Trim`: trimmed ranges read back as zeros, which is all WRITE_ZEROES promises, and a trim is metadata only, so it is also the fast zero |
+//! | TRIM, WRITE_ZEROES (also with FAST_ZERO, and with NO_HOLE on a space-reserved LUN) | `Change::Trim`: trimmed ranges read back as zeros, which is all WRITE_ZEROES promises, and a trim is metadata only, so it is also the fast zero |
+//! | WRITE_ZEROES with NO_HOLE on a thin LUN | `Change::Write` of zeros; with FAST_ZERO too, refused (`ENOTSUP`) as it is not fast |
 //! | FLUSH | answered at once (see below) |
 //! | BLOCK_STATUS | `Filer::extents`: runs of data, and holes (which read as zeros) |
 //! | CACHE | answered at once: a hint with nothing to pass it to |
 //! | DISC | stop reading; the writer sends what is in flight, then closes |
 //!
 //! NO_HOLE asks that the range stay allocated, so that writing it later
-//! cannot fail for lack of space; a LUN here is space-reserved (its whole size
-//! is set aside in its volume), so a trimmed range keeps that promise too.
+//! cannot fail for lack of space. A space-reserved LUN has its whole size set
+//! aside in its volume, so a trimmed range keeps that promise too; a thin
+//! LUN's trimmed blocks go back to the volume, so there the zeros are
+//! written (and a full volume refuses them with ENOSPC).
 //!
 //! FLUSH and FUA cost nothing: the engine acknowledges a write only once its
 //! NVLog record is durable (fdatasync), so by the time a client can flush,
@@ -349,6 +352,7 @@ fn transmit(
         ),
         offline: OfflineWatch::of(&context.catalogue, &export.info.name),
         target: export.target,
+        thin: export.thin,
         size_bytes: export.info.size_bytes,
         base_allocation: negotiated.base_allocation,
         budget,
@@ -421,6 +425,9 @@ struct Dispatcher {
     /// Whether its LUN has been taken offline.
     offline: OfflineWatch,
     target: Target,
+    /// Whether the LUN is thin: a write-zeroes with NO_HOLE then writes
+    /// zeros, which holds their blocks, where a trim would give them back.
+    thin: bool,
     size_bytes: u64,
     base_allocation: Option<u32>,
     budget: Arc<Budget>,
@@ -492,22 +499,21 @@ impl Dispatcher {
             Command::Write { ref data } if data.is_empty() => {
                 self.answer(request.handle, Body::Done);
             }
-            Command::Write { data } => {
-                let change = Change::Write {
-                    lun: self.target.lun,
-                    offset: request.offset,
-                    data,
-                };
-                let bytes = u64::from(request.length);
-                self.submit(
-                    request.handle,
-                    Expect::Done,
-                    bytes,
-                    HostRequest::Change(change),
-                );
-            }
+            Command::Write { data } => self.write(request.handle, request.offset, data),
             Command::Trim | Command::WriteZeroes if request.length == 0 => {
                 self.answer(request.handle, Body::Done);
+            }
+            Command::WriteZeroes
+                if self.thin && request.flags.no_hole() && request.flags.fast_zero() =>
+            {
+                let message = "zeros that must stay allocated on a thin LUN are written, \
+                               which is not fast"
+                    .to_string();
+                self.answer(request.handle, Body::Error(NbdError::NotSupported, message));
+            }
+            Command::WriteZeroes if self.thin && request.flags.no_hole() => {
+                let zeros = vec![0; request.length as usize];
+                self.write(request.handle, request.offset, zeros);
             }
             Command::Trim | Command::WriteZeroes => {
                 let change = Change::Trim {
@@ -519,6 +525,17 @@ impl Dispatcher {
             }
         }
         Flow::Continue
+    }
+
+    /// Writes `data` at `offset`, answering `handle`.
+    fn write(&mut self, handle: u64, offset: u64, data: Vec<u8>) {
+        let bytes = data.len() as u64;
+        let change = Change::Write {
+            lun: self.target.lun,
+            offset,
+            data,
+        };
+        self.submit(handle, Expect::Done, bytes, HostRequest::Change(change));
     }
 
     fn read(&mut self, request: &Request) {

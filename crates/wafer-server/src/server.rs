@@ -498,6 +498,7 @@ fn create(
             volume,
             name: "lun0".into(),
             size_bytes: options.lun_bytes,
+            attributes: wafer_core::format::LunAttributes::DEFAULT,
         },
     )?;
     engine.config().save(dir).map_err(ServeError::io(format!(

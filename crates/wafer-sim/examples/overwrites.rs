@@ -50,6 +50,7 @@ fn main() {
             volume,
             name: "lun0".into(),
             size_bytes: LUN_BYTES,
+            attributes: wafer_core::format::LunAttributes::DEFAULT,
         }),
     ) {
         ReplyData::Lun(l) => l,

@@ -49,6 +49,7 @@ use wafer_core::filer::Sabotage;
 use wafer_core::filer::{
     Busy, Change, GrowError, HostRequest, Options, ReplyData, RequestId, VolumeState,
 };
+use wafer_core::format::LunAttributes;
 use wafer_core::node::{AggrError, AggrState};
 use wafer_core::node::{global_volume, split_volume};
 use wafer_core::nvlog::LunId;
@@ -111,6 +112,12 @@ pub struct CheckConfig {
     /// the end compares every volume's snapshot names and schedule with the
     /// model. Off, every seed runs as it did before schedules existed.
     pub snap_sched: bool,
+    /// Whether each volume also gets a thin LUN (`-o noreserve`) larger
+    /// than the space left for it, and new LUNs are thin half the time, so
+    /// that writes fill volumes and some are refused for want of space
+    /// (which a write to a space-reserved LUN never is). Off, every seed
+    /// runs as it did before thin LUNs existed.
+    pub thin: bool,
 }
 
 impl Default for CheckConfig {
@@ -128,6 +135,7 @@ impl Default for CheckConfig {
             single_filer: false,
             volume_admin: false,
             snap_sched: false,
+            thin: false,
         }
     }
 }
@@ -171,6 +179,8 @@ pub struct CheckReport {
     pub aggregates: usize,
     /// Aggregate administration carried out, by kind.
     pub administration: BTreeMap<&'static str, u64>,
+    /// Writes to thin LUNs refused because their volume was full.
+    pub thin_refusals: u64,
     /// The shape of every I/O the filer issued after formatting, in order, if
     /// the config asked for it.
     pub io: Vec<IoShape>,
@@ -194,6 +204,9 @@ impl core::fmt::Display for CheckFailure {
 /// A LUN as the model has it.
 #[derive(Clone, Debug)]
 struct LunModel<P: SimPayload> {
+    /// Whether the LUN is thin: a write to it may be refused for want of
+    /// space.
+    thin: bool,
     /// Each block's content.
     blocks: Vec<P::Content>,
     /// Per byte, whether it is certain. Uncertainty comes only from crashes,
@@ -204,8 +217,9 @@ struct LunModel<P: SimPayload> {
 impl<P: SimPayload> LunModel<P> {
     /// A LUN never written, of `size` bytes (a multiple of the block size,
     /// as the filer requires).
-    fn new(size: u64) -> LunModel<P> {
+    fn new(size: u64, thin: bool) -> LunModel<P> {
         LunModel {
+            thin,
             blocks: vec![P::zero(); size as usize / BLOCK_SIZE],
             certain: vec![true; size as usize],
         }
@@ -284,6 +298,7 @@ enum AdminOp {
         volume: VolumeId,
         name: String,
         size: u64,
+        thin: bool,
     },
     Resize {
         lun: LunId,
@@ -433,6 +448,9 @@ struct Harness<P: SimPayload> {
     /// up to the first of them.
     schedule_rng: Rng,
     snap_sched: bool,
+    /// Draws for thin LUNs only ([`CheckConfig::thin`]).
+    thin_rng: Rng,
+    thin: bool,
     /// Each volume's `snap sched`, where one was set.
     schedules: BTreeMap<VolumeId, SnapSchedule>,
     luns: BTreeMap<LunId, LunModel<P>>,
@@ -453,6 +471,8 @@ const STALL_AFTER: Duration = Duration::from_secs(600);
 const VOLUME_DRAWS: u64 = 0x766f_6c75_6d65;
 /// Mixed into a seed for the harness's schedule draws.
 const SCHEDULE_DRAWS: u64 = 0x7363_6865_6475;
+/// Mixed into a seed for the harness's thin-LUN draws.
+const THIN_DRAWS: u64 = 0x7468_696e;
 
 /// How many times the harness says `aggr online` before it gives up on an
 /// aggregate that node restarts keep finding recorded offline.
@@ -512,6 +532,8 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         volume_admin: config.volume_admin,
         schedule_rng: Rng::seeded(config.seed ^ SCHEDULE_DRAWS),
         snap_sched: config.snap_sched,
+        thin_rng: Rng::seeded(config.seed ^ THIN_DRAWS),
+        thin: config.thin,
         schedules: BTreeMap::new(),
         luns: BTreeMap::new(),
         snapshots: BTreeMap::new(),
@@ -647,13 +669,56 @@ impl<P: SimPayload> Harness<P> {
                 volume,
                 name: format!("setup{n}"),
                 size_bytes: size,
+                attributes: LunAttributes::DEFAULT,
             }))? {
                 ReplyData::Lun(lun) => lun,
                 other => return Err(format!("create LUN replied {other:?}")),
             };
-            self.luns.insert(lun, LunModel::new(size));
+            self.luns.insert(lun, LunModel::new(size, false));
+        }
+        if self.thin {
+            self.thin_lun_filling(aggregate, volume)?;
         }
         Ok(())
+    }
+
+    /// A thin LUN of 8 to 32 MiB on `volume`, and a space-reserved one
+    /// that leaves 16 to 256 blocks of the volume for the thin one to fill.
+    fn thin_lun_filling(&mut self, aggregate: AggrId, volume: VolumeId) -> Result<(), String> {
+        let thin_size = (8 + self.thin_rng.below(25)) << 20;
+        let lun = self.create_lun(volume, "thin", thin_size, true)?;
+        self.luns.insert(lun, LunModel::new(thin_size, true));
+        let (_, local) = split_volume(volume);
+        let available = (self.world.filer_of(aggregate))
+            .and_then(|f| f.volume_space(local))
+            .map_or(0, |s| s.available_bytes);
+        let left = (16 + self.thin_rng.below(241)) * BLOCK_SIZE as u64;
+        if available > left {
+            let ballast = available - left;
+            let lun = self.create_lun(volume, "ballast", ballast, false)?;
+            self.luns.insert(lun, LunModel::new(ballast, false));
+        }
+        Ok(())
+    }
+
+    /// Creates a LUN (thin or space-reserved) and waits for it.
+    fn create_lun(
+        &mut self,
+        volume: VolumeId,
+        name: &str,
+        size_bytes: u64,
+        thin: bool,
+    ) -> Result<LunId, String> {
+        let request = HostRequest::Change(Change::CreateLun {
+            volume,
+            name: name.to_string(),
+            size_bytes,
+            attributes: attributes(thin),
+        });
+        match self.admin(request)? {
+            ReplyData::Lun(lun) => Ok(lun),
+            other => Err(format!("create LUN replied {other:?}")),
+        }
     }
 
     /// Submits a request and runs until its reply (no crash may intervene).
@@ -1253,12 +1318,20 @@ impl<P: SimPayload> Harness<P> {
         }
         match (luns.is_empty(), self.rng.below(6)) {
             (true, _) | (false, 0) => {
+                let thin = self.thin && self.thin_rng.chance(1, 2);
                 let request = HostRequest::Change(Change::CreateLun {
                     volume,
                     name: name.clone(),
                     size_bytes: size,
+                    attributes: attributes(thin),
                 });
-                (request, AdminOp::Create { volume, name, size })
+                let op = AdminOp::Create {
+                    volume,
+                    name,
+                    size,
+                    thin,
+                };
+                (request, op)
             }
             (false, 1) => {
                 let lun = pick(&mut self.rng);
@@ -1442,9 +1515,9 @@ impl<P: SimPayload> Harness<P> {
     /// Makes the model follow a LUN change that happened.
     fn apply_admin(&mut self, op: AdminOp, created: Option<LunId>) {
         match op {
-            AdminOp::Create { size, .. } => {
+            AdminOp::Create { size, thin, .. } => {
                 let lun = created.expect("a created LUN has an id");
-                self.luns.insert(lun, LunModel::new(size));
+                self.luns.insert(lun, LunModel::new(size, thin));
             }
             AdminOp::Resize { lun, size } => {
                 self.luns.get_mut(&lun).expect("modelled").resize(size);
@@ -1620,6 +1693,17 @@ impl<P: SimPayload> Harness<P> {
                 Err(wafer_core::filer::HostError::NoSpace { .. }) => Ok(()),
                 Err(e) => Err(format!("{admin:?} failed: {e}")),
             };
+        }
+        if let (
+            InFlight::Write { lun, .. } | InFlight::Trim { lun, .. },
+            Err(wafer_core::filer::HostError::NoSpace { .. }),
+        ) = (&op, &reply.result)
+            && self.luns.get(lun).is_some_and(|model| model.thin)
+        {
+            // A thin LUN's volume is full: refused, so nothing changed (a
+            // trim covering a block in part keeps the rest in a new block).
+            self.report.thin_refusals += 1;
+            return Ok(());
         }
         let result = reply
             .result
@@ -1874,6 +1958,14 @@ fn describe(request: &HostRequest) -> String {
     }
 }
 
+/// The attributes of a thin or a space-reserved LUN.
+fn attributes(thin: bool) -> LunAttributes {
+    LunAttributes {
+        space_reserved: !thin,
+        ..LunAttributes::DEFAULT
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use wafer_core::payload::Payload;
@@ -1893,7 +1985,7 @@ mod tests {
 
     #[test]
     fn a_stamp_model_reads_what_its_pieces_wrote() {
-        let mut model = LunModel::<Stamps>::new(3 * 4096);
+        let mut model = LunModel::<Stamps>::new(3 * 4096, false);
         model.write(4090, Some(&[7; 10]), 10);
         let mut block = Stamps::zero();
         Stamps::write(&mut block, 4090, Some(&[7; 6]), 6);

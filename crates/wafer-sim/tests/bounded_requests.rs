@@ -34,6 +34,7 @@ fn world_with_lun() -> (World, LunId) {
         volume,
         name: "lun0".into(),
         size_bytes: 8 << 20,
+        attributes: wafer_core::format::LunAttributes::DEFAULT,
     };
     let Ok(ReplyData::Lun(lun)) = world.request(HostRequest::Change(create)) else {
         panic!("no LUN");

@@ -55,6 +55,7 @@ fn written_lun(world: &mut World, size_bytes: u64) -> (LunId, Vec<u8>) {
             volume,
             name: "lun0".into(),
             size_bytes,
+            attributes: wafer_core::format::LunAttributes::DEFAULT,
         },
     ) else {
         panic!("no LUN");
@@ -245,6 +246,7 @@ fn volume_with_lun(world: &mut World, name: &str, policy: CachePolicy) -> LunId 
             volume,
             name: "lun".into(),
             size_bytes: 8 << 20,
+            attributes: wafer_core::format::LunAttributes::DEFAULT,
         },
     ) else {
         panic!("no LUN");

@@ -13,14 +13,24 @@ const OPS: u64 = 1000;
 /// The first seed whose run on `payload` fails with `sabotage`, and why. A
 /// broken invariant is an assertion in the engine, so a panic counts as caught.
 fn first_failure(sabotage: Sabotage, payload: PayloadKind) -> Option<(u64, String)> {
-    first_failure_of(sabotage, payload, false)
+    first_failure_of(sabotage, payload, Flags::None)
 }
 
-/// [`first_failure`], with scheduled snapshots taken or not.
+/// Which of the check's optional workloads a control runs with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flags {
+    None,
+    /// `--snap-sched`: scheduled snapshots.
+    SnapSched,
+    /// `--thin`: thin LUNs filling their volumes.
+    Thin,
+}
+
+/// [`first_failure`], with one of the optional workloads.
 fn first_failure_of(
     sabotage: Sabotage,
     payload: PayloadKind,
-    snap_sched: bool,
+    flags: Flags,
 ) -> Option<(u64, String)> {
     (1..=SEEDS).find_map(|seed| {
         let config = CheckConfig {
@@ -33,7 +43,8 @@ fn first_failure_of(
             bound_requests: false,
             single_filer: false,
             volume_admin: false,
-            snap_sched,
+            snap_sched: flags == Flags::SnapSched,
+            thin: flags == Flags::Thin,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -137,6 +148,7 @@ fn the_same_runs_pass_without_sabotage() {
                 single_filer: false,
                 volume_admin: false,
                 snap_sched: false,
+                thin: false,
             };
             if let Err(failure) = run(&config) {
                 panic!("the control run on {payload:?} failed: {failure}");
@@ -148,9 +160,18 @@ fn the_same_runs_pass_without_sabotage() {
 #[test]
 fn a_snapshot_rotation_that_renames_nothing_is_caught() {
     let sabotage = Sabotage::RotationRenamesNothing;
-    match first_failure_of(sabotage, PayloadKind::Bytes, true) {
+    match first_failure_of(sabotage, PayloadKind::Bytes, Flags::SnapSched) {
         Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
         None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds with --snap-sched"),
+    }
+}
+
+#[test]
+fn thin_writes_admitted_without_room_are_caught() {
+    let sabotage = Sabotage::ThinWritesAdmittedBlindly;
+    match first_failure_of(sabotage, PayloadKind::Bytes, Flags::Thin) {
+        Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
+        None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds with --thin"),
     }
 }
 
@@ -181,6 +202,7 @@ fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         single_filer: true,
         volume_admin: false,
         snap_sched: false,
+        thin: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }
@@ -226,6 +248,7 @@ fn stale_identity_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         single_filer: false,
         volume_admin: false,
         snap_sched: false,
+        thin: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }

@@ -62,6 +62,7 @@ fn lun_on(world: &mut World, aggregate: AggrId, name: &str) -> LunId {
         volume,
         name: "lun0".into(),
         size_bytes: LUN_BLOCKS * BLOCK,
+        attributes: wafer_core::format::LunAttributes::DEFAULT,
     };
     match world.request(HostRequest::Change(create)) {
         Ok(ReplyData::Lun(lun)) => lun,
@@ -340,6 +341,7 @@ fn disks_added_to_an_aggregate_add_space_and_survive_crashes() {
             volume,
             name: "lun0".into(),
             size_bytes: LUN_BLOCKS * 4096,
+            attributes: wafer_core::format::LunAttributes::DEFAULT,
         };
         let Ok(ReplyData::Lun(big)) = world.request(HostRequest::Change(create)) else {
             panic!("no LUN in the big volume");

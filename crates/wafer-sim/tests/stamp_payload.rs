@@ -19,6 +19,7 @@ fn config(seed: u64, ops: u64, faults: bool, payload: PayloadKind) -> CheckConfi
         single_filer: false,
         volume_admin: false,
         snap_sched: false,
+        thin: false,
     }
 }
 

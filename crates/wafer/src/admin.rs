@@ -244,11 +244,25 @@ pub enum VolCommand {
 /// `wafer lun`.
 #[derive(Debug, Subcommand)]
 pub enum LunCommand {
-    /// Creates a space-reserved LUN: `lun create -s SIZE /vol/VOLUME/LUN`.
+    /// Creates a LUN: `lun create -s SIZE [-t OSTYPE] [-o noreserve]
+    /// /vol/VOLUME/LUN`. Its whole size is reserved in the volume unless
+    /// `-o noreserve` makes it thin: then it takes space as it is written,
+    /// and a write fails (ENOSPC) when the volume is full.
+    #[command(
+        override_usage = "wafer lun create -s <size> [-t <ostype>] [-o noreserve] <lun_path>"
+    )]
     Create {
         /// Its size.
         #[arg(short = 's', value_name = "SIZE")]
         size: Size,
+        /// The host's OS type: image (the default), linux, vmware, windows,
+        /// windows_gpt, windows_2008, hyper_v, xen, solaris, solaris_efi,
+        /// hpux, aix, netware or openvms.
+        #[arg(short = 't', value_name = "OSTYPE")]
+        ostype: Option<String>,
+        /// `noreserve`: reserve no space for the LUN (thin provisioning).
+        #[arg(short = 'o', value_name = "noreserve", value_parser = ["noreserve"])]
+        option: Option<String>,
         /// `/vol/VOLUME/LUN`.
         path: String,
         #[command(flatten)]
@@ -258,8 +272,11 @@ pub enum LunCommand {
     /// mapped.
     Show {
         /// The NBD export that serves each LUN, and its maps.
-        #[arg(short = 'm')]
+        #[arg(short = 'm', conflicts_with = "verbose")]
         maps: bool,
+        /// Each LUN's space reservation, OS type and occupied size.
+        #[arg(short = 'v')]
+        verbose: bool,
         /// Only this LUN (`/vol/VOLUME/LUN`).
         path: Option<String>,
         #[command(flatten)]
@@ -1212,9 +1229,17 @@ fn lun(
     command: LunCommand,
 ) -> anyhow::Result<Answer> {
     Ok(match command {
-        LunCommand::Create { size, path, .. } => silent(ask(AdminRequest::LunCreate {
+        LunCommand::Create {
+            size,
+            path,
+            ostype,
+            option,
+            ..
+        } => silent(ask(AdminRequest::LunCreate {
             path,
             size_bytes: size.0,
+            ostype,
+            noreserve: option.is_some(),
         })?),
         LunCommand::Show {
             maps: true, path, ..
@@ -1229,6 +1254,14 @@ fn lun(
                 Ok((AdminReply::LunMaps(maps), text))
             })
         }
+        LunCommand::Show {
+            verbose: true,
+            path,
+            ..
+        } => formatted(
+            named_lun(ask(AdminRequest::LunShow)?, path.as_deref()),
+            ontap::lun_show_v,
+        ),
         LunCommand::Show { path, .. } => formatted(
             named_lun(ask(AdminRequest::LunShow)?, path.as_deref()),
             ontap::lun_show,

@@ -57,6 +57,13 @@ pub struct CheckArgs {
     /// it did before schedules existed.
     #[arg(long)]
     snap_sched: bool,
+    /// Also give each volume a thin LUN (`-o noreserve`) larger than the
+    /// space left for it, and make new LUNs thin half the time: writes fill
+    /// the volumes and some are refused for want of space, which only a
+    /// thin LUN's may be. Off, every seed runs as it did before thin LUNs
+    /// existed.
+    #[arg(long)]
+    thin: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -137,8 +144,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                     ""
                 };
                 let sched = if args.snap_sched { " --snap-sched" } else { "" };
+                let thin = if args.thin { " --thin" } else { "" };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{sched}{}",
+                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{sched}{thin}{}",
                     args.ops,
                     args.payload.replay_option()
                 );
@@ -170,6 +178,7 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         single_filer: args.single_filer,
         volume_admin: args.volume_admin,
         snap_sched: args.snap_sched,
+        thin: args.thin,
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
@@ -227,6 +236,12 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
         totals.scrub_rewrites,
         totals.busy_refusals
     );
+    if args.thin {
+        println!(
+            "thin LUNs: {} writes refused for want of space",
+            totals.thin_refusals
+        );
+    }
     if !totals.faults.is_empty() {
         let list: Vec<String> = totals
             .faults
@@ -258,6 +273,7 @@ struct Totals {
     scrubs: u64,
     scrub_rewrites: u64,
     busy_refusals: u64,
+    thin_refusals: u64,
     aggregates: u64,
     faults: BTreeMap<&'static str, u64>,
     administration: BTreeMap<&'static str, u64>,
@@ -275,6 +291,7 @@ impl Totals {
         self.scrubs += report.scrubs;
         self.scrub_rewrites += report.scrub_rewrites;
         self.busy_refusals += report.busy_refusals;
+        self.thin_refusals += report.thin_refusals;
         self.aggregates += report.aggregates as u64;
         for (kind, count) in &report.faults {
             *self.faults.entry(kind).or_default() += count;

@@ -29,7 +29,12 @@ fn refused(server: &Served, request: AdminRequest) -> AdminErrorKind {
 
 fn lun_create(path: &str, size_bytes: u64) -> AdminRequest {
     let path = path.into();
-    AdminRequest::LunCreate { path, size_bytes }
+    AdminRequest::LunCreate {
+        path,
+        size_bytes,
+        ostype: None,
+        noreserve: false,
+    }
 }
 
 fn vol_create(name: &str, size_bytes: u64) -> AdminRequest {

@@ -8,17 +8,8 @@ mod serve_harness;
 
 use std::time::{Duration, Instant};
 
-use serve_harness::{NbdClient, Scratch, Served, ok, serve_with_env, wafer};
+use serve_harness::{NbdClient, SMALL_SIZES as SIZES, Scratch, Served, ok, serve_with_env, wafer};
 use wafer_server::admin::{AdminReply, AdminRequest, SnapshotStatus};
-
-const SIZES: &[&str] = &[
-    "--disk-size",
-    "128m",
-    "--vol-size",
-    "60m",
-    "--lun-size",
-    "16m",
-];
 
 /// Sunday 2026-11-29 05:00:00 UTC, in Unix seconds: no hour of the
 /// schedule falls within the minute after it.

@@ -5,17 +5,8 @@
 
 mod serve_harness;
 
-use serve_harness::{NbdClient, Scratch, Served, ok, serve_with, wafer};
+use serve_harness::{NbdClient, SMALL_SIZES as SIZES, Scratch, Served, ok, serve_with, wafer};
 use wafer_server::admin::{AdminReply, AdminRequest};
-
-const SIZES: &[&str] = &[
-    "--disk-size",
-    "128m",
-    "--vol-size",
-    "60m",
-    "--lun-size",
-    "16m",
-];
 
 /// The NBD error a read of an offline volume's LUN gets (EIO).
 const EIO: u32 = 5;

@@ -407,6 +407,9 @@ pub enum Sabotage {
     /// A scheduled snapshot deletes the oldest of its kind and takes the new
     /// `kind.0`, but renames none of the others one up.
     RotationRenamesNothing,
+    /// A write to a thin LUN is logged without asking whether its volume
+    /// has room for the holes it fills.
+    ThinWritesAdmittedBlindly,
 }
 
 impl Default for Options {

@@ -138,6 +138,14 @@ impl<P: Payload> Cp<P> {
         self.capturing && self.awaiting.contains(&key)
     }
 
+    /// The blocks it is capturing and has not allocated yet: none once
+    /// capture is over.
+    pub(super) fn capturing_keys(&self) -> impl Iterator<Item = (LunId, Fbn)> + '_ {
+        let captured = self.captured.iter().map(|(key, _)| *key);
+        let keys = captured.chain(self.awaiting.iter().copied());
+        keys.filter(|_| self.capturing)
+    }
+
     /// Whether the CP is still capturing (tree changes must wait).
     pub(super) fn is_capturing(&self) -> bool {
         self.capturing
@@ -1029,6 +1037,9 @@ impl<P: Payload> Filer<P> {
         for (_, volume) in self.namespace.volumes_mut() {
             volume.pending.release(cp.number);
         }
+        // A snapshot this CP took shares what thin LUNs hold: their bounds
+        // are computed again (`thin`).
+        self.thin_room.clear();
         self.check_invariants_at_commit();
         if !cp.keeps_log {
             let half = self.log.release();

@@ -217,7 +217,7 @@ impl<P: Payload> Filer<P> {
             let blocks = volume.activemap.union(&volume.summary).count_ones();
             if !space.fits()
                 || space.used_bytes + space.available_bytes != space.active_total_bytes()
-                || space.lun_written_bytes > space.lun_reserved_bytes
+                || space.lun_written_bytes > space.lun_reserved_bytes + space.thin_lun_bytes
                 || blocks > volume.vvbn_blocks
             {
                 return Err(format!(

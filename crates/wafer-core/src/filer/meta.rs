@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use super::container::ContainerMap;
 use crate::bitmap::Bitmap;
 use crate::format::{
-    BlockPtr, FormatError, INODE_SIZE, INODES_PER_BLOCK, Inode, InodeKind, NAME_MAX, get_u32,
-    get_u64, put_u32, put_u64,
+    BlockPtr, FormatError, INODE_SIZE, INODES_PER_BLOCK, Inode, InodeKind, LunAttributes, NAME_MAX,
+    get_u32, get_u64, put_u32, put_u64,
 };
 use crate::nvlog::LunId;
 use crate::schedule::{SnapKind, SnapSchedule};
@@ -206,6 +206,7 @@ impl MetaFile {
             generation: 0,
             size_bytes: blocks * BLOCK_SIZE as u64,
             name: String::new(),
+            attributes: LunAttributes::DEFAULT,
             root: self.tree.root(),
         }
     }
@@ -220,17 +221,29 @@ pub struct Lun {
     pub size_bytes: u64,
     /// Inode slot generation.
     pub generation: u32,
+    /// Its space reservation and OS type.
+    pub attributes: LunAttributes,
     /// Its block tree.
     pub tree: BlockTree,
 }
 
 impl Lun {
+    /// What it takes from its volume: bytes reserved if space-reserved,
+    /// else the blocks it holds.
+    pub fn charge(&self) -> (u64, u64) {
+        match self.attributes.space_reserved {
+            true => (self.size_bytes, 0),
+            false => (0, self.tree.content_blocks()),
+        }
+    }
+
     /// The LUN as a snapshot keeps it: same content, tree shared.
     pub fn frozen_copy(&self) -> Lun {
         Lun {
             name: self.name.clone(),
             size_bytes: self.size_bytes,
             generation: self.generation,
+            attributes: self.attributes,
             tree: self.tree.frozen_copy(),
         }
     }
@@ -281,6 +294,7 @@ impl Snapshot {
             generation: 0,
             size_bytes: inofile_blocks * BLOCK_SIZE as u64,
             name: String::new(),
+            attributes: LunAttributes::DEFAULT,
             root: self.inofile.root(),
         }
     }
@@ -504,9 +518,17 @@ impl Volume {
         out
     }
 
-    /// Bytes reserved by its LUNs.
+    /// Bytes reserved by its space-reserved LUNs.
     pub fn reserved_bytes(&self) -> u64 {
-        self.luns.values().map(|lun| lun.size_bytes).sum()
+        let reserved = self.luns.values().filter(|l| l.attributes.space_reserved);
+        reserved.map(|lun| lun.size_bytes).sum()
+    }
+
+    /// Content blocks its thin LUNs (those without a space reservation)
+    /// hold in the active file system.
+    pub fn thin_blocks(&self) -> u64 {
+        let thin = self.luns.values().filter(|l| !l.attributes.space_reserved);
+        thin.map(|lun| lun.tree.content_blocks()).sum()
     }
 
     /// The inode-file block holding inode `file`.
@@ -534,6 +556,7 @@ impl Volume {
                     generation: lun.generation,
                     size_bytes: lun.size_bytes,
                     name: lun.name.clone(),
+                    attributes: lun.attributes,
                     root: lun.tree.root(),
                 },
                 None => Inode::free(),
@@ -560,6 +583,7 @@ pub fn decode_inofile_block(fbn: u64, bytes: &Block) -> Result<Vec<(FileId, Lun)
                 name: inode.name,
                 size_bytes: inode.size_bytes,
                 generation: inode.generation,
+                attributes: inode.attributes,
             },
         ));
     }

@@ -41,10 +41,11 @@ mod sectors;
 mod slot_index;
 mod snapshot;
 mod space;
+mod thin;
 mod written;
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use wafer_raid::DiskSet;
 
@@ -68,7 +69,7 @@ use crate::BLOCK_SIZE;
 use crate::aggregate::Layout;
 use crate::bitmap::Bitmap;
 use crate::fixed_map::FixedMap;
-use crate::format::{BlockPtr, NAME_MAX};
+use crate::format::{BlockPtr, LunAttributes, NAME_MAX};
 use crate::nvlog::{LogPort, LoggedOp, LunId};
 use crate::payload::{Bytes, Payload, blocks_covered};
 use crate::space::{Allocator, PendingFrees};
@@ -213,6 +214,9 @@ pub struct Filer<P: Payload = Bytes> {
     /// The LUN blocks changed since the last CP began: a set that every
     /// write adds to, and that a CP sorts once when it takes it.
     dirty: FixedMap<(LunId, Fbn), ()>,
+    /// Per volume, a lower bound on the blocks its thin LUNs may still
+    /// fill (`thin`); a volume without one has its figure computed anew.
+    thin_room: BTreeMap<VolumeId, u64>,
     use_clock: u64,
     log: LogPort,
     /// What mounting worked around, for the driver to report.
@@ -289,6 +293,7 @@ impl<P: Payload> Filer<P> {
             namespace: Namespace::default(),
             cache: BufferCache::default(),
             dirty: FixedMap::default(),
+            thin_room: BTreeMap::new(),
             use_clock: 0,
             log,
             mount_warnings: Vec::new(),
@@ -533,6 +538,14 @@ impl<P: Payload> Filer<P> {
         Ok(out)
     }
 
+    /// LUN `lun`'s space reservation and OS type, and the bytes it occupies
+    /// (the blocks the active file system's tree holds, as of the last CP);
+    /// `None` if there is no such LUN.
+    pub fn lun_details(&self, lun: LunId) -> Option<(LunAttributes, u64)> {
+        let (_, l) = self.namespace.lun(lun).ok()?;
+        Some((l.attributes, l.tree.content_blocks() * BLOCK_SIZE as u64))
+    }
+
     /// LUNs of a volume: id, name and size in bytes.
     pub fn luns(&self, volume: VolumeId) -> Vec<(LunId, String, u64)> {
         self.namespace.volume(volume).map_or_else(Vec::new, |v| {
@@ -763,6 +776,10 @@ impl<P: Payload> Filer<P> {
         if let Err(error) = self.validate(&op) {
             return self.reply(id, Err(error));
         }
+        let fills = match self.admit_fills(&op) {
+            Ok(fills) => fills,
+            Err(error) => return self.reply(id, Err(error)),
+        };
         // Changes wait, in order, behind earlier waiting ones, while a CP is
         // capturing (briefly), and while a CP runs with twice the high water
         // already dirty (the dirty-buffer suspend: new copies must not outrun
@@ -789,6 +806,9 @@ impl<P: Payload> Filer<P> {
             }
         };
         let result = Ok(self.apply(record.generation, &record.op));
+        if let LoggedOp::Change(Change::Write { lun, .. } | Change::Trim { lun, .. }) = &record.op {
+            self.spend_thin_room(lun.volume, fills);
+        }
         // A snapshot is answered when the CP that takes it commits.
         let snapshot = match (&record.op, &result) {
             (
@@ -824,12 +844,8 @@ impl<P: Payload> Filer<P> {
     /// Checks `op` against the namespace, with what it needs of the
     /// aggregate.
     fn validate(&self, op: &LoggedOp) -> Result<(), HostError> {
-        let dirty_blocks = |volume| {
-            let dirty = self.dirty.iter();
-            dirty.filter(|((lun, _), ())| lun.volume == volume).count() as u64
-        };
         self.namespace
-            .validate(op, self.aggregate_room(), dirty_blocks)
+            .validate(op, self.aggregate_room(), |volume| self.unwritten(volume))
     }
 
     /// What the namespace may promise volumes: the pvbns less the superblock
@@ -849,6 +865,13 @@ impl<P: Payload> Filer<P> {
     /// in-memory state (after logging it, or when replaying the log).
     /// Returns the reply it earns.
     fn apply(&mut self, generation: CpCount, op: &LoggedOp) -> ReplyData<P::ReadData> {
+        if !matches!(
+            op,
+            LoggedOp::Change(Change::Write { .. } | Change::Trim { .. })
+        ) {
+            // Only thin fills make used space grow between other changes.
+            self.thin_room.clear();
+        }
         match op {
             LoggedOp::Change(Change::Write { lun, offset, data }) => {
                 self.apply_write(generation, *lun, *offset, Some(data), data.len() as u64);
@@ -872,7 +895,13 @@ impl<P: Payload> Filer<P> {
                 volume,
                 name,
                 size_bytes,
-            }) => ReplyData::Lun(self.namespace.create_lun(*volume, name, *size_bytes)),
+                attributes,
+            }) => {
+                ReplyData::Lun(
+                    self.namespace
+                        .create_lun(*volume, name, *size_bytes, *attributes),
+                )
+            }
             LoggedOp::Change(Change::ResizeLun { lun, size_bytes }) => {
                 self.resize_lun(*lun, *size_bytes);
                 ReplyData::Done

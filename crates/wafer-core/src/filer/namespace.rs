@@ -3,9 +3,11 @@
 //! administrative change must pass.
 //!
 //! Theory. Space is promised, never overcommitted (`space`): creating a
-//! volume reserves its whole footprint in the aggregate, and creating a LUN
-//! its whole size in the volume, so the blocks a change will need were set
-//! aside before it was accepted. The promises are kept here, in one place:
+//! volume reserves its whole footprint in the aggregate, and creating a
+//! space-reserved LUN its whole size in the volume, so the blocks a change
+//! will need were set aside before it was accepted (a thin LUN promises
+//! nothing: its writes ask for their blocks as they come, in `thin`, and the
+//! blocks they were given count here as the volume's). The promises are kept here, in one place:
 //! before a change the host asks for is logged, it is checked against the
 //! namespace as it stands (its names free, its sizes whole blocks, its LUN
 //! or snapshot there, the promises still kept with it). A change that had
@@ -28,12 +30,20 @@ use super::meta::{
     VolumeState, volume_table_bytes,
 };
 use super::space::{MAX_SNAP_RESERVE_PERCENT, SpaceInputs, VolumeSpace};
-use crate::format::NAME_MAX;
+use crate::format::{LunAttributes, NAME_MAX};
 use crate::nvlog::{Change, LoggedOp, LunId};
 use crate::schedule::SnapKind;
 use crate::tree::BlockTree;
 use crate::units::{FileId, SnapshotId, VolumeId};
 use crate::{BLOCK_SIZE, Block};
+
+/// A volume's blocks that the next CP writes: how many, and how many of
+/// them fill holes of its thin LUNs (blocks the volume does not count yet).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Unwritten {
+    pub(super) blocks: u64,
+    pub(super) thin_fills: u64,
+}
 
 /// An aggregate's volumes and LUNs, and the pvbns their volumes reserve.
 #[derive(Clone, Debug, Default)]
@@ -153,10 +163,12 @@ impl Namespace {
         self.volume(id).ok_or(HostError::NotFound("volume"))
     }
 
-    /// Bytes volume `id` can still reserve for LUNs.
-    fn volume_available(&self, id: VolumeId) -> u64 {
-        self.volume(id)
-            .map_or(0, |v| VolumeSpace::of(v).available_bytes)
+    /// Bytes volume `id` can still reserve for LUNs, with `fills` blocks waiting to fill its thin LUNs' holes.
+    fn volume_available(&self, id: VolumeId, fills: u64) -> u64 {
+        self.volume(id).map_or(0, |v| {
+            let inputs = SpaceInputs::with_fills(v, fills);
+            inputs.space(v.size_bytes, 0).available_bytes
+        })
     }
 
     /// pvbns not yet promised to a volume.
@@ -261,7 +273,13 @@ impl Namespace {
     }
 
     /// Creates LUN `name` of `size_bytes` in volume `volume_id`.
-    pub(super) fn create_lun(&mut self, volume_id: VolumeId, name: &str, size_bytes: u64) -> LunId {
+    pub(super) fn create_lun(
+        &mut self,
+        volume_id: VolumeId,
+        name: &str,
+        size_bytes: u64,
+        attributes: LunAttributes,
+    ) -> LunId {
         let volume = self.volumes.get_mut(&volume_id).expect("validated");
         let file = (FIRST_LUN..)
             .map(FileId)
@@ -271,6 +289,7 @@ impl Namespace {
             name: name.to_string(),
             size_bytes,
             generation: 1,
+            attributes,
             tree: BlockTree::new(),
         };
         volume.luns.insert(file, lun);
@@ -310,14 +329,13 @@ impl Namespace {
 
 /// Validation: whether a change may be logged.
 impl Namespace {
-    /// Checks `op` against the namespace as it stands, with `room` and the
-    /// blocks of a volume the next CP writes (`dirty_blocks`) from the
-    /// aggregate.
+    /// Checks `op` against the namespace as it stands, with `room` and a
+    /// volume's blocks the next CP writes (`unwritten`) from the aggregate.
     pub(super) fn validate(
         &self,
         op: &LoggedOp,
         room: AggregateRoom,
-        dirty_blocks: impl Fn(VolumeId) -> u64,
+        unwritten: impl Fn(VolumeId) -> Unwritten,
     ) -> Result<(), HostError> {
         let LoggedOp::Change(change) = op else {
             return Ok(()); // not a host's change
@@ -346,25 +364,34 @@ impl Namespace {
                 volume,
                 name,
                 size_bytes,
-            } => self.check_new_lun(*volume, name, *size_bytes),
-            Change::ResizeLun { lun, size_bytes } => self.check_resize(*lun, *size_bytes),
+                attributes,
+            } => self.check_new_lun(
+                *volume,
+                name,
+                *size_bytes,
+                *attributes,
+                unwritten(*volume).thin_fills,
+            ),
+            Change::ResizeLun { lun, size_bytes } => {
+                self.check_resize(*lun, *size_bytes, unwritten(lun.volume).thin_fills)
+            }
             Change::DestroyLun { lun } => self.lun(*lun).map(|_| ()),
             Change::SetReadRealloc { volume, .. } | Change::SetCachePolicy { volume, .. } => {
                 self.existing_volume(*volume).map(|_| ())
             }
             Change::CreateSnapshot { volume, name } => {
-                self.check_new_snapshot(*volume, name, dirty_blocks)
+                self.check_new_snapshot(*volume, name, unwritten(*volume).blocks)
             }
             Change::DeleteSnapshot { volume, name } => self.snapshot(*volume, name).map(|_| ()),
             Change::RestoreSnapshot { volume, name, lun } => {
-                self.check_restore(*volume, name, *lun)
+                self.check_restore(*volume, name, *lun, unwritten(*volume).thin_fills)
             }
             Change::SetSnapReserve { volume, percent } => {
-                self.check_snap_reserve(*volume, *percent)
+                self.check_snap_reserve(*volume, *percent, unwritten(*volume).thin_fills)
             }
             Change::SetVolumeOnline { volume, .. } => self.check_present(*volume),
             Change::ResizeVolume { volume, size_bytes } => {
-                self.check_volume_size(*volume, *size_bytes, room)
+                self.check_volume_size(*volume, *size_bytes, room, unwritten(*volume).thin_fills)
             }
             Change::DestroyVolume { volume } => self.check_destroy(*volume),
             Change::SetSnapSchedule { volume, schedule } => {
@@ -374,7 +401,7 @@ impl Namespace {
                     .map_err(|e| HostError::Invalid(e.to_string()))
             }
             Change::ScheduledSnapshot { volume, kind, keep } => {
-                self.check_scheduled_snapshot(*volume, *kind, *keep, dirty_blocks)
+                self.check_scheduled_snapshot(*volume, *kind, *keep, unwritten(*volume).blocks)
             }
         }
     }
@@ -395,6 +422,7 @@ impl Namespace {
         id: VolumeId,
         size_bytes: u64,
         room: AggregateRoom,
+        fills: u64,
     ) -> Result<(), HostError> {
         let volume = self.existing_volume(id)?;
         check_volume_bytes(size_bytes)?;
@@ -408,7 +436,7 @@ impl Namespace {
                 available_blocks: available,
             });
         }
-        fits(SpaceInputs::of(volume).space(size_bytes, 0))
+        fits(SpaceInputs::with_fills(volume, fills).space(size_bytes, 0))
     }
 
     /// Only an offline volume is destroyed, and not while a snapshot of it
@@ -478,6 +506,8 @@ impl Namespace {
         volume: VolumeId,
         name: &str,
         size_bytes: u64,
+        attributes: LunAttributes,
+        fills: u64,
     ) -> Result<(), HostError> {
         check_name(name)?;
         let v = self.existing_volume(volume)?;
@@ -490,20 +520,30 @@ impl Namespace {
                 "at most {MAX_LUNS} LUNs per volume"
             )));
         }
-        check_reservation(size_bytes, self.volume_available(volume))
+        match attributes.space_reserved {
+            true => check_reservation(size_bytes, self.volume_available(volume, fills)),
+            false => Ok(()),
+        }
     }
 
-    fn check_resize(&self, lun: LunId, size_bytes: u64) -> Result<(), HostError> {
+    /// A new size: a space-reserved LUN's growth comes from its volume.
+    fn check_resize(&self, lun: LunId, size_bytes: u64, fills: u64) -> Result<(), HostError> {
         let (_, l) = self.lun(lun)?;
         check_lun_size(size_bytes)?;
-        check_reservation(size_bytes, self.volume_available(lun.volume) + l.size_bytes)
+        match l.attributes.space_reserved {
+            true => check_reservation(
+                size_bytes,
+                self.volume_available(lun.volume, fills) + l.size_bytes,
+            ),
+            false => Ok(()),
+        }
     }
 
     fn check_new_snapshot(
         &self,
         volume: VolumeId,
         name: &str,
-        dirty_blocks: impl Fn(VolumeId) -> u64,
+        dirty_blocks: u64,
     ) -> Result<(), HostError> {
         check_name(name)?;
         let v = self.existing_volume(volume)?;
@@ -512,7 +552,7 @@ impl Namespace {
         {
             return Err(HostError::Exists(format!("snapshot {name}")));
         }
-        check_snapshot_slot(v, 0, dirty_blocks(volume))
+        check_snapshot_slot(v, 0, dirty_blocks)
     }
 
     /// A scheduled snapshot: the ones of its kind it pushes out make room.
@@ -521,7 +561,7 @@ impl Namespace {
         volume: VolumeId,
         kind: SnapKind,
         keep: u8,
-        dirty_blocks: impl Fn(VolumeId) -> u64,
+        dirty_blocks: u64,
     ) -> Result<(), HostError> {
         if keep == 0 {
             return Err(HostError::Invalid(format!(
@@ -531,7 +571,7 @@ impl Namespace {
         }
         let v = self.existing_volume(volume)?;
         let pushed_out = v.rotated_out(kind, keep).len();
-        check_snapshot_slot(v, pushed_out, dirty_blocks(volume))
+        check_snapshot_slot(v, pushed_out, dirty_blocks)
     }
 
     fn check_restore(
@@ -539,6 +579,7 @@ impl Namespace {
         volume: VolumeId,
         name: &str,
         lun: Option<FileId>,
+        fills: u64,
     ) -> Result<(), HostError> {
         let v = self.existing_volume(volume)?;
         let (_, snapshot) = v
@@ -557,10 +598,15 @@ impl Namespace {
                 return Err(HostError::Exists(format!("LUN {}", restored.name)));
             }
         }
-        check_restore_room(v, snapshot, lun)
+        check_restore_room(v, snapshot, lun, fills)
     }
 
-    fn check_snap_reserve(&self, volume: VolumeId, percent: u8) -> Result<(), HostError> {
+    fn check_snap_reserve(
+        &self,
+        volume: VolumeId,
+        percent: u8,
+        fills: u64,
+    ) -> Result<(), HostError> {
         let v = self.existing_volume(volume)?;
         if percent > MAX_SNAP_RESERVE_PERCENT {
             return Err(HostError::Invalid(format!(
@@ -569,7 +615,7 @@ impl Namespace {
         }
         let inputs = SpaceInputs {
             snap_reserve_percent: percent,
-            ..SpaceInputs::of(v)
+            ..SpaceInputs::with_fills(v, fills)
         };
         fits(inputs.space(v.size_bytes, 0))
     }
@@ -682,11 +728,14 @@ fn check_snapshot_room(volume: &Volume, dirty: u64) -> Result<(), HostError> {
 }
 
 /// Restoring makes the snapshot's blocks of the restored LUNs active again
-/// (shared) and takes their sizes as reservations.
+/// (shared) and takes their sizes as reservations (a thin LUN's, its
+/// blocks); `fills` blocks wait to fill thin LUNs' holes (counted whole,
+/// though a replaced LUN's go with it).
 fn check_restore_room(
     volume: &Volume,
     snapshot: &Snapshot,
     lun: Option<FileId>,
+    fills: u64,
 ) -> Result<(), HostError> {
     let restored: Vec<(FileId, &Lun)> = match lun {
         Some(file) => vec![(file, &snapshot.luns[&file])],
@@ -707,11 +756,16 @@ fn check_restore_room(
             active.set(ptr.vvbn.0);
         });
     }
-    let reserved = volume.reserved_bytes() - replaced.iter().map(|l| l.size_bytes).sum::<u64>()
-        + restored.iter().map(|(_, l)| l.size_bytes).sum::<u64>();
+    let charges = |luns: &mut dyn Iterator<Item = &Lun>| {
+        luns.map(Lun::charge)
+            .fold((0, 0), |(bytes, blocks), (b, n)| (bytes + b, blocks + n))
+    };
+    let (replaced_bytes, replaced_blocks) = charges(&mut replaced.iter().copied());
+    let (restored_bytes, restored_blocks) = charges(&mut restored.iter().map(|(_, l)| *l));
     let inputs = SpaceInputs {
         active: &active,
-        lun_reserved_bytes: reserved,
+        lun_reserved_bytes: volume.reserved_bytes() - replaced_bytes + restored_bytes,
+        thin_blocks: volume.thin_blocks() + fills - replaced_blocks + restored_blocks,
         ..SpaceInputs::of(volume)
     };
     fits(inputs.space(volume.size_bytes, 0))

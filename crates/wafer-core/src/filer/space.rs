@@ -3,8 +3,12 @@
 //! Volumes are thick (ONTAP's guarantee=volume): creating one takes its whole
 //! footprint from the aggregate (its vvbn space, which adds metadata room and
 //! room for two CPs of new copies, and its container map). LUNs are
-//! space-reserved: creating one takes its whole size from the volume, so writes
-//! to it never run out of space.
+//! space-reserved by default: creating one takes its whole size from the
+//! volume, so writes to it never run out of space. A thin LUN (`lun create -o
+//! noreserve`) takes nothing when created and a block for each block it
+//! comes to hold, so its size may exceed the volume's; a write that would
+//! fill a hole in it when the volume has no block left is refused before it
+//! is logged (`thin`), never acknowledged and lost.
 //!
 //! Snapshots keep that promise with ONTAP's fractional reserve at 100%: every
 //! block a snapshot shares with the active file system may be overwritten, and
@@ -16,7 +20,7 @@
 //! `R`:
 //!
 //! ```text
-//! used      = LUN reservations + overwrite reserve + spill
+//! used      = LUN reservations + thin LUN blocks + overwrite reserve + spill
 //! available = (S - R) - used
 //! ```
 //!
@@ -41,8 +45,11 @@ pub struct VolumeSpace {
     pub size_bytes: u64,
     /// Set aside for snapshots (`df`'s `.snapshot` total).
     pub snapshot_reserve_bytes: u64,
-    /// Space reserved by its LUNs.
+    /// Space reserved by its space-reserved LUNs.
     pub lun_reserved_bytes: u64,
+    /// Space its thin LUNs hold (and, in a check before a change, the
+    /// blocks written to their holes that no CP has allocated yet).
+    pub thin_lun_bytes: u64,
     /// LUN blocks actually written.
     pub lun_written_bytes: u64,
     /// Metadata blocks of the active file system: indirect blocks, inode file,
@@ -55,7 +62,7 @@ pub struct VolumeSpace {
     pub snapshot_used_bytes: u64,
     /// Snapshot use beyond the reserve, taken from the active file system.
     pub snapshot_spill_bytes: u64,
-    /// `df` used: reservations, overwrite reserve and spill.
+    /// `df` used: reservations, thin LUN blocks, overwrite reserve and spill.
     pub used_bytes: u64,
     /// `df` avail: what a new LUN or snapshot could take.
     pub available_bytes: u64,
@@ -97,12 +104,13 @@ pub struct AggregateSpace {
 }
 
 /// The inputs of a volume's accounting that changes move: which vvbns the
-/// active file system and the snapshots hold, what the LUNs reserve, and the
-/// reserve percentage.
+/// active file system and the snapshots hold, what the LUNs reserve, the
+/// blocks thin LUNs hold, and the reserve percentage.
 pub(super) struct SpaceInputs<'a> {
     pub(super) active: &'a Bitmap,
     pub(super) summary: &'a Bitmap,
     pub(super) lun_reserved_bytes: u64,
+    pub(super) thin_blocks: u64,
     pub(super) snap_reserve_percent: u8,
 }
 
@@ -113,8 +121,17 @@ impl SpaceInputs<'_> {
             active: &volume.activemap,
             summary: &volume.summary,
             lun_reserved_bytes: volume.reserved_bytes(),
+            thin_blocks: volume.thin_blocks(),
             snap_reserve_percent: volume.snap_reserve_percent,
         }
+    }
+
+    /// The volume as it stands, with `fills` more blocks its thin LUNs will
+    /// hold once a CP writes them: what a check before a change counts.
+    pub(super) fn with_fills(volume: &Volume, fills: u64) -> SpaceInputs<'_> {
+        let mut inputs = SpaceInputs::of(volume);
+        inputs.thin_blocks += fills;
+        inputs
     }
 
     /// The accounting these inputs give a volume of `size_bytes`, with
@@ -128,12 +145,17 @@ impl SpaceInputs<'_> {
         let snapshot_used_bytes = snapshot_only * block;
         let snapshot_spill_bytes = snapshot_used_bytes.saturating_sub(snapshot_reserve_bytes);
         let overwrite_reserve_bytes = shared * block;
-        let used_bytes = self.lun_reserved_bytes + overwrite_reserve_bytes + snapshot_spill_bytes;
+        let thin_lun_bytes = self.thin_blocks * block;
+        let used_bytes = self.lun_reserved_bytes
+            + thin_lun_bytes
+            + overwrite_reserve_bytes
+            + snapshot_spill_bytes;
         let active_blocks = self.active.count_ones() - 1; // vvbn 0 is never used
         VolumeSpace {
             size_bytes,
             snapshot_reserve_bytes,
             lun_reserved_bytes: self.lun_reserved_bytes,
+            thin_lun_bytes,
             lun_written_bytes: lun_written_blocks * block,
             metadata_bytes: (active_blocks - lun_written_blocks) * block,
             overwrite_reserve_bytes,

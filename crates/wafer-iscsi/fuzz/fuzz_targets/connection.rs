@@ -55,6 +55,7 @@ fn connection() -> Connection {
         id: u64::from(number),
         access: wafer_iscsi::Access::Full,
         resets: 0,
+        thin: false,
     };
     Connection::new(identity, 1, vec![lun(0, false), lun(1, true)])
 }

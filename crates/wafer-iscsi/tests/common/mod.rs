@@ -26,6 +26,7 @@ pub fn luns() -> Vec<LunInfo> {
         id: 1,
         access: wafer_iscsi::Access::Full,
         resets: 0,
+        thin: false,
     }]
 }
 

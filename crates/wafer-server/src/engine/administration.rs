@@ -18,6 +18,7 @@ use wafer_core::aggregate::Slot;
 use wafer_core::filer::{
     CachePolicy, Change, HostError, HostRequest, MAX_SNAP_RESERVE_PERCENT, ReplyData, VolumeState,
 };
+use wafer_core::format::{LunAttributes, OsType};
 use wafer_core::nvlog::LunId;
 use wafer_core::schedule::SnapSchedule;
 use wafer_core::units::{AggrId, VolumeId};
@@ -352,15 +353,24 @@ impl Engine {
                 let message = format!("Volume '{name}' destroyed.");
                 Answer::Change(Change::DestroyVolume { volume }, message)
             }
-            AdminRequest::LunCreate { path, size_bytes } => {
+            AdminRequest::LunCreate {
+                path,
+                size_bytes,
+                ostype,
+                noreserve,
+            } => {
                 let (volume_name, name) = split_lun_path(&path)?;
                 let volume = self.volume_id(volume_name)?;
                 let message = format!("LUN /vol/{volume_name}/{name} created ({size_bytes} bytes)");
-                let name = name.to_string();
+                let attributes = LunAttributes {
+                    space_reserved: !noreserve,
+                    ostype: lun_ostype(ostype.as_deref())?,
+                };
                 let change = Change::CreateLun {
                     volume,
-                    name,
+                    name: name.to_string(),
                     size_bytes,
+                    attributes,
                 };
                 Answer::Change(change, message)
             }
@@ -882,7 +892,12 @@ impl Engine {
         for (volume, volume_name) in view::volumes(&self.node) {
             for (lun, name, size_bytes) in self.node.luns(volume) {
                 let path = format!("/vol/{volume_name}/{name}");
+                let (attributes, occupied_bytes) =
+                    (self.node.lun_details(lun)).unwrap_or((LunAttributes::DEFAULT, 0));
                 luns.push(LunStatus {
+                    ostype: attributes.ostype.name().to_string(),
+                    space_reserved: attributes.space_reserved,
+                    occupied_bytes,
                     lun_id: self.config.lun_id(&path, lun.file.0),
                     offline: self.config.san().is_offline(&path),
                     path,
@@ -1910,6 +1925,20 @@ fn split_lun_path(path: &str) -> Result<(&str, &str), AdminError> {
             "{path:?} is not a LUN path (they look like /vol/VOLUME/LUN)"
         ))),
     }
+}
+
+/// The OS type `lun create -t` names: `image` if none.
+fn lun_ostype(name: Option<&str>) -> Result<OsType, AdminError> {
+    let Some(name) = name else {
+        return Ok(OsType::Image);
+    };
+    OsType::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = OsType::ALL.iter().map(|t| t.name()).collect();
+        invalid(&format!(
+            "lun create: invalid ostype {name:?}: it is one of {}",
+            known.join(", ")
+        ))
+    })
 }
 
 /// What `reallocate quiesce|restart|stop` does to the job.

@@ -638,14 +638,43 @@ pub fn lun_show(reply: &AdminReply) -> String {
     let AdminReply::Luns(luns) = reply else {
         return unexpected(reply);
     };
-    luns.iter()
-        .map(|lun| {
-            let bytes = format!("({})", lun.size_bytes);
-            let size = format!("{:>4} {bytes:<14}", ontap_size(lun.size_bytes));
-            let state = if lun.offline { "offline" } else { "online" };
-            format!("        {:<28} {size}  (r/w, {state})\n", lun.path)
-        })
-        .collect()
+    luns.iter().map(lun_line).collect()
+}
+
+/// A LUN's line in `lun show`: path, size and state.
+fn lun_line(lun: &wafer_server::admin::LunStatus) -> String {
+    let bytes = format!("({})", lun.size_bytes);
+    let size = format!("{:>4} {bytes:<14}", ontap_size(lun.size_bytes));
+    let state = if lun.offline { "offline" } else { "online" };
+    format!("        {:<28} {size}  (r/w, {state})\n", lun.path)
+}
+
+/// `lun show -v`: each LUN's line, then its share, space reservation, OS
+/// type and occupied size as ONTAP indents them. (ONTAP also prints a
+/// serial number and a creation time, which wafer does not keep per LUN.)
+pub fn lun_show_v(reply: &AdminReply) -> String {
+    let AdminReply::Luns(luns) = reply else {
+        return unexpected(reply);
+    };
+    let mut out = String::new();
+    for lun in luns {
+        out.push_str(&lun_line(lun));
+        let reservation = if lun.space_reserved {
+            "enabled"
+        } else {
+            "disabled"
+        };
+        let occupied = ontap_size(lun.occupied_bytes);
+        let _ = write!(
+            out,
+            "                Share: none\n\
+             \x20               Space Reservation: {reservation}\n\
+             \x20               Multiprotocol Type: {}\n\
+             \x20               Occupied Size: {occupied:>7} ({})\n",
+            lun.ostype, lun.occupied_bytes
+        );
+    }
+    out
 }
 
 /// A size as ONTAP's LUN commands print it: the largest of t, g, m, k that
@@ -1223,6 +1252,9 @@ mod tests {
     #[test]
     fn lun_show_is_ontaps_sample_to_the_column() {
         let lun = |path: &str, size_bytes: u64| wafer_server::admin::LunStatus {
+            ostype: "vmware".into(),
+            space_reserved: true,
+            occupied_bytes: 0,
             path: path.into(),
             volume: String::new(),
             name: String::new(),

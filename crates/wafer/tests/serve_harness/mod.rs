@@ -472,6 +472,17 @@ pub fn pattern(generation: u8, n: u64, length: usize) -> Vec<u8> {
     block
 }
 
+/// `wafer serve` options for a small node: 128 MiB disks, `vol0` of 60 MiB
+/// and `lun0` of 16 MiB in it.
+pub const SMALL_SIZES: &[&str] = &[
+    "--disk-size",
+    "128m",
+    "--vol-size",
+    "60m",
+    "--lun-size",
+    "16m",
+];
+
 /// NBD protocol constants a raw client needs.
 pub mod wire {
     pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
@@ -489,9 +500,13 @@ pub mod wire {
     pub const CMD_DISC: u16 = 2;
     pub const CMD_FLUSH: u16 = 3;
     pub const CMD_TRIM: u16 = 4;
+    pub const CMD_WRITE_ZEROES: u16 = 6;
+    pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+    pub const CMD_FLAG_FAST_ZERO: u16 = 1 << 4;
     pub const EPERM: u32 = 1;
     pub const EINVAL: u32 = 22;
     pub const ENOSPC: u32 = 28;
+    pub const ENOTSUP: u32 = 95;
 }
 
 /// A minimal NBD client over the Unix socket: fixed newstyle, `NBD_OPT_GO`,
@@ -556,11 +571,23 @@ impl NbdClient {
         length: u32,
         data: &[u8],
     ) -> std::io::Result<u64> {
+        self.try_send_flagged(0, command, offset, length, data)
+    }
+
+    /// [`NbdClient::try_send`] with command flags.
+    pub fn try_send_flagged(
+        &mut self,
+        flags: u16,
+        command: u16,
+        offset: u64,
+        length: u32,
+        data: &[u8],
+    ) -> std::io::Result<u64> {
         let handle = self.next_handle;
         self.next_handle += 1;
         let mut message = Vec::with_capacity(28 + data.len());
         message.extend_from_slice(&wire::REQUEST_MAGIC.to_be_bytes());
-        message.extend_from_slice(&0u16.to_be_bytes());
+        message.extend_from_slice(&flags.to_be_bytes());
         message.extend_from_slice(&command.to_be_bytes());
         message.extend_from_slice(&handle.to_be_bytes());
         message.extend_from_slice(&offset.to_be_bytes());
@@ -591,6 +618,13 @@ impl NbdClient {
             error,
             data,
         })
+    }
+
+    /// WRITE_ZEROES with command `flags`, and waits; returns the error.
+    pub fn write_zeroes(&mut self, offset: u64, length: u32, flags: u16) -> u32 {
+        self.try_send_flagged(flags, wire::CMD_WRITE_ZEROES, offset, length, &[])
+            .expect("a request sent");
+        self.reply().expect("a write-zeroes reply").error
     }
 
     /// Writes and waits; returns the error (0 = success).
