@@ -37,29 +37,38 @@ fn change(world: &mut World, change: Change) -> ReplyData {
     request(world, HostRequest::Change(change)).expect("change")
 }
 
+/// A space-reserved LUN `name` of `size_bytes` in `vol0` (40 MiB), which
+/// the first LUN creates.
+fn new_lun(world: &mut World, name: &str, size_bytes: u64) -> LunId {
+    let volume = match world.filer().volumes().first() {
+        Some((volume, _)) => *volume,
+        None => {
+            let create = Change::CreateVolume {
+                name: "vol0".into(),
+                size_bytes: 40 << 20,
+            };
+            let ReplyData::Volume(volume) = change(world, create) else {
+                panic!("no volume");
+            };
+            volume
+        }
+    };
+    let create = Change::CreateLun {
+        volume,
+        name: name.into(),
+        size_bytes,
+        attributes: wafer_core::format::LunAttributes::DEFAULT,
+    };
+    let ReplyData::Lun(lun) = change(world, create) else {
+        panic!("no LUN");
+    };
+    lun
+}
+
 /// A volume with one LUN written whole, flushed, and its indirect blocks
 /// mostly evicted; the LUN's content as the model.
 fn written_lun(world: &mut World, size_bytes: u64) -> (LunId, Vec<u8>) {
-    let ReplyData::Volume(volume) = change(
-        world,
-        Change::CreateVolume {
-            name: "vol0".into(),
-            size_bytes: 40 << 20,
-        },
-    ) else {
-        panic!("no volume");
-    };
-    let ReplyData::Lun(lun) = change(
-        world,
-        Change::CreateLun {
-            volume,
-            name: "lun0".into(),
-            size_bytes,
-            attributes: wafer_core::format::LunAttributes::DEFAULT,
-        },
-    ) else {
-        panic!("no LUN");
-    };
+    let lun = new_lun(world, "lun0", size_bytes);
     let model: Vec<u8> = (0..size_bytes).map(|i| (i * 7 + i / 4096) as u8).collect();
     for (n, chunk) in model.chunks(256 << 10).enumerate() {
         let offset = (n * (256 << 10)) as u64;
@@ -275,4 +284,51 @@ fn a_reuse_volume_gives_up_its_indirect_blocks_before_a_keep_volume() {
         keep_reads < reuse_reads,
         "the keep volume's indirect blocks stayed: {keep_reads} reads against {reuse_reads}"
     );
+}
+
+/// A write where the LUN has no level-1 indirect block yet leaves its path
+/// to the CP, down from the level-2 block: eviction must keep that block
+/// however cold it is, or the CP finds it gone (seed 5 of `wafer check
+/// --thin`, the first seeds whose LUNs had trees of level 2).
+#[test]
+fn a_write_under_a_missing_level1_block_keeps_its_level2_block_for_the_cp() {
+    let mut world = world(CACHE_BLOCKS);
+    let lun = new_lun(&mut world, "lun0", LUN_BYTES);
+    // Written all over but for what level-1 block 30 would cover.
+    let span = 170 * 4096;
+    for n in (0..LUN_BYTES / span).filter(|&n| n != 30) {
+        let data = vec![n as u8; span as usize];
+        let offset = n * span;
+        change(&mut world, Change::Write { lun, offset, data });
+    }
+    let other = new_lun(&mut world, "other", 8 << 20);
+    let data = vec![0x33; 8 << 20];
+    change(
+        &mut world,
+        Change::Write {
+            lun: other,
+            offset: 0,
+            data,
+        },
+    );
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let far = 30 * span + 4096;
+    change(
+        &mut world,
+        Change::Write {
+            lun,
+            offset: far,
+            data: vec![0x5a; 4096],
+        },
+    );
+    let evictions = world.filer().counters().indirect_evictions;
+    // Another LUN's reads push every indirect block of this one out.
+    read_whole(&mut world, other, 8 << 20);
+    read_whole(&mut world, other, 8 << 20);
+    assert!(
+        world.filer().counters().indirect_evictions > evictions,
+        "the reads evicted indirect blocks"
+    );
+    request(&mut world, HostRequest::Flush).expect("the CP finds its path");
+    assert_eq!(read(&mut world, lun, far, 4096), vec![0x5a; 4096]);
 }

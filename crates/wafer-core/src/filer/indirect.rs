@@ -42,7 +42,7 @@ use super::meta::FileRef;
 use super::node_ages::NodeAges;
 use super::{CpReason, Filer, HostRequest, Phase, RequestId};
 use crate::fixed_map::{FixedHash, FixedMap, mix_words};
-use crate::format::BlockPtr;
+use crate::format::{BlockPtr, POINTERS_PER_BLOCK};
 use crate::nvlog::{Change, LoggedOp, LunId};
 use crate::payload::{Payload, blocks_covered};
 use crate::tree::NodeId;
@@ -455,10 +455,12 @@ impl<P: Payload> Filer<P> {
             for (&file, l) in &v.luns {
                 let lun = LunId { volume, file };
                 for node in l.tree.resident() {
-                    let busy = self.caches_under(lun, node)
-                        || self.loading_under(lun, node)
-                        || waited_for(&waiting, lun, node);
-                    if l.tree.is_evictable(node) && !busy {
+                    let busy = || {
+                        self.caches_under(lun, node)
+                            || self.loading_under(lun, node)
+                            || waited_for(&waiting, lun, node)
+                    };
+                    if l.tree.is_evictable(node) && !busy() {
                         let age = self.indirect.indirect_use.age(lun, node);
                         victims.push((v.cache_policy, age, lun, node));
                     }
@@ -480,13 +482,29 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    /// Whether a cached data block (in any state) lies under level-1 node
-    /// `node`: such a node stays, since the CP or a fill needs its path.
+    /// Whether a cached data block (in any state) lies under `node`: such a
+    /// node stays, since the CP or a fill needs its path. A higher node is
+    /// evicted only with no child resident, so what it covers in the cache
+    /// lies under its holes: blocks written where no level-1 node exists
+    /// yet, whose path the CP builds down from this node (seed 5 of
+    /// `--thin`, the first check whose LUNs have trees of level 2).
     fn caches_under(&self, lun: LunId, (level, index): NodeId) -> bool {
-        if level != 1 {
-            return false; // a higher node with no resident child covers nothing cached
+        if level == 1 {
+            return self.cache.caches_under_l1(lun, index);
         }
-        self.cache.caches_under_l1(lun, index)
+        let Ok((_, l)) = self.namespace.lun(lun) else {
+            return false;
+        };
+        let written: BTreeSet<u64> = (l.tree.children((level, index)).into_iter())
+            .map(|(child, _)| child)
+            .collect();
+        let per_node = POINTERS_PER_BLOCK as u64;
+        let level_ones_per_child = per_node.pow(u32::from(level) - 2);
+        let first = index * per_node;
+        (first..first + per_node)
+            .filter(|child| !written.contains(child))
+            .flat_map(|child| child * level_ones_per_child..(child + 1) * level_ones_per_child)
+            .any(|l1| self.cache.caches_under_l1(lun, l1))
     }
 
     /// The parts of LUN trees that waiting requests need, merged per LUN: their
