@@ -75,6 +75,13 @@ impl<P: Payload> Filer<P> {
         let Some((lun, blocks)) = filled_blocks(op) else {
             return Ok(0);
         };
+        let thin = self
+            .namespace
+            .lun(lun)
+            .is_ok_and(|(_, l)| !l.attributes.space_reserved);
+        if !thin {
+            return Ok(0); // a space-reserved LUN's blocks were set aside
+        }
         let fills = blocks.filter(|&fbn| self.is_new_fill((lun, Fbn(fbn))));
         let fills = fills.count() as u64;
         let blind = self.sabotaged(super::Sabotage::ThinWritesAdmittedBlindly);
