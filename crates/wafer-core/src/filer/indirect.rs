@@ -422,9 +422,13 @@ impl<P: Payload> Filer<P> {
         // of the new one.
         self.data_floor = (self.committed, 0);
         self.indirect.indirect_floor = (self.committed, 0);
-        match self.cp {
-            None => self.evict_indirect(),
-            Some(_) => self.evict(),
+        // Indirect blocks stay while a CP runs or trees must stay whole (a
+        // rebuild, a scrub, a reallocation or the simulator walks them:
+        // seed 110050 of --thin, where the node shrank a scrubbing
+        // aggregate's share and three level-1 blocks went).
+        match self.cp.is_none() && !self.indirect_pinned() {
+            true => self.evict_indirect(),
+            false => self.evict(),
         }
     }
 
