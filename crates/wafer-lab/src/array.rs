@@ -156,6 +156,15 @@ pub enum HostOp {
     Write,
 }
 
+impl std::fmt::Display for HostOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HostOp::Read => "read",
+            HostOp::Write => "write",
+        })
+    }
+}
+
 /// One host I/O to the LUN.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostIo {
@@ -178,7 +187,7 @@ impl HostIo {
 }
 
 /// A finished host I/O.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostCompletion {
     /// The I/O's [`HostIo::id`].
     pub id: u64,
@@ -186,6 +195,9 @@ pub struct HostCompletion {
     pub submitted_at: Instant,
     /// When the array answered it.
     pub finished_at: Instant,
+    /// Why the array refused it (a write to a volume its snapshots have
+    /// filled, say); `None` if it was done.
+    pub refused: Option<String>,
 }
 
 /// One disk's counters, cumulative. Reads are split as `statit` splits them:

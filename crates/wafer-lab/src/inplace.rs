@@ -397,6 +397,7 @@ impl InPlaceArray {
             id,
             submitted_at,
             finished_at: at,
+            refused: None,
         };
         self.answers.insert((at, sequence), completion);
     }
@@ -666,6 +667,7 @@ impl InPlaceArray {
                 id,
                 submitted_at: pending.submitted_at,
                 finished_at: now,
+                refused: None,
             }),
         }
     }

@@ -124,6 +124,26 @@ pub enum RunError {
         /// I/Os it had not answered.
         outstanding: usize,
     },
+    /// The array refused a host I/O, as an engine refuses a write to a
+    /// volume its snapshots have filled: a real host would see an error and
+    /// its benchmark stop (fio's default), so the run stops here, reporting
+    /// nothing it could not measure.
+    #[error(
+        "array `{array}` refused a {bytes}-byte {op} at {:.3} s of virtual time: {reason}",
+        *at_ns as f64 / 1e9
+    )]
+    Refused {
+        /// The array.
+        array: String,
+        /// When.
+        at_ns: u64,
+        /// Read or write.
+        op: HostOp,
+        /// Its length.
+        bytes: u64,
+        /// The array's reason.
+        reason: String,
+    },
     /// An offered load outran the array so far that the I/Os waiting at the
     /// host passed [`WAITING_MAX`].
     #[error(
@@ -315,6 +335,15 @@ fn drive(
         array.advance(now, &mut done);
         for completion in done.drain(..) {
             let (io, completion) = host.finished(array, now, completion, end);
+            if let Some(reason) = completion.refused {
+                return Err(RunError::Refused {
+                    array: array.name().to_string(),
+                    at_ns: now.0,
+                    op: io.op,
+                    bytes: io.length,
+                    reason,
+                });
+            }
             meter.record(&completion, io.op, io.length);
         }
         if Some(now) == arrival {

@@ -157,12 +157,14 @@ impl HostLun {
     }
 }
 
-/// A host I/O split over LUNs: its parts not yet answered, and when the
-/// latest answered part finished (array clock).
-#[derive(Clone, Copy, Debug)]
+/// A host I/O split over LUNs: its parts not yet answered, when the
+/// latest answered part finished (array clock), and why a part was
+/// refused, if one was.
+#[derive(Clone, Debug)]
 struct Split {
     left: u32,
     finished: Instant,
+    refused: Option<String>,
 }
 
 /// The wafer filer on modelled drives.
@@ -652,10 +654,8 @@ impl WaferArray {
         }
         match self.host.remove(&reply.id) {
             Some((id, submitted)) => {
-                if let Err(error) = reply.result {
-                    panic!("array {}: host I/O {id} failed: {error}", self.name);
-                }
-                self.answer_host(id, submitted);
+                let refused = reply.result.err().map(|error| error.to_string());
+                self.answer_host(id, submitted, refused);
             }
             None => {
                 self.replies.insert(reply.id, reply.result);
@@ -668,8 +668,8 @@ impl WaferArray {
     /// [`MEMORY_READ_LATENCY`] later.
     ///
     /// A host I/O split over LUNs is answered when its last part is, as
-    /// late as its latest part.
-    fn answer_host(&mut self, id: u64, submitted: Instant) {
+    /// late as its latest part, and refused if any part was.
+    fn answer_host(&mut self, id: u64, submitted: Instant, mut refused: Option<String>) {
         let from_memory = submitted == self.now;
         let mut finished = match from_memory {
             true => self.now + MEMORY_READ_LATENCY,
@@ -678,16 +678,18 @@ impl WaferArray {
         if let Some(split) = self.split.get_mut(&id) {
             split.left -= 1;
             split.finished = split.finished.max(finished);
+            split.refused = split.refused.take().or(refused.take());
             if split.left > 0 {
                 return;
             }
             finished = split.finished;
-            self.split.remove(&id);
+            refused = self.split.remove(&id).and_then(|split| split.refused);
         }
         let answer = HostCompletion {
             id,
             submitted_at: self.lab_time(submitted),
             finished_at: self.lab_time(finished),
+            refused,
         };
         if finished == self.now {
             self.answered.push(answer);
@@ -951,8 +953,12 @@ impl Array for WaferArray {
                 offset += length;
                 left += 1;
             }
-            let finished = Instant(0);
-            self.split.insert(io.id, Split { left, finished });
+            let split = Split {
+                left,
+                finished: Instant(0),
+                refused: None,
+            };
+            self.split.insert(io.id, split);
         }
         self.drain();
     }

@@ -1,13 +1,13 @@
 //! The loop refuses a workload that does not fit an array, a mismatched
-//! list of workloads, and an array that stops answering, with typed errors
-//! instead of a hang or a panic.
+//! list of workloads, an array that stops answering and one that refuses a
+//! host I/O, with typed errors instead of a hang or a panic.
 
 mod common;
 
 use wafer_core::units::{Duration, Instant};
 use wafer_lab::workload::{Region, WorkloadError};
 use wafer_lab::{
-    Array, ArrayKind, DiskStats, HostCompletion, HostIo, PreparePlan, RunError, RunOptions,
+    Array, ArrayKind, DiskStats, HostCompletion, HostIo, HostOp, PreparePlan, RunError, RunOptions,
     SnapshotStats, run, run_each,
 };
 
@@ -62,6 +62,80 @@ fn a_silent_array_is_reported_stuck() {
             at_ns: 0,
             outstanding: 32
         }
+    );
+}
+
+/// An array that answers every I/O at once and refuses every write, as a
+/// full volume would.
+#[derive(Default)]
+struct Full {
+    waiting: Vec<(Instant, HostIo)>,
+}
+
+impl Array for Full {
+    fn name(&self) -> &str {
+        "full"
+    }
+    fn kind(&self) -> ArrayKind {
+        ArrayKind::Wafer
+    }
+    fn capacity_bytes(&self) -> u64 {
+        100 << 30
+    }
+    fn prepare(&mut self, _plan: &PreparePlan, _progress: &mut dyn FnMut(f64)) {}
+    fn submit(&mut self, now: Instant, io: HostIo) {
+        self.waiting.push((now, io));
+    }
+    fn next_event(&self) -> Option<Instant> {
+        self.waiting.first().map(|(at, _)| Instant(at.0 + 1000))
+    }
+    fn advance(&mut self, now: Instant, done: &mut Vec<HostCompletion>) {
+        let (due, later) = self
+            .waiting
+            .drain(..)
+            .partition(|(at, _)| at.0 + 1000 <= now.0);
+        self.waiting = later;
+        for (at, io) in due {
+            let refused = (io.op == HostOp::Write).then(|| "not enough space".to_string());
+            done.push(HostCompletion {
+                id: io.id,
+                submitted_at: at,
+                finished_at: now,
+                refused,
+            });
+        }
+    }
+    fn disk_stats(&self) -> Vec<DiskStats> {
+        Vec::new()
+    }
+    fn take_snapshot(&mut self, _now: Instant) {}
+    fn snapshot_stats(&self) -> SnapshotStats {
+        SnapshotStats::default()
+    }
+}
+
+#[test]
+fn a_refused_write_stops_the_run_with_the_arrays_reason() {
+    let mut arrays: Vec<Box<dyn Array>> = vec![Box::new(Full::default())];
+    let error = run(&mut arrays, &common::workload(), &OPTIONS, &mut |_| {}).unwrap_err();
+    let RunError::Refused {
+        array,
+        at_ns,
+        op,
+        bytes,
+        reason,
+    } = &error
+    else {
+        panic!("expected a refusal, got {error}");
+    };
+    assert_eq!((array.as_str(), *op), ("full", HostOp::Write));
+    assert!([4096, 65536].contains(bytes), "{error}");
+    assert_eq!(reason, "not enough space");
+    assert!(*at_ns >= 1000, "{error}");
+    let text = error.to_string();
+    assert!(
+        text.starts_with("array `full` refused a ") && text.ends_with(": not enough space"),
+        "{text}"
     );
 }
 

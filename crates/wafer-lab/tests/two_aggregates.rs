@@ -102,7 +102,8 @@ fn an_io_across_the_luns_boundary_is_answered_once() {
     }
     let ids: Vec<u64> = done.iter().map(|c| c.id).collect();
     assert_eq!(ids, [1, 2], "each I/O answered once, when all of it is");
-    let read = done[1];
+    let read = &done[1];
+    assert_eq!(read.refused, None);
     assert_eq!(
         read.finished_at.0 - read.submitted_at.0,
         MEMORY_READ_LATENCY.0,
