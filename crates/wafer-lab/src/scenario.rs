@@ -30,7 +30,12 @@
 //!   the first X % of each of the array's LUNs (the active data set) instead
 //!   of one range (see [`crate::workload`]); and `offered_iops = N`: an open
 //!   loop, N I/Os a second arriving as a Poisson process, at most
-//!   `outstanding_ios` per worker in flight, the rest waiting at the host.
+//!   `outstanding_ios` per worker in flight, the rest waiting at the host;
+//!   and a moving working set (OLTP): `working_set_percent = P` with
+//!   `working_set_sweep_s = T`, the random I/Os falling in a window of P %
+//!   of the range that crosses it once every T seconds, and optionally
+//!   `working_set_share_percent` (default 100) of them in the window, the
+//!   rest anywhere.
 //! - `[[array]] kind = "in-place"`: `name`, `drive`, `disks`, `raid =
 //!   "raid5"` (the default and only choice), `stripe_unit_<unit>`,
 //!   `stripe_width` (data chunks per stripe, default `disks - 1`),
@@ -80,7 +85,9 @@ use crate::run::{PerMinute, RunOptions};
 use crate::snap_sched::{SnapSched, WeekTime, parse_schedule};
 use crate::workload::fio::{FioError, FioJob};
 use crate::workload::iometer::IometerSpec;
-use crate::workload::{AccessLine, Region, Timing, Workload, WorkloadError};
+use crate::workload::{
+    AccessLine, Distribution, MovingSet, Region, Timing, Workload, WorkloadError,
+};
 
 /// The `sysstat` interval when a scenario names none: a minute, so a
 /// run of hours prints a few hundred lines (ONTAP's own default is 15 s,
@@ -500,9 +507,42 @@ fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload
         }
         workload.offered_iops = Some(offered);
     }
+    if let Some(set) = parse_moving_set(&mut fields)? {
+        if workload.distribution != Distribution::Uniform {
+            return Err(fields.invalid(
+                "working_set_percent",
+                "the fio job names a random_distribution already",
+            ));
+        }
+        workload.distribution = Distribution::Moving(set);
+    }
     workload.check().map_err(|error| workload_error(&error))?;
     fields.finish()?;
     Ok(workload)
+}
+
+/// A moving working set: `working_set_percent` with `working_set_sweep_s`,
+/// and `working_set_share_percent` (default 100).
+fn parse_moving_set(fields: &mut Fields) -> Result<Option<MovingSet>, ScenarioError> {
+    let percent = fields.count("working_set_percent")?;
+    let sweep = fields.seconds("working_set_sweep_s")?;
+    let share = fields.count("working_set_share_percent")?;
+    match (percent, sweep) {
+        (Some(percent), Some(sweep)) => Ok(Some(MovingSet {
+            percent,
+            share_percent: share.unwrap_or(100),
+            sweep,
+        })),
+        (Some(_), None) => Err(fields.invalid(
+            "working_set_sweep_s",
+            "a moving working set needs the time it takes to cross the LUNs",
+        )),
+        (None, _) if sweep.is_some() || share.is_some() => Err(fields.invalid(
+            "working_set_percent",
+            "the working set's size is needed with its sweep or share",
+        )),
+        (None, _) => Ok(None),
+    }
 }
 
 fn parse_iometer(

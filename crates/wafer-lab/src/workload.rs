@@ -39,6 +39,14 @@
 //! moves from one LUN's part to the next at its end, and worker `i` starts
 //! at the start of LUN `i mod n`.
 //!
+//! **A moving working set** ([`Distribution::Moving`], the OLTP load of
+//! E4): the random I/Os fall in a window of the worker's ranges (a stated
+//! percentage of their aligned starts) that slides forward at a steady pace,
+//! wrapping at the end, so the whole database is crossed once per stated
+//! sweep time; a stated share of them may instead fall anywhere. Where the
+//! window is depends on the instant each I/O is issued, so the hot set a
+//! cache holds goes cold behind it as the run goes on.
+//!
 //! A workload may ask for the test file to be written once before measuring
 //! ([`Prepare::fill`], IOmeter's preparation of its test file) and for a full
 //! reallocate after that; [`Workload::prepare_plan`] lists the regions so a
@@ -119,6 +127,25 @@ pub enum Distribution {
         /// The exponent; larger is more skewed.
         theta: f64,
     },
+    /// An OLTP database's working set, moving across the region over time.
+    Moving(MovingSet),
+}
+
+/// A working set that moves: a window of `percent` of the region's aligned
+/// starts, which slides forward at a steady pace and wraps around, crossing
+/// the whole region once every `sweep`. Of the random I/Os, `share_percent`
+/// fall in the window as it is at the I/O's instant, uniformly; the rest
+/// anywhere in the region, uniformly. The window starts at the start of the
+/// region at time zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MovingSet {
+    /// The window's size, in percent of the region.
+    pub percent: u32,
+    /// Of the random I/Os, the percentage that fall in the window.
+    pub share_percent: u32,
+    /// How long the window takes to cross the whole region once.
+    #[serde(rename = "sweep_ns", serialize_with = "nanoseconds")]
+    pub sweep: Duration,
 }
 
 /// When a run measures.
@@ -236,12 +263,14 @@ impl Workload {
         require(self.offered_iops != Some(0), "offered_iops", || {
             "an offered load arrives at some rate".into()
         })?;
-        if let Distribution::Zipf { theta } = self.distribution {
-            require(
+        match self.distribution {
+            Distribution::Uniform => {}
+            Distribution::Zipf { theta } => require(
                 theta > 0.0 && theta.is_finite(),
                 "random_distribution",
                 || format!("zipf:{theta}: the exponent must be a positive number"),
-            )?;
+            )?,
+            Distribution::Moving(set) => check_moving_set(&set)?,
         }
         self.check_timing()
     }
@@ -417,6 +446,22 @@ fn nanoseconds<S: serde::Serializer>(
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     serializer.serialize_u64(duration.0)
+}
+
+fn check_moving_set(set: &MovingSet) -> Result<(), WorkloadError> {
+    require(
+        (1..=100).contains(&set.percent),
+        "working_set_percent",
+        || format!("{}; 1 to 100", set.percent),
+    )?;
+    require(
+        (1..=100).contains(&set.share_percent),
+        "working_set_share_percent",
+        || format!("{}; 1 to 100", set.share_percent),
+    )?;
+    require(set.sweep.0 > 0, "working_set_sweep_s", || {
+        "the working set must take some time to move across the region".into()
+    })
 }
 
 fn check_lines(lines: &[AccessLine]) -> Result<(), WorkloadError> {

@@ -164,7 +164,7 @@ impl Host {
     /// Submits `worker`'s next I/O at `now`.
     fn submit(&mut self, array: &mut dyn Array, now: Instant, worker: usize, arrived: Instant) {
         self.next_id += 1;
-        let io = self.streams[worker].next_io(self.next_id);
+        let io = self.streams[worker].next_io(self.next_id, now);
         let in_flight = InFlight {
             worker,
             op: io.op,

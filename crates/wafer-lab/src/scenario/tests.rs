@@ -637,3 +637,81 @@ fn bad_snap_scheds_are_refused_by_field() {
         "{in_place}"
     );
 }
+
+#[test]
+fn a_moving_working_set_parses_and_is_checked_by_field() {
+    let with = |keys: &str| {
+        SMALL.replacen(
+            "outstanding_ios = 8",
+            &format!("outstanding_ios = 8\n{keys}"),
+            1,
+        )
+    };
+    let scenario = parse(&with(
+        "working_set_percent = 5\nworking_set_sweep_s = 43200",
+    ))
+    .unwrap();
+    assert_eq!(
+        scenario.workload.distribution,
+        Distribution::Moving(MovingSet {
+            percent: 5,
+            share_percent: 100,
+            sweep: Duration::from_secs(43_200),
+        })
+    );
+    let shared = parse(&with(
+        "working_set_percent = 5\nworking_set_sweep_s = 60\nworking_set_share_percent = 90",
+    ))
+    .unwrap();
+    assert!(matches!(
+        shared.workload.distribution,
+        Distribution::Moving(MovingSet {
+            share_percent: 90,
+            ..
+        })
+    ));
+    assert_eq!(
+        parse(SMALL).unwrap().workload.distribution,
+        Distribution::Uniform
+    );
+    let refused = |keys: &str| field(parse(&with(keys)).unwrap_err());
+    assert_eq!(
+        refused("working_set_percent = 5"),
+        "workload.working_set_sweep_s"
+    );
+    assert_eq!(
+        refused("working_set_sweep_s = 60"),
+        "workload.working_set_percent"
+    );
+    assert_eq!(
+        refused("working_set_share_percent = 60"),
+        "workload.working_set_percent"
+    );
+    assert_eq!(
+        refused("working_set_percent = 0\nworking_set_sweep_s = 60"),
+        "workload.working_set_percent"
+    );
+    assert_eq!(
+        refused("working_set_percent = 5\nworking_set_sweep_s = 0"),
+        "workload.working_set_sweep_s"
+    );
+    assert_eq!(
+        refused(
+            "working_set_percent = 5\nworking_set_sweep_s = 60\nworking_set_share_percent = 101"
+        ),
+        "workload.working_set_share_percent"
+    );
+}
+
+#[test]
+fn a_moving_working_set_and_a_fio_distribution_are_not_both_given() {
+    let fio = "[run]\nseed = 1\nsegment_s = 1\n[workload]\nkind = \"fio\"\n\
+         working_set_percent = 5\nworking_set_sweep_s = 60\n\
+         [workload.options]\nrw = \"randread\"\nrandom_distribution = \"zipf:1.1\"\n\
+         [[array]]\nname = \"r\"\nkind = \"in-place\"\ndrive = \"fc15k-144g\"\ndisks = 5\n\
+         stripe_unit_kib = 64\nlun_gib = 10\n";
+    assert_eq!(
+        field(parse(fio).unwrap_err()),
+        "workload.working_set_percent"
+    );
+}

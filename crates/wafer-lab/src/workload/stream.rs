@@ -11,11 +11,18 @@
 //! was in, and moves to the next range (after the last, the first) when it
 //! would run past its end. With one range the draws are those of a single
 //! span, one for one.
+//!
+//! With a moving working set, a random I/O first draws whether it falls in
+//! the window (by its share), then its start among the window's starts (or
+//! all of them); the window's first start is the sweep's progress at the
+//! I/O's instant times the starts in all ranges, and it wraps past the last
+//! range to the first.
 
+use wafer_core::units::Instant;
 use wafer_rng::Rng;
 
 use super::zipf::{Zipf, gcd};
-use super::{Distribution, Workload};
+use super::{Distribution, MovingSet, Workload};
 use crate::array::{Extent, HostIo, HostOp};
 
 /// Where one line's I/O may start in one of the worker's ranges.
@@ -63,6 +70,7 @@ pub struct WorkerStream {
     /// The range the previous I/O was in.
     range: usize,
     zipf: Option<ZipfOffsets>,
+    moving: Option<MovingSet>,
 }
 
 /// The first and last offsets in `span` that are multiples of `align` and
@@ -121,8 +129,12 @@ impl WorkerStream {
             })
             .collect();
         let zipf = match workload.distribution {
-            Distribution::Uniform => None,
             Distribution::Zipf { theta } => Some(zipf_offsets(workload, ranges, theta)),
+            Distribution::Uniform | Distribution::Moving(_) => None,
+        };
+        let moving = match workload.distribution {
+            Distribution::Moving(set) => Some(set),
+            Distribution::Uniform | Distribution::Zipf { .. } => None,
         };
         WorkerStream {
             rng: Rng::seeded(seed),
@@ -130,11 +142,13 @@ impl WorkerStream {
             cursor: ranges[first].offset,
             range: first,
             zipf,
+            moving,
         }
     }
 
-    /// The worker's next I/O, named `id`.
-    pub fn next_io(&mut self, id: u64) -> HostIo {
+    /// The worker's next I/O, named `id`, issued at `now` (from the start of
+    /// the run; only a moving working set looks at it).
+    pub fn next_io(&mut self, id: u64, now: Instant) -> HostIo {
         let share = self.rng.below(100);
         let index = self
             .lines
@@ -145,7 +159,7 @@ impl WorkerStream {
         let read = self.rng.chance(line.read_percent, 100);
         let random = self.rng.chance(line.random_percent, 100);
         let (range, offset) = match random {
-            true => self.random_offset(index),
+            true => self.random_offset(index, now),
             false => self.sequential_offset(index),
         };
         let line = &self.lines[index];
@@ -159,17 +173,22 @@ impl WorkerStream {
         }
     }
 
-    /// A random start for line `index`: its range and offset.
-    fn random_offset(&mut self, index: usize) -> (usize, u64) {
+    /// A random start for line `index` at `now`: its range and offset.
+    fn random_offset(&mut self, index: usize, now: Instant) -> (usize, u64) {
         let line = &self.lines[index];
-        match &self.zipf {
-            None => {
+        match (&self.zipf, self.moving) {
+            (None, None) => {
                 let draw = self.rng.below(line.starts_total);
-                let range = line.starts.partition_point(|s| s.before <= draw) - 1;
-                let starts = &line.starts[range];
-                (range, starts.first + (draw - starts.before) * line.align)
+                line.start_at(draw)
             }
-            Some(zipf) => {
+            (None, Some(set)) => {
+                let draw = match self.rng.chance(u64::from(set.share_percent), 100) {
+                    true => moving_start(&mut self.rng, &set, line.starts_total, now),
+                    false => self.rng.below(line.starts_total),
+                };
+                line.start_at(draw)
+            }
+            (Some(zipf), _) => {
                 let item = zipf.zipf.item(&mut self.rng);
                 let range = zipf.bases.partition_point(|&(_, before)| before <= item) - 1;
                 let (base, before) = zipf.bases[range];
@@ -194,6 +213,26 @@ impl WorkerStream {
             (range, line.starts[range].first)
         }
     }
+}
+
+impl Line {
+    /// The range and offset of the `draw`-th aligned start of all ranges.
+    fn start_at(&self, draw: u64) -> (usize, u64) {
+        let range = self.starts.partition_point(|s| s.before <= draw) - 1;
+        let starts = &self.starts[range];
+        (range, starts.first + (draw - starts.before) * self.align)
+    }
+}
+
+/// A start among `total` drawn in `set`'s window as it is at `now`: the
+/// window's first start is the sweep's progress times `total`, and it holds
+/// `set.percent` of them (at least one), wrapping at the end.
+fn moving_start(rng: &mut Rng, set: &MovingSet, total: u64, now: Instant) -> u64 {
+    let progress = u128::from(now.0 % set.sweep.0);
+    let first = progress * u128::from(total) / u128::from(set.sweep.0);
+    let window = (u128::from(total) * u128::from(set.percent) / 100).max(1);
+    let draw = u128::from(rng.below(u64::try_from(window).expect("at most total")));
+    u64::try_from((first + draw) % u128::from(total)).expect("below total")
 }
 
 /// Zipf units over `ranges`: the smallest I/O rounded up to the least common

@@ -1,5 +1,6 @@
 use super::*;
 use crate::array::{HostIo, HostOp};
+use wafer_core::units::Instant;
 
 /// IOmeter's classic file-server mix (E1), 100 % random, 80 % reads,
 /// 512-byte alignment.
@@ -49,7 +50,9 @@ fn file_server() -> Workload {
 
 fn draw(workload: &Workload, seed: u64, count: u64) -> Vec<HostIo> {
     let mut streams = workload.streams(seed, &[4 << 30]).unwrap();
-    (0..count).map(|id| streams[0].next_io(id)).collect()
+    (0..count)
+        .map(|id| streams[0].next_io(id, Instant(0)))
+        .collect()
 }
 
 #[test]
@@ -124,8 +127,12 @@ fn a_seed_names_the_sequence_and_workers_differ() {
     assert_eq!(draw(&workload, 5, 1000), draw(&workload, 5, 1000));
     assert_ne!(draw(&workload, 5, 1000), draw(&workload, 6, 1000));
     let mut streams = workload.streams(5, &[4 << 30]).unwrap();
-    let first: Vec<HostIo> = (0..50).map(|id| streams[0].next_io(id)).collect();
-    let second: Vec<HostIo> = (0..50).map(|id| streams[1].next_io(id)).collect();
+    let first: Vec<HostIo> = (0..50)
+        .map(|id| streams[0].next_io(id, Instant(0)))
+        .collect();
+    let second: Vec<HostIo> = (0..50)
+        .map(|id| streams[1].next_io(id, Instant(0)))
+        .collect();
     assert_ne!(first, second);
 }
 
@@ -244,7 +251,10 @@ fn workers_share_the_range_unless_each_is_offset_by_the_increment() {
     let capacity = 64 << 20;
     let firsts = |workload: &Workload| -> Vec<u64> {
         let mut streams = workload.streams(3, &[capacity]).unwrap();
-        streams.iter_mut().map(|s| s.next_io(0).offset).collect()
+        streams
+            .iter_mut()
+            .map(|s| s.next_io(0, Instant(0)).offset)
+            .collect()
     };
     let mut shared = sequential_1mib(4);
     assert_eq!(firsts(&shared), vec![0; 4], "fio clones on one file");
@@ -256,7 +266,7 @@ fn workers_share_the_range_unless_each_is_offset_by_the_increment() {
     for (worker, stream) in streams.iter_mut().enumerate() {
         let base = worker as u64 * (16 << 20);
         for id in 0..40 {
-            let io = stream.next_io(id);
+            let io = stream.next_io(id, Instant(0));
             assert_eq!(io.offset, base + id % 16 * (1 << 20), "worker {worker}");
         }
     }
@@ -287,7 +297,7 @@ fn an_active_share_of_every_lun_is_addressed_and_nothing_else() {
     let mut hits = [0u64; 3];
     let mut streams = workload.streams(9, &luns).unwrap();
     for id in 0..60_000 {
-        let io = streams[0].next_io(id);
+        let io = streams[0].next_io(id, Instant(0));
         let part = parts
             .iter()
             .position(|&(start, length)| start <= io.offset && io.end() <= start + length)
@@ -313,7 +323,9 @@ fn sequential_workers_over_several_luns_start_in_their_own_and_move_on() {
     workload.region.lun_active_percent = Some(50);
     let mut streams = workload.streams(1, &luns).unwrap();
     let offsets = |stream: &mut WorkerStream| -> Vec<u64> {
-        (0..9).map(|id| stream.next_io(id).offset >> 20).collect()
+        (0..9)
+            .map(|id| stream.next_io(id, Instant(0)).offset >> 20)
+            .collect()
     };
     assert_eq!(offsets(&mut streams[0]), vec![0, 1, 2, 3, 8, 9, 10, 11, 0]);
     assert_eq!(offsets(&mut streams[1]), vec![8, 9, 10, 11, 0, 1, 2, 3, 8]);
@@ -322,4 +334,112 @@ fn sequential_workers_over_several_luns_start_in_their_own_and_move_on() {
         workload.check(),
         Err(WorkloadError::Invalid { field, .. }) if field == "lun_active_percent"
     ));
+}
+
+/// 4 KiB random reads over 100 MiB at 4 KiB alignment, in a working set of
+/// 10 % that crosses the range once every 100 s.
+fn moving_reads(share_percent: u32) -> Workload {
+    let mut workload = file_server();
+    workload.lines = vec![AccessLine {
+        size_bytes: 4096,
+        percent: 100,
+        read_percent: 100,
+        random_percent: 100,
+        align_bytes: 4096,
+    }];
+    workload.region = Region {
+        offset_bytes: 0,
+        length_bytes: Some(100 << 20),
+        ..Region::default()
+    };
+    workload.distribution = Distribution::Moving(MovingSet {
+        percent: 10,
+        share_percent,
+        sweep: Duration::from_secs(100),
+    });
+    workload
+}
+
+/// The offsets (in MiB from the region's start) a worker draws at `at`.
+fn offsets_at(workload: &Workload, at: Duration, count: u64) -> Vec<u64> {
+    let mut streams = workload.streams(3, &[1 << 30]).unwrap();
+    (0..count)
+        .map(|id| streams[0].next_io(id, Instant(at.0)).offset >> 20)
+        .collect()
+}
+
+#[test]
+fn a_moving_working_set_is_where_the_sweep_has_got_to() {
+    let workload = moving_reads(100);
+    let at_start = offsets_at(&workload, Duration(0), 2_000);
+    assert!(at_start.iter().all(|&mib| mib < 10), "{at_start:?}");
+    let at_40s = offsets_at(&workload, Duration::from_secs(40), 2_000);
+    assert!(at_40s.iter().all(|&mib| (40..50).contains(&mib)));
+    // Every MiB of the window is used: the window is 10 %, not less.
+    let mut seen = at_40s.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen, (40..50).collect::<Vec<u64>>());
+    // Near the end it wraps to the start of the range.
+    let at_95s = offsets_at(&workload, Duration::from_secs(95), 2_000);
+    assert!(at_95s.iter().all(|&mib| !(5..95).contains(&mib)));
+    assert!(at_95s.iter().any(|&mib| mib < 5) && at_95s.iter().any(|&mib| mib >= 95));
+    // A whole sweep later it is back where it was.
+    assert_eq!(
+        offsets_at(&workload, Duration::from_secs(140), 2_000),
+        at_40s
+    );
+}
+
+#[test]
+fn a_moving_working_sets_share_sends_the_rest_anywhere() {
+    let offsets = offsets_at(&moving_reads(50), Duration::from_secs(20), 10_000);
+    let inside = offsets
+        .iter()
+        .filter(|&&mib| (20..30).contains(&mib))
+        .count();
+    // Half in the window, and a tenth of the other half lands there by chance.
+    assert!(
+        (5_200..5_800).contains(&inside),
+        "{inside} of 10000 in the window"
+    );
+    let mut seen = offsets.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), 100, "the rest reach every MiB of the range");
+}
+
+#[test]
+fn a_uniform_workloads_draws_ignore_the_time() {
+    let workload = file_server();
+    let mut streams = workload.streams(5, &[4 << 30]).unwrap();
+    let mut later = workload.streams(5, &[4 << 30]).unwrap();
+    for id in 0..1_000 {
+        let at = Instant(id * 1_000_000_007);
+        assert_eq!(streams[0].next_io(id, Instant(0)), later[0].next_io(id, at));
+    }
+}
+
+#[test]
+fn a_moving_working_set_is_checked() {
+    let mut workload = moving_reads(100);
+    let set = |percent, share_percent, sweep| {
+        Distribution::Moving(MovingSet {
+            percent,
+            share_percent,
+            sweep,
+        })
+    };
+    for (bad, field) in [
+        (set(0, 100, Duration(1)), "working_set_percent"),
+        (set(101, 100, Duration(1)), "working_set_percent"),
+        (set(10, 0, Duration(1)), "working_set_share_percent"),
+        (set(10, 100, Duration(0)), "working_set_sweep_s"),
+    ] {
+        workload.distribution = bad;
+        match workload.check() {
+            Err(WorkloadError::Invalid { field: named, .. }) => assert_eq!(named, field),
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
 }
