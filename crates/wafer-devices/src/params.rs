@@ -443,7 +443,13 @@ mod tests {
     #[test]
     fn every_builtin_drive_parses_and_builds() {
         let catalog = Catalog::builtin().expect("drives.toml parses");
-        for name in ["fc15k-144g", "sas10k-450g", "sata7k-1t", "ssd-200g"] {
+        for name in [
+            "fc15k-144g",
+            "sas10k-450g",
+            "sata7k-1t",
+            "sata7k-3t",
+            "ssd-200g",
+        ] {
             let drive = catalog
                 .get(name)
                 .unwrap_or_else(|| panic!("{name} is in drives.toml"));
