@@ -173,6 +173,30 @@ pub struct SegmentReport {
     /// (`iops` is those that completed); absent for a closed loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offered_iops: Option<f64>,
+    /// With large streams beside the workers: the workers' I/Os alone
+    /// (Orion's small I/Os); absent without them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub small: Option<ClassReport>,
+    /// With large streams: their I/Os alone; absent without them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large: Option<ClassReport>,
+}
+
+/// One kind of a segment's I/Os (small or large), measured apart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassReport {
+    /// I/Os completed.
+    pub ios: u64,
+    /// I/Os per second.
+    pub iops: f64,
+    /// 10^6 bytes per second, reads and writes.
+    pub mbps: f64,
+    /// 10^6 bytes per second read.
+    pub read_mbps: f64,
+    /// Mean latency, milliseconds.
+    pub latency_ms_avg: f64,
+    /// 99th-percentile latency (nearest rank), milliseconds.
+    pub latency_ms_p99: f64,
 }
 
 /// Reads or writes over the measured time, as fio reports a direction.

@@ -40,7 +40,7 @@ use wafer_core::units::{Duration, Instant};
 use crate::array::{Array, DiskStats, EngineStats, HostCompletion, HostOp, SnapshotStats};
 use crate::histogram::Histogram;
 use crate::report::{
-    ArrayReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile,
+    ArrayReport, ClassReport, DirectionReport, IntervalReport, LabReport, PERCENTILES, Percentile,
     SegmentReport, SnapSchedReport,
 };
 use crate::snap_sched::SnapSched;
@@ -49,8 +49,8 @@ use crate::workload::{Timing, Workload, WorkloadError};
 mod host;
 mod minutes;
 
-use self::host::Host;
 pub use self::host::WAITING_MAX;
+use self::host::{Host, InFlight};
 use self::minutes::MinuteMeter;
 
 /// Events the loop takes at one instant before it declares the array stuck:
@@ -247,8 +247,8 @@ fn run_array(
         });
     }
     let arrivals = workload.arrivals(options.seed);
-    let mut host = Host::new(streams, workload.outstanding_per_worker, arrivals);
-    host.start(array, workload.outstanding_per_worker);
+    let mut host = Host::new(streams, workload.depths(), arrivals);
+    host.start(array);
     let snapshots = (options.snapshot_every.is_some() || options.snap_sched.is_some())
         .then(|| array.snapshot_stats());
     let mut meter = Meter::new(
@@ -258,7 +258,8 @@ fn run_array(
         array.engine_stats(),
         snapshots,
         host.is_open(),
-    );
+    )
+    .with_large_streams_from(workload.large.map(|_| workload.workers as usize));
     meter.minutes = (options.per_minute)
         .map(|per_minute| MinuteMeter::new(meter.end, per_minute.latency_threshold));
     let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
@@ -344,7 +345,7 @@ fn drive(
                     reason,
                 });
             }
-            meter.record(&completion, io.op, io.length);
+            meter.record(&completion, &io);
         }
         if Some(now) == arrival {
             meter.arrived(now, host.arrive(array, now));
@@ -390,6 +391,39 @@ struct SegmentMeter {
     read_ios: u64,
     bytes: u64,
     latency: Histogram,
+    /// With large streams: the workers' I/Os, then the streams'.
+    classes: Option<[ClassMeter; 2]>,
+}
+
+/// Counts for one kind of a segment's I/Os.
+#[derive(Clone, Debug, Default)]
+struct ClassMeter {
+    ios: u64,
+    bytes: u64,
+    read_bytes: u64,
+    latency: Histogram,
+}
+
+impl ClassMeter {
+    fn record(&mut self, op: HostOp, length: u64, latency_ns: u64) {
+        self.ios += 1;
+        self.bytes += length;
+        if op == HostOp::Read {
+            self.read_bytes += length;
+        }
+        self.latency.record(latency_ns);
+    }
+
+    fn report(&self, seconds: f64) -> ClassReport {
+        ClassReport {
+            ios: self.ios,
+            iops: self.ios as f64 / seconds,
+            mbps: self.bytes as f64 / 1e6 / seconds,
+            read_mbps: self.read_bytes as f64 / 1e6 / seconds,
+            latency_ms_avg: self.latency.mean() / 1e6,
+            latency_ms_p99: self.latency.percentile(99.0) as f64 / 1e6,
+        }
+    }
 }
 
 /// Counts for one `sysstat` interval.
@@ -421,6 +455,8 @@ struct Meter {
     offered: Option<Vec<u64>>,
     /// Per-minute counts, if the run reports them.
     minutes: Option<MinuteMeter>,
+    /// The first large stream's worker index, if the workload has any.
+    large_from: Option<usize>,
 }
 
 impl Meter {
@@ -458,6 +494,22 @@ impl Meter {
             snapshot_counts,
             offered: open.then(|| vec![0; timing.segments as usize]),
             minutes: None,
+            large_from: None,
+        }
+    }
+
+    /// Measures the I/Os of workers from `first` on apart, as large
+    /// streams.
+    fn with_large_streams_from(mut self, first: Option<usize>) -> Meter {
+        self.large_from = first;
+        self.segment = self.fresh_segment();
+        self
+    }
+
+    fn fresh_segment(&self) -> SegmentMeter {
+        SegmentMeter {
+            classes: self.large_from.map(|_| Default::default()),
+            ..SegmentMeter::default()
         }
     }
 
@@ -494,7 +546,8 @@ impl Meter {
         tick.min(snapshot)
     }
 
-    fn record(&mut self, completion: &HostCompletion, op: HostOp, length: u64) {
+    fn record(&mut self, completion: &HostCompletion, io: &InFlight) {
+        let (op, length) = (io.op, io.length);
         let finished = completion.finished_at;
         self.counts.ops += 1;
         match op {
@@ -514,7 +567,11 @@ impl Meter {
             self.close_segment();
         }
         let latency_ns = (finished - completion.submitted_at).0;
+        let large = self.large_from.is_some_and(|first| io.worker >= first);
         let segment = &mut self.segment;
+        if let Some(classes) = segment.classes.as_mut() {
+            classes[usize::from(large)].record(op, length, latency_ns);
+        }
         segment.ios += 1;
         segment.bytes += length;
         segment.latency.record(latency_ns);
@@ -531,7 +588,8 @@ impl Meter {
 
     /// Reports the current segment and starts the next.
     fn close_segment(&mut self) {
-        let segment = std::mem::take(&mut self.segment);
+        let fresh = self.fresh_segment();
+        let segment = std::mem::replace(&mut self.segment, fresh);
         let seconds = self.timing.segment.0 as f64 / 1e9;
         let start = self.segment_end(self.segment_index).0 - self.timing.segment.0;
         let latency = &segment.latency;
@@ -547,6 +605,8 @@ impl Meter {
             latency_ms_p99: latency.percentile(99.0) as f64 / 1e6,
             offered_iops: (self.offered.as_ref())
                 .map(|offered| offered[self.segment_index as usize] as f64 / seconds),
+            small: (segment.classes.as_ref()).map(|classes| classes[0].report(seconds)),
+            large: (segment.classes.as_ref()).map(|classes| classes[1].report(seconds)),
         });
         self.segment_index += 1;
     }

@@ -26,6 +26,14 @@
 //! - `[workload] kind = "fio"`: a job file in `job = """..."""`, or its
 //!   options inline in `[workload.options]`; `fill` and `reallocate`
 //!   (default false).
+//! - `[workload] kind = "orion"`: one data point of Oracle Orion's matrix,
+//!   by Orion's option names: `num_small` (small I/Os outstanding),
+//!   `num_large` (large I/Os outstanding, or streams with `type = "seq"`),
+//!   `size_small_<unit>` (default 8 KiB), `size_large_<unit>` (default
+//!   1 MiB), `type` (`rand`, the default, or `seq`), `num_streamIO`
+//!   (default 4, `seq` only), `write` (percent, both kinds), `duration_s`
+//!   (one segment), `ramp_s`, `segments`, `fill` (default true), `matrix`
+//!   (`point` only), `name`. Segments report small and large I/Os apart.
 //! - Either kind may set `lun_active_percent = X`: every worker addresses
 //!   the first X % of each of the array's LUNs (the active data set) instead
 //!   of one range (see [`crate::workload`]); and `offered_iops = N`: an open
@@ -85,6 +93,7 @@ use crate::run::{PerMinute, RunOptions};
 use crate::snap_sched::{SnapSched, WeekTime, parse_schedule};
 use crate::workload::fio::{FioError, FioJob};
 use crate::workload::iometer::IometerSpec;
+use crate::workload::orion::{self, LargeType, OrionSpec};
 use crate::workload::{
     AccessLine, Distribution, MovingSet, Region, Timing, Workload, WorkloadError,
 };
@@ -497,8 +506,12 @@ fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload
     let mut workload = match kind {
         "iometer" => parse_iometer(&mut fields, overrides)?,
         "fio" => parse_fio(&mut fields, overrides)?,
+        "orion" => parse_orion(&mut fields, overrides)?,
         other => {
-            return Err(fields.invalid("kind", format!("`{other}`: expected `iometer` or `fio`")));
+            return Err(fields.invalid(
+                "kind",
+                format!("`{other}`: expected `iometer`, `fio` or `orion`"),
+            ));
         }
     };
     if let Some(offered) = fields.count("offered_iops")? {
@@ -576,6 +589,55 @@ fn parse_iometer(
             lun_active_percent: fields.count("lun_active_percent")?,
         },
         reallocate_first: fields.boolean("reallocate")?.unwrap_or(false),
+    };
+    let mut workload = spec.workload().map_err(|error| workload_error(&error))?;
+    workload.prepare.fill = fields.boolean("fill")?.unwrap_or(true);
+    Ok(workload)
+}
+
+/// One data point of Orion's matrix, by Orion's own option names.
+fn parse_orion(
+    fields: &mut Fields,
+    overrides: &TimingOverrides,
+) -> Result<Workload, ScenarioError> {
+    if let Some(matrix) = fields.string("matrix")?
+        && matrix != "point"
+    {
+        return Err(fields.invalid(
+            "matrix",
+            format!(
+                "`{matrix}`: the lab runs one data point per scenario (`point`); write one \
+                 scenario per point of a matrix"
+            ),
+        ));
+    }
+    let large_type = match fields.string("type")?.unwrap_or("rand") {
+        "rand" => LargeType::Random,
+        "seq" => LargeType::Sequential,
+        other => return Err(fields.invalid("type", format!("`{other}`: expected `rand` or `seq`"))),
+    };
+    let num_stream_io = fields.count("num_streamIO")?;
+    if num_stream_io.is_some() && large_type == LargeType::Random {
+        return Err(fields.invalid("num_streamIO", "streams are `type = \"seq\"`'s"));
+    }
+    let own = TimingOverrides {
+        ramp: fields.seconds("ramp_s")?,
+        segment: fields.seconds("duration_s")?,
+        segments: fields.count("segments")?,
+    };
+    let timing = overrides.resolve(&own)?;
+    let spec = OrionSpec {
+        name: fields.string("name")?.unwrap_or("orion").to_string(),
+        num_small: fields.count("num_small")?.unwrap_or(0),
+        num_large: fields.count("num_large")?.unwrap_or(0),
+        size_small: fields.size("size_small")?.unwrap_or(8 << 10),
+        size_large: fields.size("size_large")?.unwrap_or(1 << 20),
+        large_type,
+        num_stream_io: num_stream_io.unwrap_or(orion::STREAM_IOS_DEFAULT),
+        write_percent: fields.count("write")?.unwrap_or(0),
+        ramp: timing.ramp,
+        duration: timing.segment,
+        segments: timing.segments,
     };
     let mut workload = spec.workload().map_err(|error| workload_error(&error))?;
     workload.prepare.fill = fields.boolean("fill")?.unwrap_or(true);

@@ -55,6 +55,7 @@
 mod arrivals;
 pub mod fio;
 pub mod iometer;
+pub mod orion;
 mod stream;
 mod zipf;
 
@@ -202,6 +203,32 @@ pub struct Workload {
     /// host, in arrival order); `None`: the closed loop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offered_iops: Option<u32>,
+    /// Large-I/O streams beside the workers, measured apart (Oracle
+    /// Orion's large I/Os beside its small ones); `None`: the workers alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub large: Option<LargeStreams>,
+}
+
+/// Large-I/O streams that run beside a workload's own workers, each a
+/// worker of its own, their I/Os reported apart from the others
+/// (Orion's large I/Os, whose MB/s it reports beside the small I/Os'
+/// IOPS). Sequential streams each take an equal part of the workload's
+/// range, in order, and read (or write) it from its start, wrapping at
+/// its end: `n` streams are `n` independent sequential readers, as
+/// Orion's are. Random ones spread over the whole range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LargeStreams {
+    /// Streams, each a worker.
+    pub streams: u32,
+    /// I/Os each stream keeps in flight.
+    pub outstanding_per_stream: u32,
+    /// Bytes per I/O; every I/O is aligned to its size.
+    pub size_bytes: u64,
+    /// Of the streams' I/Os, the percentage that read.
+    pub read_percent: u32,
+    /// Whether each stream moves through its own part in order (else its
+    /// offsets are random over the whole range).
+    pub sequential: bool,
 }
 
 /// Why a workload cannot run.
@@ -244,10 +271,15 @@ impl Workload {
     /// fits.
     pub fn check(&self) -> Result<(), WorkloadError> {
         check_lines(&self.lines)?;
-        let in_flight = u64::from(self.workers) * u64::from(self.outstanding_per_worker);
-        require(self.workers >= 1, "workers", || {
+        let in_flight = self
+            .depths()
+            .iter()
+            .map(|&depth| u64::from(depth))
+            .sum::<u64>();
+        require(self.workers >= 1 || self.large.is_some(), "workers", || {
             "at least one worker".into()
         })?;
+        self.check_large()?;
         require(self.outstanding_per_worker >= 1, "outstanding_ios", || {
             "at least one I/O in flight per worker".into()
         })?;
@@ -273,6 +305,93 @@ impl Workload {
             Distribution::Moving(set) => check_moving_set(&set)?,
         }
         self.check_timing()
+    }
+
+    /// Large streams: at least one, each with an I/O in flight, in a
+    /// closed loop over one range.
+    fn check_large(&self) -> Result<(), WorkloadError> {
+        let Some(large) = &self.large else {
+            return Ok(());
+        };
+        require(large.streams >= 1, "num_large", || {
+            "at least one large stream".into()
+        })?;
+        require(large.outstanding_per_stream >= 1, "num_streamIO", || {
+            "at least one I/O in flight per stream".into()
+        })?;
+        require(
+            (1..=IO_BYTES_MAX).contains(&large.size_bytes),
+            "size_large",
+            || format!("{} bytes; 1 to {IO_BYTES_MAX}", large.size_bytes),
+        )?;
+        require(large.read_percent <= 100, "write", || {
+            format!("{} % reads is over 100", large.read_percent)
+        })?;
+        let alone = self.offered_iops.is_none()
+            && self.region.lun_active_percent.is_none()
+            && self.region.offset_increment_bytes == 0;
+        require(alone, "num_large", || {
+            "large streams run in a closed loop over one range: no offered load, active part or \
+             worker increment with them"
+                .into()
+        })
+    }
+
+    /// I/Os each worker keeps in flight: the workers', then the large
+    /// streams'.
+    pub fn depths(&self) -> Vec<u32> {
+        let workers = std::iter::repeat_n(self.outstanding_per_worker, self.workers as usize);
+        let large = self.large.iter().flat_map(|large| {
+            std::iter::repeat_n(large.outstanding_per_stream, large.streams as usize)
+        });
+        workers.chain(large).collect()
+    }
+
+    /// The workload the large streams run, as workers of their own: one
+    /// line at their size, each stream over its part of the range (or the
+    /// whole range, random).
+    fn large_workload(&self, large: &LargeStreams, capacity_bytes: u64) -> Workload {
+        let range = self.base_range(capacity_bytes);
+        let region = match large.sequential {
+            true => {
+                let part =
+                    range.length / u64::from(large.streams) / large.size_bytes * large.size_bytes;
+                Region {
+                    offset_bytes: range.offset,
+                    length_bytes: Some(part.max(1)),
+                    offset_increment_bytes: part,
+                    lun_active_percent: None,
+                }
+            }
+            false => self.region,
+        };
+        Workload {
+            name: format!("{} (large)", self.name),
+            lines: vec![AccessLine {
+                size_bytes: large.size_bytes,
+                percent: 100,
+                read_percent: large.read_percent,
+                random_percent: if large.sequential { 0 } else { 100 },
+                align_bytes: large.size_bytes,
+            }],
+            workers: large.streams,
+            outstanding_per_worker: large.outstanding_per_stream,
+            region,
+            distribution: Distribution::Uniform,
+            timing: self.timing,
+            prepare: self.prepare,
+            offered_iops: None,
+            large: None,
+        }
+    }
+
+    /// The workload's one range, before any worker's increment.
+    fn base_range(&self, capacity_bytes: u64) -> Extent {
+        let offset = self.region.offset_bytes.min(capacity_bytes);
+        Extent {
+            offset,
+            length: (self.region.length_bytes).unwrap_or(capacity_bytes - offset),
+        }
     }
 
     /// The active part of every LUN replaces the one range: it takes no
@@ -368,6 +487,20 @@ impl Workload {
     ) -> Result<Vec<WorkerStream>, WorkloadError> {
         self.check()?;
         let mut seeds = wafer_rng::Rng::seeded(seed);
+        let mut streams = self.own_streams(&mut seeds, lun_bytes)?;
+        if let Some(large) = &self.large {
+            let large = self.large_workload(large, lun_bytes.iter().sum());
+            streams.extend(large.own_streams(&mut seeds, lun_bytes)?);
+        }
+        Ok(streams)
+    }
+
+    /// The workers' streams, seeded in turn from `seeds`.
+    fn own_streams(
+        &self,
+        seeds: &mut wafer_rng::Rng,
+        lun_bytes: &[u64],
+    ) -> Result<Vec<WorkerStream>, WorkloadError> {
         (0..self.workers)
             .map(|worker| {
                 let extents = self.worker_extents(worker, lun_bytes)?;
@@ -394,6 +527,12 @@ impl Workload {
         let mut ranges = Vec::new();
         for worker in 0..self.workers {
             ranges.extend(self.worker_extents(worker, lun_bytes)?);
+        }
+        if let Some(large) = &self.large {
+            let large = self.large_workload(large, lun_bytes.iter().sum());
+            for stream in 0..large.workers {
+                ranges.extend(large.worker_extents(stream, lun_bytes)?);
+            }
         }
         Ok(PreparePlan {
             fill: if self.prepare.fill {

@@ -60,6 +60,7 @@ fn random_read_iops_at_depth_150_is_plausible() {
         },
         prepare: Prepare::default(),
         offered_iops: None,
+        large: None,
     };
     let mut arrays: Vec<Box<dyn Array>> =
         vec![Box::new(InPlaceArray::new(&spec, &catalog).unwrap())];

@@ -37,6 +37,7 @@ fn workload(offered_iops: Option<u32>, outstanding: u32) -> Workload {
         },
         prepare: Prepare::default(),
         offered_iops,
+        large: None,
     }
 }
 

@@ -48,19 +48,24 @@ struct OpenLoop {
 /// The workers' side of one array's run.
 pub struct Host {
     streams: Vec<WorkerStream>,
+    /// I/Os each worker keeps in flight (in an open loop, its share of the
+    /// host's queue).
+    depths: Vec<u32>,
     in_flight: FixedMap<u64, InFlight>,
     next_id: u64,
     open: Option<OpenLoop>,
 }
 
 impl Host {
-    /// The host of `streams`, each worker keeping `outstanding` I/Os in
-    /// flight (closed loop), or, with `arrivals`, at most that many
+    /// The host of `streams`, worker `i` keeping `depths[i]` I/Os in
+    /// flight (closed loop), or, with `arrivals`, at most their sum in all
     /// (open loop).
-    pub fn new(streams: Vec<WorkerStream>, outstanding: u32, arrivals: Option<Arrivals>) -> Host {
-        let depth = streams.len() * outstanding as usize;
+    pub fn new(streams: Vec<WorkerStream>, depths: Vec<u32>, arrivals: Option<Arrivals>) -> Host {
+        assert_eq!(streams.len(), depths.len(), "a depth per worker");
+        let depth = depths.iter().map(|&depth| depth as usize).sum();
         Host {
             streams,
+            depths,
             in_flight: FixedMap::default(),
             next_id: 0,
             open: arrivals.map(|arrivals| OpenLoop {
@@ -88,12 +93,12 @@ impl Host {
     }
 
     /// A closed loop's start: every worker's outstanding I/Os at time zero.
-    pub fn start(&mut self, array: &mut dyn Array, outstanding: u32) {
+    pub fn start(&mut self, array: &mut dyn Array) {
         if self.is_open() {
             return;
         }
         for worker in 0..self.streams.len() {
-            for _ in 0..outstanding {
+            for _ in 0..self.depths[worker] {
                 self.submit(array, Instant(0), worker, Instant(0));
             }
         }

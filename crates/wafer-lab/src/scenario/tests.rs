@@ -715,3 +715,57 @@ fn a_moving_working_set_and_a_fio_distribution_are_not_both_given() {
         "workload.working_set_percent"
     );
 }
+
+/// An Orion data point on SMALL's arrays, with `keys` in `[workload]`.
+fn orion(keys: &str) -> String {
+    let (_, arrays) = SMALL.split_once("[[array]]").unwrap();
+    format!(
+        "[run]\nseed = 1\n[workload]\nkind = \"orion\"\nduration_s = 5\n{keys}\n[[array]]{arrays}"
+    )
+}
+
+#[test]
+fn an_orion_point_parses_by_orions_option_names() {
+    let text =
+        orion("num_small = 8\nnum_large = 3\ntype = \"seq\"\nwrite = 30\nmatrix = \"point\"");
+    let workload = parse(&text).unwrap().workload;
+    assert_eq!(workload.workers, 1);
+    assert_eq!(workload.depths(), [8, 4, 4, 4]);
+    assert_eq!(workload.lines[0].size_bytes, 8 << 10);
+    assert_eq!(workload.lines[0].read_percent, 70);
+    assert_eq!(workload.timing.segment, Duration::from_secs(5));
+    assert!(workload.prepare.fill);
+    let large = workload.large.expect("large streams");
+    assert_eq!((large.size_bytes, large.read_percent), (1 << 20, 70));
+    assert!(large.sequential);
+    let random = parse(&orion("num_large = 6\nsize_large_kib = 512"))
+        .unwrap()
+        .workload;
+    assert_eq!(random.workers, 0);
+    assert_eq!(random.depths(), [6]);
+    assert_eq!(random.large.unwrap().size_bytes, 512 << 10);
+}
+
+#[test]
+fn orion_points_are_checked_by_field() {
+    let refused = |keys: &str| field(parse(&orion(keys)).unwrap_err());
+    assert_eq!(
+        refused("num_small = 4\nmatrix = \"row\""),
+        "workload.matrix"
+    );
+    assert_eq!(refused("num_small = 4\ntype = \"zig\""), "workload.type");
+    assert_eq!(
+        refused("num_large = 4\nnum_streamIO = 2"),
+        "workload.num_streamIO"
+    );
+    assert_eq!(refused(""), "workload.num_small");
+    assert_eq!(refused("num_small = 4\nwrite = 101"), "workload.write");
+    assert_eq!(
+        refused("num_small = 4\nnum_large = 1\noffered_iops = 10"),
+        "workload.num_large"
+    );
+    assert_eq!(
+        refused("num_small = 4\nsimulate = \"raid0\""),
+        "workload.simulate"
+    );
+}

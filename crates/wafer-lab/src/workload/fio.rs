@@ -251,6 +251,7 @@ impl FioJob {
             timing,
             prepare: Prepare::default(),
             offered_iops: self.offered_iops()?,
+            large: None,
         };
         workload.check()?;
         Ok(workload)

@@ -78,6 +78,7 @@ impl IometerSpec {
                 reallocate: self.reallocate_first,
             },
             offered_iops: None,
+            large: None,
         };
         workload.check()?;
         Ok(workload)

@@ -45,6 +45,7 @@ fn file_server() -> Workload {
             reallocate: false,
         },
         offered_iops: None,
+        large: None,
     }
 }
 
@@ -442,4 +443,70 @@ fn a_moving_working_set_is_checked() {
             other => panic!("{bad:?}: {other:?}"),
         }
     }
+}
+
+/// Small random 8 KiB I/O beside four sequential 1 MiB read streams over a
+/// 400 MiB LUN.
+fn small_and_streams() -> Workload {
+    let mut workload = moving_reads(100);
+    workload.distribution = Distribution::Uniform;
+    workload.region = Region::default();
+    workload.workers = 1;
+    workload.large = Some(LargeStreams {
+        streams: 4,
+        outstanding_per_stream: 2,
+        size_bytes: 1 << 20,
+        read_percent: 100,
+        sequential: true,
+    });
+    workload
+}
+
+#[test]
+fn large_sequential_streams_each_read_their_own_part_in_order() {
+    let workload = small_and_streams();
+    assert_eq!(workload.depths(), [4, 2, 2, 2, 2]);
+    let mut streams = workload.streams(9, &[400 << 20]).unwrap();
+    assert_eq!(streams.len(), 5);
+    for (index, stream) in streams[1..].iter_mut().enumerate() {
+        let part = index as u64 * 100;
+        let offsets: Vec<u64> = (0..102)
+            .map(|id| stream.next_io(id, Instant(0)))
+            .inspect(|io| assert_eq!((io.op, io.length), (HostOp::Read, 1 << 20)))
+            .map(|io| io.offset >> 20)
+            .collect();
+        let expected: Vec<u64> = (0..102).map(|n| part + n % 100).collect();
+        assert_eq!(offsets, expected, "stream {index} wraps in its own part");
+    }
+    let small: Vec<u64> = (0..100)
+        .map(|id| streams[0].next_io(id, Instant(0)).length)
+        .collect();
+    assert!(small.iter().all(|&length| length == 4096));
+    let plan = workload.prepare_plan(&[400 << 20]).unwrap();
+    assert_eq!(
+        plan.fill,
+        vec![Extent {
+            offset: 0,
+            length: 400 << 20
+        }]
+    );
+}
+
+#[test]
+fn large_streams_run_alone_in_a_closed_loop_over_one_range() {
+    let mut alone = small_and_streams();
+    alone.workers = 0;
+    assert_eq!(alone.streams(1, &[400 << 20]).unwrap().len(), 4);
+    let mut open = small_and_streams();
+    open.offered_iops = Some(100);
+    assert!(matches!(
+        open.check(),
+        Err(WorkloadError::Invalid { field, .. }) if field == "num_large"
+    ));
+    let mut tiny = small_and_streams();
+    tiny.region.length_bytes = Some(3 << 20);
+    assert!(matches!(
+        tiny.streams(1, &[400 << 20]),
+        Err(WorkloadError::RangeTooSmall { .. })
+    ));
 }

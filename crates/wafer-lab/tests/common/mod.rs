@@ -40,6 +40,7 @@ pub fn workload() -> Workload {
             reallocate: false,
         },
         offered_iops: None,
+        large: None,
     }
 }
 

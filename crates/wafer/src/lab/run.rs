@@ -412,19 +412,29 @@ fn finish_scenario(
 }
 
 /// The scenario's name and, per array, a table of its measured segments;
-/// an offered load adds the IOPS offered beside those achieved.
+/// an offered load adds the IOPS offered beside those achieved, and large
+/// streams (Orion's) the small I/Os' IOPS and the large I/Os' MB/s apart.
 fn print_results(name: &str, report: &LabReport) {
     println!("{name} (seed {})", report.seed);
     let open =
         (report.arrays.iter()).any(|array| array.segments.iter().any(|s| s.offered_iops.is_some()));
+    let classes =
+        (report.arrays.iter()).any(|array| array.segments.iter().any(|s| s.large.is_some()));
     for array in &report.arrays {
         println!("  {} ({})", array.name, array.kind.as_str());
         let offered = match open {
             true => format!(" {:>10}", "offered"),
             false => String::new(),
         };
+        let split = match classes {
+            true => format!(
+                " {:>10} {:>9} {:>10} {:>9}",
+                "small IOPS", "small ms", "large MB/s", "large ms"
+            ),
+            false => String::new(),
+        };
         println!(
-            "    {:>7}{offered} {:>10} {:>9} {:>9} {:>9}",
+            "    {:>7}{offered} {:>10} {:>9} {:>9} {:>9}{split}",
             "segment", "IOPS", "MB/s", "avg ms", "p99 ms"
         );
         for segment in &array.segments {
@@ -432,8 +442,15 @@ fn print_results(name: &str, report: &LabReport) {
                 Some(iops) => format!(" {iops:>10.1}"),
                 None => String::new(),
             };
+            let split = match (&segment.small, &segment.large) {
+                (Some(small), Some(large)) => format!(
+                    " {:>10.1} {:>9.3} {:>10.2} {:>9.3}",
+                    small.iops, small.latency_ms_avg, large.mbps, large.latency_ms_avg
+                ),
+                _ => String::new(),
+            };
             println!(
-                "    {:>7}{offered} {:>10.1} {:>9.2} {:>9.3} {:>9.3}",
+                "    {:>7}{offered} {:>10.1} {:>9.2} {:>9.3} {:>9.3}{split}",
                 segment.index,
                 segment.iops,
                 segment.mbps,
