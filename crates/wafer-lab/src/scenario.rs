@@ -59,8 +59,9 @@
 //!   (the aggregate `aggr0`), or `[[array.aggregate]]` tables with `name`
 //!   and those four keys each (at most 16). Volumes and LUNs: either
 //!   `volume_<unit>` and `lun_<unit>` (`vol0` on the first aggregate holding
-//!   `lun0`), or `[[array.volume]]` tables (`name`, `aggregate`: its name,
-//!   needed with several, `size_<unit>`) and `[[array.lun]]` tables (`name`,
+//!   `lun0`, with `volume_cache`), or `[[array.volume]]` tables (`name`,
+//!   `aggregate`: its name, needed with several, `size_<unit>`, `cache`: the
+//!   volume's buffer-cache policy, `keep`, `default` or `reuse`) and `[[array.lun]]` tables (`name`,
 //!   `volume`, needed with several, `size_<unit>`). The workload addresses
 //!   the LUNs end to end, in the order listed. The lab checks these and
 //!   hands them to the driver, which builds the node.
@@ -78,6 +79,7 @@ mod fields;
 use std::collections::{BTreeMap, BTreeSet};
 
 use toml::{Table, Value};
+use wafer_core::nvlog::CachePolicy;
 use wafer_core::units::Duration;
 use wafer_devices::BLOCK_BYTES;
 use wafer_devices::params::{Catalog, Drive};
@@ -192,6 +194,9 @@ pub struct VolumeSpec {
     pub aggregate: usize,
     /// Its size.
     pub size_bytes: u64,
+    /// How its blocks age in the buffer cache (ONTAP's `priority set
+    /// volume VOL cache=`).
+    pub cache_policy: CachePolicy,
 }
 
 /// A LUN of a wafer array.
@@ -222,6 +227,7 @@ impl WaferSpec {
                 name: "vol0".into(),
                 aggregate: 0,
                 size_bytes: volume_bytes,
+                cache_policy: CachePolicy::Default,
             }],
             luns: vec![LunSpec {
                 name: "lun0".into(),
@@ -990,6 +996,20 @@ fn aggregate_data_bytes(aggregate: &AggregateSpec, catalog: &Catalog) -> (u64, u
     (data_disks, data_disks * disk_bytes)
 }
 
+/// A volume's buffer-cache policy under `key`: `keep`, `default` (also
+/// when absent) or `reuse`, as ONTAP's `priority set volume VOL cache=`.
+fn parse_cache_policy(fields: &mut Fields, key: &str) -> Result<CachePolicy, ScenarioError> {
+    match fields.string(key)? {
+        None | Some("default") => Ok(CachePolicy::Default),
+        Some("keep") => Ok(CachePolicy::Keep),
+        Some("reuse") => Ok(CachePolicy::Reuse),
+        Some(other) => Err(fields.invalid(
+            key,
+            format!("`{other}`: expected `keep`, `default` or `reuse`"),
+        )),
+    }
+}
+
 /// The volumes and LUNs: `[[array.volume]]` and `[[array.lun]]` tables, or
 /// one volume (`volume_<unit>`) on the first aggregate holding one LUN
 /// (`lun_<unit>`). Each aggregate's volumes fit its data disks, each
@@ -1024,7 +1044,8 @@ fn parse_volumes_and_luns(
             let reason = format!("{lun_bytes} bytes; the volume holds {volume_bytes}");
             return Err(fields.invalid("lun", reason));
         }
-        let single = WaferSpec::single("", aggregates[0].clone(), volume_bytes, lun_bytes);
+        let mut single = WaferSpec::single("", aggregates[0].clone(), volume_bytes, lun_bytes);
+        single.volumes[0].cache_policy = parse_cache_policy(fields, "volume_cache")?;
         return Ok((single.volumes, single.luns));
     }
     for key in ["volume", "lun"] {
@@ -1060,11 +1081,13 @@ fn parse_volumes_and_luns(
             );
             return Err(inner.invalid("size", reason));
         }
+        let cache_policy = parse_cache_policy(&mut inner, "cache")?;
         inner.finish()?;
         volumes.push(VolumeSpec {
             name,
             aggregate,
             size_bytes,
+            cache_policy,
         });
     }
     let mut luns: Vec<LunSpec> = Vec::new();

@@ -50,7 +50,7 @@ use wafer_core::filer::{
 };
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::node::{AggrState, Node, NodeIo};
-use wafer_core::nvlog::{LoggedOp, LunId};
+use wafer_core::nvlog::{CachePolicy, LoggedOp, LunId};
 use wafer_core::payload::StampRead;
 use wafer_core::units::{AggrId, DiskId, Duration, Instant, Pvbn, VolumeId};
 use wafer_core::{BLOCK_SIZE, Stamps};
@@ -392,6 +392,19 @@ impl WaferArray {
         Ok(array)
     }
 
+    /// Every volume's name and buffer-cache policy, as the engine holds
+    /// them.
+    pub fn cache_policies(&self) -> Vec<(String, CachePolicy)> {
+        let policy = |volume: VolumeId, aggregate: AggrId| {
+            let local = wafer_core::node::split_volume(volume).1;
+            let filer = self.node.aggregate(aggregate)?;
+            filer.volume_settings(local).map(|s| s.cache_policy)
+        };
+        (self.node.volumes().into_iter())
+            .filter_map(|(volume, name, aggregate)| Some((name, policy(volume, aggregate)?)))
+            .collect()
+    }
+
     /// Creates the volumes and the LUNs.
     fn create(&mut self, spec: &WaferSpec) -> Result<(), WaferArrayError> {
         let failed = |what: String, reason: String| WaferArrayError::Create {
@@ -405,15 +418,26 @@ impl WaferArray {
                 name: volume.name.clone(),
                 size_bytes: volume.size_bytes,
             });
-            match self.call(Some(AggrId(volume.aggregate as u32)), request) {
-                Ok(ReplyData::Volume(id)) => volumes.push(id),
+            let id = match self.call(Some(AggrId(volume.aggregate as u32)), request) {
+                Ok(ReplyData::Volume(id)) => id,
                 other => {
                     return Err(failed(
                         format!("volume {}", volume.name),
                         format!("{other:?}"),
                     ));
                 }
+            };
+            if volume.cache_policy != CachePolicy::Default {
+                let policy = volume.cache_policy;
+                let request = HostRequest::Change(Change::SetCachePolicy { volume: id, policy });
+                if let Err(error) = self.call(None, request) {
+                    return Err(failed(
+                        format!("the cache policy of volume {}", volume.name),
+                        error,
+                    ));
+                }
             }
+            volumes.push(id);
         }
         for lun in &spec.luns {
             let request = HostRequest::Change(Change::CreateLun {

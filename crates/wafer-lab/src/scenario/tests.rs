@@ -769,3 +769,28 @@ fn orion_points_are_checked_by_field() {
         "workload.simulate"
     );
 }
+
+#[test]
+fn a_volumes_cache_policy_parses_and_a_bad_one_is_refused_by_field() {
+    let with_volume = |policy: &str| {
+        small_with_aggregates().replacen(
+            "[[array.volume]]\nname = \"vol0\"",
+            &format!("[[array.volume]]\nname = \"vol0\"\ncache = \"{policy}\""),
+            1,
+        )
+    };
+    let ArraySpec::Wafer(spec) = &parse(&with_volume("reuse")).unwrap().arrays[0].spec else {
+        panic!("a wafer array");
+    };
+    assert_eq!(spec.volumes[0].cache_policy, CachePolicy::Reuse);
+    assert_eq!(spec.volumes[1].cache_policy, CachePolicy::Default);
+    assert_eq!(
+        field(parse(&with_volume("lru")).unwrap_err()),
+        "array[0].volume[0].cache"
+    );
+    let single = SMALL.replacen("lun_gib = 100", "lun_gib = 100\nvolume_cache = \"keep\"", 1);
+    let ArraySpec::Wafer(spec) = &parse(&single).unwrap().arrays[0].spec else {
+        panic!("a wafer array");
+    };
+    assert_eq!(spec.volumes[0].cache_policy, CachePolicy::Keep);
+}
