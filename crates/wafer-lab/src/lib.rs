@@ -22,6 +22,7 @@ pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod snap_sched;
+pub mod sweep;
 pub mod wafer;
 pub mod workload;
 
@@ -35,5 +36,6 @@ pub use scenario::{
     AggregateSpec, ArraySpec, LunSpec, Scenario, ScenarioError, VolumeSpec, WaferSpec,
 };
 pub use snap_sched::{HeldSnapshot, SnapSched, WeekTime};
+pub use sweep::{Sweep, SweepReport};
 pub use wafer::{WaferArray, WaferArrayError};
 pub use workload::Workload;

@@ -295,7 +295,20 @@ impl Scenario {
     /// Parses and checks a scenario against `catalog`'s drives.
     pub fn parse(text: &str, catalog: &Catalog) -> Result<Scenario, ScenarioError> {
         let table: Table = toml::from_str(text).map_err(|error| syntax(text, &error))?;
-        let mut top = Fields::new(&table, "");
+        Scenario::from_table(&table, catalog)
+    }
+
+    /// [`Scenario::parse`] of a TOML table already read.
+    pub(crate) fn from_table(table: &Table, catalog: &Catalog) -> Result<Scenario, ScenarioError> {
+        if table.contains_key("sweep") {
+            return Err(ScenarioError::Invalid {
+                field: "sweep".into(),
+                reason: "a sweep stands for several runs: expand it first (`wafer lab run` \
+                         does; `wafer_lab::Sweep::parse`)"
+                    .into(),
+            });
+        }
+        let mut top = Fields::new(table, "");
         let name = top.string("name")?.unwrap_or("scenario").to_string();
         let run_table = top.table("run")?.ok_or(ScenarioError::Missing {
             field: "run".into(),
@@ -393,7 +406,7 @@ fn check_snap_sched(run: &RunOptions, arrays: &[ArrayEntry]) -> Result<(), Scena
 }
 
 /// A TOML error, located by line.
-fn syntax(text: &str, error: &toml::de::Error) -> ScenarioError {
+pub(crate) fn syntax(text: &str, error: &toml::de::Error) -> ScenarioError {
     let at = error.span().map_or(0, |span| span.start).min(text.len());
     ScenarioError::Syntax {
         line: text[..at].matches('\n').count() + 1,

@@ -334,3 +334,70 @@ fn lab_run_refuses_a_missing_file_clearly() {
     );
     assert!(err.contains("No such file"), "{err}");
 }
+
+#[test]
+fn lab_run_expands_a_sweep_into_points_and_one_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{TINY_SCENARIO}\n[sweep]\n\"workload.outstanding_ios\" = [2, 32]\n");
+    fs::write(dir.path().join("sweep.toml"), text).unwrap();
+    let (ok, stdout, err) = wafer_in(dir.path(), &["lab", "run", "sweep.toml", "--out", "out"]);
+    assert!(ok, "{err}");
+    let out = dir.path().join("out");
+    for point in ["point-01", "point-02"] {
+        assert!(out.join(point).join("report.json").is_file(), "{point}");
+    }
+    let json = fs::read_to_string(out.join("sweep.json")).unwrap();
+    let sweep: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(sweep["parameters"][0], "workload.outstanding_ios");
+    let points = sweep["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    let iops =
+        |point: usize, array: usize| points[point]["arrays"][array]["iops"].as_f64().unwrap();
+    assert!(iops(1, 0) > iops(0, 0), "a deeper queue, more IOPS: {json}");
+    // `cached` sets its own queue depth, which a point leaves alone.
+    assert_eq!(iops(1, 1), iops(0, 1), "{json}");
+    // The summary's figures are the points' own reports, averaged.
+    let report: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(out.join("point-02/report.json")).unwrap())
+            .unwrap();
+    let segments = report["arrays"][0]["segments"].as_array().unwrap();
+    let mean = segments
+        .iter()
+        .map(|s| s["iops"].as_f64().unwrap())
+        .sum::<f64>()
+        / 2.0;
+    assert!((mean - iops(1, 0)).abs() < 1e-6);
+    let table = fs::read_to_string(out.join("sweep.txt")).unwrap();
+    assert_eq!(
+        table
+            .lines()
+            .filter(|line| line.contains(" plain "))
+            .count(),
+        2,
+        "{table}"
+    );
+    assert!(stdout.contains(&table), "the table is printed too");
+    assert!(
+        stdout.contains("[workload.outstanding_ios = 32]"),
+        "{stdout}"
+    );
+    let chart = fs::read_to_string(out.join("sweep.svg")).unwrap();
+    assert_eq!(
+        chart.matches("class=\"series\"").count(),
+        4,
+        "two arrays, two panels"
+    );
+    assert!(chart.contains(">workload.outstanding_ios</text>"));
+}
+
+#[test]
+fn lab_run_refuses_a_sweep_point_that_is_no_scenario() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("{TINY_SCENARIO}\n[sweep]\n\"workload.outstanding_ios\" = [2, 0]\n");
+    let scenario = dir.path().join("bad-sweep.toml");
+    fs::write(&scenario, text).unwrap();
+    let (ok, stdout, err) = wafer(&["lab", "run", arg(&scenario)]);
+    assert!(!ok, "{stdout}");
+    assert!(err.contains(arg(&scenario)), "{err}");
+    assert!(err.contains("at workload.outstanding_ios = 0"), "{err}");
+}

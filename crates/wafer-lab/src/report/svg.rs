@@ -1,6 +1,9 @@
 //! An SVG chart of a run: IOPS (top panel) and average latency in ms
 //! (bottom panel) per measured segment, every array a coloured line with a
-//! marker per segment, a shared x axis of segment numbers, and a legend.
+//! marker per segment, a shared x axis of segment numbers, and a legend;
+//! or of a sweep: the same panels (MB/s of large I/Os on top if the points
+//! measured Orion's streams) over the values of the sweep's first
+//! parameter, a line per array and combination of the others.
 //!
 //! Written by hand, with no drawing crate: axes with "nice" ticks (steps of
 //! 1, 2 or 5 times a power of ten, starting from zero so that a flat line
@@ -11,6 +14,7 @@
 use std::fmt::Write;
 
 use super::LabReport;
+use crate::sweep::SweepReport;
 
 const WIDTH: f64 = 860.0;
 const HEIGHT: f64 = 660.0;
@@ -25,11 +29,25 @@ const COLOURS: [&str; 8] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000",
 ];
 
-/// One panel: which figure it plots and how it is labelled.
-struct Panel {
-    title: &'static str,
-    top: f64,
-    value: fn(&super::SegmentReport) -> f64,
+/// What a chart shows: two panels of lines over numbered points, as a run's
+/// segments or a sweep's points.
+struct Chart {
+    title: String,
+    /// The panels' titles, top then bottom.
+    panels: [&'static str; 2],
+    /// The x axis's label, and each point's tick label, from point 1.
+    x_label: String,
+    x_ticks: Vec<String>,
+    series: Vec<Series>,
+}
+
+/// One line in both panels.
+struct Series {
+    /// Its name (the `data-array` attribute) and its legend entry.
+    name: String,
+    legend: String,
+    /// (point, value) for the top and the bottom panel, points from 1.
+    values: [Vec<(usize, f64)>; 2],
 }
 
 /// The chart of `report`.
@@ -41,6 +59,97 @@ pub fn render(report: &LabReport) -> String {
         .max()
         .unwrap_or(0)
         .max(1);
+    let series = report
+        .arrays
+        .iter()
+        .map(|array| {
+            let each = |value: fn(&super::SegmentReport) -> f64| {
+                (array.segments.iter())
+                    .map(|segment| (segment.index as usize, value(segment)))
+                    .collect()
+            };
+            Series {
+                name: array.name.clone(),
+                legend: format!("{} ({})", array.name, array.kind.as_str()),
+                values: [each(|s| s.iops), each(|s| s.latency_ms_avg)],
+            }
+        })
+        .collect();
+    draw(&Chart {
+        title: chart_title(report),
+        panels: ["IOPS (I/Os per second)", "Average latency (ms)"],
+        x_label: x_label(report),
+        x_ticks: (1..=segments).map(|segment| segment.to_string()).collect(),
+        series,
+    })
+}
+
+/// The chart of a sweep: its first parameter along the x axis, a line per
+/// array and combination of the other parameters; the top panel plots the
+/// large I/Os' MB/s if the points measured Orion's streams, else IOPS.
+pub fn render_sweep(sweep: &SweepReport) -> String {
+    let Some((first, rest)) = sweep.parameters.split_first() else {
+        return draw(&Chart {
+            title: sweep.name.clone(),
+            panels: ["IOPS (I/Os per second)", "Average latency (ms)"],
+            x_label: String::new(),
+            x_ticks: vec![String::new()],
+            series: Vec::new(),
+        });
+    };
+    let mut ticks: Vec<String> = Vec::new();
+    let mut series: Vec<Series> = Vec::new();
+    let large = sweep.has_large_streams();
+    for point in &sweep.points {
+        let (x_value, others) = point.values.split_first().expect("a value per parameter");
+        if !ticks.contains(x_value) {
+            ticks.push(x_value.clone());
+        }
+        let x = ticks.iter().position(|t| t == x_value).expect("just added") + 1;
+        let context: Vec<String> = (rest.iter().zip(others))
+            .map(|(path, value)| format!("{path} = {value}"))
+            .collect();
+        for figures in &point.arrays {
+            let mut legend = figures.array.clone();
+            if !context.is_empty() {
+                legend = format!("{legend}, {}", context.join(", "));
+            }
+            let top = match large {
+                true => figures.large_mbps.unwrap_or(0.0),
+                false => figures.iops,
+            };
+            let at = match series.iter().position(|s| s.legend == legend) {
+                Some(at) => at,
+                None => {
+                    series.push(Series {
+                        name: figures.array.clone(),
+                        legend: legend.clone(),
+                        values: [Vec::new(), Vec::new()],
+                    });
+                    series.len() - 1
+                }
+            };
+            series[at].values[0].push((x, top));
+            series[at].values[1].push((x, figures.latency_ms_avg));
+        }
+    }
+    draw(&Chart {
+        title: format!("{} ({} points)", sweep.name, sweep.points.len()),
+        panels: [
+            match large {
+                true => "Large-I/O MB/s (10^6 bytes per second)",
+                false => "IOPS (I/Os per second)",
+            },
+            "Average latency (ms)",
+        ],
+        x_label: first.clone(),
+        x_ticks: ticks,
+        series,
+    })
+}
+
+/// The SVG text of `chart`.
+fn draw(chart: &Chart) -> String {
     let mut svg = String::new();
     writeln!(
         svg,
@@ -52,28 +161,19 @@ pub fn render(report: &LabReport) -> String {
         r#"<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>"#
     )
     .expect("writing");
-    let title = escape(&chart_title(report));
+    let title = escape(&chart.title);
     writeln!(
         svg,
         r#"<text x="{LEFT}" y="28" font-size="15" font-weight="bold">{title}</text>"#
     )
     .expect("writing to a string");
-    let panels = [
-        Panel {
-            title: "IOPS (I/Os per second)",
-            top: TOP,
-            value: |segment| segment.iops,
-        },
-        Panel {
-            title: "Average latency (ms)",
-            top: TOP + PANEL_HEIGHT + PANEL_GAP,
-            value: |segment| segment.latency_ms_avg,
-        },
-    ];
-    for panel in &panels {
-        draw_panel(&mut svg, report, panel, segments);
+    for (panel, top) in [TOP, TOP + PANEL_HEIGHT + PANEL_GAP]
+        .into_iter()
+        .enumerate()
+    {
+        draw_panel(&mut svg, chart, panel, top);
     }
-    draw_legend(&mut svg, report);
+    draw_legend(&mut svg, chart);
     svg.push_str("</svg>\n");
     svg
 }
@@ -86,24 +186,24 @@ fn chart_title(report: &LabReport) -> String {
     format!("{} (seed {})", workload.unwrap_or("no arrays"), report.seed)
 }
 
-/// Axes, ticks, grid and one line per array for one panel.
-fn draw_panel(svg: &mut String, report: &LabReport, panel: &Panel, segments: usize) {
+/// Axes, ticks, grid and one line per series for panel `panel` (0 or 1),
+/// whose top is at `top`.
+fn draw_panel(svg: &mut String, chart: &Chart, panel: usize, top: f64) {
     let plot_width = WIDTH - LEFT - RIGHT;
-    let bottom = panel.top + PANEL_HEIGHT;
-    let highest = report
-        .arrays
-        .iter()
-        .flat_map(|array| array.segments.iter().map(panel.value))
+    let bottom = top + PANEL_HEIGHT;
+    let points = chart.x_ticks.len().max(1);
+    let highest = (chart.series.iter())
+        .flat_map(|series| series.values[panel].iter().map(|&(_, value)| value))
         .fold(0.0, f64::max);
     let (step, ticks) = nice_ticks(highest);
     let y_max = step * ticks as f64;
-    let x = |segment: f64| LEFT + (segment - 0.5) / segments as f64 * plot_width;
+    let x = |point: f64| LEFT + (point - 0.5) / points as f64 * plot_width;
     let y = |value: f64| bottom - value / y_max * PANEL_HEIGHT;
-    let title = panel.title;
+    let title = escape(chart.panels[panel]);
     writeln!(
         svg,
         r#"<text x="{LEFT}" y="{:.1}" font-weight="bold">{title}</text>"#,
-        panel.top - 8.0
+        top - 8.0
     )
     .expect("writing to a string");
     for tick in 0..=ticks {
@@ -119,21 +219,18 @@ fn draw_panel(svg: &mut String, report: &LabReport, panel: &Panel, segments: usi
         )
         .expect("writing to a string");
     }
-    draw_x_axis(svg, bottom, segments, &x, &x_label(report));
+    draw_x_axis(svg, bottom, chart, &x);
     writeln!(
         svg,
-        r#"<path d="M{LEFT},{:.1} V{bottom:.1} H{:.1}" fill="none" stroke="black"/>"#,
-        panel.top,
+        r#"<path d="M{LEFT},{top:.1} V{bottom:.1} H{:.1}" fill="none" stroke="black"/>"#,
         LEFT + plot_width
     )
     .expect("writing to a string");
-    for (index, array) in report.arrays.iter().enumerate() {
-        let points: Vec<(f64, f64)> = array
-            .segments
-            .iter()
-            .map(|segment| (x(f64::from(segment.index)), y((panel.value)(segment))))
+    for (index, series) in chart.series.iter().enumerate() {
+        let points: Vec<(f64, f64)> = (series.values[panel].iter())
+            .map(|&(point, value)| (x(point as f64), y(value)))
             .collect();
-        draw_series(svg, &array.name, COLOURS[index % COLOURS.len()], &points);
+        draw_series(svg, &series.name, COLOURS[index % COLOURS.len()], &points);
     }
 }
 
@@ -157,36 +254,32 @@ fn x_label(report: &LabReport) -> String {
     }
 }
 
-/// Segment numbers under the plot, at most about fifteen of them, and the
-/// axis's `label`.
-fn draw_x_axis(
-    svg: &mut String,
-    bottom: f64,
-    segments: usize,
-    x: &dyn Fn(f64) -> f64,
-    label: &str,
-) {
-    let every = segments.div_ceil(15);
-    for segment in (1..=segments).filter(|s| (s - 1) % every == 0) {
-        let at = x(segment as f64);
+/// The points' tick labels under the plot, at most about fifteen of them,
+/// and the axis's label.
+fn draw_x_axis(svg: &mut String, bottom: f64, chart: &Chart, x: &dyn Fn(f64) -> f64) {
+    let every = chart.x_ticks.len().div_ceil(15).max(1);
+    for (index, tick) in chart.x_ticks.iter().enumerate().step_by(every) {
+        let at = x((index + 1) as f64);
         writeln!(
             svg,
-            r#"<line x1="{at:.1}" y1="{bottom:.1}" x2="{at:.1}" y2="{:.1}" stroke="black"/><text x="{at:.1}" y="{:.1}" text-anchor="middle">{segment}</text>"#,
+            r#"<line x1="{at:.1}" y1="{bottom:.1}" x2="{at:.1}" y2="{:.1}" stroke="black"/><text x="{at:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
             bottom + 5.0,
-            bottom + 18.0
+            bottom + 18.0,
+            escape(tick)
         )
         .expect("writing to a string");
     }
     writeln!(
         svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{label}</text>"#,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
         LEFT + (WIDTH - LEFT - RIGHT) / 2.0,
-        bottom + 34.0
+        bottom + 34.0,
+        escape(&chart.x_label)
     )
     .expect("writing to a string");
 }
 
-/// One array's line and markers.
+/// One series' line and markers.
 fn draw_series(svg: &mut String, name: &str, colour: &str, points: &[(f64, f64)]) {
     let Some(&(x0, y0)) = points.first() else {
         return;
@@ -210,19 +303,18 @@ fn draw_series(svg: &mut String, name: &str, colour: &str, points: &[(f64, f64)]
     }
 }
 
-fn draw_legend(svg: &mut String, report: &LabReport) {
+fn draw_legend(svg: &mut String, chart: &Chart) {
     let left = WIDTH - RIGHT + 20.0;
-    for (index, array) in report.arrays.iter().enumerate() {
+    for (index, series) in chart.series.iter().enumerate() {
         let y = TOP + 10.0 + 20.0 * index as f64;
         let colour = COLOURS[index % COLOURS.len()];
         writeln!(
             svg,
-            r#"<line x1="{left:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{colour}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{} ({})</text>"#,
+            r#"<line x1="{left:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{colour}" stroke-width="3"/><text x="{:.1}" y="{:.1}">{}</text>"#,
             left + 24.0,
             left + 30.0,
             y + 4.0,
-            escape(&array.name),
-            array.kind.as_str()
+            escape(&series.legend)
         )
         .expect("writing to a string");
     }

@@ -26,6 +26,12 @@
 //! threshold, also on stdout), and `chart.svg`. An offered load's stdout
 //! table adds the IOPS offered. The first failure stops new jobs from starting; jobs already
 //! running finish, and the command then exits with the error.
+//!
+//! A scenario file with a `[sweep]` table stands for one scenario per point
+//! (`wafer_lab::Sweep`): each point's arrays are jobs like any other, its
+//! files go to `point-NN/` in the sweep's directory, and once every point is
+//! done the sweep's summary goes to stdout and to `sweep.txt`, `sweep.json`
+//! and `sweep.svg` there.
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -43,8 +49,8 @@ use clap::Args;
 use wafer_devices::params::Catalog;
 use wafer_lab::report::{ArrayReport, fio, mechanisms, minutes, statit, svg, sysstat};
 use wafer_lab::{
-    Array, ArraySpec, InPlaceArray, LabReport, Progress as LabProgress, Scenario, WaferArray,
-    Workload,
+    Array, ArraySpec, InPlaceArray, LabReport, Progress as LabProgress, Scenario, Sweep,
+    SweepReport, WaferArray, Workload,
 };
 
 use super::spill::{FileSpill, MemoryBudget};
@@ -90,6 +96,16 @@ struct ScenarioRun {
     workloads: Vec<Workload>,
 }
 
+/// A sweep file's points, run as scenarios of their own: where its summary
+/// goes, and which scenarios are its points.
+struct SweepRun {
+    out_dir: PathBuf,
+    name: String,
+    sweep: Sweep,
+    /// Its points' indices among the scenarios, in point order.
+    first: usize,
+}
+
 /// One array of one scenario.
 #[derive(Clone, Copy, Debug)]
 struct Job {
@@ -131,7 +147,7 @@ impl WallTime {
 /// Runs `wafer lab run`.
 pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let catalog = Catalog::builtin().context("the built-in drives.toml")?;
-    let scenarios = load_all(args, &catalog)?;
+    let (scenarios, sweeps) = load_all(args, &catalog)?;
     let jobs: Vec<Job> = scenarios
         .iter()
         .enumerate()
@@ -161,20 +177,47 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     let progress = Progress::new(names);
     let outcome = run_jobs(&scenarios, &jobs, threads, &catalog, &progress, &budget);
     progress.hidden_while(|| {});
-    outcome?;
+    let reports = outcome?;
+    for sweep in &sweeps {
+        finish_sweep(sweep, &reports)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
+/// Writes a sweep's summary (`sweep.txt`, `sweep.json`, `sweep.svg`) into
+/// its directory and prints its table.
+fn finish_sweep(run: &SweepRun, reports: &[LabReport]) -> anyhow::Result<()> {
+    let points = &reports[run.first..run.first + run.sweep.points.len()];
+    let report = SweepReport::new(&run.name, &run.sweep, points);
+    let table = report.render();
+    let files = [
+        ("sweep.txt", table.clone()),
+        ("sweep.json", report.to_json()),
+        ("sweep.svg", svg::render_sweep(&report)),
+    ];
+    for (name, text) in &files {
+        let path = run.out_dir.join(name);
+        fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    print!("{table}");
+    println!(
+        "  written to {}: sweep.txt, sweep.json, sweep.svg",
+        run.out_dir.display()
+    );
+    Ok(())
+}
+
 /// Reads and checks every scenario file and gives each its output directory,
-/// before anything runs.
-fn load_all(args: &RunArgs, catalog: &Catalog) -> anyhow::Result<Vec<ScenarioRun>> {
+/// before anything runs; a sweep's points become scenarios of their own,
+/// each writing to `point-NN` in the sweep's directory.
+fn load_all(
+    args: &RunArgs,
+    catalog: &Catalog,
+) -> anyhow::Result<(Vec<ScenarioRun>, Vec<SweepRun>)> {
     let mut out_dirs = BTreeSet::new();
     let mut runs = Vec::with_capacity(args.files.len());
+    let mut sweeps = Vec::new();
     for file in &args.files {
-        let mut scenario = load(file, catalog)?;
-        if let Some(seed) = args.seed {
-            scenario.run.seed = seed;
-        }
         let out_dir = out_dir(file, args.out.as_deref(), args.files.len() > 1)?;
         if !out_dirs.insert(out_dir.clone()) {
             bail!(
@@ -182,21 +225,66 @@ fn load_all(args: &RunArgs, catalog: &Catalog) -> anyhow::Result<Vec<ScenarioRun
                 out_dir.display()
             );
         }
-        runs.push(ScenarioRun {
-            file: file.clone(),
-            out_dir,
-            workloads: scenario.workloads(),
-            scenario,
-        });
+        let points = match load_sweep(file, catalog)? {
+            Some(sweep) => {
+                let name = sweep.points[0].scenario.name.clone();
+                let points = (sweep.points.iter().enumerate())
+                    .map(|(index, point)| {
+                        let mut scenario = point.scenario.clone();
+                        scenario.name = format!("{name} [{}]", point_label(&sweep, index));
+                        (scenario, out_dir.join(format!("point-{:02}", index + 1)))
+                    })
+                    .collect();
+                sweeps.push(SweepRun {
+                    out_dir,
+                    name,
+                    sweep,
+                    first: runs.len(),
+                });
+                points
+            }
+            None => vec![(load(file, catalog)?, out_dir)],
+        };
+        for (mut scenario, out_dir) in points {
+            check_array_names(file, &scenario)?;
+            if let Some(seed) = args.seed {
+                scenario.run.seed = seed;
+            }
+            runs.push(ScenarioRun {
+                file: file.clone(),
+                out_dir,
+                workloads: scenario.workloads(),
+                scenario,
+            });
+        }
     }
-    Ok(runs)
+    Ok((runs, sweeps))
+}
+
+/// The sweep in `file`, expanded, or `None` if it holds a lone scenario.
+fn load_sweep(file: &Path, catalog: &Catalog) -> anyhow::Result<Option<Sweep>> {
+    let text = fs::read_to_string(file)
+        .with_context(|| format!("cannot read scenario {}", file.display()))?;
+    Sweep::parse(&text, catalog).with_context(|| file.display().to_string())
+}
+
+/// Point `index`'s values, `path = value, ...`.
+fn point_label(sweep: &Sweep, index: usize) -> String {
+    let pairs: Vec<String> = (sweep.parameters.iter().zip(&sweep.points[index].values))
+        .map(|(path, value)| format!("{path} = {value}"))
+        .collect();
+    pairs.join(", ")
 }
 
 /// One scenario file, parsed, its array names usable as file names.
 fn load(file: &Path, catalog: &Catalog) -> anyhow::Result<Scenario> {
     let text = fs::read_to_string(file)
         .with_context(|| format!("cannot read scenario {}", file.display()))?;
-    let scenario = Scenario::parse(&text, catalog).with_context(|| file.display().to_string())?;
+    Scenario::parse(&text, catalog).with_context(|| file.display().to_string())
+}
+
+/// Refuses array names that cannot name report files.
+fn check_array_names(file: &Path, scenario: &Scenario) -> anyhow::Result<()> {
     for entry in &scenario.arrays {
         let name = entry.spec.name();
         if !is_plain_file_name(name) {
@@ -207,7 +295,7 @@ fn load(file: &Path, catalog: &Catalog) -> anyhow::Result<Scenario> {
             );
         }
     }
-    Ok(scenario)
+    Ok(())
 }
 
 /// Whether `name` can stand in a file name without leaving the directory.
@@ -230,6 +318,7 @@ fn out_dir(file: &Path, out: Option<&Path>, several: bool) -> anyhow::Result<Pat
 
 /// Runs every job on `threads` worker threads and reports each scenario as
 /// soon as its last array is done; the first error stops new jobs starting.
+/// Returns every scenario's report, in order.
 fn run_jobs(
     scenarios: &[ScenarioRun],
     jobs: &[Job],
@@ -237,7 +326,7 @@ fn run_jobs(
     catalog: &Catalog,
     progress: &Progress,
     budget: &Arc<MemoryBudget>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<LabReport>> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let pool = Pool {
@@ -352,14 +441,16 @@ fn build_array(
 }
 
 /// Gathers the jobs' reports, in each scenario's array order, and finishes
-/// each scenario when its last report arrives. Returns the first error.
+/// each scenario when its last report arrives. Returns every scenario's
+/// report, or the first error.
 fn collect(
     scenarios: &[ScenarioRun],
     jobs: &[Job],
     receiver: &Receiver<JobOutcome>,
     stop: &AtomicBool,
     progress: &Progress,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<LabReport>> {
+    let mut finished: Vec<Option<LabReport>> = vec![None; scenarios.len()];
     let mut reports: Vec<Vec<Option<(ArrayReport, WallTime)>>> = scenarios
         .iter()
         .map(|run| vec![None; run.scenario.arrays.len()])
@@ -375,7 +466,8 @@ fn collect(
                 return Ok(());
             }
             let arrays = slots.iter_mut().filter_map(Option::take).collect();
-            finish_scenario(run, arrays, progress)
+            finished[job.scenario] = Some(finish_scenario(run, arrays, progress)?);
+            Ok(())
         });
         if let Err(error) = finished {
             stop.store(true, Ordering::Relaxed);
@@ -384,15 +476,22 @@ fn collect(
             }
         }
     }
-    first_error.map_or(Ok(()), Err)
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    Ok(finished
+        .into_iter()
+        .map(|report| report.expect("every scenario finished without an error"))
+        .collect())
 }
 
-/// Prints a finished scenario's results and writes its files.
+/// Prints a finished scenario's results and writes its files; returns its
+/// report.
 fn finish_scenario(
     run: &ScenarioRun,
     arrays: Vec<(ArrayReport, WallTime)>,
     progress: &Progress,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<LabReport> {
     let (arrays, walls): (Vec<ArrayReport>, Vec<WallTime>) = arrays.into_iter().unzip();
     let report = LabReport {
         seed: run.scenario.run.seed,
@@ -408,7 +507,7 @@ fn finish_scenario(
         println!("  written to {}: {files}", run.out_dir.display());
         println!();
     });
-    Ok(())
+    Ok(report)
 }
 
 /// The scenario's name and, per array, a table of its measured segments;
