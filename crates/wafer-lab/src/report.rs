@@ -24,6 +24,7 @@
 //! 1024 bytes.
 
 pub mod fio;
+pub mod luns;
 pub mod mechanisms;
 pub mod minutes;
 pub mod statit;
@@ -180,9 +181,14 @@ pub struct SegmentReport {
     /// With large streams: their I/Os alone; absent without them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub large: Option<ClassReport>,
+    /// With several LUNs: each one's I/Os, in address order (an I/O counts
+    /// for the LUN its first byte lies in); empty with one LUN.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub luns: Vec<ClassReport>,
 }
 
-/// One kind of a segment's I/Os (small or large), measured apart.
+/// One part of a segment's I/Os (the small or the large ones, or one LUN's),
+/// measured apart.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ClassReport {
     /// I/Os completed.

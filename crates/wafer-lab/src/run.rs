@@ -247,7 +247,7 @@ fn run_array(
         });
     }
     let arrivals = workload.arrivals(options.seed);
-    let mut host = Host::new(streams, workload.depths(), arrivals);
+    let mut host = Host::new(streams, workload.depths(), &luns, arrivals);
     host.start(array);
     let snapshots = (options.snapshot_every.is_some() || options.snap_sched.is_some())
         .then(|| array.snapshot_stats());
@@ -259,7 +259,8 @@ fn run_array(
         snapshots,
         host.is_open(),
     )
-    .with_large_streams_from(workload.large.map(|_| workload.workers as usize));
+    .with_large_streams_from(workload.large.map(|_| workload.workers as usize))
+    .with_luns(luns.len());
     meter.minutes = (options.per_minute)
         .map(|per_minute| MinuteMeter::new(meter.end, per_minute.latency_threshold));
     let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
@@ -393,6 +394,8 @@ struct SegmentMeter {
     latency: Histogram,
     /// With large streams: the workers' I/Os, then the streams'.
     classes: Option<[ClassMeter; 2]>,
+    /// With several LUNs: each one's I/Os, in address order.
+    luns: Vec<ClassMeter>,
 }
 
 /// Counts for one kind of a segment's I/Os.
@@ -457,6 +460,8 @@ struct Meter {
     minutes: Option<MinuteMeter>,
     /// The first large stream's worker index, if the workload has any.
     large_from: Option<usize>,
+    /// LUNs measured apart: 0 with one LUN.
+    luns: usize,
 }
 
 impl Meter {
@@ -495,7 +500,15 @@ impl Meter {
             offered: open.then(|| vec![0; timing.segments as usize]),
             minutes: None,
             large_from: None,
+            luns: 0,
         }
+    }
+
+    /// Measures each of `luns` LUNs apart, if there are several.
+    fn with_luns(mut self, luns: usize) -> Meter {
+        self.luns = if luns > 1 { luns } else { 0 };
+        self.segment = self.fresh_segment();
+        self
     }
 
     /// Measures the I/Os of workers from `first` on apart, as large
@@ -509,6 +522,7 @@ impl Meter {
     fn fresh_segment(&self) -> SegmentMeter {
         SegmentMeter {
             classes: self.large_from.map(|_| Default::default()),
+            luns: vec![ClassMeter::default(); self.luns],
             ..SegmentMeter::default()
         }
     }
@@ -572,6 +586,9 @@ impl Meter {
         if let Some(classes) = segment.classes.as_mut() {
             classes[usize::from(large)].record(op, length, latency_ns);
         }
+        if let Some(lun) = segment.luns.get_mut(io.lun) {
+            lun.record(op, length, latency_ns);
+        }
         segment.ios += 1;
         segment.bytes += length;
         segment.latency.record(latency_ns);
@@ -607,6 +624,7 @@ impl Meter {
                 .map(|offered| offered[self.segment_index as usize] as f64 / seconds),
             small: (segment.classes.as_ref()).map(|classes| classes[0].report(seconds)),
             large: (segment.classes.as_ref()).map(|classes| classes[1].report(seconds)),
+            luns: segment.luns.iter().map(|lun| lun.report(seconds)).collect(),
         });
         self.segment_index += 1;
     }

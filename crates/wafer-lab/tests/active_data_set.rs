@@ -1,10 +1,12 @@
 //! A workload over several LUNs at once, each confined to its first 25 %
 //! (`scenarios/active-data-set.toml`): the array reports its LUNs, the
-//! prepare step fills exactly the three active parts, and the run answers
-//! reads and writes in every segment.
+//! prepare step fills exactly the three active parts, the run answers
+//! reads and writes in every segment, and each LUN's share of the I/Os is
+//! its active part's share of the address space (1 : 2 : 1).
 
 use wafer_devices::params::Catalog;
 use wafer_lab::array::Extent;
+use wafer_lab::report::luns;
 use wafer_lab::{Array, ArraySpec, Progress, Scenario, WaferArray, run_each};
 
 const SCENARIO: &str = include_str!("../../../scenarios/active-data-set.toml");
@@ -44,5 +46,24 @@ fn three_luns_active_parts_are_filled_and_addressed() {
             .segments
             .iter()
             .all(|s| s.read_ios > 0 && s.ios > s.read_ios)
+    );
+    for segment in &array.segments {
+        let ios: Vec<u64> = segment.luns.iter().map(|lun| lun.ios).collect();
+        assert_eq!(ios.len(), 3);
+        assert_eq!(
+            ios.iter().sum::<u64>(),
+            segment.ios,
+            "every I/O counted once"
+        );
+        for (lun, expected) in ios.iter().zip([0.25, 0.5, 0.25]) {
+            let share = *lun as f64 / segment.ios as f64;
+            assert!((share - expected).abs() < 0.03, "{ios:?}");
+        }
+    }
+    let table = luns::render(array).expect("three LUNs, a table");
+    assert_eq!(
+        table.lines().count(),
+        2 + 3 * array.segments.len() + 1,
+        "{table}"
     );
 }

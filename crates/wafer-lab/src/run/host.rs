@@ -34,6 +34,8 @@ pub struct InFlight {
     pub length: u64,
     /// When it arrived (in a closed loop, when it was submitted).
     pub arrived: Instant,
+    /// The LUN its first byte lies in, by index in address order.
+    pub lun: usize,
 }
 
 /// An open loop's arrivals and the I/Os waiting for room.
@@ -51,21 +53,35 @@ pub struct Host {
     /// I/Os each worker keeps in flight (in an open loop, its share of the
     /// host's queue).
     depths: Vec<u32>,
+    /// Where each LUN ends in the address space, in address order.
+    lun_ends: Vec<u64>,
     in_flight: FixedMap<u64, InFlight>,
     next_id: u64,
     open: Option<OpenLoop>,
 }
 
 impl Host {
-    /// The host of `streams`, worker `i` keeping `depths[i]` I/Os in
-    /// flight (closed loop), or, with `arrivals`, at most their sum in all
-    /// (open loop).
-    pub fn new(streams: Vec<WorkerStream>, depths: Vec<u32>, arrivals: Option<Arrivals>) -> Host {
+    /// The host of `streams` over LUNs of `lun_bytes` (end to end), worker
+    /// `i` keeping `depths[i]` I/Os in flight (closed loop), or, with
+    /// `arrivals`, at most their sum in all (open loop).
+    pub fn new(
+        streams: Vec<WorkerStream>,
+        depths: Vec<u32>,
+        lun_bytes: &[u64],
+        arrivals: Option<Arrivals>,
+    ) -> Host {
         assert_eq!(streams.len(), depths.len(), "a depth per worker");
         let depth = depths.iter().map(|&depth| depth as usize).sum();
+        let lun_ends = (lun_bytes.iter())
+            .scan(0, |end, &bytes| {
+                *end += bytes;
+                Some(*end)
+            })
+            .collect();
         Host {
             streams,
             depths,
+            lun_ends,
             in_flight: FixedMap::default(),
             next_id: 0,
             open: arrivals.map(|arrivals| OpenLoop {
@@ -175,6 +191,7 @@ impl Host {
             op: io.op,
             length: io.length,
             arrived,
+            lun: self.lun_ends.partition_point(|&end| end <= io.offset),
         };
         self.in_flight.insert(io.id, in_flight);
         array.submit(now, io);

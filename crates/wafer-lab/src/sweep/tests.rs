@@ -124,6 +124,7 @@ fn segment(iops: f64, latency: f64, ios: u64, large_mbps: f64) -> SegmentReport 
             mbps: large_mbps,
             ..ClassReport::default()
         }),
+        luns: Vec::new(),
     }
 }
 

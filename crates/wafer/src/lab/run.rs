@@ -23,7 +23,8 @@
 //! stripes, unaligned-write reads, cache hits, CPs by type; and the
 //! snapshots, if the run takes them), `<array>.minutes.txt` if the run
 //! reports per minute (with the first minute at or below a latency
-//! threshold, also on stdout), and `chart.svg`. An offered load's stdout
+//! threshold, also on stdout), `<array>.luns.txt` if the array has several
+//! LUNs (each one's figures per segment), and `chart.svg`. An offered load's stdout
 //! table adds the IOPS offered. The first failure stops new jobs from starting; jobs already
 //! running finish, and the command then exits with the error.
 //!
@@ -47,7 +48,7 @@ use std::{fs, thread};
 use anyhow::{Context, bail};
 use clap::Args;
 use wafer_devices::params::Catalog;
-use wafer_lab::report::{ArrayReport, fio, mechanisms, minutes, statit, svg, sysstat};
+use wafer_lab::report::{ArrayReport, fio, luns, mechanisms, minutes, statit, svg, sysstat};
 use wafer_lab::{
     Array, ArraySpec, InPlaceArray, LabReport, Progress as LabProgress, Scenario, Sweep,
     SweepReport, WaferArray, Workload,
@@ -585,6 +586,9 @@ fn write_outputs(dir: &Path, report: &LabReport) -> anyhow::Result<Vec<String>> 
         ));
         if let Some(table) = minutes::render(array) {
             files.push((format!("{}.minutes.txt", array.name), table));
+        }
+        if let Some(table) = luns::render(array) {
+            files.push((format!("{}.luns.txt", array.name), table));
         }
     }
     files.push(("chart.svg".to_string(), svg::render(report)));
