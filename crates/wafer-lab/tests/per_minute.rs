@@ -3,30 +3,15 @@
 //! latency first reaches the threshold from each side are the ones the
 //! table shows.
 
-use wafer_devices::params::Catalog;
+mod common;
+
 use wafer_lab::report::minutes;
-use wafer_lab::{Array, ArraySpec, Scenario, WaferArray, run_each};
 
 const SCENARIO: &str = include_str!("../../../scenarios/per-minute.toml");
 
 #[test]
 fn five_minutes_are_reported_and_the_threshold_is_found_in_them() {
-    let catalog = Catalog::builtin().unwrap();
-    let scenario = Scenario::parse(SCENARIO, &catalog).expect("the example parses");
-    let ArraySpec::Wafer(spec) = &scenario.arrays[0].spec else {
-        panic!("a wafer array");
-    };
-    // 2 GiB of each disk: the engine's maps stay small.
-    let array = WaferArray::short_stroked(spec, &catalog, 1 << 19).expect("builds");
-    let mut arrays: Vec<Box<dyn Array>> = vec![Box::new(array)];
-    let report = run_each(
-        &mut arrays,
-        &scenario.workloads(),
-        &scenario.run,
-        &mut |_| {},
-    )
-    .expect("runs");
-    let array = &report.arrays[0];
+    let array = &common::run_first_wafer_array(SCENARIO);
     let ends: Vec<f64> = array.minutes.iter().map(|m| m.end_s).collect();
     assert_eq!(ends, [60.0, 120.0, 180.0, 240.0, 300.0]);
     let ios: u64 = array.minutes.iter().map(|m| m.ios).sum();

@@ -4,11 +4,12 @@
 //! kind at midnight, and rotates their names; a schedule of no snapshots
 //! takes none.
 
+mod common;
+
 use wafer_core::units::Instant;
-use wafer_devices::params::Catalog;
+use wafer_lab::WeekTime;
 use wafer_lab::report::mechanisms;
 use wafer_lab::report::{ArrayReport, SnapSchedReport};
-use wafer_lab::{Array, ArraySpec, Scenario, WaferArray, WeekTime, run_each};
 
 const SCENARIO: &str = include_str!("../../../scenarios/snap-sched.toml");
 const SECOND: u64 = 1_000_000_000;
@@ -21,22 +22,7 @@ fn run_with(edits: &[(&str, &str)]) -> ArrayReport {
         assert!(text.contains(from), "the test edits `{from}`");
         text = text.replacen(from, to, 1);
     }
-    let catalog = Catalog::builtin().unwrap();
-    let scenario = Scenario::parse(&text, &catalog).expect("parses");
-    let ArraySpec::Wafer(spec) = &scenario.arrays[0].spec else {
-        panic!("a wafer array");
-    };
-    // 2 GiB of each disk: the engine's maps stay small.
-    let array = WaferArray::short_stroked(spec, &catalog, 1 << 19).expect("builds");
-    let mut arrays: Vec<Box<dyn Array>> = vec![Box::new(array)];
-    let report = run_each(
-        &mut arrays,
-        &scenario.workloads(),
-        &scenario.run,
-        &mut |_| {},
-    )
-    .expect("runs");
-    report.arrays.into_iter().next().expect("one array")
+    common::run_first_wafer_array(&text)
 }
 
 /// The snapshot table's rows: (segment, asked, taken, refused, the rest).

@@ -665,15 +665,7 @@ impl<P: SimPayload> Harness<P> {
         let luns = 2 + self.rng.below(2);
         for n in 0..luns {
             let size = (256 + self.rng.below(1024)) * 4096;
-            let lun = match self.admin(HostRequest::Change(Change::CreateLun {
-                volume,
-                name: format!("setup{n}"),
-                size_bytes: size,
-                attributes: LunAttributes::DEFAULT,
-            }))? {
-                ReplyData::Lun(lun) => lun,
-                other => return Err(format!("create LUN replied {other:?}")),
-            };
+            let lun = self.create_lun(volume, &format!("setup{n}"), size, false)?;
             self.luns.insert(lun, LunModel::new(size, false));
         }
         if self.thin {

@@ -35,25 +35,32 @@ fn request(world: &mut World, request: HostRequest) -> Result<ReplyData, HostErr
 }
 
 fn lun(world: &mut World, size_bytes: u64) -> LunId {
-    let volume = match request(
-        world,
-        HostRequest::Change(Change::CreateVolume {
-            name: "vol0".into(),
-            size_bytes: 40 << 20,
-        }),
-    ) {
+    let attributes = wafer_core::format::LunAttributes::DEFAULT;
+    lun_in_new_volume(world, ("vol0", 40 << 20), ("lun0", size_bytes), attributes)
+}
+
+/// A LUN `(name, bytes)` with `attributes` in a new volume `(name, bytes)`.
+fn lun_in_new_volume(
+    world: &mut World,
+    (volume_name, volume_bytes): (&str, u64),
+    (lun_name, size_bytes): (&str, u64),
+    attributes: wafer_core::format::LunAttributes,
+) -> LunId {
+    let create = Change::CreateVolume {
+        name: volume_name.into(),
+        size_bytes: volume_bytes,
+    };
+    let volume = match request(world, HostRequest::Change(create)) {
         Ok(ReplyData::Volume(v)) => v,
         other => panic!("{other:?}"),
     };
-    match request(
-        world,
-        HostRequest::Change(Change::CreateLun {
-            volume,
-            name: "lun0".into(),
-            size_bytes,
-            attributes: wafer_core::format::LunAttributes::DEFAULT,
-        }),
-    ) {
+    let create = Change::CreateLun {
+        volume,
+        name: lun_name.into(),
+        size_bytes,
+        attributes,
+    };
+    match request(world, HostRequest::Change(create)) {
         Ok(ReplyData::Lun(lun)) => lun,
         other => panic!("{other:?}"),
     }
@@ -1954,32 +1961,12 @@ fn scheduled_snapshots_rotate_their_names_and_the_rotation_survives_a_crash() {
 /// A thin LUN (`-o noreserve`) of `size_bytes` in a new volume of
 /// `volume_bytes`, next to nothing else.
 fn thin_lun(world: &mut World, volume_bytes: u64, size_bytes: u64) -> LunId {
-    let volume = match request(
-        world,
-        HostRequest::Change(Change::CreateVolume {
-            name: "thinvol".into(),
-            size_bytes: volume_bytes,
-        }),
-    ) {
-        Ok(ReplyData::Volume(v)) => v,
-        other => panic!("{other:?}"),
-    };
     let attributes = wafer_core::format::LunAttributes {
         space_reserved: false,
         ostype: wafer_core::format::OsType::Linux,
     };
-    match request(
-        world,
-        HostRequest::Change(Change::CreateLun {
-            volume,
-            name: "thin".into(),
-            size_bytes,
-            attributes,
-        }),
-    ) {
-        Ok(ReplyData::Lun(lun)) => lun,
-        other => panic!("{other:?}"),
-    }
+    let volume = ("thinvol", volume_bytes);
+    lun_in_new_volume(world, volume, ("thin", size_bytes), attributes)
 }
 
 #[test]

@@ -520,15 +520,13 @@ impl Volume {
 
     /// Bytes reserved by its space-reserved LUNs.
     pub fn reserved_bytes(&self) -> u64 {
-        let reserved = self.luns.values().filter(|l| l.attributes.space_reserved);
-        reserved.map(|lun| lun.size_bytes).sum()
+        self.luns.values().map(|lun| lun.charge().0).sum()
     }
 
     /// Content blocks its thin LUNs (those without a space reservation)
     /// hold in the active file system.
     pub fn thin_blocks(&self) -> u64 {
-        let thin = self.luns.values().filter(|l| !l.attributes.space_reserved);
-        thin.map(|lun| lun.tree.content_blocks()).sum()
+        self.luns.values().map(|lun| lun.charge().1).sum()
     }
 
     /// The inode-file block holding inode `file`.

@@ -77,3 +77,23 @@ pub fn small_run(seed: u64) -> LabReport {
     };
     run(&mut arrays(), &workload(), &options, &mut |_| {}).unwrap()
 }
+
+/// Runs scenario `text`'s first array, a wafer array short-stroked to 2 GiB
+/// of each disk (so the engine's maps stay small), and returns its report.
+pub fn run_first_wafer_array(text: &str) -> wafer_lab::report::ArrayReport {
+    let catalog = Catalog::builtin().unwrap();
+    let scenario = wafer_lab::Scenario::parse(text, &catalog).expect("parses");
+    let wafer_lab::ArraySpec::Wafer(spec) = &scenario.arrays[0].spec else {
+        panic!("a wafer array");
+    };
+    let array = wafer_lab::WaferArray::short_stroked(spec, &catalog, 1 << 19).expect("builds");
+    let mut arrays: Vec<Box<dyn Array>> = vec![Box::new(array)];
+    let report = wafer_lab::run_each(
+        &mut arrays,
+        &scenario.workloads(),
+        &scenario.run,
+        &mut |_| {},
+    )
+    .expect("runs");
+    report.arrays.into_iter().next().expect("one array")
+}
