@@ -22,10 +22,18 @@
 //!   (default true: IOmeter writes its test file first), `reallocate`
 //!   (default false), `ramp_s`, `run_s` (one segment), `segments`, and
 //!   `lines = [{ size_<unit>, percent, read_percent, random_percent,
-//!   align_<unit> }, ...]` (align 0 or absent: one sector).
-//! - `[workload] kind = "fio"`: a job file in `job = """..."""`, or its
-//!   options inline in `[workload.options]`; `fill` and `reallocate`
-//!   (default false).
+//!   align_<unit> }, ...]` (align 0 or absent: one sector); or, instead of
+//!   `lines`, `icf_file = "path.icf"`: an IOmeter configuration file (see
+//!   [`crate::workload::icf`]) giving the lines of one access
+//!   specification (`icf_spec = "name"`, else the one its workers are
+//!   assigned, else its only one), the run and ramp-up times, and its disk
+//!   workers' count, outstanding I/Os, Maximum Disk Size and Starting Disk
+//!   Sectors (stepping evenly: a worker offset increment); any of these
+//!   keys in the scenario overrides the file.
+//! - `[workload] kind = "fio"`: a job file in `job = """..."""`, by path in
+//!   `job_file = "path.fio"`, or its options inline in
+//!   `[workload.options]` (exactly one of the three); `fill` and
+//!   `reallocate` (default false).
 //! - `[workload] kind = "orion"`: one data point of Oracle Orion's matrix,
 //!   by Orion's option names: `num_small` (small I/Os outstanding),
 //!   `num_large` (large I/Os outstanding, or streams with `type = "seq"`),
@@ -64,6 +72,11 @@
 //!   `volume`, needed with several, `size_<unit>`). The workload addresses
 //!   the LUNs end to end, in the order listed. The lab checks these and
 //!   hands them to the driver, which builds the node.
+//!
+//! A file a scenario names lies relative to the scenario file's directory
+//! (or is absolute). The lab reads no files: [`Scenario::parse_with_files`]
+//! takes a reader from its caller (the CLI), and [`Scenario::parse`]
+//! refuses a scenario that names one.
 //!
 //! Either kind may name a `controller` of `controllers.toml`, whose time per
 //! disk command then limits the array (absent: an infinitely fast one).
