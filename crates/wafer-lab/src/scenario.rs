@@ -114,7 +114,7 @@ use crate::workload::{
 
 /// Reads a file a scenario names: its path as written, to its text or why
 /// it cannot be read.
-pub type Files = dyn Fn(&str) -> Result<String, String>;
+pub type Files<'a> = dyn Fn(&str) -> Result<String, String> + 'a;
 
 /// The `sysstat` interval when a scenario names none: a minute, so a
 /// run of hours prints a few hundred lines (ONTAP's own default is 15 s,
@@ -319,7 +319,7 @@ impl Scenario {
     pub fn parse_with_files(
         text: &str,
         catalog: &Catalog,
-        files: &Files,
+        files: &Files<'_>,
     ) -> Result<Scenario, ScenarioError> {
         let table: Table = toml::from_str(text).map_err(|error| syntax(text, &error))?;
         let mut top = Fields::new(&table, "");
@@ -536,7 +536,7 @@ fn parse_snap_sched(fields: &mut Fields) -> Result<Option<SnapSched>, ScenarioEr
 fn parse_workload(
     table: &Table,
     overrides: &TimingOverrides,
-    files: &Files,
+    files: &Files<'_>,
 ) -> Result<Workload, ScenarioError> {
     let mut fields = Fields::new(table, "workload");
     let kind = fields.required_string("kind")?;
@@ -598,7 +598,7 @@ fn parse_moving_set(fields: &mut Fields) -> Result<Option<MovingSet>, ScenarioEr
 fn parse_iometer(
     fields: &mut Fields,
     overrides: &TimingOverrides,
-    files: &Files,
+    files: &Files<'_>,
 ) -> Result<Workload, ScenarioError> {
     let icf = parse_icf(fields, files)?;
     let (file, icf_spec) = match &icf {
@@ -674,7 +674,7 @@ fn from_file<T>(fields: &Fields, value: Result<T, IcfError>) -> Result<T, Scenar
 fn read_file(
     fields: &mut Fields,
     key: &str,
-    files: &Files,
+    files: &Files<'_>,
 ) -> Result<Option<String>, ScenarioError> {
     let Some(path) = fields.string(key)? else {
         return Ok(None);
@@ -688,7 +688,7 @@ fn read_file(
 /// to run (`icf_spec`, or the one its workers are assigned).
 fn parse_icf(
     fields: &mut Fields,
-    files: &Files,
+    files: &Files<'_>,
 ) -> Result<Option<(IcfFile, IcfSpec)>, ScenarioError> {
     let wanted = fields.string("icf_spec")?;
     let Some(text) = read_file(fields, "icf_file", files)? else {
@@ -772,7 +772,7 @@ fn parse_line(table: &Table, index: usize) -> Result<AccessLine, ScenarioError> 
 fn parse_fio(
     fields: &mut Fields,
     overrides: &TimingOverrides,
-    files: &Files,
+    files: &Files<'_>,
 ) -> Result<Workload, ScenarioError> {
     let job_file = read_file(fields, "job_file", files)?;
     let (job, source) = match (fields.string("job")?, fields.table("options")?, job_file) {

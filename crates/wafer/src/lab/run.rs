@@ -196,7 +196,15 @@ fn load_all(args: &RunArgs, catalog: &Catalog) -> anyhow::Result<Vec<ScenarioRun
 fn load(file: &Path, catalog: &Catalog) -> anyhow::Result<Scenario> {
     let text = fs::read_to_string(file)
         .with_context(|| format!("cannot read scenario {}", file.display()))?;
-    let scenario = Scenario::parse(&text, catalog).with_context(|| file.display().to_string())?;
+    // Files the scenario names (`job_file`, `icf_file`) lie relative to its
+    // directory, unless absolute.
+    let dir = file.parent().unwrap_or(Path::new(""));
+    let read = |path: &str| {
+        let full = dir.join(path);
+        fs::read_to_string(&full).map_err(|error| format!("{}: {error}", full.display()))
+    };
+    let scenario = Scenario::parse_with_files(&text, catalog, &read)
+        .with_context(|| file.display().to_string())?;
     for entry in &scenario.arrays {
         let name = entry.spec.name();
         if !is_plain_file_name(name) {
