@@ -22,10 +22,18 @@
 //!   (default true: IOmeter writes its test file first), `reallocate`
 //!   (default false), `ramp_s`, `run_s` (one segment), `segments`, and
 //!   `lines = [{ size_<unit>, percent, read_percent, random_percent,
-//!   align_<unit> }, ...]` (align 0 or absent: one sector).
-//! - `[workload] kind = "fio"`: a job file in `job = """..."""`, or its
-//!   options inline in `[workload.options]`; `fill` and `reallocate`
-//!   (default false).
+//!   align_<unit> }, ...]` (align 0 or absent: one sector); or, instead of
+//!   `lines`, `icf_file = "path.icf"`: an IOmeter configuration file (see
+//!   [`crate::workload::icf`]) giving the lines of one access
+//!   specification (`icf_spec = "name"`, else the one its workers are
+//!   assigned, else its only one), the run and ramp-up times, and its disk
+//!   workers' count, outstanding I/Os, Maximum Disk Size and Starting Disk
+//!   Sectors (stepping evenly: a worker offset increment); any of these
+//!   keys in the scenario overrides the file.
+//! - `[workload] kind = "fio"`: a job file in `job = """..."""`, by path in
+//!   `job_file = "path.fio"`, or its options inline in
+//!   `[workload.options]` (exactly one of the three); `fill` and
+//!   `reallocate` (default false).
 //! - `[workload] kind = "orion"`: one data point of Oracle Orion's matrix,
 //!   by Orion's option names: `num_small` (small I/Os outstanding),
 //!   `num_large` (large I/Os outstanding, or streams with `type = "seq"`),
@@ -66,6 +74,11 @@
 //!   the LUNs end to end, in the order listed. The lab checks these and
 //!   hands them to the driver, which builds the node.
 //!
+//! A file a scenario names lies relative to the scenario file's directory
+//! (or is absolute). The lab reads no files: [`Scenario::parse_with_files`]
+//! takes a reader from its caller (the CLI), and [`Scenario::parse`]
+//! refuses a scenario that names one.
+//!
 //! Either kind may name a `controller` of `controllers.toml`, whose time per
 //! disk command then limits the array (absent: an infinitely fast one).
 //!
@@ -94,11 +107,16 @@ use crate::inplace::{
 use crate::run::{PerMinute, RunOptions};
 use crate::snap_sched::{SnapSched, WeekTime, parse_schedule};
 use crate::workload::fio::{FioError, FioJob};
+use crate::workload::icf::{IcfError, IcfFile, IcfSpec};
 use crate::workload::iometer::IometerSpec;
 use crate::workload::orion::{self, LargeType, OrionSpec};
 use crate::workload::{
     AccessLine, Distribution, MovingSet, Region, Timing, Workload, WorkloadError,
 };
+
+/// Reads a file a scenario names: its path as written, to its text or why
+/// it cannot be read.
+pub type Files<'a> = dyn Fn(&str) -> Result<String, String> + 'a;
 
 /// The `sysstat` interval when a scenario names none: a minute, so a
 /// run of hours prints a few hundred lines (ONTAP's own default is 15 s,
@@ -292,14 +310,33 @@ pub enum ScenarioError {
 }
 
 impl Scenario {
-    /// Parses and checks a scenario against `catalog`'s drives.
+    /// Parses and checks a scenario against `catalog`'s drives; a scenario
+    /// that names a file (`job_file`, `icf_file`) is refused.
     pub fn parse(text: &str, catalog: &Catalog) -> Result<Scenario, ScenarioError> {
-        let table: Table = toml::from_str(text).map_err(|error| syntax(text, &error))?;
-        Scenario::from_table(&table, catalog)
+        Scenario::parse_with_files(text, catalog, &|_| {
+            Err("this caller reads no files besides the scenario".into())
+        })
     }
 
-    /// [`Scenario::parse`] of a TOML table already read.
-    pub(crate) fn from_table(table: &Table, catalog: &Catalog) -> Result<Scenario, ScenarioError> {
+    /// Parses and checks a scenario, reading the files it names through
+    /// `files`: given the path as the scenario writes it, the file's text
+    /// or why it cannot be read. The caller resolves the path (the CLI
+    /// takes it from the scenario file's directory); the lab does no I/O.
+    pub fn parse_with_files(
+        text: &str,
+        catalog: &Catalog,
+        files: &Files<'_>,
+    ) -> Result<Scenario, ScenarioError> {
+        let table: Table = toml::from_str(text).map_err(|error| syntax(text, &error))?;
+        Scenario::from_table(&table, catalog, files)
+    }
+
+    /// [`Scenario::parse_with_files`] of a TOML table already read.
+    pub(crate) fn from_table(
+        table: &Table,
+        catalog: &Catalog,
+        files: &Files<'_>,
+    ) -> Result<Scenario, ScenarioError> {
         if table.contains_key("sweep") {
             return Err(ScenarioError::Invalid {
                 field: "sweep".into(),
@@ -317,7 +354,7 @@ impl Scenario {
         let workload_table = top.table("workload")?.ok_or(ScenarioError::Missing {
             field: "workload".into(),
         })?;
-        let workload = parse_workload(workload_table, &overrides)?;
+        let workload = parse_workload(workload_table, &overrides, files)?;
         let array_tables = top.tables("array")?;
         top.finish()?;
         let arrays = parse_arrays(&array_tables, catalog)?;
@@ -519,12 +556,16 @@ fn parse_snap_sched(fields: &mut Fields) -> Result<Option<SnapSched>, ScenarioEr
     }))
 }
 
-fn parse_workload(table: &Table, overrides: &TimingOverrides) -> Result<Workload, ScenarioError> {
+fn parse_workload(
+    table: &Table,
+    overrides: &TimingOverrides,
+    files: &Files<'_>,
+) -> Result<Workload, ScenarioError> {
     let mut fields = Fields::new(table, "workload");
     let kind = fields.required_string("kind")?;
     let mut workload = match kind {
-        "iometer" => parse_iometer(&mut fields, overrides)?,
-        "fio" => parse_fio(&mut fields, overrides)?,
+        "iometer" => parse_iometer(&mut fields, overrides, files)?,
+        "fio" => parse_fio(&mut fields, overrides, files)?,
         "orion" => parse_orion(&mut fields, overrides)?,
         other => {
             return Err(fields.invalid(
@@ -580,31 +621,64 @@ fn parse_moving_set(fields: &mut Fields) -> Result<Option<MovingSet>, ScenarioEr
 fn parse_iometer(
     fields: &mut Fields,
     overrides: &TimingOverrides,
+    files: &Files<'_>,
 ) -> Result<Workload, ScenarioError> {
+    let icf = parse_icf(fields, files)?;
+    let (file, icf_spec) = match &icf {
+        Some((file, spec)) => (Some(file), Some(spec)),
+        None => (None, None),
+    };
     let own = TimingOverrides {
-        ramp: fields.seconds("ramp_s")?,
-        segment: fields.seconds("run_s")?,
+        ramp: fields.seconds("ramp_s")?.or(file.and_then(|f| f.ramp_up)),
+        segment: fields.seconds("run_s")?.or(file.and_then(|f| f.run_time)),
         segments: fields.count("segments")?,
     };
     let line_tables = fields.tables("lines")?;
-    let lines = line_tables
-        .iter()
-        .enumerate()
-        .map(|(index, table)| parse_line(table, index))
-        .collect::<Result<Vec<AccessLine>, ScenarioError>>()?;
+    let lines = match icf_spec {
+        Some(spec) if line_tables.is_empty() => spec.lines.clone(),
+        Some(_) => {
+            return Err(fields.invalid("icf_file", "give `icf_file` or `lines`, not both"));
+        }
+        None => line_tables
+            .iter()
+            .enumerate()
+            .map(|(index, table)| parse_line(table, index))
+            .collect::<Result<Vec<AccessLine>, ScenarioError>>()?,
+    };
     let timing = overrides.resolve(&own)?;
+    // Each setting from the scenario if it sets it, else from the .icf
+    // file's workers, else the default.
+    let outstanding_ios = match (fields.count("outstanding_ios")?, file) {
+        (Some(depth), _) => depth,
+        (None, Some(file)) => from_file(fields, file.outstanding_ios())?.unwrap_or(1),
+        (None, None) => fields.required_count("outstanding_ios")?,
+    };
+    let length_bytes = match (fields.size("test_file")?, file) {
+        (Some(length), _) => Some(length),
+        (None, Some(file)) => from_file(fields, file.test_file_bytes())?,
+        (None, None) => None,
+    };
+    let offset = fields.size("test_file_offset")?;
+    let increment = fields.size("worker_offset_increment")?;
+    let (file_offset, file_increment) = match (file, offset.is_some() && increment.is_some()) {
+        (Some(file), false) => from_file(fields, file.starts_bytes())?,
+        _ => (0, 0),
+    };
+    let default_name = icf_spec.map_or("iometer", |spec| spec.name.as_str());
     let spec = IometerSpec {
-        name: fields.string("name")?.unwrap_or("iometer").to_string(),
+        name: fields.string("name")?.unwrap_or(default_name).to_string(),
         lines,
-        workers: fields.count("workers")?.unwrap_or(1),
-        outstanding_ios: fields.required_count("outstanding_ios")?,
+        workers: (fields.count("workers")?)
+            .or(file.and_then(IcfFile::disk_workers))
+            .unwrap_or(1),
+        outstanding_ios,
         ramp_up: timing.ramp,
         run_time: timing.segment,
         segments: timing.segments,
         test_file: Region {
-            offset_bytes: fields.size("test_file_offset")?.unwrap_or(0),
-            length_bytes: fields.size("test_file")?,
-            offset_increment_bytes: fields.size("worker_offset_increment")?.unwrap_or(0),
+            offset_bytes: offset.unwrap_or(file_offset),
+            length_bytes,
+            offset_increment_bytes: increment.unwrap_or(file_increment),
             lun_active_percent: fields.count("lun_active_percent")?,
         },
         reallocate_first: fields.boolean("reallocate")?.unwrap_or(false),
@@ -612,6 +686,48 @@ fn parse_iometer(
     let mut workload = spec.workload().map_err(|error| workload_error(&error))?;
     workload.prepare.fill = fields.boolean("fill")?.unwrap_or(true);
     Ok(workload)
+}
+
+/// A value from the `.icf` file, its error named by `icf_file`.
+fn from_file<T>(fields: &Fields, value: Result<T, IcfError>) -> Result<T, ScenarioError> {
+    value.map_err(|error| fields.invalid("icf_file", error.to_string()))
+}
+
+/// A file the scenario names under `key`, read through `files`.
+fn read_file(
+    fields: &mut Fields,
+    key: &str,
+    files: &Files<'_>,
+) -> Result<Option<String>, ScenarioError> {
+    let Some(path) = fields.string(key)? else {
+        return Ok(None);
+    };
+    files(path)
+        .map(Some)
+        .map_err(|reason| fields.invalid(key, format!("cannot read `{path}`: {reason}")))
+}
+
+/// An IOmeter `.icf` file (`icf_file`) and the access specification of it
+/// to run (`icf_spec`, or the one its workers are assigned).
+fn parse_icf(
+    fields: &mut Fields,
+    files: &Files<'_>,
+) -> Result<Option<(IcfFile, IcfSpec)>, ScenarioError> {
+    let wanted = fields.string("icf_spec")?;
+    let Some(text) = read_file(fields, "icf_file", files)? else {
+        return match wanted {
+            Some(_) => Err(fields.invalid("icf_spec", "it names a specification of `icf_file`")),
+            None => Ok(None),
+        };
+    };
+    let file =
+        IcfFile::parse(&text).map_err(|error| fields.invalid("icf_file", error.to_string()))?;
+    let spec = file.spec(wanted).map_err(|error| match (&error, wanted) {
+        (IcfError::UnknownSpec { .. }, Some(_)) => fields.invalid("icf_spec", error.to_string()),
+        _ => fields.invalid("icf_file", error.to_string()),
+    })?;
+    let spec = spec.clone();
+    Ok(Some((file, spec)))
 }
 
 /// One data point of Orion's matrix, by Orion's own option names.
@@ -676,17 +792,32 @@ fn parse_line(table: &Table, index: usize) -> Result<AccessLine, ScenarioError> 
     Ok(line)
 }
 
-fn parse_fio(fields: &mut Fields, overrides: &TimingOverrides) -> Result<Workload, ScenarioError> {
-    let (job, source) = match (fields.string("job")?, fields.table("options")?) {
-        (Some(text), None) => (
+fn parse_fio(
+    fields: &mut Fields,
+    overrides: &TimingOverrides,
+    files: &Files<'_>,
+) -> Result<Workload, ScenarioError> {
+    let job_file = read_file(fields, "job_file", files)?;
+    let (job, source) = match (fields.string("job")?, fields.table("options")?, job_file) {
+        (Some(text), None, None) => (
             FioJob::parse(text).map_err(|error| fio_error(fields, "job", &error))?,
             "job",
         ),
-        (None, Some(options)) => (inline_job(fields, options)?, "options"),
-        (Some(_), Some(_)) => {
+        (None, None, Some(text)) => (
+            FioJob::parse(&text).map_err(|error| fio_error(fields, "job_file", &error))?,
+            "job_file",
+        ),
+        (None, Some(options), None) => (inline_job(fields, options)?, "options"),
+        (_, _, Some(_)) => {
+            return Err(fields.invalid(
+                "job_file",
+                "give one of `job_file`, `job` or `options`, not several",
+            ));
+        }
+        (Some(_), Some(_), None) => {
             return Err(fields.invalid("options", "give `job` or `options`, not both"));
         }
-        (None, None) => {
+        (None, None, None) => {
             return Err(ScenarioError::Missing {
                 field: fields.name("job"),
             });

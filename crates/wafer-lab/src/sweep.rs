@@ -23,7 +23,7 @@ use toml::{Table, Value};
 use wafer_devices::params::Catalog;
 
 use crate::report::{ArrayReport, LabReport};
-use crate::scenario::{Scenario, ScenarioError};
+use crate::scenario::{Files, Scenario, ScenarioError};
 
 /// Most points a sweep may expand to: far more than any experiment's
 /// matrix (E2's is 5 x 2, E3's 10 x 7), and a bound on a typo's cost.
@@ -48,8 +48,21 @@ pub struct SweepPoint {
 }
 
 impl Sweep {
-    /// The sweep of scenario `text`, or `None` if it has no `[sweep]` table.
+    /// The sweep of scenario `text`, or `None` if it has no `[sweep]` table;
+    /// a scenario that names a file (`job_file`, `icf_file`) is refused.
     pub fn parse(text: &str, catalog: &Catalog) -> Result<Option<Sweep>, ScenarioError> {
+        Sweep::parse_with_files(text, catalog, &|_| {
+            Err("this caller reads no files besides the scenario".into())
+        })
+    }
+
+    /// [`Sweep::parse`], reading the files the scenario names through
+    /// `files`, as [`Scenario::parse_with_files`] does.
+    pub fn parse_with_files(
+        text: &str,
+        catalog: &Catalog,
+        files: &Files<'_>,
+    ) -> Result<Option<Sweep>, ScenarioError> {
         let mut table: Table =
             toml::from_str(text).map_err(|error| crate::scenario::syntax(text, &error))?;
         let Some(sweep) = table.remove("sweep") else {
@@ -63,11 +76,12 @@ impl Sweep {
                 set(&mut point, path, value.clone())?;
             }
             let described = describe(&parameters, &values);
-            let scenario =
-                Scenario::from_table(&point, catalog).map_err(|error| ScenarioError::Invalid {
+            let scenario = Scenario::from_table(&point, catalog, files).map_err(|error| {
+                ScenarioError::Invalid {
                     field: "sweep".into(),
                     reason: format!("at {described}: {error}"),
-                })?;
+                }
+            })?;
             points.push(SweepPoint {
                 values: values.iter().map(value_text).collect(),
                 scenario,

@@ -54,6 +54,7 @@
 
 mod arrivals;
 pub mod fio;
+pub mod icf;
 pub mod iometer;
 pub mod orion;
 mod stream;

@@ -401,3 +401,36 @@ fn lab_run_refuses_a_sweep_point_that_is_no_scenario() {
     assert!(err.contains(arg(&scenario)), "{err}");
     assert!(err.contains("at workload.outstanding_ios = 0"), "{err}");
 }
+
+#[test]
+fn lab_run_reads_a_job_file_beside_the_scenario_and_refuses_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenarios = dir.path().join("scenarios");
+    fs::create_dir_all(scenarios.join("jobs")).unwrap();
+    let job = "[random]\nrw=randread\nbs=4k\niodepth=8\nsize=512m\n";
+    fs::write(scenarios.join("jobs/random.fio"), job).unwrap();
+    let (head, arrays) = TINY_SCENARIO.split_once("[[array]]").unwrap();
+    let (run, _) = head.split_once("[workload]").unwrap();
+    let text = format!(
+        "{run}[workload]\nkind = \"fio\"\njob_file = \"jobs/random.fio\"\n\n[[array]]{arrays}"
+    );
+    fs::write(scenarios.join("by-path.toml"), &text).unwrap();
+    // Run from the temporary directory: the job file is found beside the
+    // scenario, not in the working directory.
+    let (ok, stdout, err) = wafer_in(
+        dir.path(),
+        &["lab", "run", "scenarios/by-path.toml", "--out", "out"],
+    );
+    assert!(ok, "{err}");
+    assert!(stdout.contains("plain (in-place)"), "{stdout}");
+    let report = fs::read_to_string(dir.path().join("out/report.json")).unwrap();
+    assert!(
+        report.contains("\"size_bytes\": 4096"),
+        "the job's block size"
+    );
+    fs::remove_file(scenarios.join("jobs/random.fio")).unwrap();
+    let (ok, _, err) = wafer_in(dir.path(), &["lab", "run", "scenarios/by-path.toml"]);
+    assert!(!ok);
+    assert!(err.contains("workload.job_file"), "{err}");
+    assert!(err.contains("random.fio"), "{err}");
+}

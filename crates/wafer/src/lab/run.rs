@@ -226,8 +226,9 @@ fn load_all(
                 out_dir.display()
             );
         }
-        let points = match load_sweep(file, catalog)? {
-            Some(sweep) => {
+        let points = match load(file, catalog)? {
+            Loaded::Scenario(scenario) => vec![(*scenario, out_dir)],
+            Loaded::Sweep(sweep) => {
                 let name = sweep.points[0].scenario.name.clone();
                 let points = (sweep.points.iter().enumerate())
                     .map(|(index, point)| {
@@ -244,7 +245,6 @@ fn load_all(
                 });
                 points
             }
-            None => vec![(load(file, catalog)?, out_dir)],
         };
         for (mut scenario, out_dir) in points {
             check_array_names(file, &scenario)?;
@@ -262,13 +262,6 @@ fn load_all(
     Ok((runs, sweeps))
 }
 
-/// The sweep in `file`, expanded, or `None` if it holds a lone scenario.
-fn load_sweep(file: &Path, catalog: &Catalog) -> anyhow::Result<Option<Sweep>> {
-    let text = fs::read_to_string(file)
-        .with_context(|| format!("cannot read scenario {}", file.display()))?;
-    Sweep::parse(&text, catalog).with_context(|| file.display().to_string())
-}
-
 /// Point `index`'s values, `path = value, ...`.
 fn point_label(sweep: &Sweep, index: usize) -> String {
     let pairs: Vec<String> = (sweep.parameters.iter().zip(&sweep.points[index].values))
@@ -277,11 +270,28 @@ fn point_label(sweep: &Sweep, index: usize) -> String {
     pairs.join(", ")
 }
 
-/// One scenario file, parsed, its array names usable as file names.
-fn load(file: &Path, catalog: &Catalog) -> anyhow::Result<Scenario> {
+/// What a scenario file holds: one scenario, or a sweep of them.
+enum Loaded {
+    Scenario(Box<Scenario>),
+    Sweep(Sweep),
+}
+
+/// One scenario file, parsed and checked; the files it names (`job_file`,
+/// `icf_file`) are read relative to its directory, unless absolute.
+fn load(file: &Path, catalog: &Catalog) -> anyhow::Result<Loaded> {
     let text = fs::read_to_string(file)
         .with_context(|| format!("cannot read scenario {}", file.display()))?;
-    Scenario::parse(&text, catalog).with_context(|| file.display().to_string())
+    let dir = file.parent().unwrap_or(Path::new(""));
+    let read = |path: &str| {
+        let full = dir.join(path);
+        fs::read_to_string(&full).map_err(|error| format!("{}: {error}", full.display()))
+    };
+    let named = || file.display().to_string();
+    if let Some(sweep) = Sweep::parse_with_files(&text, catalog, &read).with_context(named)? {
+        return Ok(Loaded::Sweep(sweep));
+    }
+    let scenario = Scenario::parse_with_files(&text, catalog, &read).with_context(named)?;
+    Ok(Loaded::Scenario(Box::new(scenario)))
 }
 
 /// Refuses array names that cannot name report files.
