@@ -48,6 +48,12 @@ pub struct SweepPoint {
 }
 
 impl Sweep {
+    /// Point `index`'s values, `path = value, ...`.
+    pub fn label(&self, index: usize) -> String {
+        let paths = self.parameters.iter().map(String::as_str);
+        describe(paths, &self.points[index].values)
+    }
+
     /// The sweep of scenario `text`, or `None` if it has no `[sweep]` table;
     /// a scenario that names a file (`job_file`, `icf_file`) is refused.
     pub fn parse(text: &str, catalog: &Catalog) -> Result<Option<Sweep>, ScenarioError> {
@@ -75,7 +81,9 @@ impl Sweep {
             for ((path, _), value) in parameters.iter().zip(&values) {
                 set(&mut point, path, value.clone())?;
             }
-            let described = describe(&parameters, &values);
+            let texts: Vec<String> = values.iter().map(value_text).collect();
+            let paths = parameters.iter().map(|(path, _)| path.as_str());
+            let described = describe(paths, &texts);
             let scenario = Scenario::from_table(&point, catalog, files).map_err(|error| {
                 ScenarioError::Invalid {
                     field: "sweep".into(),
@@ -83,7 +91,7 @@ impl Sweep {
                 }
             })?;
             points.push(SweepPoint {
-                values: values.iter().map(value_text).collect(),
+                values: texts,
                 scenario,
             });
         }
@@ -164,10 +172,11 @@ fn product(parameters: &[(String, Vec<Value>)]) -> Vec<Vec<Value>> {
         })
 }
 
-/// `path=value` for every parameter, for messages and titles.
-fn describe(parameters: &[(String, Vec<Value>)], values: &[Value]) -> String {
-    let pairs: Vec<String> = (parameters.iter().zip(values))
-        .map(|((path, _), value)| format!("{path} = {}", value_text(value)))
+/// `path = value, ...` for parameters and their values (as a point holds
+/// them), for messages, titles and legends.
+pub fn describe<'a>(paths: impl IntoIterator<Item = &'a str>, values: &[String]) -> String {
+    let pairs: Vec<String> = (paths.into_iter().zip(values))
+        .map(|(path, value)| format!("{path} = {value}"))
         .collect();
     pairs.join(", ")
 }

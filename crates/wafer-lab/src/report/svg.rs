@@ -14,7 +14,7 @@
 use std::fmt::Write;
 
 use super::LabReport;
-use crate::sweep::SweepReport;
+use crate::sweep::{SweepReport, describe};
 
 const WIDTH: f64 = 860.0;
 const HEIGHT: f64 = 660.0;
@@ -106,13 +106,11 @@ pub fn render_sweep(sweep: &SweepReport) -> String {
             ticks.push(x_value.clone());
         }
         let x = ticks.iter().position(|t| t == x_value).expect("just added") + 1;
-        let context: Vec<String> = (rest.iter().zip(others))
-            .map(|(path, value)| format!("{path} = {value}"))
-            .collect();
+        let context = describe(rest.iter().map(String::as_str), others);
         for figures in &point.arrays {
             let mut legend = figures.array.clone();
             if !context.is_empty() {
-                legend = format!("{legend}, {}", context.join(", "));
+                legend = format!("{legend}, {context}");
             }
             let top = match large {
                 true => figures.large_mbps.unwrap_or(0.0),

@@ -233,7 +233,7 @@ fn load_all(
                 let points = (sweep.points.iter().enumerate())
                     .map(|(index, point)| {
                         let mut scenario = point.scenario.clone();
-                        scenario.name = format!("{name} [{}]", point_label(&sweep, index));
+                        scenario.name = format!("{name} [{}]", sweep.label(index));
                         (scenario, out_dir.join(format!("point-{:02}", index + 1)))
                     })
                     .collect();
@@ -260,14 +260,6 @@ fn load_all(
         }
     }
     Ok((runs, sweeps))
-}
-
-/// Point `index`'s values, `path = value, ...`.
-fn point_label(sweep: &Sweep, index: usize) -> String {
-    let pairs: Vec<String> = (sweep.parameters.iter().zip(&sweep.points[index].values))
-        .map(|(path, value)| format!("{path} = {value}"))
-        .collect();
-    pairs.join(", ")
 }
 
 /// What a scenario file holds: one scenario, or a sweep of them.
