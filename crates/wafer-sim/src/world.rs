@@ -1265,6 +1265,26 @@ impl<P: SimPayload> World<P> {
         true
     }
 
+    /// Gives written block `dbn` of `disk` other content under a trailer
+    /// that agrees with it: what a lost write leaves, an older version of
+    /// the block, whole and consistent in itself, which only the stripe's
+    /// parity or a pointer's checksum tells from the last write. Returns
+    /// whether the block had a trailer.
+    pub fn stale_content(&mut self, aggregate: AggrId, disk: DiskId, dbn: u64) -> bool {
+        let written = self.aggr(aggregate).disks[disk.0 as usize]
+            .sectors
+            .get(&dbn);
+        let Some(Ok(Trailer { identity, .. })) = written.map(|s| Trailer::decode(&s.trailer))
+        else {
+            return false;
+        };
+        self.rot_block(aggregate, disk, dbn);
+        let aggr = self.aggr_mut(aggregate);
+        let sector = (aggr.disks[disk.0 as usize].sectors.get_mut(&dbn)).expect("written");
+        sector.trailer = Trailer::new(P::checksum(&sector.data), identity).encode();
+        true
+    }
+
     /// Makes block `dbn` of `disk` unreadable (a latent sector error).
     pub fn lose_block(&mut self, aggregate: AggrId, disk: DiskId, dbn: u64) {
         let aggr = self.aggr_mut(aggregate);

@@ -1011,6 +1011,109 @@ fn a_rebuild_whose_blocks_outnumber_a_walk_walks_again_and_misses_none() {
     rebuilt_disk_carries_the_group(&mut world, lun, &data);
 }
 
+/// A stripe of a freshly written LUN in which one block on a data disk was
+/// freed since (by an overwrite elsewhere) while another data disk's stays in
+/// use; the freed block's disk dies, and the filer remounts, which forgets
+/// what free blocks held (only pointers say). Before that, `stale` (given the
+/// stripe's row parity disk and the data disk in use) names a block of the
+/// stripe whose last write is lost: it holds an older, self-consistent
+/// version. The rebuild onto the spare then runs to its end. Returns the
+/// world, the LUN, what it must read, the stripe's row parity disk and its
+/// disk in use.
+fn rebuild_beside_a_lost_write(
+    stale: impl FnOnce(DiskId, DiskId) -> DiskId,
+) -> (World, LunId, Vec<u8>, DiskId, DiskId) {
+    use wafer_raid::DiskIndex;
+    let mut world = world();
+    let lun = lun(&mut world, 2 << 20);
+    let data = pattern(31, 2 << 20);
+    write(&mut world, lun, 0, data.clone());
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let used_before = used_blocks(&world);
+    // Overwriting every third block frees one here and there, in stripes
+    // whose other blocks stay in use.
+    let mut expected = data;
+    for block in (0..64).map(|n| n * 3 * 4096) {
+        let new = pattern(32, 4096);
+        write(&mut world, lun, block as u64, new.clone());
+        expected[block..block + 4096].copy_from_slice(&new);
+    }
+    request(&mut world, HostRequest::Flush).expect("flush");
+    let used = used_blocks(&world);
+    let data_disk = |(disk, _): &(DiskIndex, u64)| *disk >= DiskIndex(2);
+    let mut freed = used_before.difference(&used).filter(|b| data_disk(b));
+    let ((dying, stripe), survivor) = freed
+        .find_map(|&(dying, stripe)| {
+            let beside = (used.iter()).find(|b| data_disk(b) && b.0 != dying && b.1 == stripe);
+            beside.map(|&(survivor, _)| ((dying, stripe), survivor))
+        })
+        .expect("a stripe in use with a freed block");
+    let id = |disk: u16| world.layout(A0).disk_id(0, DiskIndex(disk));
+    let (row_parity, dying, survivor) = (id(1), id(dying.0), id(survivor.0));
+    let stale = stale(row_parity, survivor);
+    assert!(world.stale_content(A0, stale, stripe), "a lost write");
+    assert!(world.kill_disk(A0, dying));
+    world.crash_and_remount();
+    world.wait_online().expect("remounted degraded");
+    while world.step() {}
+    assert_eq!(world.filer().counters().rebuilds_completed, 1);
+    (world, lun, expected, row_parity, survivor)
+}
+
+/// A lost write left the row parity stale: the freed block cannot be checked
+/// against a checksum, and reconstructing it from row parity makes it agree
+/// with the stale row parity and not with the diagonal parity. Unless the
+/// rebuild writes the diagonal parity too, the stripe is left inconsistent,
+/// and once the disk holding the stale row parity dies, one more dead disk is
+/// rebuilt wrong from the diagonal parity: its data is lost within RAID-DP's
+/// promise (the class of seeds 100073, 810281 and 120085).
+#[test]
+fn a_rebuild_beside_stale_row_parity_leaves_its_stripe_consistent() {
+    let (mut world, lun, expected, row_parity, survivor) =
+        rebuild_beside_a_lost_write(|row_parity, _| row_parity);
+    assert!(
+        world.kill_disk(A0, row_parity),
+        "the stale parity's disk dies"
+    );
+    world
+        .check_parity()
+        .expect("the diagonal parity agrees with the stripe it covers");
+    assert!(world.kill_disk(A0, survivor), "one more disk dies");
+    world.crash_and_remount();
+    world.wait_online().expect("remounted with two disks dead");
+    assert!(
+        read(&mut world, lun, 0, 2 << 20) == expected,
+        "every byte reads back"
+    );
+}
+
+/// A lost write left a data block in use stale: reconstructing the freed
+/// block from either parity beside it would take the stale block in, and
+/// new parity computed from the result would keep the stale version for
+/// good. The rebuild must see that the block in use does not match its
+/// checksum and rebuild both from the two parities.
+#[test]
+fn a_rebuild_beside_a_stale_data_block_neither_keeps_nor_spreads_it() {
+    let (mut world, lun, expected, _, _) = rebuild_beside_a_lost_write(|_, survivor| survivor);
+    assert!(
+        read(&mut world, lun, 0, 2 << 20) == expected,
+        "every byte reads back"
+    );
+    world
+        .check_parity()
+        .expect("every stripe's parity is consistent");
+}
+
+/// Every block a pointer reaches, by (disk, stripe).
+fn used_blocks(world: &World) -> std::collections::BTreeSet<(wafer_raid::DiskIndex, u64)> {
+    (world.filer().reachable_blocks().into_iter())
+        .map(|(ptr, _)| {
+            let at = world.layout(A0).locate(ptr.pvbn).expect("inside");
+            (at.disk, at.dbn.0)
+        })
+        .collect()
+}
+
 /// Host CPs write stripes the rebuild has not reached yet: the new disk's
 /// block in each must get the identity its pointer implies (or be left to the
 /// rebuild), never a free block's, or it is lost once two more disks die.

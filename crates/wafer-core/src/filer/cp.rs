@@ -840,6 +840,7 @@ impl<P: Payload> Filer<P> {
             }
         }
         let sabotaged = self.sabotaged(super::Sabotage::SkipParityUpdate);
+        let mut repaired_parity = DiskSet::EMPTY;
         match job.plan.method {
             _ if sabotaged && !job.plan.reads.is_empty() => {}
             ParityUpdateMethod::Subtraction => {
@@ -854,11 +855,16 @@ impl<P: Payload> Filer<P> {
                 }
             }
             ParityUpdateMethod::ReconstructFirst => {
-                match self.reconstruct_used(&geometry, group, dbn, &stripe, job.failed) {
+                let rebuilt = self.reconstruct_used(&geometry, group, dbn, &stripe, job.failed);
+                let reconstructed = rebuilt.is_some();
+                match rebuilt {
                     Some(rebuilt) => stripe = rebuilt,
                     None => self.counters.unrecoverable_blocks += 1,
                 }
                 self.overlay_and_encode(&geometry, &mut stripe, job);
+                if reconstructed {
+                    repaired_parity = Self::stale_parity(&geometry, &stripe, job);
+                }
             }
             ParityUpdateMethod::FullStripe | ParityUpdateMethod::Addition => {
                 self.overlay_and_encode(&geometry, &mut stripe, job)
@@ -883,6 +889,7 @@ impl<P: Payload> Filer<P> {
         for disk in job
             .plan
             .writes
+            .union(repaired_parity)
             .iter()
             .filter(|d| !(sabotaged && !job.plan.reads.is_empty() && parity.contains(*d)))
         {
@@ -897,6 +904,30 @@ impl<P: Payload> Filer<P> {
             out.push((self.layout.disk_id(group, disk), Dbn(dbn), sector));
         }
         out
+    }
+
+    /// The parity blocks a reconstruction found stale: read, trusted, not
+    /// written by the plan, and other than the parity of the stripe it
+    /// rebuilt. A rebuild onto a spare writes only the new disk; if a parity
+    /// block's last write was lost, the block it rebuilds agrees with one
+    /// parity and not the other, and unless that one is written too the
+    /// stripe is left inconsistent, so that losing one more disk later would
+    /// rebuild it wrong (seed 100073).
+    fn stale_parity(
+        geometry: &wafer_raid::RaidGroupGeometry,
+        stripe: &[P::Unit],
+        job: &StripeJob<P>,
+    ) -> DiskSet {
+        geometry
+            .parity_set()
+            .intersection(job.plan.reads)
+            .difference(job.plan.writes)
+            .iter()
+            .filter(|disk| {
+                let read = job.old.get(disk).and_then(Option::as_ref);
+                read.is_none_or(|sector| P::unit(&sector.data) != stripe[disk.as_usize()])
+            })
+            .collect()
     }
 
     fn overlay_and_encode(
