@@ -74,6 +74,12 @@
 //!   the LUNs end to end, in the order listed. The lab checks these and
 //!   hands them to the driver, which builds the node.
 //!
+//! `[[step]]` tables make the scenario a procedure (see [`crate::procedure`]):
+//! `fill`, `reallocate`, `run` (with its own `segments`, `segment_s`,
+//! `ramp_s`), `snapshot` and `repeat` (`times`, `steps`), in order on the
+//! same arrays; the fill and reallocate steps replace the workload's own
+//! `fill` and `reallocate` keys, which are then refused, as is `snap_sched`.
+//!
 //! A file a scenario names lies relative to the scenario file's directory
 //! (or is absolute). The lab reads no files: [`Scenario::parse_with_files`]
 //! takes a reader from its caller (the CLI), and [`Scenario::parse`]
