@@ -105,6 +105,40 @@ pub trait Array {
     fn held_snapshots(&self) -> Vec<HeldSnapshot> {
         Vec::new()
     }
+
+    /// The space of the volumes the workload addresses, together, as `df`
+    /// shows it; `None` for an array without volumes (the in-place
+    /// comparator's LUN has no space to fill but its own).
+    fn volume_use(&self) -> Option<VolumeUse> {
+        None
+    }
+}
+
+/// The space of an array's volumes, summed over them, as `df` shows each:
+/// its active file system's line and its `.snapshot` line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VolumeUse {
+    /// The volumes' nominal sizes.
+    pub size_bytes: u64,
+    /// `df`'s used of the active file systems: LUN reservations, thin LUN
+    /// blocks, the overwrite reserve of blocks snapshots share, and
+    /// snapshot use spilled past the reserve.
+    pub used_bytes: u64,
+    /// `df`'s `.snapshot` used: blocks only snapshots hold.
+    pub snapshot_used_bytes: u64,
+    /// Of those, the part beyond the snapshot reserve, already in
+    /// `used_bytes`.
+    pub snapshot_spill_bytes: u64,
+}
+
+impl VolumeUse {
+    /// The space used inside the volumes, snapshots included (the two
+    /// lines of `df` together, spill counted once), in percent of their
+    /// size.
+    pub fn used_percent(&self) -> f64 {
+        let used = self.used_bytes + self.snapshot_used_bytes - self.snapshot_spill_bytes;
+        used as f64 * 100.0 / self.size_bytes.max(1) as f64
+    }
 }
 
 /// What an array made of the snapshots a run asked for, and what they cost

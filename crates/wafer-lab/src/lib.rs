@@ -9,7 +9,8 @@
 //! [`run::run`], a discrete-event loop in nanoseconds that measures IOPS,
 //! MB/s and latency per segment, and [`report`] renders the results as
 //! `report.json`, fio JSON, `statit`, `sysstat -x` and an SVG chart. A
-//! [`scenario::Scenario`] describes a whole run in TOML.
+//! [`scenario::Scenario`] describes a whole run in TOML, or a
+//! [`procedure`] of runs and snapshots in order on the same arrays.
 //!
 //! Like the engine, the lab is pure: no clock, no threads, no files, no
 //! unseeded randomness. The same scenario and seed give the same bytes.
@@ -18,6 +19,7 @@ pub mod array;
 pub mod controller;
 mod histogram;
 pub mod inplace;
+pub mod procedure;
 pub mod report;
 pub mod run;
 pub mod scenario;
@@ -27,9 +29,11 @@ pub mod wafer;
 pub mod workload;
 
 pub use array::{
-    Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan, SnapshotStats,
+    Array, ArrayKind, DiskStats, Extent, HostCompletion, HostIo, HostOp, PreparePlan,
+    SnapshotStats, VolumeUse,
 };
 pub use inplace::{InPlaceArray, InPlaceSpec};
+pub use procedure::{ArrayProcedure, Procedure, ProcedureReport, run_procedure};
 pub use report::LabReport;
 pub use run::{PerMinute, Progress, RunError, RunOptions, run, run_each};
 pub use scenario::{

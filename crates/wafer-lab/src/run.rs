@@ -44,7 +44,7 @@ use crate::report::{
     SegmentReport, SnapSchedReport,
 };
 use crate::snap_sched::SnapSched;
-use crate::workload::{Timing, Workload, WorkloadError};
+use crate::workload::{Timing, WorkerStream, Workload, WorkloadError};
 
 mod host;
 mod minutes;
@@ -56,7 +56,7 @@ use self::minutes::MinuteMeter;
 /// Events the loop takes at one instant before it declares the array stuck:
 /// far more than a closed loop of [`crate::workload::OUTSTANDING_MAX`] I/Os
 /// can need, since every event moves at least one I/O on.
-const SAME_INSTANT_EVENTS_MAX: u64 = 1 << 24;
+pub(crate) const SAME_INSTANT_EVENTS_MAX: u64 = 1 << 24;
 
 /// Progress reports per array: often enough for a smooth progress bar.
 const PROGRESS_STEPS: u64 = 1000;
@@ -105,6 +105,12 @@ pub enum RunError {
         /// The array.
         array: String,
     },
+    /// A procedure with a `snap sched`, which runs on the engine's clock
+    /// through one run.
+    #[error(
+        "a procedure takes snapshots by `snapshot` steps or `snapshot_every_s`, not by `snap sched`"
+    )]
+    SnapSchedInProcedure,
     /// The workload does not fit the array.
     #[error("array `{array}`: {source}")]
     Workload {
@@ -229,13 +235,11 @@ fn run_array(
     options: &RunOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ArrayReport, RunError> {
-    let misfit = |source| RunError::Workload {
-        array: array.name().to_string(),
-        source,
-    };
     let luns = array.lun_bytes();
-    let streams = workload.streams(options.seed, &luns).map_err(misfit)?;
-    let plan = workload.prepare_plan(&luns).map_err(misfit)?;
+    let streams = workload
+        .streams(options.seed, &luns)
+        .map_err(misfit(array))?;
+    let plan = workload.prepare_plan(&luns).map_err(misfit(array))?;
     array.prepare(&plan, &mut |fraction| {
         progress(Progress::Preparing(fraction))
     });
@@ -246,6 +250,37 @@ fn run_array(
             array: array.name().to_string(),
         });
     }
+    Ok(measure(array, workload, streams, options, progress)?.report)
+}
+
+/// The error of `workload` not fitting `array`.
+pub(crate) fn misfit(array: &dyn Array) -> impl Fn(WorkloadError) -> RunError + use<> {
+    let array = array.name().to_string();
+    move |source| RunError::Workload {
+        array: array.clone(),
+        source,
+    }
+}
+
+/// What one run measured, and the host I/Os it left in flight at its end
+/// (dropped from the measurement, still the array's to answer).
+pub(crate) struct Measured {
+    /// The run's report.
+    pub report: ArrayReport,
+    /// Host I/Os submitted and not answered when the last segment ended.
+    pub in_flight: usize,
+}
+
+/// Runs `workload`, as `streams`, on `array`, prepared, from the array's
+/// time zero to the end of the last segment.
+pub(crate) fn measure(
+    array: &mut dyn Array,
+    workload: &Workload,
+    streams: Vec<WorkerStream>,
+    options: &RunOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Measured, RunError> {
+    let luns = array.lun_bytes();
     let arrivals = workload.arrivals(options.seed);
     let mut host = Host::new(streams, workload.depths(), &luns, arrivals);
     host.start(array);
@@ -265,7 +300,10 @@ fn run_array(
         .map(|per_minute| MinuteMeter::new(meter.end, per_minute.latency_threshold));
     let mut schedule = SnapshotSchedule::new(options.snapshot_every, meter.end);
     drive(array, &mut host, &mut meter, &mut schedule, progress)?;
-    Ok(meter.finish(array, workload, options))
+    Ok(Measured {
+        report: meter.finish(array, workload, options),
+        in_flight: host.in_flight(),
+    })
 }
 
 /// When the run's next snapshot falls, if it takes any more.

@@ -74,6 +74,12 @@
 //!   the LUNs end to end, in the order listed. The lab checks these and
 //!   hands them to the driver, which builds the node.
 //!
+//! `[[step]]` tables make the scenario a procedure (see [`crate::procedure`]):
+//! `fill`, `reallocate`, `run` (with its own `segments`, `segment_s`,
+//! `ramp_s`), `snapshot` and `repeat` (`times`, `steps`), in order on the
+//! same arrays; the fill and reallocate steps replace the workload's own
+//! `fill` and `reallocate` keys, which are then refused, as is `snap_sched`.
+//!
 //! A file a scenario names lies relative to the scenario file's directory
 //! (or is absolute). The lab reads no files: [`Scenario::parse_with_files`]
 //! takes a reader from its caller (the CLI), and [`Scenario::parse`]
@@ -87,7 +93,7 @@
 //! carry their unit in the key (`lun_gib = 500`, `stripe_unit_kib = 128`). Unknown keys are refused,
 //! and every error names its field by path, e.g. `array[1].disks`.
 
-mod fields;
+pub(crate) mod fields;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -104,6 +110,7 @@ use crate::inplace::{
     CACHE_LATENCY_DEFAULT, CHUNK_BYTES_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec,
     ReservedPoolSpec, SESSIONS_PER_LUN_MAX,
 };
+use crate::procedure::{self, Procedure};
 use crate::run::{PerMinute, RunOptions};
 use crate::snap_sched::{SnapSched, WeekTime, parse_schedule};
 use crate::workload::fio::{FioError, FioJob};
@@ -137,6 +144,9 @@ pub struct Scenario {
     pub workload: Workload,
     /// The arrays, in order.
     pub arrays: Vec<ArrayEntry>,
+    /// With `[[step]]` tables: the steps after the preparation, which the
+    /// workload's `prepare` holds; `None`: one run.
+    pub procedure: Option<Procedure>,
 }
 
 /// One `[[array]]`.
@@ -354,17 +364,34 @@ impl Scenario {
         let workload_table = top.table("workload")?.ok_or(ScenarioError::Missing {
             field: "workload".into(),
         })?;
-        let workload = parse_workload(workload_table, &overrides, files)?;
+        let mut workload = parse_workload(workload_table, &overrides, files)?;
         let array_tables = top.tables("array")?;
+        let step_tables = top.tables("step")?;
         top.finish()?;
         let arrays = parse_arrays(&array_tables, catalog)?;
-        check_snapshot_schedule(&run, &workload, &arrays)?;
+        let procedure = match step_tables.is_empty() {
+            true => None,
+            false => Some(parse_procedure(
+                &step_tables,
+                workload_table,
+                &run,
+                &mut workload,
+            )?),
+        };
+        let runs: Vec<Timing> = match &procedure {
+            Some(procedure) => procedure.runs().map(|run| run.timing).collect(),
+            None => vec![workload.timing],
+        };
+        for timing in &runs {
+            check_snapshot_schedule(&run, timing, &arrays)?;
+        }
         check_snap_sched(&run, &arrays)?;
         Ok(Scenario {
             name,
             run,
             workload,
             arrays,
+            procedure,
         })
     }
 
@@ -383,18 +410,61 @@ impl Scenario {
     }
 }
 
-/// Checks that every array can keep every snapshot the schedule takes: a
-/// wafer volume keeps at most 255, an in-place LUN 8 (SnapView sessions),
-/// and only with a reserved LUN pool.
+/// The `[[step]]` tables as a procedure: its fill and reallocate steps
+/// become the workload's preparation, so the workload may not set its own,
+/// and a `snap sched` (the engine's clock through one run) is refused.
+fn parse_procedure(
+    tables: &[&Table],
+    workload_table: &Table,
+    run: &RunOptions,
+    workload: &mut Workload,
+) -> Result<Procedure, ScenarioError> {
+    if let Some(key) = ["fill", "reallocate"]
+        .into_iter()
+        .find(|key| workload_table.contains_key(*key))
+    {
+        return Err(ScenarioError::Invalid {
+            field: format!("workload.{key}"),
+            reason: "with `[[step]]` tables the preparation is the steps': write a \
+                     `fill` or `reallocate` step"
+                .into(),
+        });
+    }
+    if run.snap_sched.is_some() {
+        return Err(ScenarioError::Invalid {
+            field: "run.snap_sched".into(),
+            reason: "a procedure takes snapshots by `snapshot` steps or `snapshot_every_s`; \
+                     a `snap sched` runs on the engine's clock through one run"
+                .into(),
+        });
+    }
+    let (prepare, procedure) = procedure::parse(tables, &workload.timing)?;
+    workload.prepare = prepare;
+    for (index, step) in procedure.runs().enumerate() {
+        let timed = Workload {
+            timing: step.timing,
+            ..workload.clone()
+        };
+        timed.check().map_err(|error| ScenarioError::Invalid {
+            field: "step".into(),
+            reason: format!("run {} ({}): {error}", index + 1, step.label),
+        })?;
+    }
+    Ok(procedure)
+}
+
+/// Checks that every array can keep every snapshot the schedule takes in a
+/// run of `timing`: a wafer volume keeps at most 255, an in-place LUN 8
+/// (SnapView sessions), and only with a reserved LUN pool.
 fn check_snapshot_schedule(
     run: &RunOptions,
-    workload: &Workload,
+    timing: &Timing,
     arrays: &[ArrayEntry],
 ) -> Result<(), ScenarioError> {
     let Some(every) = run.snapshot_every else {
         return Ok(());
     };
-    let taken = (workload.timing.total().0.saturating_sub(1) / every.0) as usize;
+    let taken = (timing.total().0.saturating_sub(1) / every.0) as usize;
     for (index, entry) in arrays.iter().enumerate() {
         let most = match &entry.spec {
             ArraySpec::Wafer(_) => wafer_core::filer::meta::MAX_SNAPSHOTS,

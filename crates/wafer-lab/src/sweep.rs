@@ -74,6 +74,14 @@ impl Sweep {
         let Some(sweep) = table.remove("sweep") else {
             return Ok(None);
         };
+        if table.contains_key("step") {
+            return Err(ScenarioError::Invalid {
+                field: "step".into(),
+                reason: "a procedure's steps and a sweep's points do not go together: \
+                         write a procedure per point"
+                    .into(),
+            });
+        }
         let parameters = parameters(sweep)?;
         let mut points = Vec::new();
         for values in product(&parameters) {
@@ -322,7 +330,7 @@ impl SweepReport {
 }
 
 /// An array's figures over its measured segments.
-fn figures(array: &ArrayReport) -> PointFigures {
+pub(crate) fn figures(array: &ArrayReport) -> PointFigures {
     let segments = &array.segments;
     let count = segments.len().max(1) as f64;
     let mean = |value: fn(&crate::report::SegmentReport) -> f64| {

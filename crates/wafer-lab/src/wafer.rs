@@ -60,7 +60,7 @@ use wafer_raid::{Dbn, RaidGroupGeometry};
 
 use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
-    SnapshotStats,
+    SnapshotStats, VolumeUse,
 };
 use crate::controller::Controller;
 use crate::scenario::{AggregateSpec, WaferSpec};
@@ -1049,6 +1049,21 @@ impl Array for WaferArray {
 
     fn snapshot_stats(&self) -> SnapshotStats {
         self.snapshot_stats
+    }
+
+    /// Every volume's space as the engine accounts it
+    /// (`Filer::volume_space`), summed.
+    fn volume_use(&self) -> Option<VolumeUse> {
+        let mut total = VolumeUse::default();
+        for (volume, _, aggregate) in self.node.volumes() {
+            let local = wafer_core::node::split_volume(volume).1;
+            let space = self.node.aggregate(aggregate)?.volume_space(local)?;
+            total.size_bytes += space.size_bytes;
+            total.used_bytes += space.used_bytes;
+            total.snapshot_used_bytes += space.snapshot_used_bytes;
+            total.snapshot_spill_bytes += space.snapshot_spill_bytes;
+        }
+        Some(total)
     }
 
     fn next_event(&self) -> Option<Instant> {

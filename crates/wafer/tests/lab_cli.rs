@@ -391,6 +391,47 @@ fn lab_run_expands_a_sweep_into_points_and_one_summary() {
 }
 
 #[test]
+fn lab_run_writes_a_procedure_step_by_step_and_one_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let steps = "[[step]]\nkind = \"run\"\n\n[[step]]\nkind = \"repeat\"\ntimes = 2\n\
+                 steps = [\"snapshot\", { kind = \"run\", segments = 1 }]\n";
+    fs::write(
+        dir.path().join("steps.toml"),
+        format!("{TINY_SCENARIO}\n{steps}"),
+    )
+    .unwrap();
+    let (ok, stdout, err) = wafer_in(dir.path(), &["lab", "run", "steps.toml", "--out", "out"]);
+    assert!(ok, "{err}");
+    let out = dir.path().join("out");
+    let segments = |step: &str| {
+        let text = fs::read_to_string(out.join(step).join("report.json")).unwrap();
+        let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+        report["arrays"][0]["segments"].as_array().unwrap().len()
+    };
+    assert_eq!(segments("step-01"), 2, "the scenario's timing");
+    assert_eq!(segments("step-02"), 1, "the step's own");
+    assert_eq!(segments("step-03"), 1);
+    assert!(out.join("step-03/plain.statit.txt").is_file());
+    assert!(!out.join("step-04").exists() && !out.join("report.json").exists());
+    let table = fs::read_to_string(out.join("procedure.txt")).unwrap();
+    assert!(table.contains("after 2 snapshots"), "{table}");
+    assert!(stdout.contains(&table), "the table is printed too");
+    let json = fs::read_to_string(out.join("procedure.json")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3);
+    // In-place arrays without a reserved LUN pool refuse each snapshot
+    // step, and have no volume to fill.
+    let refused: Vec<u64> = (runs.iter())
+        .map(|run| run["arrays"][1]["snapshots_refused"].as_u64().unwrap())
+        .collect();
+    assert_eq!(refused, [0, 1, 2], "{json}");
+    assert!(runs[0]["arrays"][0].get("volume_used_percent").is_none());
+    let start = |run: usize| runs[run]["arrays"][0]["start_s"].as_f64().unwrap();
+    assert!(start(1) >= 2.0 && start(2) >= start(1) + 1.0, "{json}");
+}
+
+#[test]
 fn lab_run_refuses_a_sweep_point_that_is_no_scenario() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!("{TINY_SCENARIO}\n[sweep]\n\"workload.outstanding_ios\" = [2, 0]\n");

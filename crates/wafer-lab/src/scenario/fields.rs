@@ -210,6 +210,18 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// An array of values of any kind.
+    pub fn list(&mut self, key: &str) -> Result<Option<&'a [Value]>, ScenarioError> {
+        match self.value(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => Ok(Some(items)),
+            Some(other) => Err(self.invalid(
+                key,
+                format!("expected an array, found {}", other.type_str()),
+            )),
+        }
+    }
+
     /// An array of tables.
     pub fn tables(&mut self, key: &str) -> Result<Vec<&'a Table>, ScenarioError> {
         let Some(value) = self.value(key) else {

@@ -33,6 +33,12 @@
 //! files go to `point-NN/` in the sweep's directory, and once every point is
 //! done the sweep's summary goes to stdout and to `sweep.txt`, `sweep.json`
 //! and `sweep.svg` there.
+//!
+//! A scenario with `[[step]]` tables is a procedure (`wafer_lab::procedure`):
+//! each array's job runs every step on the one array, and once every array
+//! is done each run step's files go to `step-NN/` in the scenario's
+//! directory, as a sweep point's do, and the summary, a row per run step and
+//! array, to stdout, `procedure.txt` and `procedure.json` there.
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -50,8 +56,8 @@ use clap::Args;
 use wafer_devices::params::Catalog;
 use wafer_lab::report::{ArrayReport, fio, luns, mechanisms, minutes, statit, svg, sysstat};
 use wafer_lab::{
-    Array, ArraySpec, InPlaceArray, LabReport, Progress as LabProgress, Scenario, Sweep,
-    SweepReport, WaferArray, Workload,
+    Array, ArrayProcedure, ArraySpec, InPlaceArray, LabReport, ProcedureReport,
+    Progress as LabProgress, Scenario, Sweep, SweepReport, WaferArray, Workload,
 };
 
 use super::spill::{FileSpill, MemoryBudget};
@@ -115,7 +121,24 @@ struct Job {
 }
 
 /// What a job sends back: its index, its array's report and how long it took.
-type JobOutcome = (usize, anyhow::Result<(ArrayReport, WallTime)>);
+type JobOutcome = (usize, anyhow::Result<(JobReport, WallTime)>);
+
+/// What one array measured: one run, or a procedure's run steps.
+#[derive(Clone, Debug)]
+enum JobReport {
+    Run(Box<ArrayReport>),
+    Procedure(ArrayProcedure),
+}
+
+impl JobReport {
+    /// The runs it measured, in order.
+    fn runs(&self) -> Vec<&ArrayReport> {
+        match self {
+            JobReport::Run(report) => vec![report],
+            JobReport::Procedure(procedure) => procedure.runs.iter().map(|r| &r.report).collect(),
+        }
+    }
+}
 
 /// A job's wall-clock time: the lab's speed, which no report file holds
 /// (they depend on the seed alone).
@@ -129,14 +152,17 @@ struct WallTime {
 }
 
 impl WallTime {
-    /// `array`'s simulated host I/Os per wall-clock second, as a line.
-    fn describe(&self, array: &ArrayReport) -> String {
-        let ios: u64 = array.intervals.iter().map(|i| i.ops).sum();
+    /// The simulated host I/Os per wall-clock second of an array's `runs`,
+    /// as a line.
+    fn describe(&self, runs: &[&ArrayReport]) -> String {
+        let ios: u64 = (runs.iter().flat_map(|run| &run.intervals))
+            .map(|i| i.ops)
+            .sum();
         let run = self.total.saturating_sub(self.setup).as_secs_f64();
         format!(
             "{}: {} host I/Os simulated in {:.1} s of wall time ({:.0} per second), \
              after {:.1} s building the array and preparing the test file",
-            array.name,
+            runs.first().map_or("", |array| array.name.as_str()),
             ios,
             run,
             ios as f64 / run.max(1e-9),
@@ -180,15 +206,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
     progress.hidden_while(|| {});
     let reports = outcome?;
     for sweep in &sweeps {
-        finish_sweep(sweep, &reports)?;
+        let points = &reports[sweep.first..sweep.first + sweep.sweep.points.len()];
+        let points: Vec<LabReport> = (points.iter().cloned())
+            .map(|report| report.expect("a sweep's points are single runs"))
+            .collect();
+        finish_sweep(sweep, &points)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// Writes a sweep's summary (`sweep.txt`, `sweep.json`, `sweep.svg`) into
-/// its directory and prints its table.
-fn finish_sweep(run: &SweepRun, reports: &[LabReport]) -> anyhow::Result<()> {
-    let points = &reports[run.first..run.first + run.sweep.points.len()];
+/// its directory and prints its table; `points` are its points' reports.
+fn finish_sweep(run: &SweepRun, points: &[LabReport]) -> anyhow::Result<()> {
     let report = SweepReport::new(&run.name, &run.sweep, points);
     let table = report.render();
     let files = [
@@ -196,15 +225,19 @@ fn finish_sweep(run: &SweepRun, reports: &[LabReport]) -> anyhow::Result<()> {
         ("sweep.json", report.to_json()),
         ("sweep.svg", svg::render_sweep(&report)),
     ];
-    for (name, text) in &files {
-        let path = run.out_dir.join(name);
+    write_summary(&run.out_dir, &table, &files)
+}
+
+/// Writes a summary's `files` into `dir` and prints its `table`.
+fn write_summary(dir: &Path, table: &str, files: &[(&str, String)]) -> anyhow::Result<()> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (name, text) in files {
+        let path = dir.join(name);
         fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     print!("{table}");
-    println!(
-        "  written to {}: sweep.txt, sweep.json, sweep.svg",
-        run.out_dir.display()
-    );
+    let names: Vec<&str> = files.iter().map(|(name, _)| *name).collect();
+    println!("  written to {}: {}", dir.display(), names.join(", "));
     Ok(())
 }
 
@@ -321,7 +354,8 @@ fn out_dir(file: &Path, out: Option<&Path>, several: bool) -> anyhow::Result<Pat
 
 /// Runs every job on `threads` worker threads and reports each scenario as
 /// soon as its last array is done; the first error stops new jobs starting.
-/// Returns every scenario's report, in order.
+/// Returns every scenario's report, in order (`None` for a procedure, whose
+/// run steps have a report each).
 fn run_jobs(
     scenarios: &[ScenarioRun],
     jobs: &[Job],
@@ -329,7 +363,7 @@ fn run_jobs(
     catalog: &Catalog,
     progress: &Progress,
     budget: &Arc<MemoryBudget>,
-) -> anyhow::Result<Vec<LabReport>> {
+) -> anyhow::Result<Vec<Option<LabReport>>> {
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let pool = Pool {
@@ -398,7 +432,7 @@ impl Pool<'_> {
         &self,
         job: Job,
         progress: &mut dyn FnMut(LabProgress),
-    ) -> anyhow::Result<ArrayReport> {
+    ) -> anyhow::Result<JobReport> {
         panic::catch_unwind(AssertUnwindSafe(|| self.run_job(job, progress))).unwrap_or_else(|_| {
             let spec = &self.scenarios[job.scenario].scenario.arrays[job.array].spec;
             bail!(
@@ -408,22 +442,31 @@ impl Pool<'_> {
         })
     }
 
-    /// Builds `job`'s array and runs its workload against it alone.
+    /// Builds `job`'s array and runs its workload (or its procedure)
+    /// against it alone.
     fn run_job(
         &self,
         job: Job,
         progress: &mut dyn FnMut(LabProgress),
-    ) -> anyhow::Result<ArrayReport> {
+    ) -> anyhow::Result<JobReport> {
         let run = &self.scenarios[job.scenario];
         let spec = &run.scenario.arrays[job.array].spec;
+        let workload = &run.workloads[job.array];
         let mut arrays = [build_array(spec, self.catalog, self.budget)?];
-        let mut report = wafer_lab::run(
-            &mut arrays,
-            &run.workloads[job.array],
-            &run.scenario.run,
-            progress,
-        )?;
-        report.arrays.pop().context("the run reported no array")
+        if let Some(procedure) = &run.scenario.procedure {
+            let [array] = &mut arrays;
+            let steps = wafer_lab::run_procedure(
+                array.as_mut(),
+                workload,
+                &run.scenario.run,
+                procedure,
+                progress,
+            )?;
+            return Ok(JobReport::Procedure(steps));
+        }
+        let mut report = wafer_lab::run(&mut arrays, workload, &run.scenario.run, progress)?;
+        let report = report.arrays.pop().context("the run reported no array")?;
+        Ok(JobReport::Run(Box::new(report)))
     }
 }
 
@@ -452,9 +495,9 @@ fn collect(
     receiver: &Receiver<JobOutcome>,
     stop: &AtomicBool,
     progress: &Progress,
-) -> anyhow::Result<Vec<LabReport>> {
+) -> anyhow::Result<Vec<Option<LabReport>>> {
     let mut finished: Vec<Option<LabReport>> = vec![None; scenarios.len()];
-    let mut reports: Vec<Vec<Option<(ArrayReport, WallTime)>>> = scenarios
+    let mut reports: Vec<Vec<Option<(JobReport, WallTime)>>> = scenarios
         .iter()
         .map(|run| vec![None; run.scenario.arrays.len()])
         .collect();
@@ -469,7 +512,7 @@ fn collect(
                 return Ok(());
             }
             let arrays = slots.iter_mut().filter_map(Option::take).collect();
-            finished[job.scenario] = Some(finish_scenario(run, arrays, progress)?);
+            finished[job.scenario] = finish_scenario(run, arrays, progress)?;
             Ok(())
         });
         if let Err(error) = finished {
@@ -479,38 +522,98 @@ fn collect(
             }
         }
     }
-    if let Some(error) = first_error {
-        return Err(error);
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(finished),
     }
-    Ok(finished
-        .into_iter()
-        .map(|report| report.expect("every scenario finished without an error"))
-        .collect())
 }
 
 /// Prints a finished scenario's results and writes its files; returns its
-/// report.
+/// report, or `None` for a procedure (see [`finish_procedure`]).
 fn finish_scenario(
     run: &ScenarioRun,
-    arrays: Vec<(ArrayReport, WallTime)>,
+    arrays: Vec<(JobReport, WallTime)>,
     progress: &Progress,
-) -> anyhow::Result<LabReport> {
-    let (arrays, walls): (Vec<ArrayReport>, Vec<WallTime>) = arrays.into_iter().unzip();
+) -> anyhow::Result<Option<LabReport>> {
+    let walls: Vec<String> = (arrays.iter())
+        .map(|(report, wall)| wall.describe(&report.runs()))
+        .collect();
+    let (mut runs, mut procedures) = (Vec::new(), Vec::new());
+    for (report, _) in arrays {
+        match report {
+            JobReport::Run(report) => runs.push(*report),
+            JobReport::Procedure(procedure) => procedures.push(procedure),
+        }
+    }
+    if !procedures.is_empty() {
+        finish_procedure(run, &procedures, &walls, progress)?;
+        return Ok(None);
+    }
     let report = LabReport {
         seed: run.scenario.run.seed,
-        arrays,
+        arrays: runs,
     };
-    let written = write_outputs(&run.out_dir, &report)?;
+    report_run(&run.scenario.name, &run.out_dir, &report, &walls, progress)?;
+    Ok(Some(report))
+}
+
+/// Writes one run's files into `dir` and prints its results, with the
+/// arrays' `walls` lines.
+fn report_run(
+    name: &str,
+    dir: &Path,
+    report: &LabReport,
+    walls: &[String],
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let written = write_outputs(dir, report)?;
     progress.hidden_while(|| {
-        print_results(&run.scenario.name, &report);
-        for (array, wall) in report.arrays.iter().zip(&walls) {
-            println!("  {}", wall.describe(array));
+        print_results(name, report);
+        for wall in walls {
+            println!("  {wall}");
         }
         let files = written.join(", ");
-        println!("  written to {}: {files}", run.out_dir.display());
+        println!("  written to {}: {files}", dir.display());
         println!();
     });
-    Ok(report)
+    Ok(())
+}
+
+/// Writes each run step of a procedure to `step-NN/` as a run of its own,
+/// then its summary (`procedure.txt`, `procedure.json`); the arrays'
+/// `walls` lines, for the whole procedure, follow the summary.
+fn finish_procedure(
+    run: &ScenarioRun,
+    arrays: &[ArrayProcedure],
+    walls: &[String],
+    progress: &Progress,
+) -> anyhow::Result<()> {
+    let summary = ProcedureReport::new(&run.scenario.name, arrays);
+    for step in &summary.runs {
+        let report = LabReport {
+            seed: run.scenario.run.seed,
+            arrays: (arrays.iter())
+                .map(|array| array.runs[step.run - 1].report.clone())
+                .collect(),
+        };
+        let name = format!("{} [run {}: {}]", run.scenario.name, step.run, step.label);
+        let dir = run.out_dir.join(format!("step-{:02}", step.run));
+        report_run(&name, &dir, &report, &[], progress)?;
+    }
+    let table = summary.render();
+    let files = [
+        ("procedure.txt", table.clone()),
+        ("procedure.json", summary.to_json()),
+    ];
+    let mut written = Ok(());
+    progress.hidden_while(|| {
+        written = write_summary(&run.out_dir, &table, &files);
+        for wall in walls {
+            println!("  {wall}");
+        }
+        println!();
+    });
+    written
 }
 
 /// The scenario's name and, per array, a table of its measured segments;
