@@ -11,7 +11,11 @@
 //! since: it reads the survivors, reconstructs the disk's block (verified
 //! against the checksum last written there, where known), and writes it with
 //! the trailer its pointer implies, or, for a free block, a trailer of its own
-//! so that parity stays consistent over every block. Doing this inside the CP
+//! so that parity stays consistent over every block. A free block since a
+//! mount has no checksum to check: beside a parity block whose last write was
+//! lost it comes back agreeing with that parity and not the other, so the
+//! rebuild also writes every parity block the reconstruction shows stale,
+//! leaving the stripe consistent. Doing this inside the CP
 //! means no CP can write the same stripe meanwhile. Reads keep treating the
 //! disk as failed until the last stripe is rebuilt and committed; then the
 //! group is normal again, and one more CP records that. A crash resumes at
