@@ -261,6 +261,48 @@ pub struct PointFigures {
     pub large_mbps: Option<f64>,
 }
 
+impl PointFigures {
+    /// The headings of [`PointFigures::cells`].
+    pub(crate) fn headings(large: bool) -> Vec<String> {
+        let mut headings = ["IOPS", "MB/s", "avg ms", "p99 ms"]
+            .map(String::from)
+            .to_vec();
+        if large {
+            headings.extend(["small IOPS", "large MB/s"].map(String::from));
+        }
+        headings
+    }
+
+    /// The figures as a table's cells; with `large`, the two classes' too.
+    pub(crate) fn cells(&self, large: bool) -> Vec<String> {
+        let mut cells = vec![
+            format!("{:.1}", self.iops),
+            format!("{:.2}", self.mbps),
+            format!("{:.3}", self.latency_ms_avg),
+            format!("{:.3}", self.latency_ms_p99),
+        ];
+        if large {
+            cells.push(format!("{:.1}", self.small_iops.unwrap_or(0.0)));
+            cells.push(format!("{:.2}", self.large_mbps.unwrap_or(0.0)));
+        }
+        cells
+    }
+}
+
+/// `rows` (the first the headings) as lines of right-aligned columns,
+/// appended to `text`.
+pub(crate) fn write_aligned(text: &mut String, rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|column| rows.iter().map(|row| row[column].len()).max().unwrap_or(0))
+        .collect();
+    for row in rows {
+        let cells: Vec<String> = (row.iter().zip(&widths))
+            .map(|(cell, &width)| format!("{cell:>width$}"))
+            .collect();
+        writeln!(text, "  {}", cells.join("  ")).expect("writing to a string");
+    }
+}
+
 impl SweepReport {
     /// The report of `sweep` whose points ran to `reports`, in point order.
     pub fn new(name: &str, sweep: &Sweep, reports: &[LabReport]) -> SweepReport {
@@ -292,36 +334,19 @@ impl SweepReport {
     pub fn render(&self) -> String {
         let large = self.has_large_streams();
         let mut header: Vec<String> = self.parameters.clone();
-        header.extend(["array", "IOPS", "MB/s", "avg ms", "p99 ms"].map(String::from));
-        if large {
-            header.extend(["small IOPS", "large MB/s"].map(String::from));
-        }
+        header.push("array".into());
+        header.extend(PointFigures::headings(large));
         let mut rows = vec![header];
         for point in &self.points {
             for array in &point.arrays {
                 let mut row = point.values.clone();
                 row.push(array.array.clone());
-                row.push(format!("{:.1}", array.iops));
-                row.push(format!("{:.2}", array.mbps));
-                row.push(format!("{:.3}", array.latency_ms_avg));
-                row.push(format!("{:.3}", array.latency_ms_p99));
-                if large {
-                    row.push(format!("{:.1}", array.small_iops.unwrap_or(0.0)));
-                    row.push(format!("{:.2}", array.large_mbps.unwrap_or(0.0)));
-                }
+                row.extend(array.cells(large));
                 rows.push(row);
             }
         }
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|column| rows.iter().map(|row| row[column].len()).max().unwrap_or(0))
-            .collect();
         let mut text = format!("{}: {} points\n", self.name, self.points.len());
-        for row in &rows {
-            let cells: Vec<String> = (row.iter().zip(&widths))
-                .map(|(cell, &width)| format!("{cell:>width$}"))
-                .collect();
-            writeln!(text, "  {}", cells.join("  ")).expect("writing to a string");
-        }
+        write_aligned(&mut text, &rows);
         text.push_str(
             "  (MB/s in 10^6 bytes per second; segments averaged, p99 the highest segment's)\n",
         );

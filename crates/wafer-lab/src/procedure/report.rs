@@ -10,13 +10,11 @@
 //! volume used % (`df`'s two lines together: snapshots included) and the
 //! snapshots so far, for `procedure.txt` and `procedure.json`.
 
-use std::fmt::Write;
-
 use serde::Serialize;
 
 use crate::array::{SnapshotStats, VolumeUse};
 use crate::report::ArrayReport;
-use crate::sweep::{PointFigures, figures};
+use crate::sweep::{PointFigures, figures, write_aligned};
 
 /// One array's procedure: its run steps, in order.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,36 +132,22 @@ impl ProcedureReport {
             "vol used %",
             "snaps",
             "refused",
-            "IOPS",
-            "MB/s",
-            "avg ms",
-            "p99 ms",
         ]
         .map(String::from)
         .to_vec();
-        if large {
-            header.extend(["small IOPS", "large MB/s"].map(String::from));
-        }
+        header.extend(PointFigures::headings(large));
         let mut rows = vec![header];
         for run in &self.runs {
             for array in &run.arrays {
                 rows.push(row(run, array, large));
             }
         }
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|column| rows.iter().map(|row| row[column].len()).max().unwrap_or(0))
-            .collect();
         let mut text = format!(
             "{}: {} runs on the same arrays\n",
             self.name,
             self.runs.len()
         );
-        for row in &rows {
-            let cells: Vec<String> = (row.iter().zip(&widths))
-                .map(|(cell, &width)| format!("{cell:>width$}"))
-                .collect();
-            writeln!(text, "  {}", cells.join("  ")).expect("writing to a string");
-        }
+        write_aligned(&mut text, &rows);
         text.push_str(
             "  (vol used %: space used inside the volumes, snapshots included, at the run's \
              start; snaps and refused: snapshots before it; MB/s in 10^6 bytes per second, \
@@ -184,15 +168,8 @@ fn row(run: &RunSummary, array: &RunFigures, large: bool) -> Vec<String> {
         (array.volume_used_percent).map_or("-".into(), |percent| format!("{percent:.1}")),
         array.snapshots_taken.to_string(),
         array.snapshots_refused.to_string(),
-        format!("{:.1}", figures.iops),
-        format!("{:.2}", figures.mbps),
-        format!("{:.3}", figures.latency_ms_avg),
-        format!("{:.3}", figures.latency_ms_p99),
     ];
-    if large {
-        row.push(format!("{:.1}", figures.small_iops.unwrap_or(0.0)));
-        row.push(format!("{:.2}", figures.large_mbps.unwrap_or(0.0)));
-    }
+    row.extend(figures.cells(large));
     row
 }
 
