@@ -13,7 +13,10 @@
 //!   each at most once, the fill before the reallocate; the workload's own
 //!   `fill` and `reallocate` keys then give way to them and are refused.
 //! - `run`: the scenario's workload for its timing, or with `segments`,
-//!   `segment_s` or `ramp_s` of its own; reported as a run of its own.
+//!   `segment_s` or `ramp_s` of its own; reported as a run of its own. A
+//!   workload with Orion's large I/Os may set `num_large` per run (streams,
+//!   or large I/Os in flight), so one procedure walks E3's 1..10 streams
+//!   at every fullness.
 //! - `snapshot`: one snapshot of everything the workload addresses
 //!   ([`crate::Array::take_snapshot`]); an array that cannot take it
 //!   counts it refused, as it does a schedule's.
@@ -40,7 +43,7 @@ use toml::{Table, Value};
 
 use crate::scenario::ScenarioError;
 use crate::scenario::fields::Fields;
-use crate::workload::{Prepare, Timing};
+use crate::workload::{Prepare, Timing, Workload};
 
 pub use self::report::{ArrayProcedure, ProcedureReport, RunFigures, RunStepReport, RunSummary};
 pub use self::run::run_procedure;
@@ -65,14 +68,32 @@ pub enum Step {
     Run(RunStep),
 }
 
-/// A run step: its label and its timing.
+/// A run step: its label, its timing and its large I/Os.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunStep {
     /// What came before it, for the reports: `no snapshot yet`, `after 1
-    /// snapshot`, `after 3 snapshots`.
+    /// snapshot`, `after 3 snapshots, num_large 4`.
     pub label: String,
     /// Its ramp-up and segments.
     pub timing: Timing,
+    /// Orion's `-num_large` for this run, if it sets its own.
+    pub num_large: Option<u32>,
+}
+
+impl RunStep {
+    /// The workload this step runs: `base` with the step's timing and
+    /// large I/Os.
+    pub fn workload(&self, base: &Workload) -> Workload {
+        let large = match (base.large, self.num_large) {
+            (Some(large), Some(num_large)) => Some(large.with_num_large(num_large)),
+            (large, _) => large,
+        };
+        Workload {
+            timing: self.timing,
+            large,
+            ..base.clone()
+        }
+    }
 }
 
 impl Procedure {
@@ -105,14 +126,14 @@ enum Kind {
     Fill,
     Reallocate,
     Snapshot,
-    Run(Timing),
+    Run(Timing, Option<u32>),
 }
 
 /// The `[[step]]` tables: the preparation they ask for and the procedure
-/// after it. `base` is the workload's timing, which run steps start from.
+/// after it. `base` is the workload, whose timing run steps start from.
 pub(crate) fn parse(
     tables: &[&Table],
-    base: &Timing,
+    base: &Workload,
 ) -> Result<(Prepare, Procedure), ScenarioError> {
     let mut written = Vec::new();
     for (index, table) in tables.iter().enumerate() {
@@ -125,7 +146,7 @@ pub(crate) fn parse(
 fn expand(
     value: &Value,
     field: &str,
-    base: &Timing,
+    base: &Workload,
     out: &mut Vec<Written>,
 ) -> Result<(), ScenarioError> {
     match value {
@@ -149,7 +170,7 @@ fn expand(
 fn expand_table(
     table: &Table,
     field: &str,
-    base: &Timing,
+    base: &Workload,
     out: &mut Vec<Written>,
 ) -> Result<(), ScenarioError> {
     let mut fields = Fields::new(table, field);
@@ -157,11 +178,14 @@ fn expand_table(
         "fill" => Kind::Fill,
         "reallocate" => Kind::Reallocate,
         "snapshot" => Kind::Snapshot,
-        "run" => Kind::Run(Timing {
-            ramp: fields.seconds("ramp_s")?.unwrap_or(base.ramp),
-            segment: fields.seconds("segment_s")?.unwrap_or(base.segment),
-            segments: fields.count("segments")?.unwrap_or(base.segments),
-        }),
+        "run" => Kind::Run(
+            Timing {
+                ramp: fields.seconds("ramp_s")?.unwrap_or(base.timing.ramp),
+                segment: fields.seconds("segment_s")?.unwrap_or(base.timing.segment),
+                segments: fields.count("segments")?.unwrap_or(base.timing.segments),
+            },
+            num_large(&mut fields, base)?,
+        ),
         "repeat" => return expand_repeat(fields, field, base, out),
         other => {
             return Err(fields.invalid(
@@ -181,11 +205,33 @@ fn expand_table(
     )
 }
 
+/// A run step's `num_large`: at least 1, and only for a workload with
+/// large I/Os (Orion's `num_large` above 0).
+fn num_large(fields: &mut Fields, base: &Workload) -> Result<Option<u32>, ScenarioError> {
+    let Some(num_large) = fields.count("num_large")? else {
+        return Ok(None);
+    };
+    if base.large.is_none() {
+        return Err(fields.invalid(
+            "num_large",
+            "the workload has no large I/Os to set (an Orion data point with num_large above 0)",
+        ));
+    }
+    if num_large == 0 {
+        return Err(fields.invalid(
+            "num_large",
+            "a run keeps at least one large stream or I/O (set num_large = 0 in [workload] \
+             for none)",
+        ));
+    }
+    Ok(Some(num_large))
+}
+
 /// `kind = "repeat"`: `times` copies of `steps`.
 fn expand_repeat(
     mut fields: Fields<'_>,
     field: &str,
-    base: &Timing,
+    base: &Workload,
     out: &mut Vec<Written>,
 ) -> Result<(), ScenarioError> {
     let times = fields.required_count("times")?;
@@ -251,9 +297,10 @@ fn split(written: Vec<Written>) -> Result<(Prepare, Procedure), ScenarioError> {
                 snapshots += 1;
                 steps.push(Step::Snapshot);
             }
-            Kind::Run(timing) => steps.push(Step::Run(RunStep {
-                label: label(snapshots),
+            Kind::Run(timing, num_large) => steps.push(Step::Run(RunStep {
+                label: label(snapshots, num_large),
                 timing,
+                num_large,
             })),
         }
     }
@@ -267,12 +314,17 @@ fn split(written: Vec<Written>) -> Result<(Prepare, Procedure), ScenarioError> {
     Ok((prepare, procedure))
 }
 
-/// A run's label: the snapshots taken before it.
-fn label(snapshots: usize) -> String {
-    match snapshots {
+/// A run's label: the snapshots taken before it, and its `num_large` if
+/// it sets one.
+fn label(snapshots: usize, num_large: Option<u32>) -> String {
+    let before = match snapshots {
         0 => "no snapshot yet".into(),
         1 => "after 1 snapshot".into(),
         n => format!("after {n} snapshots"),
+    };
+    match num_large {
+        Some(num_large) => format!("{before}, num_large {num_large}"),
+        None => before,
     }
 }
 

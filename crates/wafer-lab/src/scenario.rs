@@ -438,14 +438,10 @@ fn parse_procedure(
                 .into(),
         });
     }
-    let (prepare, procedure) = procedure::parse(tables, &workload.timing)?;
+    let (prepare, procedure) = procedure::parse(tables, workload)?;
     workload.prepare = prepare;
     for (index, step) in procedure.runs().enumerate() {
-        let timed = Workload {
-            timing: step.timing,
-            ..workload.clone()
-        };
-        timed.check().map_err(|error| ScenarioError::Invalid {
+        (step.workload(workload).check()).map_err(|error| ScenarioError::Invalid {
             field: "step".into(),
             reason: format!("run {} ({}): {error}", index + 1, step.label),
         })?;

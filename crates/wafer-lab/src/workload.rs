@@ -232,6 +232,24 @@ pub struct LargeStreams {
     pub sequential: bool,
 }
 
+impl LargeStreams {
+    /// These streams with Orion's `-num_large` set to `num_large`: that
+    /// many sequential streams, or that many random large I/Os in flight.
+    pub fn with_num_large(self, num_large: u32) -> LargeStreams {
+        if self.sequential {
+            LargeStreams {
+                streams: num_large,
+                ..self
+            }
+        } else {
+            LargeStreams {
+                outstanding_per_stream: num_large,
+                ..self
+            }
+        }
+    }
+}
+
 /// Why a workload cannot run.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {

@@ -50,10 +50,7 @@ pub fn run_procedure(
             clock = settle(array, clock, 0)?;
             continue;
         };
-        let workload = Workload {
-            timing: step.timing,
-            ..workload.clone()
-        };
+        let workload = step.workload(workload);
         let streams = workload
             .streams(options.seed, &luns)
             .map_err(misfit(array))?;

@@ -225,3 +225,45 @@ fn a_sweep_beside_steps_is_refused() {
         "{error}"
     );
 }
+
+#[test]
+fn a_run_step_sets_orions_num_large_for_itself_alone_and_says_so_in_its_label() {
+    let scenario = parse(
+        "[[step]]\nkind = \"run\"\n[[step]]\nkind = \"run\"\nnum_large = 3\n\
+         [[step]]\nkind = \"snapshot\"\n[[step]]\nkind = \"run\"\nnum_large = 2",
+    )
+    .unwrap();
+    let procedure = scenario.procedure.unwrap();
+    let depths: Vec<Vec<u32>> = (procedure.runs())
+        .map(|run| run.workload(&scenario.workload).depths())
+        .collect();
+    assert_eq!(depths, [vec![4, 4], vec![4, 4, 4, 4], vec![4, 4, 4]]);
+    let labels: Vec<&str> = procedure.runs().map(|run| run.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "no snapshot yet",
+            "no snapshot yet, num_large 3",
+            "after 1 snapshot, num_large 2"
+        ]
+    );
+}
+
+#[test]
+fn num_large_is_refused_at_zero_and_on_a_workload_without_large_ios() {
+    let (field, reason) = refusal("[[step]]\nkind = \"run\"\nnum_large = 0");
+    assert_eq!(field, "step[0].num_large");
+    assert!(reason.contains("at least one"), "{reason}");
+    let without = BASE.replace("num_large = 1", "num_large = 0");
+    let refused = Scenario::parse(
+        &format!("{without}\n[[step]]\nkind = \"run\"\nnum_large = 2\n"),
+        &Catalog::builtin().unwrap(),
+    );
+    match refused {
+        Err(ScenarioError::Invalid { field, reason }) => {
+            assert_eq!(field, "step[0].num_large");
+            assert!(reason.contains("no large I/Os"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
