@@ -429,6 +429,12 @@ fn lab_run_writes_a_procedure_step_by_step_and_one_summary() {
     assert!(runs[0]["arrays"][0].get("volume_used_percent").is_none());
     let start = |run: usize| runs[run]["arrays"][0]["start_s"].as_f64().unwrap();
     assert!(start(1) >= 2.0 && start(2) >= start(1) + 1.0, "{json}");
+    let chart = fs::read_to_string(out.join("procedure.svg")).unwrap();
+    assert_eq!(
+        chart.matches("class=\"series\"").count(),
+        4,
+        "two arrays, two panels: {chart}"
+    );
 }
 
 #[test]

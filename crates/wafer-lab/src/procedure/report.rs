@@ -28,6 +28,8 @@ pub struct ArrayProcedure {
 pub struct RunStepReport {
     /// The step's label (`after 3 snapshots`).
     pub label: String,
+    /// Orion's `num_large` if the step set its own.
+    pub num_large: Option<u32>,
     /// When it started on the procedure's clock (lab time since the
     /// preparation), in nanoseconds.
     pub start_ns: u64,
@@ -61,6 +63,9 @@ pub struct RunSummary {
     pub run: usize,
     /// Its label.
     pub label: String,
+    /// Orion's `num_large` if the step set its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_large: Option<u32>,
     /// Every array's figures, in the scenario's order.
     pub arrays: Vec<RunFigures>,
 }
@@ -106,6 +111,7 @@ impl ProcedureReport {
             .map(|index| RunSummary {
                 run: index + 1,
                 label: arrays[0].runs[index].label.clone(),
+                num_large: arrays[0].runs[index].num_large,
                 arrays: arrays.iter().map(|a| run_figures(&a.runs[index])).collect(),
             })
             .collect();

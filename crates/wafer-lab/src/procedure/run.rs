@@ -11,7 +11,7 @@
 
 use wafer_core::units::{Duration, Instant};
 
-use super::{Procedure, RunStepReport, Step};
+use super::{Procedure, RunStep, RunStepReport, Step};
 use crate::array::{
     Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, PreparePlan, SnapshotStats,
     VolumeUse,
@@ -70,7 +70,7 @@ pub fn run_procedure(
         };
         let measured = measure(&mut shifted, &workload, streams, options, &mut run_progress)?;
         done_ns += length;
-        runs.push(before.report(step.label.clone(), clock, measured.report));
+        runs.push(before.report(step, clock, measured.report));
         clock = settle(array, clock + step.timing.total(), measured.in_flight)?;
     }
     Ok(ArrayProcedure { runs })
@@ -94,12 +94,13 @@ impl Before {
 
     fn report(
         self,
-        label: String,
+        step: &RunStep,
         start: Instant,
         report: crate::report::ArrayReport,
     ) -> RunStepReport {
         RunStepReport {
-            label,
+            label: step.label.clone(),
+            num_large: step.num_large,
             start_ns: start.0,
             volume: self.volume,
             snapshots: self.snapshots,

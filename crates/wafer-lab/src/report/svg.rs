@@ -3,7 +3,11 @@
 //! marker per segment, a shared x axis of segment numbers, and a legend;
 //! or of a sweep: the same panels (MB/s of large I/Os on top if the points
 //! measured Orion's streams) over the values of the sweep's first
-//! parameter, a line per array and combination of the others.
+//! parameter, a line per array and combination of the others; or of a
+//! procedure: the same panels over its run steps, or, where every run step
+//! sets Orion's `num_large`, over the stream counts, a line per array and
+//! round (a round ends at a snapshot, or where a count comes again), so
+//! E3's curves at each fullness lie side by side.
 //!
 //! Written by hand, with no drawing crate: axes with "nice" ticks (steps of
 //! 1, 2 or 5 times a power of ten, starting from zero so that a flat line
@@ -14,7 +18,8 @@
 use std::fmt::Write;
 
 use super::LabReport;
-use crate::sweep::{SweepReport, describe};
+use crate::procedure::{ProcedureReport, RunFigures};
+use crate::sweep::{PointFigures, SweepReport, describe};
 
 const WIDTH: f64 = 860.0;
 const HEIGHT: f64 = 660.0;
@@ -144,6 +149,120 @@ pub fn render_sweep(sweep: &SweepReport) -> String {
         x_ticks: ticks,
         series,
     })
+}
+
+/// The chart of a procedure: large-I/O MB/s (if its runs measured
+/// Orion's streams, else IOPS) and average latency per run step, a line
+/// per array; where every step sets `num_large`, over the stream counts
+/// instead, a line per array and round, labelled by the snapshots before
+/// it and the volume's use at its start.
+pub fn render_procedure(procedure: &ProcedureReport) -> String {
+    let large = (procedure.runs.iter().flat_map(|run| &run.arrays))
+        .any(|array| array.figures.large_mbps.is_some());
+    let top = move |figures: &PointFigures| match large {
+        true => figures.large_mbps.unwrap_or(0.0),
+        false => figures.iops,
+    };
+    let by_streams = procedure.runs.iter().all(|run| run.num_large.is_some());
+    let (x_label, x_ticks, series) = match by_streams {
+        true => streams_series(procedure, &top),
+        false => run_series(procedure, &top),
+    };
+    draw(&Chart {
+        title: format!("{} ({} runs)", procedure.name, procedure.runs.len()),
+        panels: [
+            match large {
+                true => "Large-I/O MB/s (10^6 bytes per second)",
+                false => "IOPS (I/Os per second)",
+            },
+            "Average latency (ms)",
+        ],
+        x_label,
+        x_ticks,
+        series,
+    })
+}
+
+/// A line per array over the run steps.
+fn run_series(
+    procedure: &ProcedureReport,
+    top: &dyn Fn(&PointFigures) -> f64,
+) -> (String, Vec<String>, Vec<Series>) {
+    let mut series: Vec<Series> = Vec::new();
+    for run in &procedure.runs {
+        for (index, array) in run.arrays.iter().enumerate() {
+            if series.len() == index {
+                series.push(Series {
+                    name: array.figures.array.clone(),
+                    legend: array.figures.array.clone(),
+                    values: [Vec::new(), Vec::new()],
+                });
+            }
+            series[index].values[0].push((run.run, top(&array.figures)));
+            series[index].values[1].push((run.run, array.figures.latency_ms_avg));
+        }
+    }
+    let ticks = procedure
+        .runs
+        .iter()
+        .map(|run| run.run.to_string())
+        .collect();
+    ("run step".into(), ticks, series)
+}
+
+/// A line per array and round over the stream counts.
+fn streams_series(
+    procedure: &ProcedureReport,
+    top: &dyn Fn(&PointFigures) -> f64,
+) -> (String, Vec<String>, Vec<Series>) {
+    let mut counts: Vec<u32> = (procedure.runs.iter())
+        .filter_map(|run| run.num_large)
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let arrays = procedure.runs.first().map_or(0, |run| run.arrays.len());
+    let mut series = Vec::new();
+    for index in 0..arrays {
+        let mut round: Option<(u64, Series)> = None;
+        let mut streams_seen: Vec<u32> = Vec::new();
+        for run in &procedure.runs {
+            let array = &run.arrays[index];
+            let count = run.num_large.expect("every step sets num_large");
+            let new_round = match &round {
+                Some((snapshots, _)) => {
+                    *snapshots != array.snapshots_taken || streams_seen.contains(&count)
+                }
+                None => true,
+            };
+            if new_round {
+                series.extend(round.take().map(|(_, line)| line));
+                streams_seen.clear();
+                round = Some((array.snapshots_taken, round_series(array)));
+            }
+            streams_seen.push(count);
+            let x = counts.binary_search(&count).expect("a count of the list") + 1;
+            let (_, line) = round.as_mut().expect("a round is open");
+            line.values[0].push((x, top(&array.figures)));
+            line.values[1].push((x, array.figures.latency_ms_avg));
+        }
+        series.extend(round.map(|(_, line)| line));
+    }
+    let ticks = counts.iter().map(u32::to_string).collect();
+    ("num_large (large streams or I/Os)".into(), ticks, series)
+}
+
+/// A round's line, named by its array and labelled by the snapshots
+/// before it and the volume's use when it started.
+fn round_series(first: &RunFigures) -> Series {
+    let mut legend = format!("{}: {} snaps", first.figures.array, first.snapshots_taken);
+    if let Some(used) = first.volume_used_percent {
+        write!(legend, ", {used:.1} %").expect("writing to a string");
+    }
+    Series {
+        name: first.figures.array.clone(),
+        legend,
+        values: [Vec::new(), Vec::new()],
+    }
 }
 
 /// The SVG text of `chart`.
@@ -355,6 +474,93 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::procedure::RunSummary;
+
+    /// A procedure of one array whose run `i` measured `mbps[i]` large
+    /// MB/s at `streams[i]`, after `snaps[i]` snapshots.
+    fn procedure(streams: &[Option<u32>], snaps: &[u64], mbps: &[f64]) -> ProcedureReport {
+        let runs = (0..mbps.len())
+            .map(|index| RunSummary {
+                run: index + 1,
+                label: String::new(),
+                num_large: streams[index],
+                arrays: vec![RunFigures {
+                    start_s: index as f64,
+                    volume_used_percent: Some(40.0 + index as f64),
+                    volume: None,
+                    snapshots_taken: snaps[index],
+                    snapshots_refused: 0,
+                    snapshots_held: None,
+                    figures: PointFigures {
+                        array: "node".into(),
+                        iops: 1.0,
+                        mbps: mbps[index],
+                        latency_ms_avg: 2.0,
+                        latency_ms_p99: 3.0,
+                        small_iops: Some(1.0),
+                        large_mbps: Some(mbps[index]),
+                    },
+                }],
+            })
+            .collect();
+        ProcedureReport {
+            name: "p".into(),
+            runs,
+        }
+    }
+
+    /// The `d` attribute of every series path, in order.
+    fn paths(svg: &str) -> Vec<&str> {
+        (svg.split("class=\"series\"").skip(1))
+            .map(|rest| {
+                rest.split(" d=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_procedure_that_walks_stream_counts_draws_a_line_per_round() {
+        let streams = [Some(1), Some(2), Some(1), Some(2), Some(1), Some(2)];
+        let report = procedure(&streams, &[0, 0, 0, 0, 1, 1], &[9.0; 6]);
+        let chart = render_procedure(&report);
+        // Three rounds (a count coming again, then a snapshot), two panels.
+        assert_eq!(paths(&chart).len(), 6, "{chart}");
+        assert!(chart.contains(">node: 0 snaps, 40.0 %</text>"), "{chart}");
+        assert!(chart.contains(">node: 0 snaps, 42.0 %</text>"), "{chart}");
+        assert!(chart.contains(">node: 1 snaps, 44.0 %</text>"), "{chart}");
+        assert!(chart.contains(">Large-I/O MB/s (10^6 bytes per second)</text>"));
+        let first = paths(&chart)[0];
+        assert_eq!(first.matches(" L").count(), 1, "two points: {first}");
+    }
+
+    #[test]
+    fn a_procedure_without_stream_counts_draws_a_line_per_array_over_its_runs() {
+        let report = procedure(&[None, None, None], &[0, 1, 2], &[5.0, 4.0, 3.0]);
+        let chart = render_procedure(&report);
+        let paths = paths(&chart);
+        assert_eq!(paths.len(), 2, "one array, two panels");
+        assert_eq!(
+            paths[0].matches(" L").count(),
+            2,
+            "three runs: {}",
+            paths[0]
+        );
+        assert!(chart.contains(">run step</text>"));
+        let heights: Vec<f64> = (paths[0].split([' ', ',']))
+            .skip(1)
+            .step_by(2)
+            .map(|y| y.parse().unwrap())
+            .collect();
+        assert!(
+            heights.windows(2).all(|pair| pair[0] < pair[1]),
+            "falling MB/s is drawn lower each run: {heights:?}"
+        );
+    }
 
     #[test]
     fn ticks_are_nice_and_cover_the_data() {

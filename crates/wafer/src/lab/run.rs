@@ -38,7 +38,8 @@
 //! each array's job runs every step on the one array, and once every array
 //! is done each run step's files go to `step-NN/` in the scenario's
 //! directory, as a sweep point's do, and the summary, a row per run step and
-//! array, to stdout, `procedure.txt` and `procedure.json` there.
+//! array, to stdout, `procedure.txt` and `procedure.json` there, with its
+//! chart in `procedure.svg`.
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -580,8 +581,8 @@ fn report_run(
 }
 
 /// Writes each run step of a procedure to `step-NN/` as a run of its own,
-/// then its summary (`procedure.txt`, `procedure.json`); the arrays'
-/// `walls` lines, for the whole procedure, follow the summary.
+/// then its summary (`procedure.txt`, `procedure.json`, `procedure.svg`);
+/// the arrays' `walls` lines, for the whole procedure, follow the summary.
 fn finish_procedure(
     run: &ScenarioRun,
     arrays: &[ArrayProcedure],
@@ -604,6 +605,7 @@ fn finish_procedure(
     let files = [
         ("procedure.txt", table.clone()),
         ("procedure.json", summary.to_json()),
+        ("procedure.svg", svg::render_procedure(&summary)),
     ];
     let mut written = Ok(());
     progress.hidden_while(|| {
