@@ -288,16 +288,26 @@ impl NvRecord {
     /// copied once.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
-        out.resize(HEADER, 0);
-        self.encode_op(&mut out);
-        let length = out.len() as u32;
-        put_u32(&mut out, 0, length);
-        put_u64(&mut out, 8, self.seq);
-        put_u64(&mut out, 16, self.generation.0);
-        put_u32(&mut out, 24, self.aggregate.0);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..4]), &out[8..]);
-        put_u32(&mut out, 4, crc);
+        self.encode_into(&mut out);
         out
+    }
+
+    /// Appends the encoded record to `out`, as [`NvRecord::encode`] would
+    /// return it: a driver that gathers records into one write copies a
+    /// write's data once, straight into its buffer, and allocates nothing
+    /// per record.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + HEADER, 0);
+        self.encode_op(out);
+        let record = &mut out[start..];
+        let length = record.len() as u32;
+        put_u32(record, 0, length);
+        put_u64(record, 8, self.seq);
+        put_u64(record, 16, self.generation.0);
+        put_u32(record, 24, self.aggregate.0);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&record[..4]), &record[8..]);
+        put_u32(record, 4, crc);
     }
 
     /// The length of [`NvRecord::encode`]'s bytes, without encoding them.
@@ -928,6 +938,18 @@ mod tests {
             assert_eq!(record.encoded_len(), encoded.len(), "{record:?}");
             assert_eq!(encoded.capacity(), encoded.len(), "one exact allocation");
         }
+    }
+
+    #[test]
+    fn a_record_encoded_into_a_buffer_follows_what_it_holds_byte_for_byte() {
+        let mut gathered = vec![0xa5; 3];
+        for record in records() {
+            record.encode_into(&mut gathered);
+        }
+        let each: Vec<u8> = records().iter().flat_map(NvRecord::encode).collect();
+        assert_eq!(gathered[..3], [0xa5; 3], "what was there is kept");
+        assert_eq!(gathered[3..], each[..]);
+        assert_eq!(decode_half(&gathered[3..]), records());
     }
 
     #[test]

@@ -322,7 +322,7 @@ impl NvlogThread {
 
     fn write(&mut self, op: &IoOp) -> Result<(), String> {
         match op {
-            IoOp::NvlogAppend { half, record } => self.append(*half, &record.encode()),
+            IoOp::NvlogAppend { half, record } => self.append(*half, record),
             IoOp::NvlogReset { half } => {
                 self.write_run()?;
                 let start = self.half_start(*half)?;
@@ -339,15 +339,16 @@ impl NvlogThread {
         }
     }
 
-    /// Adds a record to the run, which is first written if it lies elsewhere.
-    fn append(&mut self, half: u8, record: &[u8]) -> Result<(), String> {
+    /// Adds a record to the run, which is first written if it lies
+    /// elsewhere; the record is encoded straight into the run's buffer.
+    fn append(&mut self, half: u8, record: &NvRecord) -> Result<(), String> {
         let start = self.half_start(half)?;
         let end = self.ends[usize::from(half)];
-        let new_end = end + record.len() as u64;
+        let length = record.encoded_len() as u64;
+        let new_end = end + length;
         if new_end > self.region {
             return Err(format!(
-                "a record of {} bytes does not fit half {half} at {end} of {}",
-                record.len(),
+                "a record of {length} bytes does not fit half {half} at {end} of {}",
                 self.region
             ));
         }
@@ -360,7 +361,7 @@ impl NvlogThread {
             self.run.half = half;
             self.run.at = start + end;
         }
-        self.run.bytes.extend_from_slice(record);
+        record.encode_into(&mut self.run.bytes);
         self.run.records += 1;
         self.ends[usize::from(half)] = new_end;
         Ok(())
