@@ -224,6 +224,7 @@ fn streams_series(
     let mut series = Vec::new();
     for index in 0..arrays {
         let mut round: Option<(u64, Series)> = None;
+        let mut rounds = 0;
         let mut streams_seen: Vec<u32> = Vec::new();
         for run in &procedure.runs {
             let array = &run.arrays[index];
@@ -237,7 +238,8 @@ fn streams_series(
             if new_round {
                 series.extend(round.take().map(|(_, line)| line));
                 streams_seen.clear();
-                round = Some((array.snapshots_taken, round_series(array)));
+                rounds += 1;
+                round = Some((array.snapshots_taken, round_series(array, rounds)));
             }
             streams_seen.push(count);
             let x = counts.binary_search(&count).expect("a count of the list") + 1;
@@ -251,10 +253,13 @@ fn streams_series(
     ("num_large (large streams or I/Os)".into(), ticks, series)
 }
 
-/// A round's line, named by its array and labelled by the snapshots
-/// before it and the volume's use when it started.
-fn round_series(first: &RunFigures) -> Series {
-    let mut legend = format!("{}: {} snaps", first.figures.array, first.snapshots_taken);
+/// Round `number`'s line, named by its array and labelled by its number,
+/// the snapshots before it and the volume's use when it started.
+fn round_series(first: &RunFigures, number: usize) -> Series {
+    let mut legend = format!(
+        "{} #{number}: {} snaps",
+        first.figures.array, first.snapshots_taken
+    );
     if let Some(used) = first.volume_used_percent {
         write!(legend, ", {used:.1} %").expect("writing to a string");
     }
@@ -530,9 +535,18 @@ mod tests {
         let chart = render_procedure(&report);
         // Three rounds (a count coming again, then a snapshot), two panels.
         assert_eq!(paths(&chart).len(), 6, "{chart}");
-        assert!(chart.contains(">node: 0 snaps, 40.0 %</text>"), "{chart}");
-        assert!(chart.contains(">node: 0 snaps, 42.0 %</text>"), "{chart}");
-        assert!(chart.contains(">node: 1 snaps, 44.0 %</text>"), "{chart}");
+        assert!(
+            chart.contains(">node #1: 0 snaps, 40.0 %</text>"),
+            "{chart}"
+        );
+        assert!(
+            chart.contains(">node #2: 0 snaps, 42.0 %</text>"),
+            "{chart}"
+        );
+        assert!(
+            chart.contains(">node #3: 1 snaps, 44.0 %</text>"),
+            "{chart}"
+        );
         assert!(chart.contains(">Large-I/O MB/s (10^6 bytes per second)</text>"));
         let first = paths(&chart)[0];
         assert_eq!(first.matches(" L").count(), 1, "two points: {first}");
