@@ -6,8 +6,9 @@
 //! and `layout`: each group's striping) and are updated in place: every LUN
 //! block has a fixed home on one disk, so the array never ages or
 //! fragments. The workload addresses the LUNs end to end as one disk; a
-//! host I/O that crosses a LUN's end or a meta stripe element's edge is
-//! split into parts, one per stretch of data space, each handled as the
+//! host I/O that crosses a LUN's end or, on several groups, a stripe's edge
+//! (the groups' stripes are dealt round them in one data space) is split
+//! into parts, one per stretch of data space, each handled as the
 //! I/O it would be alone (a read part is a cache hit if all its blocks are
 //! cached), and answered when its last part is. What the model does:
 //!
@@ -353,7 +354,7 @@ impl InPlaceSpec {
         let group_blocks = placement.group_blocks();
         let layout = Layout::new(self.disks, width, chunk_blocks, group_blocks);
         check_capacity(self, &layout, drive.device().capacity_blocks())?;
-        let groups = Groups::new(layout, self.raid_groups, group_blocks);
+        let groups = Groups::new(layout, self.raid_groups);
         Ok((drive, placement, groups))
     }
 
@@ -667,12 +668,13 @@ impl InPlaceArray {
     }
 
     /// The data blocks of LUN `lun`'s blocks `blocks`: one range, since a
-    /// chunk never straddles an element's edge (checked with the spec).
+    /// chunk never straddles a stripe's edge on several groups (checked with
+    /// the spec), and one group's data space is contiguous.
     fn chunk_data(&self, lun: usize, blocks: Range<u64>) -> Range<u64> {
         let ranges =
             (self.placement).data_ranges(lun, LunBlock(blocks.start), LunBlock(blocks.end));
         let [range] = ranges.as_slice() else {
-            panic!("a chunk lies within a meta stripe element");
+            panic!("a chunk lies within a stripe");
         };
         range.clone()
     }
@@ -1001,9 +1003,9 @@ fn check_geometry(spec: &InPlaceSpec) -> Result<u32, InPlaceError> {
 }
 
 /// Checks the reserved LUN pool: whole 4 KiB blocks per chunk, room for a
-/// chunk per LUN at least, and chunks that never straddle a meta stripe
-/// element's edge (of `stripe_blocks` data stripes times the multiplier) on
-/// several groups.
+/// chunk per LUN at least, and, on several groups, chunks that never
+/// straddle a data stripe's edge (of `stripe_blocks`): a LUN's stripes lie
+/// apart in the data space there.
 fn check_reserved_pool(spec: &InPlaceSpec, stripe_blocks: u64) -> Result<(), InPlaceError> {
     let Some(pool) = spec.snapshots else {
         return Ok(());
@@ -1026,16 +1028,12 @@ fn check_reserved_pool(spec: &InPlaceSpec, stripe_blocks: u64) -> Result<(), InP
         );
         return Err(invalid("reserved_lun_pool", reason));
     }
-    if let LunPlacement::Striped { multiplier } = spec.placement
-        && spec.raid_groups > 1
-    {
-        let element_bytes = stripe_blocks * u64::from(multiplier) * BLOCK_BYTES;
-        if element_bytes % chunk != 0 {
-            let reason = format!(
-                "a {chunk}-byte chunk does not divide the {element_bytes}-byte meta stripe element"
-            );
-            return Err(invalid("cow_chunk", reason));
-        }
+    let stripe_bytes = stripe_blocks * BLOCK_BYTES;
+    if spec.raid_groups > 1 && stripe_bytes % chunk != 0 {
+        let reason = format!(
+            "a {chunk}-byte chunk does not divide the groups' {stripe_bytes}-byte data stripe"
+        );
+        return Err(invalid("cow_chunk", reason));
     }
     Ok(())
 }

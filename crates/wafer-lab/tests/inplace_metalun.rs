@@ -12,6 +12,7 @@
 //! reordering less to choose from.
 
 use wafer_devices::params::Catalog;
+use wafer_lab::array::DiskStats;
 use wafer_lab::report::ArrayReport;
 use wafer_lab::{Array, ArraySpec, InPlaceArray, LabReport, Scenario, run_each};
 
@@ -70,20 +71,21 @@ fn run_in_place(text: &str) -> LabReport {
     .expect("runs")
 }
 
-/// Each group's share of the measured user reads, groups in disk order.
-fn group_read_shares(report: &ArrayReport) -> Vec<f64> {
+/// Each group's share of the commands `count` counts over the measured
+/// time, groups in disk order.
+fn group_shares(report: &ArrayReport, count: fn(&DiskStats) -> u64) -> Vec<f64> {
     let disks = report.measured_disk_stats();
-    let total: u64 = disks.iter().map(|d| d.user_reads).sum();
+    let total: u64 = disks.iter().map(count).sum();
     let mut groups: Vec<(&str, u64)> = Vec::new();
     for disk in &disks {
         let group = disk.name.split('.').next().unwrap();
         match groups.last_mut() {
-            Some((name, reads)) if *name == group => *reads += disk.user_reads,
-            _ => groups.push((group, disk.user_reads)),
+            Some((name, commands)) if *name == group => *commands += count(disk),
+            _ => groups.push((group, count(disk))),
         }
     }
     (groups.iter())
-        .map(|(_, reads)| *reads as f64 / total as f64)
+        .map(|(_, commands)| *commands as f64 / total as f64)
         .collect()
 }
 
@@ -93,7 +95,7 @@ fn random_reads_load_every_group_alike_and_more_groups_read_faster() {
     let [one, three] = report.arrays.as_slice() else {
         panic!("two arrays");
     };
-    let shares = group_read_shares(three);
+    let shares = group_shares(three, |disk| disk.user_reads);
     assert_eq!(shares.len(), 3, "{shares:?}");
     for share in &shares {
         assert!((share - 1.0 / 3.0).abs() < 0.03, "{shares:?}");
@@ -120,6 +122,15 @@ fn the_example_runs_and_reports_each_group_and_lun() {
             assert!(statit.contains(&path), "{statit}");
         }
         assert_eq!(array.measured_disk_stats().len(), 15);
+        // The destager sweeps the groups' stripes in turn, so the cached
+        // writes reach every group alike too.
+        for commands in [|d: &DiskStats| d.user_reads, |d: &DiskStats| d.writes] {
+            let shares = group_shares(array, commands);
+            assert!(
+                shares.iter().all(|s| (s - 1.0 / 3.0).abs() < 0.04),
+                "{shares:?}"
+            );
+        }
         for segment in &array.segments {
             assert!(segment.read_ios > 0 && segment.ios > segment.read_ios);
             let ios: Vec<u64> = segment.luns.iter().map(|lun| lun.ios).collect();

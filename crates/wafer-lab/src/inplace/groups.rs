@@ -1,14 +1,12 @@
 //! An in-place array's RAID-5 groups side by side: the data space of module
 //! `placement` turned into disk commands.
 //!
-//! Every group is the same RAID-5 set (module `layout`) of `disks` disks,
-//! and holds `group_blocks` blocks of the data space, a whole number of
-//! stripes: group `g` holds data blocks `g * group_blocks ..` and its disks
-//! are the array's disks `g * disks ..`. So the data space's stripe `s`
-//! (data blocks `s * stripe_blocks ..`) is stripe `s mod S` of group
-//! `s div S`, `S` stripes to a group, and a stripe update, a read piece or a
-//! destage run never leaves its group. With one group this is the group's
-//! layout unchanged.
+//! Every group is the same RAID-5 set (module `layout`) of `disks` disks;
+//! group `g`'s disks are the array's disks `g * disks ..`. The data space
+//! deals stripes round the groups: its stripe `s` (data blocks
+//! `s * stripe_blocks ..`) is stripe `s div G` of group `s mod G`, so a
+//! stripe update, a read piece or a destage run never leaves its group.
+//! With one group this is the group's layout unchanged.
 
 use super::layout::{Layout, Piece, StripePlan, StripeWrite};
 
@@ -17,23 +15,13 @@ use super::layout::{Layout, Piece, StripePlan, StripeWrite};
 pub struct Groups {
     layout: Layout,
     groups: u32,
-    group_blocks: u64,
 }
 
 impl Groups {
-    /// `groups` groups laid out as `layout`, each holding `group_blocks`
-    /// blocks of the data space (a whole number of stripes).
-    pub fn new(layout: Layout, groups: u32, group_blocks: u64) -> Groups {
-        assert_eq!(
-            group_blocks % layout.stripe_blocks(),
-            0,
-            "a group holds whole stripes"
-        );
-        Groups {
-            layout,
-            groups,
-            group_blocks,
-        }
+    /// `groups` groups laid out as `layout`.
+    pub fn new(layout: Layout, groups: u32) -> Groups {
+        assert!(groups >= 1, "an array of groups");
+        Groups { layout, groups }
     }
 
     /// Disks in the array.
@@ -46,21 +34,29 @@ impl Groups {
         self.layout.stripe_blocks()
     }
 
-    /// Stripes per group.
-    fn group_stripes(&self) -> u64 {
-        self.group_blocks / self.stripe_blocks()
+    /// The group holding data stripe `stripe`, and the stripe's number in
+    /// it.
+    fn group_stripe(&self, stripe: u64) -> (u32, u64) {
+        let groups = u64::from(self.groups);
+        ((stripe % groups) as u32, stripe / groups)
     }
 
-    /// The group holding data blocks `first..end` and where they start in
-    /// it.
+    /// The group holding data blocks `first..end` (inside one stripe, on
+    /// several groups; one group's data space is its own), and how far the
+    /// group's blocks are from them: the group's block is the data block
+    /// less the shift.
     fn group_of(&self, first: u64, end: u64) -> (u32, u64) {
-        let group = first / self.group_blocks.max(1);
-        let base = group * self.group_blocks;
+        if self.groups == 1 {
+            return (0, 0);
+        }
+        let stripe_blocks = self.stripe_blocks();
+        let stripe = first / stripe_blocks;
         assert!(
-            end <= base + self.group_blocks,
-            "data blocks {first}..{end} cross a group's end"
+            end <= (stripe + 1) * stripe_blocks,
+            "data blocks {first}..{end} cross a stripe's end"
         );
-        (group as u32, base)
+        let (group, local) = self.group_stripe(stripe);
+        (group, (stripe - local) * stripe_blocks)
     }
 
     /// Moves a group's pieces onto the array's disks.
@@ -71,32 +67,31 @@ impl Groups {
     }
 
     /// The disk commands that read data blocks `first..end`, all in one
-    /// group.
+    /// stripe.
     pub fn read_pieces(&self, first: u64, end: u64) -> Vec<Piece> {
-        let (group, base) = self.group_of(first, end);
-        let pieces = self.layout.read_pieces(first - base, end - base);
+        let (group, shift) = self.group_of(first, end);
+        let pieces = self.layout.read_pieces(first - shift, end - shift);
         self.on_array_disks(group, pieces)
     }
 
-    /// The stripes data blocks `first..end` (in one group) touch, numbered
-    /// in the data space.
+    /// The stripe data blocks `first..end` (inside one stripe) touch,
+    /// numbered in the data space, with the blocks it touches.
     pub fn stripe_writes(&self, first: u64, end: u64) -> Vec<StripeWrite> {
-        let (group, base) = self.group_of(first, end);
-        let first_stripe = u64::from(group) * self.group_stripes();
-        let mut writes = self.layout.stripe_writes(first - base, end - base);
-        writes.iter_mut().for_each(|w| w.stripe += first_stripe);
+        let (_, shift) = self.group_of(first, end);
+        let mut writes = self.layout.stripe_writes(first - shift, end - shift);
+        let shift_stripes = shift / self.stripe_blocks();
+        writes.iter_mut().for_each(|w| w.stripe += shift_stripes);
         writes
     }
 
     /// The disk commands of `write` (a stripe numbered in the data space).
     pub fn plan(&self, write: &StripeWrite) -> StripePlan {
-        let group = write.stripe / self.group_stripes();
+        let (group, stripe) = self.group_stripe(write.stripe);
         let local = StripeWrite {
-            stripe: write.stripe % self.group_stripes(),
+            stripe,
             chunks: write.chunks.clone(),
         };
         let plan = self.layout.plan(&local);
-        let group = group as u32;
         StripePlan {
             reads: self.on_array_disks(group, plan.reads),
             writes: self.on_array_disks(group, plan.writes),
@@ -115,7 +110,7 @@ mod tests {
     fn small(placement: LunPlacement, luns: &[u64]) -> (Placement, Groups) {
         let placement = Placement::new(3, 6, placement, luns);
         let layout = Layout::new(4, 3, 2, placement.group_blocks());
-        let groups = Groups::new(layout, 3, placement.group_blocks());
+        let groups = Groups::new(layout, 3);
         (placement, groups)
     }
 
@@ -149,10 +144,10 @@ mod tests {
 
     #[test]
     fn a_stripe_update_stays_on_its_groups_disks() {
-        let (placement, groups) = small(LunPlacement::Striped { multiplier: 1 }, &[60]);
-        let second_group = placement.group_blocks();
-        let writes = groups.stripe_writes(second_group + 1, second_group + 2);
-        assert_eq!(writes[0].stripe, second_group / 6);
+        let (_, groups) = small(LunPlacement::Striped { multiplier: 1 }, &[60]);
+        // Data stripe 4 is group 1's second stripe.
+        let writes = groups.stripe_writes(4 * 6 + 1, 4 * 6 + 2);
+        assert_eq!(writes[0].stripe, 4);
         let plan = groups.plan(&writes[0]);
         let disks: Vec<u32> = plan
             .reads

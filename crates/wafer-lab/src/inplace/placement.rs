@@ -2,11 +2,13 @@
 //! MetaLUN striping, or whole LUNs dealt round the groups.
 //!
 //! The array's groups are alike (same drive, disks and stripe), and their
-//! data blocks are laid end to end into one *data space*: group `g` holds
-//! data blocks `g * group_blocks ..`, `group_blocks` a whole number of
-//! stripes, so a stripe never straddles two groups and a run of data blocks
-//! inside one stripe is on one group (module `groups` turns data blocks into
-//! disks). A LUN is a *component* on one group or on every group, a stretch
+//! data blocks are dealt into one *data space* stripe by stripe: the data
+//! space's stripe `s` is stripe `s div G` of group `s mod G`, so a stripe
+//! never straddles two groups, a run of data blocks inside one stripe is on
+//! one group (module `groups` turns data blocks into disks), and the write
+//! cache's destager, sweeping the data space in address order, visits every
+//! group in turn rather than one group after another. A LUN is a
+//! *component* on one group or on every group, a stretch
 //! of each group's data blocks at the same offset, rounded up to whole
 //! stripes; components follow each other on a group in LUN order, the
 //! reserved LUN pool (if any) placed last like one more LUN.
@@ -68,6 +70,7 @@ struct Component {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
     groups: u32,
+    stripe_blocks: u64,
     /// Blocks per meta stripe element; `None` for round robin.
     element_blocks: Option<u64>,
     group_blocks: u64,
@@ -116,6 +119,7 @@ impl Placement {
         }
         Placement {
             groups,
+            stripe_blocks,
             element_blocks,
             group_blocks: used.into_iter().max().unwrap_or(0),
             components,
@@ -156,25 +160,26 @@ impl Placement {
     /// The home of LUN `lun`'s `block` in the data space.
     pub fn locate(&self, lun: usize, block: LunBlock) -> DataBlock {
         let (group, offset) = self.group_and_offset(lun, block);
-        DataBlock(u64::from(group) * self.group_blocks + offset)
+        let stripe = offset / self.stripe_blocks * u64::from(self.groups) + u64::from(group);
+        DataBlock(stripe * self.stripe_blocks + offset % self.stripe_blocks)
     }
 
     /// The group that holds data block `block`.
     #[cfg(test)]
     pub fn group_of(&self, block: DataBlock) -> u32 {
-        (block.0 / self.group_blocks) as u32
+        (block.0 / self.stripe_blocks % u64::from(self.groups)) as u32
     }
 
     /// The data-space ranges that hold LUN `lun`'s blocks `first..end`, in
-    /// LUN order, ranges that continue each other merged.
+    /// LUN order, ranges that continue each other merged. A LUN's stripe
+    /// edges fall on its groups' stripe edges (its components start on
+    /// them, and elements are whole stripes), so a stretch inside one of
+    /// its stripes is one range.
     pub fn data_ranges(&self, lun: usize, first: LunBlock, end: LunBlock) -> Vec<Range<u64>> {
         let mut ranges: Vec<Range<u64>> = Vec::new();
         let mut block = first.0;
         while block < end.0 {
-            let stop = match self.element_blocks {
-                Some(element) => ((block / element + 1) * element).min(end.0),
-                None => end.0,
-            };
+            let stop = ((block / self.stripe_blocks + 1) * self.stripe_blocks).min(end.0);
             let start = self.locate(lun, LunBlock(block)).0;
             let next = start..start + (stop - block);
             match ranges.last_mut() {
@@ -247,23 +252,26 @@ mod tests {
     }
 
     #[test]
-    fn an_element_is_contiguous_and_its_edges_change_group() {
+    fn an_element_stays_on_its_group_and_its_edges_change_group() {
+        // Two groups, elements of two 3-block stripes: the data space deals
+        // stripes to groups 0, 1, 0, 1, ...
         let placement = striped(2, &[40]);
         let element = 6;
-        let last_of_first = placement.locate(0, LunBlock(element - 1));
-        let first_of_second = placement.locate(0, LunBlock(element));
+        let group = |block| placement.group_of(placement.locate(0, LunBlock(block)));
+        assert!((0..element).all(|b| group(b) == 0));
+        assert!((element..2 * element).all(|b| group(b) == 1));
+        assert_eq!(group(2 * element), 0);
         assert_eq!(placement.locate(0, LunBlock(0)), DataBlock(0));
-        assert_eq!(last_of_first, DataBlock(element - 1));
-        assert_eq!(first_of_second, DataBlock(placement.group_blocks()));
-        // Element 2 comes back to group 0, right after element 0.
-        assert_eq!(
-            placement.locate(0, LunBlock(2 * element)),
-            DataBlock(element)
-        );
+        // The element's second stripe is group 0's second: data stripe 2.
+        assert_eq!(placement.locate(0, LunBlock(3)), DataBlock(2 * STRIPE));
+        assert_eq!(placement.locate(0, LunBlock(element - 1)), DataBlock(8));
+        assert_eq!(placement.locate(0, LunBlock(element)), DataBlock(STRIPE));
+        // Element 2 comes back to group 0, right after element 0: data
+        // stripe 4.
+        assert_eq!(placement.locate(0, LunBlock(2 * element)), DataBlock(12));
         // A range over an element's edge is two ranges, one per group.
         let ranges = placement.data_ranges(0, LunBlock(element - 1), LunBlock(element + 2));
-        let g = placement.group_blocks();
-        assert_eq!(ranges, vec![element - 1..element, g..g + 2]);
+        assert_eq!(ranges, vec![8..9, 3..5]);
     }
 
     #[test]
@@ -283,10 +291,11 @@ mod tests {
         let placement = Placement::new(3, STRIPE, LunPlacement::RoundRobin, &luns);
         for lun in 0..luns.len() {
             let ranges = placement.data_ranges(lun, LunBlock(0), LunBlock(10));
-            assert_eq!(ranges.len(), 1, "LUN {lun} is whole");
-            let group = placement.group_of(DataBlock(ranges[0].start));
-            assert_eq!(group, lun as u32 % 3);
-            assert_eq!(group, placement.group_of(DataBlock(ranges[0].end - 1)));
+            assert_eq!(ranges.len(), 4, "LUN {lun}: a range per stripe");
+            for range in ranges {
+                assert_eq!(placement.group_of(DataBlock(range.start)), lun as u32 % 3);
+                assert_eq!(placement.group_of(DataBlock(range.end - 1)), lun as u32 % 3);
+            }
         }
     }
 }

@@ -458,7 +458,7 @@ fn every_lun_keeps_its_own_snapshots_and_copies_into_its_share_of_the_pool() {
 }
 
 #[test]
-fn a_chunk_that_straddles_elements_is_refused() {
+fn a_chunk_that_straddles_stripes_on_several_groups_is_refused() {
     let spec = InPlaceSpec {
         snapshots: Some(ReservedPoolSpec {
             pool_bytes: 64 * MIB,
@@ -475,6 +475,6 @@ fn a_chunk_that_straddles_elements_is_refused() {
                 ..
             })
         ),
-        "768 KiB elements hold no whole number of 512 KiB chunks"
+        "192 KiB stripes hold no whole number of 512 KiB chunks"
     );
 }
