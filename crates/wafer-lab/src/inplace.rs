@@ -1,9 +1,16 @@
 //! The in-place comparator: a classic RAID-5 array (HP EVA VRAID5, an EMC
 //! CLARiiON RAID-5 LUN) behind the lab's [`Array`] interface.
 //!
-//! One LUN is striped over a disk group (module `layout`) and updated in place:
-//! every LUN block has a fixed home on one disk, so the array never ages or
-//! fragments. What the model does:
+//! Its LUNs lie on one or more alike RAID-5 groups (module `placement`:
+//! striped MetaLUNs, or whole LUNs dealt round the groups; module `groups`
+//! and `layout`: each group's striping) and are updated in place: every LUN
+//! block has a fixed home on one disk, so the array never ages or
+//! fragments. The workload addresses the LUNs end to end as one disk; a
+//! host I/O that crosses a LUN's end or, on several groups, a stripe's edge
+//! (the groups' stripes are dealt round them in one data space) is split
+//! into parts, one per stretch of data space, each handled as the
+//! I/O it would be alone (a read part is a cache hit if all its blocks are
+//! cached), and answered when its last part is. What the model does:
 //!
 //! - **Reads** go to the disks holding the data, split at stripe-unit
 //!   boundaries and merged where adjacent on a disk; a host read completes
@@ -29,10 +36,13 @@
 //!
 //! - **Copy-on-first-write snapshots** (optional, module `cow`), as
 //!   CLARiiON SnapView makes them: after a snapshot, the first write to each
-//!   chunk of the LUN waits while the chunk's old contents are read (as CP
+//!   chunk of a LUN waits while the chunk's old contents are read (as CP
 //!   reads: reads a write costs) and written to the reserved LUN pool, a
-//!   RAID-5 LUN of its own on the same disk group, right after the source
-//!   LUN (from the next stripe on), filled in the order chunks are copied.
+//!   RAID-5 LUN of its own placed after the LUNs as one more LUN (from the
+//!   next stripe on, striped over the groups like them or whole on the
+//!   next group round), its room shared equally by the LUNs, each LUN's
+//!   share filled in the order its chunks are copied; each LUN keeps its
+//!   own sessions.
 //!   The copy's write goes through the write-back cache like any write
 //!   (admitted, the copy is done; the host's write follows at once), or,
 //!   without a cache, to the disks (done when its stripe update is). The old
@@ -41,7 +51,7 @@
 //!
 //! Not modelled: the controllers' CPU and the host link (both are taken as
 //! infinitely fast), a read cache and read-ahead in the controller (the
-//! drives keep their own), sparing and rebuild. The LUN occupies the lowest
+//! drives keep their own), sparing and rebuild. The LUNs occupy the lowest
 //! addresses of every disk.
 //!
 //! The disks are `wafer_devices` models, driven by the devices' call
@@ -52,9 +62,12 @@
 mod block_set;
 mod cache;
 mod cow;
+mod groups;
 mod layout;
+mod placement;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
 
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::units::{Duration, Instant};
@@ -69,7 +82,10 @@ use crate::controller::{Controller, ControllerSpec};
 use self::cache::{WaitingWrite, WriteCache};
 pub use self::cow::{CHUNK_BYTES_DEFAULT, CowCounters, SESSIONS_PER_LUN_MAX};
 use self::cow::{ChunkCopy, CopyOnWrite};
+use self::groups::Groups;
 use self::layout::{Layout, Piece, StripeWrite, covering_blocks};
+use self::placement::{LunBlock, Placement};
+pub use self::placement::{LunPlacement, METALUN_MULTIPLIER_DEFAULT};
 
 /// \[INF\] The time a cached write (or read hit) takes to be answered: the
 /// controller takes the data over the host link (about 10 µs for 4 KiB at
@@ -92,14 +108,18 @@ pub struct InPlaceSpec {
     pub name: String,
     /// The drive, by its name in the lab's drive catalog.
     pub drive: String,
-    /// Disks in the group.
+    /// Disks in each RAID-5 group.
     pub disks: u32,
+    /// RAID-5 groups, alike.
+    pub raid_groups: u32,
     /// Bytes per chunk (the stripe unit), a multiple of 4 KiB.
     pub stripe_unit_bytes: u64,
     /// Data chunks per stripe; `None` for `disks - 1` (classic RAID-5).
     pub stripe_width: Option<u32>,
-    /// Size of the LUN in bytes.
-    pub lun_bytes: u64,
+    /// Sizes of the LUNs in bytes, in address order.
+    pub luns: Vec<u64>,
+    /// How the LUNs lie on the groups.
+    pub placement: LunPlacement,
     /// The write-back cache, if any.
     pub cache: Option<CacheSpec>,
     /// The controller in front of the disks (none: infinitely fast).
@@ -185,17 +205,64 @@ enum Origin {
 }
 
 /// Host I/O ids at or above this are the array's own chunk copies (the
-/// chunk's number added to it): reads of old chunks, writes to the pool.
+/// LUN's index shifted by [`COPY_LUN_SHIFT`] and the chunk's number added to
+/// it): reads of old chunks, writes to the pool.
 const COPY_ID_BASE: u64 = 1 << 63;
 
-/// The id of `chunk`'s copy.
-fn copy_id(chunk: u64) -> u64 {
-    COPY_ID_BASE | chunk
+/// Where a copy's id holds its LUN's index: chunk numbers stay below 2^40.
+const COPY_LUN_SHIFT: u32 = 40;
+
+/// Ids from this up to [`COPY_ID_BASE`] are parts of host I/Os split at a
+/// LUN's end or an element's edge; the host's own ids stay below it.
+const PART_ID_BASE: u64 = 1 << 62;
+
+/// The id of the copy of LUN `lun`'s `chunk`.
+fn copy_id(lun: usize, chunk: u64) -> u64 {
+    COPY_ID_BASE | (lun as u64) << COPY_LUN_SHIFT | chunk
 }
 
-/// The chunk whose copy `id` is, if it is one.
-fn copied_chunk(id: u64) -> Option<u64> {
-    id.checked_sub(COPY_ID_BASE)
+/// The LUN and chunk whose copy `id` is, if it is one.
+fn copied_chunk(id: u64) -> Option<(usize, u64)> {
+    let key = id.checked_sub(COPY_ID_BASE)?;
+    Some((
+        (key >> COPY_LUN_SHIFT) as usize,
+        key & ((1 << COPY_LUN_SHIFT) - 1),
+    ))
+}
+
+/// True if `id` is a part of a split host I/O.
+fn is_part(id: u64) -> bool {
+    (PART_ID_BASE..COPY_ID_BASE).contains(&id)
+}
+
+/// A LUN as the workload sees it: a stretch of the array's address space.
+#[derive(Clone, Copy, Debug)]
+struct HostLun {
+    start: u64,
+    bytes: u64,
+}
+
+/// A stretch of a host I/O that one LUN holds contiguously in the data
+/// space: its LUN blocks `lun_first..` and their data blocks `data`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Part {
+    lun: usize,
+    lun_first: u64,
+    data: Range<u64>,
+}
+
+impl Part {
+    /// One past its last LUN block.
+    fn lun_end(&self) -> u64 {
+        self.lun_first + (self.data.end - self.data.start)
+    }
+}
+
+/// A host I/O split into parts: the parts not yet answered.
+#[derive(Clone, Copy, Debug)]
+struct SplitIo {
+    submitted_at: Instant,
+    parts_left: usize,
 }
 
 /// A host write waiting for chunk copies before it may go ahead.
@@ -223,7 +290,7 @@ struct Pending {
     parts_left: usize,
 }
 
-/// One disk of the group, its counters and its next event.
+/// One disk of the array, its counters and its next event.
 struct Disk {
     device: Box<dyn Device>,
     outstanding: u32,
@@ -234,8 +301,9 @@ struct Disk {
 /// The in-place RAID-5 comparator array.
 pub struct InPlaceArray {
     name: String,
-    lun_bytes: u64,
-    layout: Layout,
+    luns: Vec<HostLun>,
+    placement: Placement,
+    groups: Groups,
     disks: Vec<Disk>,
     next_events: NextEvents,
     clock: Instant,
@@ -250,11 +318,17 @@ pub struct InPlaceArray {
     answers: BTreeMap<(Instant, u64), HostCompletion>,
     next_id: u64,
     controller: Option<Controller>,
-    /// Copy-on-first-write snapshots, if the array has a reserved LUN pool.
-    cow: Option<CopyOnWrite>,
+    /// Copy-on-first-write snapshots, one per LUN, if the array has a
+    /// reserved LUN pool (else empty).
+    cows: Vec<CopyOnWrite>,
+    /// Host I/Os split into parts, by the host's id.
+    split_ios: FixedMap<u64, SplitIo>,
+    /// Each part's host I/O, by the part's id.
+    part_owners: FixedMap<u64, u64>,
+    next_part: u64,
     /// Host writes waiting for chunk copies, by id.
     held_writes: FixedMap<u64, HeldWrite>,
-    /// Snapshots asked for that the LUN could not take (no reserved LUN
+    /// Snapshots asked for that a LUN could not take (no reserved LUN
     /// pool, or it had its most).
     snapshots_refused: u64,
 }
@@ -262,65 +336,92 @@ pub struct InPlaceArray {
 impl InPlaceSpec {
     /// Checks that the array can be built from `catalog`'s drives.
     pub fn check(&self, catalog: &Catalog) -> Result<(), InPlaceError> {
-        self.layout(catalog).map(|_| ())
+        self.geometry(catalog).map(|_| ())
     }
 
-    /// The drive and the layout, checked.
-    fn layout<'a>(&self, catalog: &'a Catalog) -> Result<(&'a Drive, Layout), InPlaceError> {
+    /// The drive, the LUNs' placement and the groups, checked.
+    fn geometry<'a>(
+        &self,
+        catalog: &'a Catalog,
+    ) -> Result<(&'a Drive, Placement, Groups), InPlaceError> {
         let drive = find_drive(self, catalog)?;
         let width = check_geometry(self)?;
-        check_reserved_pool(self)?;
         let chunk_blocks = self.stripe_unit_bytes / BLOCK_BYTES;
         let stripe_blocks = u64::from(width) * chunk_blocks;
-        let layout = Layout::new(self.disks, width, chunk_blocks, self.blocks(stripe_blocks));
+        check_reserved_pool(self, stripe_blocks)?;
+        let placed = self.placed_blocks();
+        let placement = Placement::new(self.raid_groups, stripe_blocks, self.placement, &placed);
+        let group_blocks = placement.group_blocks();
+        let layout = Layout::new(self.disks, width, chunk_blocks, group_blocks);
         check_capacity(self, &layout, drive.device().capacity_blocks())?;
-        Ok((drive, layout))
+        let groups = Groups::new(layout, self.raid_groups);
+        Ok((drive, placement, groups))
     }
 
-    /// Blocks of the LUN.
-    fn lun_blocks(&self) -> u64 {
-        self.lun_bytes.div_ceil(BLOCK_BYTES)
+    /// Blocks of each LUN.
+    fn lun_blocks(&self) -> Vec<u64> {
+        (self.luns.iter())
+            .map(|bytes| bytes.div_ceil(BLOCK_BYTES))
+            .collect()
     }
 
-    /// Where the reserved LUN pool starts: the first stripe after the LUN's
-    /// (stripes of `stripe_blocks`).
-    fn pool_first(&self, stripe_blocks: u64) -> u64 {
-        self.lun_blocks().next_multiple_of(stripe_blocks)
-    }
-
-    /// Blocks the group holds: the LUN's, and the pool's after them.
-    fn blocks(&self, stripe_blocks: u64) -> u64 {
-        match self.snapshots {
-            None => self.lun_blocks(),
-            Some(pool) => self.pool_first(stripe_blocks) + pool.pool_bytes / BLOCK_BYTES,
+    /// Blocks the groups hold: each LUN's, then the pool's as one more LUN.
+    fn placed_blocks(&self) -> Vec<u64> {
+        let mut blocks = self.lun_blocks();
+        if let Some(pool) = self.snapshots {
+            blocks.push(self.pool_share_blocks(pool) * self.luns.len() as u64);
         }
+        blocks
     }
 
-    /// The copy-on-first-write state, if the array has a reserved LUN pool.
-    fn copy_on_write(&self, stripe_blocks: u64) -> Option<CopyOnWrite> {
-        self.snapshots.map(|pool| {
-            CopyOnWrite::new(
-                pool.chunk_bytes / BLOCK_BYTES,
-                self.lun_blocks(),
-                self.pool_first(stripe_blocks),
-                pool.pool_bytes / BLOCK_BYTES,
-            )
-        })
+    /// Each LUN's share of the reserved LUN pool, in blocks: an equal part,
+    /// in whole chunks.
+    fn pool_share_blocks(&self, pool: ReservedPoolSpec) -> u64 {
+        let chunk_blocks = pool.chunk_bytes / BLOCK_BYTES;
+        let luns = self.luns.len() as u64;
+        pool.pool_bytes / BLOCK_BYTES / luns / chunk_blocks * chunk_blocks
+    }
+
+    /// The copy-on-first-write state of each LUN, if the array has a
+    /// reserved LUN pool: LUN `i`'s share is the pool's `i`-th, in the pool's
+    /// own blocks.
+    fn copies_on_write(&self) -> Vec<CopyOnWrite> {
+        let Some(pool) = self.snapshots else {
+            return Vec::new();
+        };
+        let share = self.pool_share_blocks(pool);
+        (self.lun_blocks().into_iter().enumerate())
+            .map(|(index, blocks)| {
+                let chunk_blocks = pool.chunk_bytes / BLOCK_BYTES;
+                CopyOnWrite::new(chunk_blocks, blocks, index as u64 * share, share)
+            })
+            .collect()
     }
 }
 
 impl InPlaceArray {
     /// Builds the array of `spec` from `catalog`'s drives, idle at time 0.
     pub fn new(spec: &InPlaceSpec, catalog: &Catalog) -> Result<InPlaceArray, InPlaceError> {
-        let (drive, layout) = spec.layout(catalog)?;
-        let blocks = spec.blocks(layout.stripe_blocks());
-        let disks: Vec<Disk> = (0..spec.disks)
-            .map(|index| new_disk(drive, index))
+        let (drive, placement, groups) = spec.geometry(catalog)?;
+        let disks: Vec<Disk> = (0..groups.disks())
+            .map(|index| new_disk(drive, index, spec))
+            .collect();
+        let mut start = 0;
+        let luns = (spec.luns.iter())
+            .map(|&bytes| {
+                start += bytes;
+                HostLun {
+                    start: start - bytes,
+                    bytes,
+                }
+            })
             .collect();
         Ok(InPlaceArray {
             name: spec.name.clone(),
-            lun_bytes: spec.lun_bytes,
-            layout,
+            luns,
+            cache: spec.cache.map(|c| new_cache(c, placement.data_blocks())),
+            placement,
+            groups,
             next_events: NextEvents::new(disks.len()),
             disks,
             clock: Instant(0),
@@ -329,7 +430,6 @@ impl InPlaceArray {
             writes: FixedMap::default(),
             updates: FixedMap::default(),
             stripe_queues: FixedMap::default(),
-            cache: spec.cache.map(|cache| new_cache(cache, blocks)),
             destages_running: 0,
             answers: BTreeMap::new(),
             next_id: 0,
@@ -337,7 +437,10 @@ impl InPlaceArray {
                 .controller
                 .as_ref()
                 .map(|c| Controller::new(c.per_command)),
-            cow: spec.copy_on_write(layout.stripe_blocks()),
+            cows: spec.copies_on_write(),
+            split_ios: FixedMap::default(),
+            part_owners: FixedMap::default(),
+            next_part: 0,
             held_writes: FixedMap::default(),
             snapshots_refused: 0,
         })
@@ -402,21 +505,109 @@ impl InPlaceArray {
         self.answers.insert((at, sequence), completion);
     }
 
-    fn submit_read(&mut self, now: Instant, io: &HostIo) {
-        let (first, end) = covering_blocks(io.offset, io.length);
+    /// The parts of host I/O `io`: per LUN it touches, the 4 KiB blocks
+    /// that hold its bytes there, cut where the data space is not
+    /// contiguous.
+    fn parts_of(&self, io: &HostIo) -> Vec<Part> {
+        let mut parts = Vec::new();
+        let first_lun = self
+            .luns
+            .partition_point(|lun| lun.start + lun.bytes <= io.offset);
+        for (index, lun) in self.luns.iter().enumerate().skip(first_lun) {
+            if lun.start >= io.end() {
+                break;
+            }
+            let offset = io.offset.max(lun.start) - lun.start;
+            let end = io.end().min(lun.start + lun.bytes) - lun.start;
+            let (first, end) = covering_blocks(offset, end - offset);
+            let mut lun_first = first;
+            for data in (self.placement).data_ranges(index, LunBlock(first), LunBlock(end)) {
+                let blocks = data.end - data.start;
+                parts.push(Part {
+                    lun: index,
+                    lun_first,
+                    data,
+                });
+                lun_first += blocks;
+            }
+        }
+        parts
+    }
+
+    /// Starts host I/O `io` at `now`: whole if it is one part, else part by
+    /// part, each under an id of its own.
+    fn start_host_io(&mut self, now: Instant, io: &HostIo) {
+        let parts = self.parts_of(io);
+        if let [part] = parts.as_slice() {
+            self.start_part(now, io.id, io.op, part);
+            return;
+        }
+        let split = SplitIo {
+            submitted_at: now,
+            parts_left: parts.len(),
+        };
+        self.split_ios.insert(io.id, split);
+        for part in &parts {
+            let id = PART_ID_BASE + self.next_part;
+            self.next_part += 1;
+            self.part_owners.insert(id, io.id);
+            self.start_part(now, id, io.op, part);
+        }
+    }
+
+    /// Starts one part of a host I/O under `id`.
+    fn start_part(&mut self, now: Instant, id: u64, op: HostOp, part: &Part) {
+        match op {
+            HostOp::Read => self.submit_read(now, id, part.data.clone()),
+            HostOp::Write => self.submit_write(now, id, part),
+        }
+    }
+
+    /// Turns the answers to parts among `done[from..]` into answers to
+    /// their host I/Os, each when its last part is answered.
+    fn join_parts(&mut self, from: usize, done: &mut Vec<HostCompletion>) {
+        if self.part_owners.is_empty() {
+            return;
+        }
+        let answered: Vec<HostCompletion> = done.drain(from..).collect();
+        for completion in answered {
+            if !is_part(completion.id) {
+                done.push(completion);
+                continue;
+            }
+            let host = (self.part_owners)
+                .remove(&completion.id)
+                .expect("a part of a split I/O");
+            let split = self.split_ios.get_mut(&host).expect("a split I/O");
+            split.parts_left -= 1;
+            if split.parts_left == 0 {
+                let split = self.split_ios.remove(&host).expect("a split I/O");
+                done.push(HostCompletion {
+                    id: host,
+                    submitted_at: split.submitted_at,
+                    ..completion
+                });
+            }
+        }
+    }
+
+    /// A read of data blocks `blocks` for `id`: from the cache if it holds
+    /// them all, else from the disks.
+    fn submit_read(&mut self, now: Instant, id: u64, blocks: Range<u64>) {
+        let (first, end) = (blocks.start, blocks.end);
         if let Some(cache) = &self.cache
             && cache.holds(first, end)
         {
             let latency = cache.latency();
-            self.answer_at(now + latency, io.id, now);
+            self.answer_at(now + latency, id, now);
             return;
         }
-        self.read_from_disks(now, io.id, first, end, Kind::UserRead);
+        self.read_from_disks(now, id, first, end, Kind::UserRead);
     }
 
-    /// Reads blocks `first..end` for `id` from the disks.
+    /// Reads data blocks `first..end` for `id` from the disks.
     fn read_from_disks(&mut self, now: Instant, id: u64, first: u64, end: u64, kind: Kind) {
-        let pieces = self.layout.read_pieces(first, end);
+        let pieces = self.groups.read_pieces(first, end);
         let pending = Pending {
             submitted_at: now,
             parts_left: pieces.len(),
@@ -427,17 +618,18 @@ impl InPlaceArray {
         }
     }
 
-    /// A host write: held while the chunks it overwrites are copied for the
-    /// snapshots, if any must be, else under way at once.
-    fn submit_write(&mut self, now: Instant, io: &HostIo) {
-        let (first, end) = covering_blocks(io.offset, io.length);
-        let Some(cow) = &mut self.cow else {
-            self.write(now, io.id, now, first, end);
+    /// A write of `part` for `id`: held while the chunks it overwrites are
+    /// copied for its LUN's snapshots, if any must be, else under way at
+    /// once.
+    fn submit_write(&mut self, now: Instant, id: u64, part: &Part) {
+        let (first, end) = (part.data.start, part.data.end);
+        let Some(cow) = self.cows.get_mut(part.lun) else {
+            self.write(now, id, now, first, end);
             return;
         };
-        let (copies_left, starts) = cow.before_write(io.id, first, end);
+        let (copies_left, starts) = cow.before_write(id, part.lun_first, part.lun_end());
         if copies_left == 0 {
-            self.write(now, io.id, now, first, end);
+            self.write(now, id, now, first, end);
             return;
         }
         let held = HeldWrite {
@@ -446,14 +638,15 @@ impl InPlaceArray {
             end,
             copies_left,
         };
-        self.held_writes.insert(io.id, held);
+        self.held_writes.insert(id, held);
         for copy in starts {
-            self.start_copy(now, copy);
+            self.start_copy(now, part.lun, copy);
         }
     }
 
-    /// Writes blocks `first..end` for `id` (submitted at `submitted_at`):
-    /// into the cache if it has one and they fit it, else to the disks.
+    /// Writes data blocks `first..end` for `id` (submitted at
+    /// `submitted_at`): into the cache if it has one and they fit it, else
+    /// to the disks.
     fn write(&mut self, now: Instant, id: u64, submitted_at: Instant, first: u64, end: u64) {
         let Some(cache) = &mut self.cache else {
             self.write_through(now, id, submitted_at, first, end);
@@ -474,32 +667,44 @@ impl InPlaceArray {
         self.start_destages(now);
     }
 
-    /// Starts a chunk copy: its read, from the cache if every block of it
-    /// is there, else from the disks.
-    fn start_copy(&mut self, now: Instant, copy: ChunkCopy) {
-        let cached =
-            (self.cache.as_ref()).is_some_and(|c| c.holds(copy.source.start, copy.source.end));
+    /// The data blocks of LUN `lun`'s blocks `blocks`: one range, since a
+    /// chunk never straddles a stripe's edge on several groups (checked with
+    /// the spec), and one group's data space is contiguous.
+    fn chunk_data(&self, lun: usize, blocks: Range<u64>) -> Range<u64> {
+        let ranges =
+            (self.placement).data_ranges(lun, LunBlock(blocks.start), LunBlock(blocks.end));
+        let [range] = ranges.as_slice() else {
+            panic!("a chunk lies within a stripe");
+        };
+        range.clone()
+    }
+
+    /// Starts the copy of LUN `lun`'s chunk: its read, from the cache if
+    /// every block of it is there, else from the disks.
+    fn start_copy(&mut self, now: Instant, lun: usize, copy: ChunkCopy) {
+        let source = self.chunk_data(lun, copy.source);
+        let cached = (self.cache.as_ref()).is_some_and(|c| c.holds(source.start, source.end));
         match cached {
-            true => self.chunk_read(now, copy.chunk),
+            true => self.chunk_read(now, lun, copy.chunk),
             false => {
-                let id = copy_id(copy.chunk);
-                self.read_from_disks(now, id, copy.source.start, copy.source.end, Kind::CpRead);
+                let id = copy_id(lun, copy.chunk);
+                self.read_from_disks(now, id, source.start, source.end, Kind::CpRead);
             }
         }
     }
 
-    /// `chunk`'s old contents are read: write them to the pool.
-    fn chunk_read(&mut self, now: Instant, chunk: u64) {
-        let cow = self.cow.as_ref().expect("copies come from snapshots");
-        let target = cow.target(chunk);
-        self.write(now, copy_id(chunk), now, target.start, target.end);
+    /// LUN `lun`'s `chunk`'s old contents are read: write them to its share
+    /// of the pool, the last LUN the placement holds.
+    fn chunk_read(&mut self, now: Instant, lun: usize, chunk: u64) {
+        let target = self.cows[lun].target(chunk);
+        let target = self.chunk_data(self.luns.len(), target);
+        self.write(now, copy_id(lun, chunk), now, target.start, target.end);
     }
 
-    /// `chunk`'s copy is in the pool: the writes that waited for it and
-    /// for no other go ahead.
-    fn chunk_copied(&mut self, now: Instant, chunk: u64) {
-        let cow = self.cow.as_mut().expect("copies come from snapshots");
-        for id in cow.copied(chunk) {
+    /// LUN `lun`'s `chunk`'s copy is in the pool: the writes that waited
+    /// for it and for no other go ahead.
+    fn chunk_copied(&mut self, now: Instant, lun: usize, chunk: u64) {
+        for id in self.cows[lun].copied(chunk) {
             let held = self.held_writes.get_mut(&id).expect("a held write");
             held.copies_left -= 1;
             if held.copies_left == 0 {
@@ -518,7 +723,7 @@ impl InPlaceArray {
         first: u64,
         end: u64,
     ) {
-        let stripe_writes = self.layout.stripe_writes(first, end);
+        let stripe_writes = self.groups.stripe_writes(first, end);
         let pending = Pending {
             submitted_at,
             parts_left: stripe_writes.len(),
@@ -539,30 +744,30 @@ impl InPlaceArray {
         let mut copied = Vec::new();
         for write in cache.admit() {
             match copied_chunk(write.id) {
-                Some(chunk) => copied.push(chunk),
+                Some(copy) => copied.push(copy),
                 None => self.answer_at(now + latency, write.id, write.submitted_at),
             }
         }
-        for chunk in copied {
-            self.chunk_copied(now, chunk);
+        for (lun, chunk) in copied {
+            self.chunk_copied(now, lun, chunk);
         }
     }
 
     /// Starts destages while the cache has dirty stripes that are not busy and
     /// the destager has room.
     fn start_destages(&mut self, now: Instant) {
-        let destages_max = DESTAGES_PER_DISK * self.layout.disks();
+        let destages_max = DESTAGES_PER_DISK * self.groups.disks();
         while self.destages_running < destages_max {
             let Some(cache) = &mut self.cache else {
                 return;
             };
             let queues = &self.stripe_queues;
             let busy = |stripe: u64| queues.contains_key(&stripe);
-            let stripe_blocks = self.layout.stripe_blocks();
+            let stripe_blocks = self.groups.stripe_blocks();
             let Some((first, end)) = cache.take_run(stripe_blocks, busy, queues.len()) else {
                 return;
             };
-            let mut writes = self.layout.stripe_writes(first, end);
+            let mut writes = self.groups.stripe_writes(first, end);
             assert_eq!(writes.len(), 1, "a run stays within its stripe");
             self.destages_running += 1;
             self.queue_update(now, writes.remove(0), Origin::Destage(first, end));
@@ -591,7 +796,7 @@ impl InPlaceArray {
     /// Issues an update's reads, or its writes if it needs none.
     fn start_update(&mut self, now: Instant, id: u64) {
         let update = self.updates.get_mut(&id).expect("a queued update");
-        let plan = self.layout.plan(&update.write);
+        let plan = self.groups.plan(&update.write);
         if plan.reads.is_empty() {
             update.commands_left = plan.writes.len();
             self.issue_all(now, plan.writes, Kind::Write, id);
@@ -661,8 +866,8 @@ impl InPlaceArray {
         }
         let pending = table.remove(&id).expect("a host I/O in flight");
         match (copied_chunk(id), op) {
-            (Some(chunk), HostOp::Read) => self.chunk_read(now, chunk),
-            (Some(chunk), HostOp::Write) => self.chunk_copied(now, chunk),
+            (Some((lun, chunk)), HostOp::Read) => self.chunk_read(now, lun, chunk),
+            (Some((lun, chunk)), HostOp::Write) => self.chunk_copied(now, lun, chunk),
             (None, _) => done.push(HostCompletion {
                 id,
                 submitted_at: pending.submitted_at,
@@ -740,13 +945,17 @@ fn find_drive<'a>(spec: &InPlaceSpec, catalog: &'a Catalog) -> Result<&'a Drive,
     }
 }
 
-/// Checks disks, stripe unit and width; returns the width.
+/// Checks groups, disks, stripe unit, width, LUNs and cache; returns the
+/// width.
 fn check_geometry(spec: &InPlaceSpec) -> Result<u32, InPlaceError> {
     let invalid = |field, reason: String| InPlaceError::Invalid {
         array: spec.name.clone(),
         field,
         reason,
     };
+    if spec.raid_groups == 0 {
+        return Err(invalid("raid_groups", "an array needs a group".into()));
+    }
     if spec.disks < 3 {
         return Err(invalid(
             "disks",
@@ -768,8 +977,15 @@ fn check_geometry(spec: &InPlaceSpec) -> Result<u32, InPlaceError> {
         );
         return Err(invalid("stripe_width", reason));
     }
-    if spec.lun_bytes == 0 {
-        return Err(invalid("lun", "the LUN is empty".to_string()));
+    if let Some(empty) = spec.luns.iter().position(|&bytes| bytes == 0) {
+        return Err(invalid("lun", format!("LUN {empty} is empty")));
+    }
+    if spec.luns.is_empty() {
+        return Err(invalid("lun", "an array needs a LUN".into()));
+    }
+    if spec.placement == (LunPlacement::Striped { multiplier: 0 }) {
+        let reason = "a meta stripe element of no stripes".into();
+        return Err(invalid("metalun_multiplier", reason));
     }
     if let Some(cache) = spec.cache {
         if cache.capacity_mib == 0 {
@@ -787,8 +1003,10 @@ fn check_geometry(spec: &InPlaceSpec) -> Result<u32, InPlaceError> {
 }
 
 /// Checks the reserved LUN pool: whole 4 KiB blocks per chunk, room for a
-/// chunk at least.
-fn check_reserved_pool(spec: &InPlaceSpec) -> Result<(), InPlaceError> {
+/// chunk per LUN at least, and, on several groups, chunks that never
+/// straddle a data stripe's edge (of `stripe_blocks`): a LUN's stripes lie
+/// apart in the data space there.
+fn check_reserved_pool(spec: &InPlaceSpec, stripe_blocks: u64) -> Result<(), InPlaceError> {
     let Some(pool) = spec.snapshots else {
         return Ok(());
     };
@@ -802,14 +1020,25 @@ fn check_reserved_pool(spec: &InPlaceSpec) -> Result<(), InPlaceError> {
         let reason = format!("{chunk} bytes is not a whole number of 4 KiB blocks");
         return Err(invalid("cow_chunk", reason));
     }
-    if pool.pool_bytes < chunk {
-        let reason = format!("{} bytes hold no {chunk}-byte chunk", pool.pool_bytes);
+    let luns = spec.luns.len() as u64;
+    if pool.pool_bytes / luns < chunk {
+        let reason = format!(
+            "{} bytes hold no {chunk}-byte chunk for each of {luns} LUNs",
+            pool.pool_bytes
+        );
         return Err(invalid("reserved_lun_pool", reason));
+    }
+    let stripe_bytes = stripe_blocks * BLOCK_BYTES;
+    if spec.raid_groups > 1 && stripe_bytes % chunk != 0 {
+        let reason = format!(
+            "a {chunk}-byte chunk does not divide the groups' {stripe_bytes}-byte data stripe"
+        );
+        return Err(invalid("cow_chunk", reason));
     }
     Ok(())
 }
 
-/// Checks that the LUN fits on the disks.
+/// Checks that the LUNs fit on the disks.
 fn check_capacity(
     spec: &InPlaceSpec,
     layout: &Layout,
@@ -822,6 +1051,7 @@ fn check_capacity(
     let usable_gb = disk_blocks * BLOCK_BYTES * u64::from(spec.disks) / u64::from(width + 1)
         * u64::from(width)
         / 1_000_000_000;
+    let lun_bytes: u64 = spec.luns.iter().sum();
     let pool = match spec.snapshots {
         Some(pool) => format!(" and its {}-byte reserved LUN pool", pool.pool_bytes),
         None => String::new(),
@@ -830,27 +1060,45 @@ fn check_capacity(
         array: spec.name.clone(),
         field: "lun",
         reason: format!(
-            "{} bytes{pool} do not fit in the group's {usable_gb} GB of data space",
-            spec.lun_bytes
+            "{lun_bytes} bytes{pool} do not fit in the group's {usable_gb} GB of data space \
+             (the LUNs' components placed on their groups)"
         ),
     })
 }
 
-fn new_disk(drive: &Drive, index: u32) -> Disk {
+/// The array's disk `index`: `dNN` in an array of one group, else `rgG.dNN`
+/// (disk NN of group G), as `statit` groups them.
+fn new_disk(drive: &Drive, index: u32, spec: &InPlaceSpec) -> Disk {
+    let (group, within) = (index / spec.disks, index % spec.disks);
+    let name = match spec.raid_groups {
+        1 => format!("d{within:02}"),
+        _ => format!("rg{group}.d{within:02}"),
+    };
     Disk {
         device: drive.device(),
         outstanding: 0,
         busy_since: Instant(0),
         stats: DiskStats {
-            name: format!("d{index:02}"),
+            name,
             ..DiskStats::default()
         },
     }
 }
 
-fn new_cache(spec: CacheSpec, lun_blocks: u64) -> WriteCache {
+fn new_cache(spec: CacheSpec, data_blocks: u64) -> WriteCache {
     let blocks = u64::from(spec.capacity_mib) * (1 << 20) / BLOCK_BYTES;
-    WriteCache::new(blocks, lun_blocks, spec.latency)
+    WriteCache::new(blocks, data_blocks, spec.latency)
+}
+
+/// The counters of every LUN's copy-on-first-write, added up.
+fn counters_summed(cows: &[CopyOnWrite]) -> CowCounters {
+    cows.iter()
+        .map(CopyOnWrite::counters)
+        .fold(CowCounters::default(), |sum, lun| CowCounters {
+            chunks_copied: sum.chunks_copied + lun.chunks_copied,
+            writes_held: sum.writes_held + lun.writes_held,
+            pool_exhausted: sum.pool_exhausted + lun.pool_exhausted,
+        })
 }
 
 /// Counts a finished command in its disk's counters.
@@ -892,7 +1140,11 @@ impl Array for InPlaceArray {
     }
 
     fn capacity_bytes(&self) -> u64 {
-        self.lun_bytes
+        self.luns.iter().map(|lun| lun.bytes).sum()
+    }
+
+    fn lun_bytes(&self) -> Vec<u64> {
+        self.luns.iter().map(|lun| lun.bytes).collect()
     }
 
     /// Nothing to do: every block has a fixed home, so writing the test file
@@ -908,17 +1160,14 @@ impl Array for InPlaceArray {
             self.earliest_event().is_none_or(|event| event >= now),
             "submit at {now:?} with an earlier event pending: advance the array first"
         );
+        let capacity = self.capacity_bytes();
         assert!(
-            io.length > 0 && io.end() <= self.lun_bytes,
-            "host I/O {io:?} outside the {}-byte LUN",
-            self.lun_bytes
+            io.length > 0 && io.end() <= capacity,
+            "host I/O {io:?} outside the LUNs' {capacity} bytes",
         );
-        assert!(io.id < COPY_ID_BASE, "host I/O ids below 2^63");
+        assert!(io.id < PART_ID_BASE, "host I/O ids below 2^62");
         self.clock = now;
-        match io.op {
-            HostOp::Read => self.submit_read(now, &io),
-            HostOp::Write => self.submit_write(now, &io),
-        }
+        self.start_host_io(now, &io);
     }
 
     fn next_event(&self) -> Option<Instant> {
@@ -927,33 +1176,40 @@ impl Array for InPlaceArray {
 
     fn advance(&mut self, now: Instant, done: &mut Vec<HostCompletion>) {
         assert!(now >= self.clock, "array driven backwards in time");
+        let from = done.len();
         while let Some(at) = self.earliest_event().filter(|&at| at <= now) {
             self.clock = at;
             self.answer_due(at, done);
             self.run_disks_at(at, done);
             self.release_commands(at);
         }
+        self.join_parts(from, done);
         self.clock = now;
     }
 
-    /// Starts a SnapView session, if the array has a reserved LUN pool and
-    /// the LUN fewer than [`SESSIONS_PER_LUN_MAX`].
+    /// Starts a SnapView session on every LUN that can take one: the array
+    /// has a reserved LUN pool and the LUN fewer than
+    /// [`SESSIONS_PER_LUN_MAX`]; the others refuse theirs.
     fn take_snapshot(&mut self, now: Instant) {
         assert!(now >= self.clock, "array driven backwards in time");
         self.clock = now;
-        let taken = self.cow.as_mut().is_some_and(CopyOnWrite::take_snapshot);
-        if !taken {
-            self.snapshots_refused += 1;
+        if self.cows.is_empty() {
+            self.snapshots_refused += self.luns.len() as u64;
+        }
+        for cow in &mut self.cows {
+            if !cow.take_snapshot() {
+                self.snapshots_refused += 1;
+            }
         }
     }
 
     fn snapshot_stats(&self) -> SnapshotStats {
-        let taken = self.cow.as_ref().map_or(0, CopyOnWrite::snapshots);
+        let taken = self.cows.iter().map(CopyOnWrite::snapshots).sum();
         SnapshotStats {
             requested: taken + self.snapshots_refused,
             taken,
             refused: self.snapshots_refused,
-            copy_on_write: self.cow.as_ref().map(CopyOnWrite::counters),
+            copy_on_write: (!self.cows.is_empty()).then(|| counters_summed(&self.cows)),
         }
     }
 

@@ -52,10 +52,16 @@
 //!   of the range that crosses it once every T seconds, and optionally
 //!   `working_set_share_percent` (default 100) of them in the window, the
 //!   rest anywhere.
-//! - `[[array]] kind = "in-place"`: `name`, `drive`, `disks`, `raid =
-//!   "raid5"` (the default and only choice), `stripe_unit_<unit>`,
-//!   `stripe_width` (data chunks per stripe, default `disks - 1`),
-//!   `lun_<unit>`, `cache_mib` (absent: no write-back cache),
+//! - `[[array]] kind = "in-place"`: `name`, `drive`, `disks` (one RAID-5
+//!   group), or `raid_groups` with `disks_per_group` (several alike; `disks`
+//!   beside `raid_groups` is refused as ambiguous), `raid = "raid5"` (the
+//!   default and only choice), `stripe_unit_<unit>`, `stripe_width` (data
+//!   chunks per stripe, default `disks - 1`), `lun_<unit>` or
+//!   `[[array.lun]]` tables (`size_<unit>`; the workload addresses the LUNs
+//!   end to end), `metalun` (default true: each LUN a MetaLUN striped over
+//!   every group; false: LUN `i` whole on group `i mod G`),
+//!   `metalun_multiplier` (full stripes per meta stripe element, default
+//!   4), `cache_mib` (absent: no write-back cache),
 //!   `cache_latency_us`, `reserved_lun_pool_<unit>` (copy-on-first-write
 //!   snapshots into a reserved LUN pool of that size; needed with a
 //!   snapshot schedule) and `cow_chunk_<unit>` (default 64 KiB).
@@ -107,8 +113,8 @@ use wafer_raid::RaidType;
 use self::fields::Fields;
 use crate::controller::{ControllerCatalog, ControllerSpec};
 use crate::inplace::{
-    CACHE_LATENCY_DEFAULT, CHUNK_BYTES_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec,
-    ReservedPoolSpec, SESSIONS_PER_LUN_MAX,
+    CACHE_LATENCY_DEFAULT, CHUNK_BYTES_DEFAULT, CacheSpec, InPlaceError, InPlaceSpec, LunPlacement,
+    METALUN_MULTIPLIER_DEFAULT, ReservedPoolSpec, SESSIONS_PER_LUN_MAX,
 };
 use crate::procedure::{self, Procedure};
 use crate::run::{PerMinute, RunOptions};
@@ -1024,13 +1030,16 @@ fn parse_in_place(
     if cache_latency.is_some() && cache_mib.is_none() {
         return Err(fields.invalid("cache_latency_us", "set without a cache (`cache_mib`)"));
     }
+    let (raid_groups, disks) = parse_in_place_groups(fields)?;
     let spec = InPlaceSpec {
         name,
         drive: fields.required_string("drive")?.to_string(),
-        disks: fields.required_count("disks")?,
+        disks,
+        raid_groups,
         stripe_unit_bytes: fields.required_size("stripe_unit")?,
         stripe_width: fields.count("stripe_width")?,
-        lun_bytes: fields.required_size("lun")?,
+        luns: parse_in_place_luns(fields)?,
+        placement: parse_lun_placement(fields)?,
         cache: cache_mib.map(|capacity_mib| CacheSpec {
             capacity_mib,
             latency: cache_latency.unwrap_or(CACHE_LATENCY_DEFAULT),
@@ -1041,6 +1050,64 @@ fn parse_in_place(
     spec.check(catalog)
         .map_err(|error| in_place_error(fields, &error))?;
     Ok(spec)
+}
+
+/// An in-place array's RAID-5 groups and disks per group: `disks` alone is
+/// one group; `raid_groups` takes `disks_per_group` beside it, and refuses
+/// `disks`, which could mean either the total or each group's.
+fn parse_in_place_groups(fields: &mut Fields) -> Result<(u32, u32), ScenarioError> {
+    let Some(groups) = fields.count("raid_groups")? else {
+        if fields.has("disks_per_group") {
+            return Err(fields.invalid("disks_per_group", "set without `raid_groups`"));
+        }
+        return Ok((1, fields.required_count("disks")?));
+    };
+    if fields.has("disks") {
+        let reason = "ambiguous beside `raid_groups` (every group's or the array's?): \
+                      give `disks_per_group`";
+        return Err(fields.invalid("disks", reason));
+    }
+    Ok((groups, fields.required_count("disks_per_group")?))
+}
+
+/// An in-place array's LUNs: `lun_<unit>` for one, or `[[array.lun]]`
+/// tables of `size_<unit>` each, in address order.
+fn parse_in_place_luns(fields: &mut Fields) -> Result<Vec<u64>, ScenarioError> {
+    let tables = fields.tables("lun")?;
+    if tables.is_empty() {
+        return Ok(vec![fields.required_size("lun")?]);
+    }
+    if fields.size("lun")?.is_some() {
+        return Err(fields.invalid("lun", "give `lun` tables or a size, not both"));
+    }
+    let mut luns = Vec::with_capacity(tables.len());
+    for (index, table) in tables.iter().enumerate() {
+        let mut inner = Fields::new(table, &fields.name(&format!("lun[{index}]")));
+        let bytes = inner.required_size("size")?;
+        if bytes == 0 {
+            return Err(inner.invalid("size", "an empty LUN"));
+        }
+        inner.finish()?;
+        luns.push(bytes);
+    }
+    Ok(luns)
+}
+
+/// How an in-place array's LUNs lie on its groups: striped MetaLUNs
+/// (`metalun = true`, the default, with `metalun_multiplier`, default 4), or
+/// whole LUNs round the groups (`metalun = false`).
+fn parse_lun_placement(fields: &mut Fields) -> Result<LunPlacement, ScenarioError> {
+    let multiplier = fields.count("metalun_multiplier")?;
+    match (fields.boolean("metalun")?, multiplier) {
+        (Some(false), Some(_)) => Err(fields.invalid(
+            "metalun_multiplier",
+            "set beside `metalun = false`: whole LUNs have no meta stripe elements",
+        )),
+        (Some(false), None) => Ok(LunPlacement::RoundRobin),
+        (_, multiplier) => Ok(LunPlacement::Striped {
+            multiplier: multiplier.unwrap_or(METALUN_MULTIPLIER_DEFAULT),
+        }),
+    }
 }
 
 /// The reserved LUN pool of an in-place array's copy-on-first-write
@@ -1081,7 +1148,14 @@ fn parse_controller(fields: &mut Fields) -> Result<Option<ControllerSpec>, Scena
 
 fn in_place_error(fields: &Fields, error: &InPlaceError) -> ScenarioError {
     match error {
-        InPlaceError::Invalid { field, reason, .. } => fields.invalid(field, reason.clone()),
+        InPlaceError::Invalid { field, reason, .. } => {
+            // Beside `raid_groups`, each group's disks are `disks_per_group`.
+            let key = match *field {
+                "disks" if fields.has("raid_groups") => "disks_per_group",
+                other => other,
+            };
+            fields.invalid(key, reason.clone())
+        }
         InPlaceError::UnknownDrive { .. } | InPlaceError::NotADisk { .. } => {
             fields.invalid("drive", error.to_string())
         }

@@ -15,7 +15,7 @@
 use wafer_core::units::Duration;
 use wafer_devices::params::Catalog;
 use wafer_devices::single_disk::random_reads;
-use wafer_lab::inplace::{InPlaceArray, InPlaceSpec};
+use wafer_lab::inplace::{InPlaceArray, InPlaceSpec, LunPlacement, METALUN_MULTIPLIER_DEFAULT};
 use wafer_lab::workload::{AccessLine, Distribution, Prepare, Region, Timing, Workload};
 use wafer_lab::{Array, RunOptions, run};
 
@@ -29,9 +29,13 @@ fn random_read_iops_at_depth_150_is_plausible() {
         name: "eva".into(),
         drive: "fc15k-144g".into(),
         disks: 20,
+        raid_groups: 1,
         stripe_unit_bytes: 128 << 10,
         stripe_width: None,
-        lun_bytes: 2_600_000_000_000,
+        luns: vec![2_600_000_000_000],
+        placement: LunPlacement::Striped {
+            multiplier: METALUN_MULTIPLIER_DEFAULT,
+        },
         cache: None,
         controller: None,
         snapshots: None,

@@ -9,6 +9,7 @@
 use wafer_core::units::Duration;
 use wafer_devices::params::Catalog;
 use wafer_lab::controller::ControllerSpec;
+use wafer_lab::inplace::{LunPlacement, METALUN_MULTIPLIER_DEFAULT};
 use wafer_lab::report::ArrayReport;
 use wafer_lab::workload::iometer::IometerSpec;
 use wafer_lab::workload::{AccessLine, Region};
@@ -103,9 +104,13 @@ fn in_place(controller: Option<ControllerSpec>) -> Box<dyn Array> {
         name: "in-place".into(),
         drive: "fc15k-144g".into(),
         disks: 8,
+        raid_groups: 1,
         stripe_unit_bytes: 128 << 10,
         stripe_width: None,
-        lun_bytes: 100 << 30,
+        luns: vec![100 << 30],
+        placement: LunPlacement::Striped {
+            multiplier: METALUN_MULTIPLIER_DEFAULT,
+        },
         cache: None,
         controller,
         snapshots: None,

@@ -72,8 +72,13 @@ fn the_e1_scenario_parses_as_published() {
         panic!("the second array is the EVA4400");
     };
     assert_eq!(
-        (eva.drive.as_str(), eva.disks, eva.lun_bytes),
-        ("fc15k-144g", 20, 500 << 30)
+        (
+            eva.drive.as_str(),
+            eva.disks,
+            eva.raid_groups,
+            eva.luns.as_slice()
+        ),
+        ("fc15k-144g", 20, 1, [500 << 30].as_slice())
     );
     let depths: Vec<u32> = scenario
         .workloads()

@@ -7,6 +7,7 @@
 
 use wafer_core::units::Duration;
 use wafer_devices::params::Catalog;
+use wafer_lab::inplace::{LunPlacement, METALUN_MULTIPLIER_DEFAULT};
 use wafer_lab::report::ArrayReport;
 use wafer_lab::workload::{AccessLine, Distribution, Prepare, Region, Timing};
 use wafer_lab::{Array, InPlaceArray, InPlaceSpec, RunOptions, Workload, run};
@@ -47,9 +48,13 @@ fn measure(workload: &Workload) -> ArrayReport {
         name: "raid5".into(),
         drive: "fc15k-144g".into(),
         disks: 5,
+        raid_groups: 1,
         stripe_unit_bytes: 64 << 10,
         stripe_width: None,
-        lun_bytes: 10 << 30,
+        luns: vec![10 << 30],
+        placement: LunPlacement::Striped {
+            multiplier: METALUN_MULTIPLIER_DEFAULT,
+        },
         cache: None,
         controller: None,
         snapshots: None,

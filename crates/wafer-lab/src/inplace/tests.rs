@@ -2,15 +2,20 @@ use super::*;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
 
 fn spec(disks: u32, cache: Option<CacheSpec>) -> InPlaceSpec {
     InPlaceSpec {
         name: "eva".to_string(),
         drive: "fc15k-144g".to_string(),
         disks,
+        raid_groups: 1,
         stripe_unit_bytes: 128 * KIB,
         stripe_width: None,
-        lun_bytes: 10 * 1024 * MIB,
+        luns: vec![10 * 1024 * MIB],
+        placement: LunPlacement::Striped {
+            multiplier: METALUN_MULTIPLIER_DEFAULT,
+        },
         cache,
         controller: None,
         snapshots: None,
@@ -222,7 +227,7 @@ fn impossible_arrays_are_refused_by_field() {
     assert_eq!(refuse(|s| s.disks = 2), "disks");
     assert_eq!(refuse(|s| s.stripe_unit_bytes = 6000), "stripe_unit");
     assert_eq!(refuse(|s| s.stripe_width = Some(20)), "stripe_width");
-    assert_eq!(refuse(|s| s.lun_bytes = 4_000_000_000_000), "lun");
+    assert_eq!(refuse(|s| s.luns = vec![4_000_000_000_000]), "lun");
     let mut spec = spec(20, None);
     spec.drive = "floppy".to_string();
     assert!(matches!(
@@ -338,4 +343,138 @@ fn a_lun_keeps_eight_snapshots_and_refuses_the_ninth() {
     }
     let stats = array.snapshot_stats();
     assert_eq!((stats.requested, stats.taken, stats.refused), (9, 8, 1));
+}
+
+/// Three RAID-5 groups of four disks (stripes of three 64 KiB chunks, so
+/// 768 KiB meta stripe elements at the default multiplier), with LUNs of
+/// `luns` bytes placed as `placement`.
+fn grouped_spec(luns: Vec<u64>, placement: LunPlacement) -> InPlaceSpec {
+    InPlaceSpec {
+        disks: 4,
+        raid_groups: 3,
+        stripe_unit_bytes: 64 * KIB,
+        luns,
+        placement,
+        ..spec(4, None)
+    }
+}
+
+const METALUN: LunPlacement = LunPlacement::Striped {
+    multiplier: METALUN_MULTIPLIER_DEFAULT,
+};
+
+const ELEMENT: u64 = 768 * KIB;
+
+fn grouped(luns: Vec<u64>, placement: LunPlacement) -> InPlaceArray {
+    InPlaceArray::new(&grouped_spec(luns, placement), &Catalog::builtin().unwrap()).unwrap()
+}
+
+/// The groups (by their disks' names) whose disks did user reads.
+fn groups_reading(array: &InPlaceArray) -> Vec<String> {
+    let mut groups: Vec<String> = (array.disk_stats().iter())
+        .filter(|disk| disk.user_reads > 0)
+        .map(|disk| disk.name.split('.').next().unwrap().to_string())
+        .collect();
+    groups.dedup();
+    groups
+}
+
+#[test]
+fn a_metalun_reads_each_element_from_the_next_group() {
+    let array = grouped(vec![GIB, GIB], METALUN);
+    let names: Vec<String> = array.disk_stats().into_iter().map(|d| d.name).collect();
+    assert_eq!(names.len(), 12);
+    assert_eq!(
+        (names[0].as_str(), names[11].as_str()),
+        ("rg0.d00", "rg2.d03")
+    );
+    assert_eq!(array.lun_bytes(), vec![GIB, GIB]);
+    for element in 0..6 {
+        for (lun, first_group) in [(0, 0), (1, 1)] {
+            let mut array = grouped(vec![GIB, GIB], METALUN);
+            let offset = lun * GIB + element * ELEMENT + 12 * KIB;
+            run_to_idle(&mut array, &[io(1, HostOp::Read, offset, 4 * KIB)]);
+            let group = (first_group + element) % 3;
+            assert_eq!(groups_reading(&array), vec![format!("rg{group}")]);
+        }
+    }
+}
+
+#[test]
+fn an_io_over_an_element_edge_or_a_luns_end_is_split_and_answered_once() {
+    for offset in [ELEMENT - 4 * KIB, GIB - 4 * KIB] {
+        for op in [HostOp::Read, HostOp::Write] {
+            let mut array = grouped(vec![GIB, GIB], METALUN);
+            let done = run_to_idle(&mut array, &[io(7, op, offset, 8 * KIB)]);
+            assert_eq!(done.len(), 1, "{op} at {offset}");
+            assert_eq!(done[0].id, 7);
+            let (reads, cp_reads, writes) = commands(&array);
+            match op {
+                HostOp::Read => assert_eq!((reads, cp_reads, writes), (2, 0, 0)),
+                HostOp::Write => assert_eq!((reads, cp_reads, writes), (0, 4, 4)),
+            }
+        }
+    }
+}
+
+#[test]
+fn round_robin_puts_lun_i_whole_on_group_i_mod_3() {
+    for lun in 0..4 {
+        let mut array = grouped(vec![GIB; 4], LunPlacement::RoundRobin);
+        let ios: Vec<HostIo> = (0..20)
+            .map(|i| io(i, HostOp::Read, lun * GIB + i * 37 * MIB, 4 * KIB))
+            .collect();
+        run_to_idle(&mut array, &ios);
+        assert_eq!(groups_reading(&array), vec![format!("rg{}", lun % 3)]);
+    }
+}
+
+#[test]
+fn every_lun_keeps_its_own_snapshots_and_copies_into_its_share_of_the_pool() {
+    let spec = InPlaceSpec {
+        snapshots: Some(ReservedPoolSpec {
+            pool_bytes: 64 * MIB,
+            chunk_bytes: CHUNK_BYTES_DEFAULT,
+        }),
+        ..grouped_spec(vec![GIB, GIB], METALUN)
+    };
+    let mut array = InPlaceArray::new(&spec, &Catalog::builtin().unwrap()).unwrap();
+    array.take_snapshot(Instant(0));
+    run_to_idle(&mut array, &[io(1, HostOp::Write, GIB + 5 * MIB, 4 * KIB)]);
+    let stats = array.snapshot_stats();
+    assert_eq!((stats.requested, stats.taken), (2, 2), "one per LUN");
+    let cow = stats.copy_on_write.unwrap();
+    assert_eq!((cow.chunks_copied, cow.writes_held), (1, 1));
+    for _ in 0..8 {
+        let now = array.clock;
+        array.take_snapshot(now);
+    }
+    let stats = array.snapshot_stats();
+    assert_eq!(
+        (stats.requested, stats.taken, stats.refused),
+        (18, 16, 2),
+        "eight sessions a LUN"
+    );
+}
+
+#[test]
+fn a_chunk_that_straddles_stripes_on_several_groups_is_refused() {
+    let spec = InPlaceSpec {
+        snapshots: Some(ReservedPoolSpec {
+            pool_bytes: 64 * MIB,
+            chunk_bytes: 512 * KIB,
+        }),
+        ..grouped_spec(vec![GIB], METALUN)
+    };
+    let refused = InPlaceArray::new(&spec, &Catalog::builtin().unwrap());
+    assert!(
+        matches!(
+            refused,
+            Err(InPlaceError::Invalid {
+                field: "cow_chunk",
+                ..
+            })
+        ),
+        "192 KiB stripes hold no whole number of 512 KiB chunks"
+    );
 }

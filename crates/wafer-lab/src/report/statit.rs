@@ -20,8 +20,10 @@
 //! and the writes. The lab names a group by its disks' names: `aggr/rgG.dNN`
 //! is RAID group G of aggregate `aggr` (shown as `rgG.dNN`), a plain
 //! `rgG.dNN` is a group of the array's one aggregate, `aggr0`, and the
-//! in-place comparator's one RAID-5 group is shown as aggregate of the
-//! array's name, `/eva4400/plex0/rg0:`. The lab's arrays have no spares.
+//! in-place comparator's RAID-5 groups are shown as an aggregate of the
+//! array's name: its one group's disks `dNN` as `/eva4400/plex0/rg0:`, its
+//! disks `rgG.dNN` of several groups under `/eva4400/plex0/rgG:`. The
+//! lab's arrays have no spares.
 
 use std::fmt::Write;
 
@@ -123,7 +125,8 @@ pub fn groups(array: &str, kind: ArrayKind, disks: &[DiskStats]) -> Vec<Group> {
 /// A lab disk's group path and the name shown for it.
 fn lab_place<'a>(array: &str, kind: ArrayKind, name: &'a str) -> (String, &'a str) {
     if kind == ArrayKind::InPlace {
-        return (group_path(array, "rg0"), name);
+        let raid_group = name.split_once('.').map_or("rg0", |(group, _)| group);
+        return (group_path(array, raid_group), name);
     }
     let (aggregate, own) = name.split_once('/').unwrap_or((SOLE_AGGREGATE, name));
     let raid_group = own.split('.').next().unwrap_or(own);
@@ -277,5 +280,18 @@ mod tests {
         let paths: Vec<&str> = groups.iter().map(|g| g.path.as_str()).collect();
         assert_eq!(paths, ["/eva4400/plex0/rg0"]);
         assert_eq!(groups[0].rows.len(), 2);
+    }
+
+    #[test]
+    fn a_comparator_of_several_groups_lists_each_under_its_own_path() {
+        let disk = |name: &str| DiskStats {
+            name: name.into(),
+            ..DiskStats::default()
+        };
+        let disks = ["rg0.d00", "rg0.d01", "rg1.d00", "rg1.d01"].map(disk);
+        let groups = groups("cx3", ArrayKind::InPlace, &disks);
+        let paths: Vec<&str> = groups.iter().map(|g| g.path.as_str()).collect();
+        assert_eq!(paths, ["/cx3/plex0/rg0", "/cx3/plex0/rg1"]);
+        assert_eq!(groups[1].rows[1].name, "rg1.d01");
     }
 }

@@ -794,3 +794,77 @@ fn a_volumes_cache_policy_parses_and_a_bad_one_is_refused_by_field() {
     };
     assert_eq!(spec.volumes[0].cache_policy, CachePolicy::Keep);
 }
+
+/// `SMALL`'s in-place array as three groups of five disks holding the
+/// LUNs of `luns` (TOML), with `extra` keys.
+fn grouped(luns: &str, extra: &str) -> String {
+    SMALL.replacen(
+        "disks = 5\nstripe_unit_kib = 64\nlun_gib = 100\noutstanding_ios = 12\n",
+        &format!(
+            "raid_groups = 3\ndisks_per_group = 5\nstripe_unit_kib = 64\noutstanding_ios = 12\n\
+             {extra}\n{luns}\n"
+        ),
+        1,
+    )
+}
+
+const TWO_LUNS: &str = "[[array.lun]]\nsize_gib = 40\n[[array.lun]]\nsize_gib = 60";
+
+#[test]
+fn an_in_place_array_of_groups_and_luns_parses() {
+    let scenario = parse(&grouped(TWO_LUNS, "")).unwrap();
+    let ArraySpec::InPlace(spec) = &scenario.arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    assert_eq!((spec.raid_groups, spec.disks), (3, 5));
+    assert_eq!(spec.luns, vec![40 << 30, 60 << 30]);
+    assert_eq!(spec.placement, LunPlacement::Striped { multiplier: 4 });
+    let whole = parse(&grouped(TWO_LUNS, "metalun = false")).unwrap();
+    let ArraySpec::InPlace(spec) = &whole.arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    assert_eq!(spec.placement, LunPlacement::RoundRobin);
+    let wide = parse(&grouped("lun_gib = 100", "metalun_multiplier = 2")).unwrap();
+    let ArraySpec::InPlace(spec) = &wide.arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    assert_eq!(spec.placement, LunPlacement::Striped { multiplier: 2 });
+    // Without the new keys, one group of `disks` and one LUN, as before.
+    let ArraySpec::InPlace(spec) = &parse(SMALL).unwrap().arrays[1].spec else {
+        panic!("the second array is in place");
+    };
+    assert_eq!((spec.raid_groups, spec.disks, spec.luns.len()), (1, 5, 1));
+}
+
+#[test]
+fn ambiguous_in_place_groups_and_luns_are_refused_by_field() {
+    let refused = |text: &str| field(parse(text).unwrap_err());
+    assert_eq!(refused(&grouped(TWO_LUNS, "disks = 15")), "array[1].disks");
+    assert_eq!(
+        refused(&SMALL.replacen("disks = 5", "disks = 5\ndisks_per_group = 5", 1)),
+        "array[1].disks_per_group"
+    );
+    assert_eq!(
+        refused(&grouped(TWO_LUNS, "lun_gib = 1")),
+        "array[1].lun_gib"
+    );
+    assert_eq!(
+        refused(&grouped(
+            TWO_LUNS,
+            "metalun = false\nmetalun_multiplier = 2"
+        )),
+        "array[1].metalun_multiplier"
+    );
+    assert_eq!(
+        refused(&grouped("[[array.lun]]\nsize_gib = 0", "")),
+        "array[1].lun[0].size_gib"
+    );
+    assert_eq!(
+        refused(&grouped(TWO_LUNS, "raid_groups = 0").replacen("raid_groups = 3\n", "", 1)),
+        "array[1].raid_groups"
+    );
+    assert_eq!(
+        refused(&grouped(TWO_LUNS, "").replacen("disks_per_group = 5", "disks_per_group = 2", 1)),
+        "array[1].disks_per_group"
+    );
+}

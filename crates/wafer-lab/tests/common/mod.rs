@@ -7,7 +7,9 @@
 
 use wafer_core::units::Duration;
 use wafer_devices::params::Catalog;
-use wafer_lab::inplace::{CacheSpec, InPlaceArray, InPlaceSpec};
+use wafer_lab::inplace::{
+    CacheSpec, InPlaceArray, InPlaceSpec, LunPlacement, METALUN_MULTIPLIER_DEFAULT,
+};
 use wafer_lab::workload::{AccessLine, Distribution, Prepare, Region, Timing, Workload};
 use wafer_lab::{Array, LabReport, RunOptions, run};
 
@@ -50,9 +52,13 @@ pub fn arrays() -> Vec<Box<dyn Array>> {
         name: name.into(),
         drive: "fc15k-144g".into(),
         disks: 8,
+        raid_groups: 1,
         stripe_unit_bytes: 128 << 10,
         stripe_width: None,
-        lun_bytes: 100 << 30,
+        luns: vec![100 << 30],
+        placement: LunPlacement::Striped {
+            multiplier: METALUN_MULTIPLIER_DEFAULT,
+        },
         cache,
         controller: None,
         snapshots: None,
