@@ -95,27 +95,24 @@ impl Placement {
         let mut components = Vec::with_capacity(lun_blocks.len());
         for (index, &blocks) in lun_blocks.iter().enumerate() {
             let first_group = (index % groups as usize) as u32;
-            let component = match element_blocks {
+            let offset = match element_blocks {
                 Some(element) => {
                     let per_group = blocks.div_ceil(element).div_ceil(u64::from(groups)) * element;
                     let size = per_group.min(blocks).next_multiple_of(stripe_blocks);
                     let offset = used[0];
                     used.iter_mut().for_each(|u| *u += size);
-                    Component {
-                        first_group,
-                        offset,
-                    }
+                    offset
                 }
                 None => {
                     let offset = used[first_group as usize];
                     used[first_group as usize] += blocks.next_multiple_of(stripe_blocks);
-                    Component {
-                        first_group,
-                        offset,
-                    }
+                    offset
                 }
             };
-            components.push(component);
+            components.push(Component {
+                first_group,
+                offset,
+            });
         }
         Placement {
             groups,
