@@ -11,10 +11,10 @@
 //! are the limit, by less as the shorter queues give each disk's
 //! reordering less to choose from.
 
-use wafer_devices::params::Catalog;
+mod common;
+
 use wafer_lab::array::DiskStats;
 use wafer_lab::report::ArrayReport;
-use wafer_lab::{Array, ArraySpec, InPlaceArray, LabReport, Scenario, run_each};
 
 const EXAMPLE: &str = include_str!("../../../scenarios/metalun.toml");
 
@@ -50,27 +50,6 @@ lines = [
     format!("{load}\n{one}\n{three}")
 }
 
-/// Runs every (in-place) array of scenario `text`.
-fn run_in_place(text: &str) -> LabReport {
-    let catalog = Catalog::builtin().unwrap();
-    let scenario = Scenario::parse(text, &catalog).expect("the scenario parses");
-    let mut arrays: Vec<Box<dyn Array>> = (scenario.arrays.iter())
-        .map(|entry| {
-            let ArraySpec::InPlace(spec) = &entry.spec else {
-                panic!("in-place arrays");
-            };
-            Box::new(InPlaceArray::new(spec, &catalog).unwrap()) as Box<dyn Array>
-        })
-        .collect();
-    run_each(
-        &mut arrays,
-        &scenario.workloads(),
-        &scenario.run,
-        &mut |_| {},
-    )
-    .expect("runs")
-}
-
 /// Each group's share of the commands `count` counts over the measured
 /// time, groups in disk order.
 fn group_shares(report: &ArrayReport, count: fn(&DiskStats) -> u64) -> Vec<f64> {
@@ -91,7 +70,7 @@ fn group_shares(report: &ArrayReport, count: fn(&DiskStats) -> u64) -> Vec<f64> 
 
 #[test]
 fn random_reads_load_every_group_alike_and_more_groups_read_faster() {
-    let report = run_in_place(&one_against_three());
+    let report = common::run_scenario(&one_against_three());
     let [one, three] = report.arrays.as_slice() else {
         panic!("two arrays");
     };
@@ -112,7 +91,7 @@ fn random_reads_load_every_group_alike_and_more_groups_read_faster() {
 
 #[test]
 fn the_example_runs_and_reports_each_group_and_lun() {
-    let report = run_in_place(EXAMPLE);
+    let report = common::run_scenario(EXAMPLE);
     let gib = 1 << 30;
     for array in &report.arrays {
         assert_eq!(array.capacity_bytes, 3 * 2 * gib, "three 2 GiB LUNs");

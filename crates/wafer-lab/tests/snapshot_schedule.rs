@@ -4,35 +4,11 @@
 //! in-place array's copy-on-first-write sessions, whose first writes copy
 //! chunks to the reserved LUN pool.
 
-use wafer_devices::params::Catalog;
+mod common;
+
 use wafer_lab::report::mechanisms;
-use wafer_lab::{Array, ArraySpec, InPlaceArray, LabReport, Scenario, WaferArray, run_each};
 
 const SCENARIO: &str = include_str!("../../../scenarios/snapshot-schedule.toml");
-
-fn run_scenario() -> LabReport {
-    let catalog = Catalog::builtin().unwrap();
-    let scenario = Scenario::parse(SCENARIO, &catalog).expect("the example parses");
-    let arrays: Vec<Box<dyn Array>> = (scenario.arrays.iter())
-        .map(|entry| -> Box<dyn Array> {
-            match &entry.spec {
-                // 2 GiB of each disk: the engine's maps stay small.
-                ArraySpec::Wafer(spec) => {
-                    Box::new(WaferArray::short_stroked(spec, &catalog, 1 << 19).unwrap())
-                }
-                ArraySpec::InPlace(spec) => Box::new(InPlaceArray::new(spec, &catalog).unwrap()),
-            }
-        })
-        .collect();
-    let mut arrays = arrays;
-    run_each(
-        &mut arrays,
-        &scenario.workloads(),
-        &scenario.run,
-        &mut |_| {},
-    )
-    .expect("runs")
-}
 
 /// The snapshot table's rows: (segment, asked, taken, refused, the rest).
 fn snapshot_rows(text: &str) -> Vec<Vec<String>> {
@@ -47,7 +23,7 @@ fn snapshot_rows(text: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn a_snapshot_every_two_seconds_shows_in_the_mechanisms_report() {
-    let report = run_scenario();
+    let report = common::run_scenario(SCENARIO);
     let [node, cow] = &report.arrays[..] else {
         panic!("two arrays");
     };

@@ -84,6 +84,33 @@ pub fn small_run(seed: u64) -> LabReport {
     run(&mut arrays(), &workload(), &options, &mut |_| {}).unwrap()
 }
 
+/// Runs every array of scenario `text`: wafer arrays short-stroked to
+/// 2 GiB of each disk (so the engine's maps stay small), in-place arrays
+/// as they are.
+pub fn run_scenario(text: &str) -> LabReport {
+    let catalog = Catalog::builtin().unwrap();
+    let scenario = wafer_lab::Scenario::parse(text, &catalog).expect("the scenario parses");
+    let mut arrays: Vec<Box<dyn Array>> = (scenario.arrays.iter())
+        .map(|entry| -> Box<dyn Array> {
+            match &entry.spec {
+                wafer_lab::ArraySpec::Wafer(spec) => {
+                    Box::new(wafer_lab::WaferArray::short_stroked(spec, &catalog, 1 << 19).unwrap())
+                }
+                wafer_lab::ArraySpec::InPlace(spec) => {
+                    Box::new(InPlaceArray::new(spec, &catalog).unwrap())
+                }
+            }
+        })
+        .collect();
+    wafer_lab::run_each(
+        &mut arrays,
+        &scenario.workloads(),
+        &scenario.run,
+        &mut |_| {},
+    )
+    .expect("runs")
+}
+
 /// Runs scenario `text`'s first array, a wafer array short-stroked to 2 GiB
 /// of each disk (so the engine's maps stay small), and returns its report.
 pub fn run_first_wafer_array(text: &str) -> wafer_lab::report::ArrayReport {
