@@ -47,7 +47,11 @@ use crate::fixed_map::{FixedHash, FixedMap, mix_words};
 use crate::format::{LunAttributes, NAME_MAX};
 use crate::nvlog::{LoggedOp, LunId, NvRecord};
 use crate::payload::{Bytes, Payload};
-use crate::units::{AggrId, CpCount, Instant, VolumeId};
+use crate::units::{AggrId, CpCount, FlashSlot, Instant, VolumeId};
+
+mod flash;
+use flash::SplitRead;
+pub use flash::{FlashCache, FlashCounters};
 
 /// Most aggregates one node serves.
 pub const MAX_AGGREGATES: usize = 16;
@@ -179,6 +183,12 @@ enum Route {
     Aggregate(AggrId, IoId),
     /// A reset of a node half.
     Reset,
+    /// A block going into the Flash Cache.
+    FlashWrite(crate::filer::FlashHome, FlashSlot),
+    /// A block of a split read, read from the Flash Cache.
+    FlashPart { split: u64, block: u32 },
+    /// Blocks of a split read, from `block` on, read from disk.
+    DiskPart { split: u64, block: u32 },
 }
 
 /// The aggregates a node serves, in id order: a short list (at most
@@ -352,6 +362,11 @@ pub struct Node<P: Payload = Bytes> {
     requests_held: usize,
     now: Instant,
     counters: NodeCounters,
+    /// The Flash Cache, if the options give it one.
+    flash: Option<FlashCache>,
+    /// Disk reads being answered in part from the Flash Cache.
+    splits: FixedMap<u64, SplitRead<P>>,
+    next_split: u64,
 }
 
 impl<P: Payload> Node<P> {
@@ -359,6 +374,7 @@ impl<P: Payload> Node<P> {
     pub fn new(options: Options, now: Instant) -> Node<P> {
         Node {
             log: SharedLog::new(options.nvlog_half_bytes),
+            flash: options.flash_cache.map(FlashCache::new),
             options,
             members: Members(Vec::new()),
             cp_due: None,
@@ -372,6 +388,8 @@ impl<P: Payload> Node<P> {
             requests_held: 0,
             now,
             counters: NodeCounters::default(),
+            splits: FixedMap::default(),
+            next_split: 0,
         }
     }
 
@@ -455,6 +473,7 @@ impl<P: Payload> Node<P> {
             return Err(member.wrong_state("it must be offline first"));
         }
         let member = self.members.remove(&id).expect("looked up");
+        self.flash_forget(id, None);
         let theirs: Vec<IoId> = (self.routes.iter())
             .filter(|(_, route)| matches!(route, Route::Aggregate(a, _) if *a == id))
             .map(|(io, _)| *io)
@@ -782,8 +801,16 @@ impl<P: Payload> Node<P> {
             .routes
             .remove(&id)
             .expect("completion of an I/O that is not pending");
-        let Route::Aggregate(aggregate, inner) = route else {
-            return;
+        let (aggregate, inner) = match route {
+            Route::Aggregate(aggregate, inner) => (aggregate, inner),
+            Route::Reset => return,
+            Route::FlashWrite(home, slot) => return self.flash_written(home, slot, result),
+            Route::FlashPart { split, block } => {
+                return self.flash_part_done(now, split, block, result);
+            }
+            Route::DiskPart { split, block } => {
+                return self.disk_part_done(now, split, block, result);
+            }
         };
         if let Some(engine) = self
             .members
@@ -890,6 +917,7 @@ impl<P: Payload> Node<P> {
             };
             self.pass_io(id, io);
         }
+        self.take_victims(id);
         let member = self.members.get_mut(&id).expect("drained");
         let running = member.engine.as_ref().is_some_and(Filer::cp_running);
         if running && !member.cp_seen {
@@ -928,15 +956,30 @@ impl<P: Payload> Node<P> {
                     .handle_io_done(now, io.id, IoResult::Done);
             }
             IoOp::NvlogAppend { half, record } => self.append(aggregate, io.id, half, record),
-            op => {
-                let id = self.route(Route::Aggregate(aggregate, io.id));
-                let io = Io { id, op };
-                self.io_out.push_back(NodeIo {
-                    aggregate: Some(aggregate),
-                    io,
-                });
+            IoOp::Read { .. } if self.flash.is_some() => self.pass_read(aggregate, io),
+            IoOp::Write {
+                disk,
+                dbn,
+                ref sectors,
+            } => {
+                self.flash_invalidate(aggregate, disk, dbn, sectors.len() as u64);
+                self.pass_to_disk(aggregate, io);
             }
+            IoOp::AssignSpare { member } => {
+                self.flash_forget(aggregate, Some(member));
+                self.pass_to_disk(aggregate, io);
+            }
+            _ => self.pass_to_disk(aggregate, io),
         }
+    }
+
+    /// Passes an aggregate's I/O to the driver as it is.
+    fn pass_to_disk(&mut self, aggregate: AggrId, io: Io<P>) {
+        let id = self.route(Route::Aggregate(aggregate, io.id));
+        self.io_out.push_back(NodeIo {
+            aggregate: Some(aggregate),
+            io: Io { id, op: io.op },
+        });
     }
 
     /// An aggregate's record for the log, which it put in its own half
@@ -1287,6 +1330,8 @@ impl Node<Bytes> {
         }
         let engine = Filer::mount(member.layout.clone(), self.options.clone(), now, [&[], &[]]);
         member.engine = Some(engine);
+        self.flash_forget(id, None);
+        let member = self.members.get_mut(&id).expect("looked up");
         member.state = AggrState::Mounting;
         member.bringing_online = true;
         member.last_half = None;

@@ -98,6 +98,10 @@ pub struct SnapshotId(pub u8);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CpCount(pub u64);
 
+/// A block of the node's Flash Cache device, numbered from 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlashSlot(pub u64);
+
 /// A disk slot of the aggregate: RAID group members first, group by group in
 /// position order, then spares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

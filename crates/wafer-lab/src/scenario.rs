@@ -77,7 +77,10 @@
 //!   `aggregate`: its name, needed with several, `size_<unit>`, `cache`: the
 //!   volume's buffer-cache policy, `keep`, `default` or `reuse`) and `[[array.lun]]` tables (`name`,
 //!   `volume`, needed with several, `size_<unit>`). The workload addresses
-//!   the LUNs end to end, in the order listed. The lab checks these and
+//!   the LUNs end to end, in the order listed. `flash_cache_mib` gives the
+//!   node a Flash Cache of that size on an SSD of the catalog
+//!   (`flash_cache_drive`, default `ssd-200g`), inserting data the host
+//!   wrote too if `flash_cache_lopri` is true (default false). The lab checks these and
 //!   hands them to the driver, which builds the node.
 //!
 //! `[[step]]` tables make the scenario a procedure (see [`crate::procedure`]):
@@ -201,7 +204,25 @@ pub struct WaferSpec {
     pub cache_mib: Option<u32>,
     /// The controller in front of the disks (absent: infinitely fast).
     pub controller: Option<ControllerSpec>,
+    /// The node's Flash Cache (absent: none).
+    pub flash_cache: Option<FlashCacheSpec>,
 }
+
+/// A wafer array's Flash Cache: a victim cache of the buffer cache on one
+/// SSD of the catalog, in the controller (not behind it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlashCacheSpec {
+    /// Its size in MiB, at most the drive's capacity.
+    pub mib: u32,
+    /// The SSD, by its name in the catalog.
+    pub drive: String,
+    /// Whether data the host wrote goes in too (ONTAP's
+    /// `flexscale.lopri_blocks`, off by default).
+    pub lopri_blocks: bool,
+}
+
+/// The SSD a Flash Cache is modelled on unless the scenario names one.
+pub const FLASH_CACHE_DRIVE: &str = "ssd-200g";
 
 /// One aggregate of a wafer array: RAID groups of one drive model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -270,6 +291,7 @@ impl WaferSpec {
             }],
             cache_mib: None,
             controller: None,
+            flash_cache: None,
         }
     }
 
@@ -1207,11 +1229,57 @@ fn parse_wafer(
         luns,
         cache_mib: fields.count("cache_mib")?,
         controller: parse_controller(fields)?,
+        flash_cache: parse_flash_cache(fields, catalog)?,
     };
     if spec.cache_mib == Some(0) {
         return Err(fields.invalid("cache_mib", "a buffer cache of at least 1 MiB"));
     }
     Ok(spec)
+}
+
+/// A wafer array's Flash Cache keys: `flash_cache_mib`, with
+/// `flash_cache_drive` (an SSD of the catalog, default
+/// [`FLASH_CACHE_DRIVE`]) and `flash_cache_lopri` (default false).
+fn parse_flash_cache(
+    fields: &mut Fields,
+    catalog: &Catalog,
+) -> Result<Option<FlashCacheSpec>, ScenarioError> {
+    let mib = fields.count("flash_cache_mib")?;
+    let drive = fields.string("flash_cache_drive")?;
+    let lopri = fields.boolean("flash_cache_lopri")?;
+    let Some(mib) = mib else {
+        if drive.is_some() || lopri.is_some() {
+            let key = if drive.is_some() {
+                "flash_cache_drive"
+            } else {
+                "flash_cache_lopri"
+            };
+            return Err(fields.invalid(key, "set without a Flash Cache (`flash_cache_mib`)"));
+        }
+        return Ok(None);
+    };
+    let drive = drive.unwrap_or(FLASH_CACHE_DRIVE).to_string();
+    let ssd = match catalog.get(&drive) {
+        Some(ssd @ Drive::Ssd(_)) => ssd,
+        _ => {
+            return Err(fields.invalid(
+                "flash_cache_drive",
+                format!("`{drive}` is not an SSD of the catalog"),
+            ));
+        }
+    };
+    let capacity_mib = (ssd.device().capacity_blocks() * wafer_core::BLOCK_SIZE as u64) >> 20;
+    if mib == 0 || u64::from(mib) > capacity_mib {
+        return Err(fields.invalid(
+            "flash_cache_mib",
+            format!("{mib} MiB: 1 to {capacity_mib} MiB fit `{drive}`"),
+        ));
+    }
+    Ok(Some(FlashCacheSpec {
+        mib,
+        drive,
+        lopri_blocks: lopri.unwrap_or(false),
+    }))
 }
 
 /// One aggregate's keys (`drive`, `raid_type`, `raid_size`, `disks`),

@@ -45,8 +45,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use thiserror::Error;
 use wafer_core::aggregate::{Layout, Slot};
 use wafer_core::filer::{
-    Change, Counters, DiskCounters, HostError, HostRequest, IoId, IoOp, IoResult, Options, Reply,
-    ReplyData, RequestId, Sector,
+    Change, Counters, DiskCounters, FlashCacheOptions, HostError, HostRequest, IoId, IoOp,
+    IoResult, Options, Reply, ReplyData, RequestId, Sector,
 };
 use wafer_core::fixed_map::FixedMap;
 use wafer_core::node::{AggrState, Node, NodeIo};
@@ -129,6 +129,25 @@ enum Pending {
     Nvram {
         io: IoId,
     },
+    /// A Flash Cache read: the copy of the block at `disk`/`dbn` (the lab
+    /// keeps no content for the cache: the node's copies are, by its own
+    /// check in the simulator, what their homes hold).
+    FlashRead {
+        io: IoId,
+        disk: usize,
+        dbn: u64,
+    },
+    FlashWrite {
+        io: IoId,
+    },
+}
+
+/// Which device an I/O goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    Disk(usize),
+    Nvram,
+    Flash,
 }
 
 /// One disk slot: its model, its content and its counters.
@@ -185,6 +204,8 @@ pub struct WaferArray {
     next_events: NextEvents,
     content: Content,
     nvram: Box<dyn Device>,
+    /// The Flash Cache's SSD, if the node has one.
+    flash: Option<Disk>,
     luns: Vec<HostLun>,
     lun_bytes: u64,
     /// Host I/Os split over LUNs, by the lab's id.
@@ -338,7 +359,24 @@ impl WaferArray {
             cache_blocks: spec.cache_mib.map_or(defaults.cache_blocks, |mib| {
                 mib as usize * (1 << 20) / wafer_core::BLOCK_SIZE
             }),
+            flash_cache: spec.flash_cache.as_ref().map(|flash| FlashCacheOptions {
+                blocks: u64::from(flash.mib) * (1 << 20) / BLOCK_SIZE as u64,
+                normal_data_blocks: true,
+                lopri_blocks: flash.lopri_blocks,
+            }),
             ..defaults
+        };
+        let flash = match &spec.flash_cache {
+            None => None,
+            Some(flash) => match catalog.get(&flash.drive) {
+                Some(drive @ Drive::Ssd(_)) => Some(Disk::new(drive, "flash".to_string())),
+                _ => {
+                    return Err(WaferArrayError::Drive {
+                        array: spec.name.clone(),
+                        drive: flash.drive.clone(),
+                    });
+                }
+            },
         };
         let mut array = WaferArray {
             name: spec.name.clone(),
@@ -349,6 +387,7 @@ impl WaferArray {
             disk_base,
             content,
             nvram,
+            flash,
             luns: Vec::new(),
             lun_bytes: 0,
             split: BTreeMap::new(),
@@ -487,11 +526,22 @@ impl WaferArray {
     /// answer from memory falls, on the array's clock.
     fn next_internal_event(&self) -> Option<Instant> {
         let disks = sooner(self.next_events.earliest(), self.nvram.next_event());
+        let disks = sooner(
+            disks,
+            self.flash.as_ref().and_then(|f| f.device.next_event()),
+        );
         let released = self.controller.as_ref().and_then(Controller::next_release);
         let from_memory = self.from_memory.front().map(|(at, _)| *at);
         let engine = sooner(self.node_timer, from_memory);
         let snapshot = self.snap_sched.and_then(|watch| watch.next);
         sooner(sooner(disks, released), sooner(engine, snapshot))
+    }
+
+    /// The Flash Cache's SSD, which a Flash Cache I/O implies.
+    fn flash_device(&mut self) -> &mut Disk {
+        self.flash
+            .as_mut()
+            .expect("Flash Cache I/O with a Flash Cache")
     }
 
     /// Hands disk `index` a request at `at`.
@@ -542,6 +592,9 @@ impl WaferArray {
             }
         }
         self.nvram.advance(now, &mut completions);
+        if let Some(flash) = self.flash.as_mut() {
+            flash.device.advance(now, &mut completions);
+        }
         while let Some(held) = self.controller.as_mut().and_then(|c| c.release(now)) {
             self.submit_to_disk(held.disk, held.release_at, held.request);
         }
@@ -591,6 +644,14 @@ impl WaferArray {
                 (io, IoResult::Done)
             }
             Some(Pending::Nvram { io }) => (io, IoResult::Done),
+            Some(Pending::FlashRead { io, disk, dbn }) => {
+                self.flash_device().finished(completion);
+                (io, IoResult::Read(self.content.read(disk, dbn, 1)))
+            }
+            Some(Pending::FlashWrite { io }) => {
+                self.flash_device().finished(completion);
+                (io, IoResult::Done)
+            }
             None => unreachable!("a completion for request {} nobody made", completion.id),
         };
         self.node.handle_io_done(self.now, io, result);
@@ -617,7 +678,7 @@ impl WaferArray {
             .map_or(0, |aggregate| self.disk_base[aggregate.0 as usize]);
         let id = self.next_request;
         self.next_request += 1;
-        let (device_op, block, blocks, pending, disk) = match op {
+        let (device_op, block, blocks, pending, target) = match op {
             IoOp::Read { disk, dbn, count } => {
                 let disk = base + disk.0 as usize;
                 let pending = Pending::Read {
@@ -626,7 +687,7 @@ impl WaferArray {
                     dbn: dbn.0,
                     count,
                 };
-                (Op::Read, dbn.0, count, pending, Some(disk))
+                (Op::Read, dbn.0, count, pending, Target::Disk(disk))
             }
             IoOp::Write { disk, dbn, sectors } => {
                 let count = sectors.len() as u32;
@@ -637,16 +698,34 @@ impl WaferArray {
                     dbn: dbn.0,
                     sectors,
                 };
-                (Op::Write, dbn.0, count, pending, Some(disk))
+                (Op::Write, dbn.0, count, pending, Target::Disk(disk))
             }
             IoOp::NvlogAppend { record, .. } => {
                 let blocks = (record.encoded_len() as u64)
                     .div_ceil(BLOCK_SIZE as u64)
                     .max(1);
                 self.keep_write_buffer(record.op);
-                (Op::Write, 0, blocks as u32, Pending::Nvram { io }, None)
+                (
+                    Op::Write,
+                    0,
+                    blocks as u32,
+                    Pending::Nvram { io },
+                    Target::Nvram,
+                )
             }
-            IoOp::NvlogReset { .. } => (Op::Write, 0, 1, Pending::Nvram { io }, None),
+            IoOp::NvlogReset { .. } => (Op::Write, 0, 1, Pending::Nvram { io }, Target::Nvram),
+            IoOp::FlashRead { slot, home } => {
+                let pending = Pending::FlashRead {
+                    io,
+                    disk: self.disk_base[home.aggregate.0 as usize] + home.disk.0 as usize,
+                    dbn: home.dbn.0,
+                };
+                (Op::Read, slot.0, 1, pending, Target::Flash)
+            }
+            IoOp::FlashWrite { slot, .. } => {
+                let pending = Pending::FlashWrite { io };
+                (Op::Write, slot.0, 1, pending, Target::Flash)
+            }
             // A lab aggregate has no spares.
             IoOp::AssignSpare { .. } => {
                 return self.node.handle_io_done(self.now, io, IoResult::DiskFailed);
@@ -658,13 +737,19 @@ impl WaferArray {
             block,
             blocks,
         };
-        match (disk, self.controller.as_mut()) {
-            (Some(disk), Some(controller)) => controller.take(self.now, disk, request),
-            (Some(disk), None) => self.submit_to_disk(disk, self.now, request),
-            (None, _) => self
+        match (target, self.controller.as_mut()) {
+            (Target::Disk(disk), Some(controller)) => controller.take(self.now, disk, request),
+            (Target::Disk(disk), None) => self.submit_to_disk(disk, self.now, request),
+            (Target::Nvram, _) => self
                 .nvram
                 .submit(self.now, request)
                 .expect("the log fits the NVRAM card"),
+            // The Flash Cache is a card in the controller, not a disk
+            // behind it.
+            (Target::Flash, _) => {
+                let now = self.now;
+                self.flash_device().submit(now, request);
+            }
         }
         self.pending.insert(id, pending);
     }

@@ -153,7 +153,11 @@ impl DiskThread {
                     }
                 }
             }
-            IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } | IoOp::AssignSpare { .. } => {
+            IoOp::NvlogAppend { .. }
+            | IoOp::NvlogReset { .. }
+            | IoOp::AssignSpare { .. }
+            | IoOp::FlashRead { .. }
+            | IoOp::FlashWrite { .. } => {
                 unreachable!("the engine thread sends disks only reads and writes")
             }
         }

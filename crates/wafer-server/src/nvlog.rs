@@ -333,7 +333,11 @@ impl NvlogThread {
                 self.ends[usize::from(*half)] = 0;
                 Ok(())
             }
-            IoOp::Read { .. } | IoOp::Write { .. } | IoOp::AssignSpare { .. } => {
+            IoOp::Read { .. }
+            | IoOp::Write { .. }
+            | IoOp::AssignSpare { .. }
+            | IoOp::FlashRead { .. }
+            | IoOp::FlashWrite { .. } => {
                 unreachable!("the engine thread sends the NVLog only its own operations")
             }
         }

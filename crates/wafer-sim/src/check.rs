@@ -44,12 +44,14 @@ use std::ops::Range;
 
 use wafer_core::BLOCK_SIZE;
 use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
+use wafer_core::filer::FlashCacheOptions;
 #[cfg(feature = "sabotage")]
 use wafer_core::filer::Sabotage;
 use wafer_core::filer::{
     Busy, Change, GrowError, HostRequest, Options, ReplyData, RequestId, VolumeState,
 };
 use wafer_core::format::LunAttributes;
+pub use wafer_core::node::FlashCounters;
 use wafer_core::node::{AggrError, AggrState};
 use wafer_core::node::{global_volume, split_volume};
 use wafer_core::nvlog::LunId;
@@ -118,6 +120,11 @@ pub struct CheckConfig {
     /// (which a write to a space-reserved LUN never is). Off, every seed
     /// runs as it did before thin LUNs existed.
     pub thin: bool,
+    /// Whether the node has a Flash Cache (of 16 to 511 blocks, drawn from
+    /// a stream of its own), with faults of its device, and every copy it
+    /// serves is held against its home on disk. Off, every seed runs as it
+    /// did before the Flash Cache existed. Not with `single_filer`.
+    pub flash_cache: bool,
 }
 
 impl Default for CheckConfig {
@@ -136,6 +143,7 @@ impl Default for CheckConfig {
             volume_admin: false,
             snap_sched: false,
             thin: false,
+            flash_cache: false,
         }
     }
 }
@@ -181,6 +189,8 @@ pub struct CheckReport {
     pub administration: BTreeMap<&'static str, u64>,
     /// Writes to thin LUNs refused because their volume was full.
     pub thin_refusals: u64,
+    /// The last node's Flash Cache counters, if it had one.
+    pub flash: Option<FlashCounters>,
     /// The shape of every I/O the filer issued after formatting, in order, if
     /// the config asked for it.
     pub io: Vec<IoShape>,
@@ -473,6 +483,8 @@ const VOLUME_DRAWS: u64 = 0x766f_6c75_6d65;
 const SCHEDULE_DRAWS: u64 = 0x7363_6865_6475;
 /// Mixed into a seed for the harness's thin-LUN draws.
 const THIN_DRAWS: u64 = 0x7468_696e;
+/// Mixed into a seed for the Flash Cache's draws.
+const FLASH_DRAWS: u64 = 0x0066_6c61_7368;
 
 /// How many times the harness says `aggr online` before it gives up on an
 /// aggregate that node restarts keep finding recorded offline.
@@ -501,6 +513,7 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         // Small windows, so that every rebuild walks its trees many times.
         rebuild_identities_per_walk: 16,
         max_requests: max_requests(config),
+        flash_cache: flash_cache(config),
         #[cfg(feature = "sabotage")]
         sabotage: config.sabotage,
     };
@@ -543,6 +556,18 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
     };
     harness.run(config)?;
     Ok(harness.report)
+}
+
+/// With `flash_cache`, the node's Flash Cache: 16 to 511 blocks, low-priority
+/// data inserted half the time. A stream of its own: the seed's other draws
+/// stay as they were.
+fn flash_cache(config: &CheckConfig) -> Option<FlashCacheOptions> {
+    let mut rng = Rng::seeded(config.seed ^ FLASH_DRAWS);
+    (config.flash_cache && !config.single_filer).then(|| FlashCacheOptions {
+        blocks: 16 + rng.below(496),
+        normal_data_blocks: true,
+        lopri_blocks: rng.chance(1, 2),
+    })
 }
 
 /// With `bound_requests`, the engine holds 1 to 8 requests, below the
@@ -596,6 +621,7 @@ impl<P: SimPayload> Harness<P> {
                 misdirected_write: 200,
                 bit_rot: 1500,
                 latent_error: 1500,
+                flash: 10_000,
             };
         }
         while self.report.ops < safety_ops {
@@ -1804,7 +1830,10 @@ impl<P: SimPayload> Harness<P> {
         self.world.check_invariants()?;
         self.report.stripes_verified = self.world.check_parity()?;
         self.world.check_trailers()?;
+        self.world.check_flash()?;
         self.scrub_to_the_end()?;
+        self.world.check_flash()?;
+        self.report.flash = self.world.flash_counters();
         self.report.volumes = self.volumes.len();
         self.report.luns = self.luns.len();
         self.report.aggregates = self.world.aggregate_ids().len();

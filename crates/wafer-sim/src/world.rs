@@ -68,6 +68,8 @@ use wafer_core::{BLOCK_SIZE, Block, Filer};
 use wafer_raid::{Stamp, StripeUnit};
 use wafer_rng::Rng;
 
+mod flash;
+
 /// A payload the world can run: how bit rot damages a block of it, and
 /// whether its filer can crash and mount again.
 pub trait SimPayload: Payload {
@@ -140,6 +142,16 @@ pub enum IoShape {
         /// The half.
         half: u8,
     },
+    /// A Flash Cache slot read.
+    FlashRead {
+        /// The slot.
+        slot: u64,
+    },
+    /// A Flash Cache slot written.
+    FlashWrite {
+        /// The slot.
+        slot: u64,
+    },
 }
 
 impl IoShape {
@@ -161,6 +173,8 @@ impl IoShape {
                 bytes: record.encoded_len(),
             },
             IoOp::NvlogReset { half } => IoShape::NvlogReset { half: *half },
+            IoOp::FlashRead { slot, .. } => IoShape::FlashRead { slot: slot.0 },
+            IoOp::FlashWrite { slot, .. } => IoShape::FlashWrite { slot: slot.0 },
         }
     }
 }
@@ -176,6 +190,8 @@ pub struct FaultRates {
     pub bit_rot: u64,
     /// Per simulation step: a random written block becomes unreadable.
     pub latent_error: u64,
+    /// Per Flash Cache I/O: a fault of the device (`world::flash`).
+    pub flash: u64,
 }
 
 impl FaultRates {
@@ -185,6 +201,7 @@ impl FaultRates {
         misdirected_write: 0,
         bit_rot: 0,
         latent_error: 0,
+        flash: 0,
     };
 }
 
@@ -280,6 +297,7 @@ impl<P: Payload> Engine<P> {
 enum Pending<P: Payload> {
     Disk(AggrId, Io<P>),
     Nvram(Io<P>),
+    Flash(Io<P>),
 }
 
 /// One simulated disk.
@@ -327,6 +345,7 @@ pub struct World<P: SimPayload = Bytes> {
     options: Options,
     aggrs: BTreeMap<AggrId, SimAggr<P>>,
     nvram: [Vec<u8>; 2],
+    flash: flash::SimFlash<P>,
     events: BTreeMap<(Instant, u64), Pending<P>>,
     nvram_queue_end: Instant,
     seq: u64,
@@ -407,6 +426,9 @@ impl<P: SimPayload> SimAggr<P> {
             IoOp::AssignSpare { member } => self.assign_spare(*member, injected),
             IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } => {
                 unreachable!("NVRAM operations queue apart")
+            }
+            IoOp::FlashRead { .. } | IoOp::FlashWrite { .. } => {
+                unreachable!("Flash Cache I/Os queue apart")
             }
         }
     }
@@ -821,6 +843,7 @@ impl<P: SimPayload> World<P> {
             options,
             aggrs: BTreeMap::new(),
             nvram: [Vec::new(), Vec::new()],
+            flash: flash::SimFlash::default(),
             events: BTreeMap::new(),
             nvram_queue_end: Instant(0),
             seq: 0,
@@ -995,7 +1018,13 @@ impl<P: SimPayload> World<P> {
             log.push(IoShape::of(&io.op));
         }
         self.seq += 1;
+        let flash = matches!(io.op, IoOp::FlashRead { .. } | IoOp::FlashWrite { .. });
         match aggregate {
+            None if flash => {
+                let latency = flash::flash_latency(&mut self.rng);
+                self.events
+                    .insert((self.now + latency, self.seq), Pending::Flash(io));
+            }
             None => {
                 let start = self.now.max(self.nvram_queue_end);
                 self.nvram_queue_end = start + Duration(10_000 + self.rng.below(20_000));
@@ -1139,6 +1168,7 @@ impl<P: SimPayload> World<P> {
                 }
                 (io.id, IoResult::Done)
             }
+            Pending::Flash(io) => (io.id, self.flash_io(io.op)),
             Pending::Disk(aggregate, io) => {
                 let World {
                     aggrs,
@@ -1442,6 +1472,7 @@ impl World<Bytes> {
         for event in pending {
             match event {
                 Pending::Disk(aggregate, io) => self.crash_disk_io(aggregate, io, &mut fates),
+                Pending::Flash(io) => self.crash_flash_io(io.op),
                 Pending::Nvram(_) if !nvram_alive => {}
                 Pending::Nvram(io) => {
                     nvram_alive = self.rng.chance(1, 2);

@@ -24,6 +24,8 @@ enum Flags {
     SnapSched,
     /// `--thin`: thin LUNs filling their volumes.
     Thin,
+    /// `--flash-cache`: a Flash Cache in the node.
+    FlashCache,
 }
 
 /// [`first_failure`], with one of the optional workloads.
@@ -45,6 +47,7 @@ fn first_failure_of(
             volume_admin: false,
             snap_sched: flags == Flags::SnapSched,
             thin: flags == Flags::Thin,
+            flash_cache: flags == Flags::FlashCache,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -149,6 +152,7 @@ fn the_same_runs_pass_without_sabotage() {
                 volume_admin: false,
                 snap_sched: false,
                 thin: false,
+                flash_cache: false,
             };
             if let Err(failure) = run(&config) {
                 panic!("the control run on {payload:?} failed: {failure}");
@@ -172,6 +176,15 @@ fn thin_writes_admitted_without_room_are_caught() {
     match first_failure_of(sabotage, PayloadKind::Bytes, Flags::Thin) {
         Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
         None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds with --thin"),
+    }
+}
+
+#[test]
+fn a_flash_cache_copy_kept_after_its_home_was_written_is_caught() {
+    let sabotage = Sabotage::FlashKeepsOverwrittenCopies;
+    match first_failure_of(sabotage, PayloadKind::Bytes, Flags::FlashCache) {
+        Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
+        None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds with --flash-cache"),
     }
 }
 
@@ -203,6 +216,7 @@ fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         volume_admin: false,
         snap_sched: false,
         thin: false,
+        flash_cache: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }
@@ -249,6 +263,7 @@ fn stale_identity_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         volume_admin: false,
         snap_sched: false,
         thin: false,
+        flash_cache: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }

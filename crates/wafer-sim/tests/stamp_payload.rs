@@ -20,6 +20,7 @@ fn config(seed: u64, ops: u64, faults: bool, payload: PayloadKind) -> CheckConfi
         volume_admin: false,
         snap_sched: false,
         thin: false,
+        flash_cache: false,
     }
 }
 

@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use wafer_sim::check::{CheckConfig, CheckFailure, CheckReport, PayloadKind, run as run_seed};
+use wafer_sim::check::{
+    CheckConfig, CheckFailure, CheckReport, FlashCounters, PayloadKind, run as run_seed,
+};
 
 /// Options of `wafer check`.
 #[derive(Debug, Args)]
@@ -64,6 +66,12 @@ pub struct CheckArgs {
     /// existed.
     #[arg(long)]
     thin: bool,
+    /// Also give the node a Flash Cache (16 to 511 blocks) on a device with
+    /// faults of its own, and hold every copy it serves against the block
+    /// its home holds on disk. Off, every seed runs as it did before the
+    /// Flash Cache existed.
+    #[arg(long, conflicts_with = "single_filer")]
+    flash_cache: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -145,8 +153,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 };
                 let sched = if args.snap_sched { " --snap-sched" } else { "" };
                 let thin = if args.thin { " --thin" } else { "" };
+                let flash = if args.flash_cache {
+                    " --flash-cache"
+                } else {
+                    ""
+                };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{sched}{thin}{}",
+                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{sched}{thin}{flash}{}",
                     args.ops,
                     args.payload.replay_option()
                 );
@@ -179,6 +192,7 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         volume_admin: args.volume_admin,
         snap_sched: args.snap_sched,
         thin: args.thin,
+        flash_cache: args.flash_cache,
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
@@ -242,6 +256,17 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
             totals.thin_refusals
         );
     }
+    if args.flash_cache {
+        println!(
+            "Flash Cache: {} inserts, {} hits of {} lookups, {} disk reads replaced, \
+             {} copies failed their check and were read from disk",
+            totals.flash.inserts,
+            totals.flash.hits,
+            totals.flash.accesses,
+            totals.flash.disk_reads_replaced,
+            totals.flash.read_errors
+        );
+    }
     if !totals.faults.is_empty() {
         let list: Vec<String> = totals
             .faults
@@ -275,6 +300,8 @@ struct Totals {
     busy_refusals: u64,
     thin_refusals: u64,
     aggregates: u64,
+    /// The last node's Flash Cache counters, summed over the seeds.
+    flash: FlashCounters,
     faults: BTreeMap<&'static str, u64>,
     administration: BTreeMap<&'static str, u64>,
 }
@@ -292,6 +319,13 @@ impl Totals {
         self.scrub_rewrites += report.scrub_rewrites;
         self.busy_refusals += report.busy_refusals;
         self.thin_refusals += report.thin_refusals;
+        if let Some(flash) = &report.flash {
+            self.flash.inserts += flash.inserts;
+            self.flash.hits += flash.hits;
+            self.flash.accesses += flash.accesses;
+            self.flash.disk_reads_replaced += flash.disk_reads_replaced;
+            self.flash.read_errors += flash.read_errors;
+        }
         self.aggregates += report.aggregates as u64;
         for (kind, count) in &report.faults {
             *self.faults.entry(kind).or_default() += count;

@@ -267,6 +267,36 @@ pub enum IoOp<P: Payload = Bytes> {
         /// The failed disk's slot.
         member: crate::units::DiskId,
     },
+    /// Read a block of the node's Flash Cache device (a node I/O: its
+    /// `aggregate` is `None`). It completes `Read` with one sector, or
+    /// `DiskFailed` if the device has failed.
+    FlashRead {
+        /// The slot.
+        slot: crate::units::FlashSlot,
+        /// Where the block lives on disk, which the copy in the slot must
+        /// equal: a driver that keeps no content for the device (the lab)
+        /// answers with what that home holds.
+        home: FlashHome,
+    },
+    /// Write a block into a slot of the node's Flash Cache device. It need
+    /// not be durable: the cache is empty after a restart.
+    FlashWrite {
+        /// The slot.
+        slot: crate::units::FlashSlot,
+        /// The block as its home holds it.
+        sector: Sector<P>,
+    },
+}
+
+/// A block's place on disk: the aggregate, its disk and the block there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlashHome {
+    /// The aggregate.
+    pub aggregate: crate::units::AggrId,
+    /// The disk, by the aggregate's own id.
+    pub disk: crate::units::DiskId,
+    /// The block.
+    pub dbn: Dbn,
 }
 
 /// The outcome of an [`Io`].
@@ -359,11 +389,39 @@ pub struct Options {
     /// bounds every queue a request can wait in. Default 65,536: above what
     /// the server admits (64 MiB in flight) and any lab queue depth.
     pub max_requests: usize,
+    /// The node's Flash Cache, if it has one: a victim cache of the buffer
+    /// cache on a flash device (ONTAP's `flexscale.enable`). Default none.
+    pub flash_cache: Option<FlashCacheOptions>,
     /// A deliberate bug, for the simulator's negative controls only: proves
     /// that the checks catch the fault they exist for. Only builds with the
     /// `sabotage` feature (the simulator's tests) have it.
     #[cfg(feature = "sabotage")]
     pub sabotage: Option<Sabotage>,
+}
+
+/// What a node's Flash Cache holds, as ONTAP's `flexscale` options set it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashCacheOptions {
+    /// Blocks of the flash device it uses, at least 1.
+    pub blocks: u64,
+    /// Whether user data read in from disk is inserted when the buffer
+    /// cache evicts it (`flexscale.normal_data_blocks`, on by default).
+    pub normal_data_blocks: bool,
+    /// Whether low-priority user data is inserted too: blocks the host
+    /// wrote (`flexscale.lopri_blocks`, off by default). Metadata (indirect
+    /// blocks) is always inserted.
+    pub lopri_blocks: bool,
+}
+
+impl FlashCacheOptions {
+    /// A cache of `blocks` with ONTAP's defaults for what goes in.
+    pub fn new(blocks: u64) -> FlashCacheOptions {
+        FlashCacheOptions {
+            blocks,
+            normal_data_blocks: true,
+            lopri_blocks: false,
+        }
+    }
 }
 
 /// Deliberate bugs the simulator's negative controls switch on. Without the
@@ -410,6 +468,9 @@ pub enum Sabotage {
     /// A write to a thin LUN is logged without asking whether its volume
     /// has room for the holes it fills.
     ThinWritesAdmittedBlindly,
+    /// The node's Flash Cache keeps its copy of a block when the block's
+    /// home is written: a stale copy, which a read may be given.
+    FlashKeepsOverwrittenCopies,
 }
 
 impl Default for Options {
@@ -421,6 +482,7 @@ impl Default for Options {
             dirty_high_water: 8192,
             rebuild_identities_per_walk: 1 << 20,
             max_requests: 1 << 16,
+            flash_cache: None,
             #[cfg(feature = "sabotage")]
             sabotage: None,
         }

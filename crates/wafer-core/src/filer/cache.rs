@@ -98,6 +98,9 @@ pub(super) struct CacheEntry<P: Payload> {
     pub(super) state: BlockState<P::Content>,
     pub(super) dirty: bool,
     pub(super) pinned: bool,
+    /// Whether the host has written it since it came in: what the Flash
+    /// Cache calls low-priority data.
+    pub(super) written: bool,
     /// Changed only through [`BufferCache::touch`], which logs it.
     last_use: u64,
 }
@@ -180,6 +183,7 @@ impl<P: Payload> CacheEntry<P> {
             state: BlockState::Filling(Box::new(filling)),
             dirty: false,
             pinned: false,
+            written: false,
             last_use,
         }
     }
@@ -190,6 +194,7 @@ impl<P: Payload> CacheEntry<P> {
             state: BlockState::Present(content),
             dirty: false,
             pinned: false,
+            written: false,
             last_use,
         }
     }
@@ -223,6 +228,17 @@ impl<P: Payload> CacheEntry<P> {
     fn is_evictable(&self) -> bool {
         !self.dirty && !self.pinned && matches!(self.state, BlockState::Present(_))
     }
+}
+
+/// A block eviction took out of the cache: clean, its content in.
+#[derive(Clone, Debug)]
+pub(super) struct Evicted<P: Payload> {
+    pub(super) key: CacheKey,
+    /// The tick of its last use.
+    pub(super) last_use: u64,
+    pub(super) content: P::Content,
+    /// Whether the host wrote it while it was cached.
+    pub(super) written: bool,
 }
 
 /// One volume's uses, oldest first: the tick and the slab slot of each.
@@ -452,12 +468,12 @@ impl<P: Payload> BufferCache<P> {
     }
 
     /// Takes out up to `count` evictable blocks, oldest by `policy` of their
-    /// volume and then by tick, with the tick of each.
+    /// volume and then by tick.
     pub(super) fn evict_oldest(
         &mut self,
         count: usize,
         policy: impl Fn(VolumeId) -> CachePolicy,
-    ) -> Vec<(CacheKey, u64)> {
+    ) -> Vec<Evicted<P>> {
         let mut classes: BTreeMap<CachePolicy, Vec<VolumeId>> = BTreeMap::new();
         for &volume in self.ages.keys() {
             classes.entry(policy(volume)).or_default().push(volume);
@@ -470,16 +486,26 @@ impl<P: Payload> BufferCache<P> {
             }
             victims.extend(self.oldest_of(volumes, wanted));
         }
-        for (at, (_, key)) in victims.iter().enumerate() {
+        let mut evicted = Vec::with_capacity(victims.len());
+        for (at, &(last_use, key)) in victims.iter().enumerate() {
             if let Some((_, ahead)) = victims.get(at + PREFETCH_AHEAD) {
                 self.prefetch(ahead);
             }
-            self.remove(key).expect("a live record");
+            let entry = self.remove(&key).expect("a live record");
+            let BlockState::Present(content) = entry.state else {
+                unreachable!("only blocks with their content in are evictable");
+            };
+            evicted.push(Evicted {
+                key,
+                last_use,
+                content,
+                written: entry.written,
+            });
         }
         for volume in classes.into_values().flatten() {
             self.trim_log(volume);
         }
-        victims.into_iter().map(|(tick, key)| (key, tick)).collect()
+        evicted
     }
 
     /// The `wanted` oldest evictable blocks of `volumes`, read from the fronts
@@ -637,6 +663,11 @@ mod tests {
         CacheEntry::present(Bytes::zero(), tick)
     }
 
+    /// What eviction took, as (key, tick of last use).
+    fn aged(evicted: Vec<Evicted<Bytes>>) -> Vec<(CacheKey, u64)> {
+        evicted.into_iter().map(|e| (e.key, e.last_use)).collect()
+    }
+
     fn default_policy(_: VolumeId) -> CachePolicy {
         CachePolicy::Default
     }
@@ -648,7 +679,7 @@ mod tests {
             cache.insert(key(0, fbn), clean(tick));
         }
         cache.touch(key(0, 30), 4);
-        let gone = cache.evict_oldest(2, default_policy);
+        let gone = aged(cache.evict_oldest(2, default_policy));
         assert_eq!(gone, vec![(key(0, 10), 2), (key(0, 20), 3)]);
         assert!(cache.contains_key(&key(0, 30)));
         cache.check().unwrap();
@@ -662,10 +693,19 @@ mod tests {
         }
         cache.get_mut(&key(0, 1)).unwrap().dirty = true;
         cache.get_mut(&key(0, 2)).unwrap().pinned = true;
-        assert_eq!(cache.evict_oldest(1, default_policy), vec![(key(0, 3), 3)]);
+        assert_eq!(
+            aged(cache.evict_oldest(1, default_policy)),
+            vec![(key(0, 3), 3)]
+        );
         cache.get_mut(&key(0, 2)).unwrap().pinned = false;
-        assert_eq!(cache.evict_oldest(1, default_policy), vec![(key(0, 2), 2)]);
-        assert_eq!(cache.evict_oldest(5, default_policy), vec![(key(0, 4), 4)]);
+        assert_eq!(
+            aged(cache.evict_oldest(1, default_policy)),
+            vec![(key(0, 2), 2)]
+        );
+        assert_eq!(
+            aged(cache.evict_oldest(5, default_policy)),
+            vec![(key(0, 4), 4)]
+        );
         assert_eq!(cache.len(), 1);
         cache.check().unwrap();
     }
@@ -682,7 +722,9 @@ mod tests {
             2 => CachePolicy::Reuse,
             _ => CachePolicy::Default,
         };
-        let order: Vec<CacheKey> = (0..4).map(|_| cache.evict_oldest(1, policy)[0].0).collect();
+        let order: Vec<CacheKey> = (0..4)
+            .map(|_| cache.evict_oldest(1, policy)[0].key)
+            .collect();
         assert_eq!(order, vec![key(2, 1), key(1, 1), key(3, 1), key(0, 1)]);
         cache.check().unwrap();
     }
@@ -696,14 +738,14 @@ mod tests {
         let gone: Vec<u64> = cache
             .evict_oldest(3, default_policy)
             .into_iter()
-            .map(|(_, tick)| tick)
+            .map(|evicted| evicted.last_use)
             .collect();
         assert_eq!(gone, vec![1, 2, 3]);
         cache.check().unwrap();
         let rest: Vec<u64> = cache
             .evict_oldest(9, default_policy)
             .into_iter()
-            .map(|(_, tick)| tick)
+            .map(|evicted| evicted.last_use)
             .collect();
         assert_eq!(rest, vec![4, 5]);
     }
@@ -734,7 +776,7 @@ mod tests {
         cache.check().unwrap();
         cache.remove(&key(0, 2));
         assert_eq!(
-            cache.evict_oldest(2, default_policy),
+            aged(cache.evict_oldest(2, default_policy)),
             vec![(key(0, 1), 9_998)]
         );
         assert!(cache.check().is_ok());

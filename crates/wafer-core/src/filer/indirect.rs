@@ -97,7 +97,6 @@ impl IndirectState {
         self.faulting.push((id, request));
     }
 }
-use crate::units::Fbn;
 
 /// Whether a request's indirect blocks are all in memory.
 pub(super) enum Fault {
@@ -477,7 +476,10 @@ impl<P: Payload> Filer<P> {
         self.indirect.indirect_floor = (self.committed, total - excess.min(victims.len()));
         for (_, _, lun, node) in victims.into_iter().take(excess) {
             self.indirect.indirect_whole = false;
-            let pointers = self.namespace.lun_tree_mut(lun).evict(node);
+            let tree = self.namespace.lun_tree_mut(lun);
+            let ptr = tree.node_ptr(node);
+            let pointers = tree.evict(node);
+            self.offer_indirect(lun, node, ptr, &pointers);
             self.indirect.indirect_use.forget(lun, node);
             self.counters.indirect_evictions += 1;
             if !P::READS_METADATA {
@@ -553,12 +555,12 @@ impl<P: Payload> Filer<P> {
 
     /// Data blocks leave the cache, each as ((LUN, fbn), last use): the
     /// indirect block over each is as recently used as the block was.
-    pub(super) fn note_data_evicted(&mut self, evicted: Vec<((LunId, Fbn), u64)>) {
+    pub(super) fn note_data_evicted(&mut self, evicted: Vec<super::cache::Evicted<P>>) {
         let per_node = crate::format::POINTERS_PER_BLOCK as u64;
         self.indirect.indirect_use.raise_level1(
             evicted
                 .into_iter()
-                .map(|((lun, fbn), last_use)| (lun, fbn.0 / per_node, last_use)),
+                .map(|block| (block.key.0, block.key.1.0 / per_node, block.last_use)),
         );
     }
 }

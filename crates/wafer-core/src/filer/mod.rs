@@ -42,6 +42,7 @@ mod slot_index;
 mod snapshot;
 mod space;
 mod thin;
+mod victim;
 mod written;
 
 use std::borrow::Cow;
@@ -63,6 +64,7 @@ pub use rebuild::{REBUILD_STRIPES_PER_CP, RebuildStatus};
 pub use scrub::{SCRUB_STRIPES_PER_CP, ScrubError, ScrubStatus, ScrubTally};
 pub use snapshot::SnapshotInfo;
 pub use space::{AggregateSpace, MAX_SNAP_RESERVE_PERCENT, VolumeSpace};
+pub use victim::Victim;
 use written::WrittenSums;
 
 use crate::BLOCK_SIZE;
@@ -232,6 +234,8 @@ pub struct Filer<P: Payload = Bytes> {
     repairs: blockio::Repairs<P>,
     next_fill: u64,
     parked_reads: Vec<BlockRead>,
+    /// Blocks evicted for the node's Flash Cache, until it takes them.
+    victims: Vec<Victim<P>>,
     /// The indirect-block cache: reads in flight, waiters, ages.
     indirect: indirect::IndirectState,
     /// The same for data blocks.
@@ -318,6 +322,7 @@ impl<P: Payload> Filer<P> {
             repairs: blockio::Repairs::default(),
             next_fill: 0,
             parked_reads: Vec::new(),
+            victims: Vec::new(),
             indirect: indirect::IndirectState::new(),
             data_floor: (CpCount(0), 0),
             outbox: outbox::Outbox::default(),
@@ -699,6 +704,9 @@ impl<P: Payload> Filer<P> {
                 Some((*disk, kind, u64::from(*count)))
             }
             IoOp::NvlogAppend { .. } | IoOp::NvlogReset { .. } | IoOp::AssignSpare { .. } => None,
+            IoOp::FlashRead { .. } | IoOp::FlashWrite { .. } => {
+                unreachable!("the Flash Cache is the node's")
+            }
         };
         if let Some((id, kind, blocks)) = disk {
             self.counters.disks[id.0 as usize].count_issued(kind, blocks);
@@ -1096,6 +1104,7 @@ impl<P: Payload> Filer<P> {
             BlockState::Present(content) => {
                 op.apply::<P>(content);
                 entry.dirty = true;
+                entry.written = true;
                 self.dirty.insert(key, ());
             }
             BlockState::Filling(filling) => filling.queue.push(op.into_owned()),
@@ -1167,6 +1176,7 @@ impl<P: Payload> Filer<P> {
         }
         if !later.is_empty() {
             entry.dirty = true;
+            entry.written = true;
             self.dirty.insert(key, ());
         }
         for waiter in waiters {
@@ -1307,6 +1317,7 @@ impl<P: Payload> Filer<P> {
                 .map_or_else(Default::default, |v| v.cache_policy)
         });
         self.data_floor = (self.committed, total - victims.len());
+        self.offer_data(&victims);
         self.note_data_evicted(victims);
     }
 

@@ -67,6 +67,11 @@ impl<P: Payload, T> Outbox<P, T> {
             .expect("completion of an I/O that is not pending")
     }
 
+    /// What is kept of pending I/O `id`, if it is pending.
+    pub(super) fn kept(&self, id: IoId) -> Option<&T> {
+        self.pending.get(&id)
+    }
+
     /// Whether no I/O is pending.
     pub(super) fn nothing_pending(&self) -> bool {
         self.pending.is_empty()

@@ -74,6 +74,9 @@ impl Devices {
                     .expect("the NVLog thread runs while the engine does (a panic aborts)");
             }
             IoOp::AssignSpare { .. } => unreachable!("the engine thread assigns spares itself"),
+            IoOp::FlashRead { .. } | IoOp::FlashWrite { .. } => {
+                unreachable!("the server gives its node no Flash Cache")
+            }
         };
         let aggregate = aggregate.expect("a disk I/O names its aggregate");
         self.disks[&aggregate][disk.0 as usize]
