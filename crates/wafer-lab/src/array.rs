@@ -348,6 +348,45 @@ pub struct EngineStats {
     pub read_chains: u64,
     /// Blocks those commands read.
     pub read_chain_blocks: u64,
+    /// The node's Flash Cache, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash: Option<FlashStats>,
+}
+
+/// What a node's Flash Cache counted, cumulative, in blocks (ONTAP's
+/// `ext_cache_obj`), and how full it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlashStats {
+    /// Blocks of disk reads looked up in it.
+    pub accesses: u64,
+    /// Of those, blocks it held.
+    pub hits: u64,
+    /// Blocks answered from it instead of disk.
+    pub disk_reads_replaced: u64,
+    /// Blocks the buffer cache evicted into it.
+    pub inserts: u64,
+    /// Blocks it dropped to make room.
+    pub evicts: u64,
+    /// Blocks it holds now (a level, not a count).
+    pub used: u64,
+    /// Its size in blocks.
+    pub blocks: u64,
+}
+
+impl FlashStats {
+    /// The counts accumulated between `earlier` and `self`; `used` and
+    /// `blocks` are `self`'s.
+    pub fn since(&self, earlier: &FlashStats) -> FlashStats {
+        FlashStats {
+            accesses: self.accesses - earlier.accesses,
+            hits: self.hits - earlier.hits,
+            disk_reads_replaced: self.disk_reads_replaced - earlier.disk_reads_replaced,
+            inserts: self.inserts - earlier.inserts,
+            evicts: self.evicts - earlier.evicts,
+            used: self.used,
+            blocks: self.blocks,
+        }
+    }
 }
 
 impl EngineStats {
@@ -384,6 +423,10 @@ impl EngineStats {
             indirect_reads: minus(self.indirect_reads, earlier.indirect_reads),
             read_chains: minus(self.read_chains, earlier.read_chains),
             read_chain_blocks: minus(self.read_chain_blocks, earlier.read_chain_blocks),
+            flash: match (&self.flash, &earlier.flash) {
+                (Some(now), Some(then)) => Some(now.since(then)),
+                (now, _) => *now,
+            },
         }
     }
 }

@@ -59,8 +59,8 @@ use wafer_devices::{Completion, Device, DeviceRequest, NextEvents, Op, sooner};
 use wafer_raid::{Dbn, RaidGroupGeometry};
 
 use crate::array::{
-    Array, ArrayKind, DiskStats, EngineStats, HostCompletion, HostIo, HostOp, PreparePlan,
-    SnapshotStats, VolumeUse,
+    Array, ArrayKind, DiskStats, EngineStats, FlashStats, HostCompletion, HostIo, HostOp,
+    PreparePlan, SnapshotStats, VolumeUse,
 };
 use crate::controller::Controller;
 use crate::scenario::{AggregateSpec, WaferSpec};
@@ -1218,6 +1218,18 @@ impl Array for WaferArray {
         for filer in filers {
             add_counters(&mut stats, filer.counters());
         }
+        stats.flash = self.node.flash_cache().map(|flash| {
+            let c = flash.counters();
+            FlashStats {
+                accesses: c.accesses,
+                hits: c.hits,
+                disk_reads_replaced: c.disk_reads_replaced,
+                inserts: c.inserts,
+                evicts: c.evicts,
+                used: flash.used(),
+                blocks: flash.blocks(),
+            }
+        });
         Some(stats)
     }
 }

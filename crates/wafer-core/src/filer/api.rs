@@ -573,6 +573,17 @@ impl DiskCounters {
         *total += blocks;
     }
 
+    /// Takes back an I/O counted at issue that the disk never saw.
+    pub(crate) fn uncount_issued(&mut self, kind: DiskIoKind, blocks: u64) {
+        let (ios, total) = match kind {
+            DiskIoKind::UserRead => (&mut self.user_reads, &mut self.user_read_blocks),
+            DiskIoKind::CpRead => (&mut self.cp_reads, &mut self.cp_read_blocks),
+            DiskIoKind::Write => (&mut self.writes, &mut self.write_blocks),
+        };
+        *ios -= 1;
+        *total -= blocks;
+    }
+
     /// Adds a completed I/O's time from issue to completion.
     pub(crate) fn add_latency(&mut self, kind: DiskIoKind, latency: crate::units::Duration) {
         let total = match kind {

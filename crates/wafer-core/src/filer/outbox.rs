@@ -72,6 +72,11 @@ impl<P: Payload, T> Outbox<P, T> {
         self.pending.get(&id)
     }
 
+    /// What is kept of pending I/O `id`, to change, if it is pending.
+    pub(super) fn kept_mut(&mut self, id: IoId) -> Option<&mut T> {
+        self.pending.get_mut(&id)
+    }
+
     /// Whether no I/O is pending.
     pub(super) fn nothing_pending(&self) -> bool {
         self.pending.is_empty()

@@ -53,6 +53,23 @@ impl<P: Payload> Filer<P> {
         matches!(self.outbox.kept(io), Some((IoPurpose::Blocks(_), ..)))
     }
 
+    /// The node answers disk read `io`, just issued, wholly from its Flash
+    /// Cache: the disk does not see it, so its counters (`statit`'s user
+    /// reads, chains and latency) leave it out. A read answered in part
+    /// from the cache counts as the disk read it was issued as. Should a
+    /// copy fail the node's check, the block is read from its disk after
+    /// all, uncounted; and a disk that fails that read is marked failed by
+    /// the next I/O to it (the read itself goes to the block's stripe).
+    pub fn read_replaced(&mut self, io: IoId) {
+        let Some((IoPurpose::Blocks(reads), disk, _)) = self.outbox.kept_mut(io) else {
+            return;
+        };
+        let blocks = reads.len() as u64;
+        if let Some((id, kind)) = disk.take() {
+            self.counters.disks[id.0 as usize].uncount_issued(kind, blocks);
+        }
+    }
+
     /// Offers the data blocks eviction took, those the options let in.
     pub(super) fn offer_data(&mut self, evicted: &[Evicted<P>]) {
         let Some(flash) = self.options.flash_cache else {

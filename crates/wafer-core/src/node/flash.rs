@@ -382,6 +382,16 @@ impl<P: Payload> Node<P> {
         flash.counters.accesses += u64::from(count);
         flash.counters.hits += hits;
         flash.counters.misses += u64::from(count) - hits;
+        if hits == u64::from(count) {
+            // Decided as it is issued, so that the disk's counters never
+            // go back on what they showed (a copy that fails its check is
+            // read from disk after all, uncounted).
+            self.members
+                .get_mut(&aggregate)
+                .and_then(|m| m.engine.as_mut())
+                .expect("looked up")
+                .read_replaced(io);
+        }
         (hits > 0).then_some(copies)
     }
 

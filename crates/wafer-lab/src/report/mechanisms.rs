@@ -34,6 +34,15 @@
 //! copied to the reserved LUN pool per second, host writes held for a copy
 //! per second, and times the pool filled and the sessions ended.
 //!
+//! An array with a Flash Cache adds a table per segment: blocks of disk
+//! reads looked up in it per second, the share it held (`hit%`), blocks it
+//! answered instead of the disks per second (`replaced/s`, ONTAP's
+//! `disk_reads_replaced`), blocks the buffer cache evicted into it and it
+//! dropped to make room per second, and how full it was at the segment's
+//! end. `disk/op` and `rchain` above count only what reached the disks.
+//! Under it, the warm-up: the first segment from which `replaced/s` stays
+//! within 5 % of the last segment's, and the time by its end.
+//!
 //! A run that follows a `snap sched` counts its snapshots in that table too,
 //! and ends with the snapshots each volume holds at the end of the run, with
 //! when each was asked for in engine time (weekday and time, UTC) and in lab
@@ -78,6 +87,9 @@ pub fn render(report: &ArrayReport) -> String {
             engine: engine.as_ref(),
         };
         text.push_str(&line.render());
+    }
+    if let Some(flash) = render_flash(report, seconds) {
+        text.push_str(&flash);
     }
     if let Some(heading) = snapshot_heading(report) {
         text.push_str(&render_snapshots(report, &heading, seconds));
@@ -148,6 +160,74 @@ fn render_snapshots(report: &ArrayReport, heading: &str, seconds: f64) -> String
         text.push_str(&line);
     }
     text
+}
+
+const FLASH_HEADER: &str = "    seg  lookups/s    hit%  replaced/s  inserts/s  evicts/s  used%\n";
+
+/// The Flash Cache table, one line per measured segment; `None` for an
+/// array without one.
+fn render_flash(report: &ArrayReport, seconds: f64) -> Option<String> {
+    let size = report.engine_snapshots.first()?.flash?.blocks;
+    let mib = (size * wafer_core::BLOCK_SIZE as u64) >> 20;
+    let mut text = format!("Flash Cache, {mib} MiB:\n{FLASH_HEADER}");
+    let mut replaced = Vec::new();
+    for (segment, pair) in report
+        .segments
+        .iter()
+        .zip(report.engine_snapshots.windows(2))
+    {
+        let (Some(start), Some(end)) = (pair[0].flash, pair[1].flash) else {
+            continue;
+        };
+        let delta = end.since(&start);
+        replaced.push((segment.index, delta.disk_reads_replaced));
+        let per_second = |n: u64| n as f64 / seconds;
+        let hit = match delta.accesses {
+            0 => "-".to_string(),
+            n => format!("{:.1}", delta.hits as f64 * 100.0 / n as f64),
+        };
+        let _ = writeln!(
+            text,
+            "{:>7}{:>11.0}{:>8}{:>12.0}{:>11.0}{:>10.0}{:>7.1}",
+            segment.index,
+            per_second(delta.accesses),
+            hit,
+            per_second(delta.disk_reads_replaced),
+            per_second(delta.inserts),
+            per_second(delta.evicts),
+            end.used as f64 * 100.0 / end.blocks as f64,
+        );
+    }
+    text.push_str(&warm_from(&replaced, seconds));
+    Some(text)
+}
+
+/// Within how much of its last value, in percent, a segment's `replaced/s`
+/// counts as steady.
+const STEADY_PERCENT: u64 = 5;
+
+/// The line naming the first segment from which `replaced` (segment
+/// number, blocks replaced) stays within [`STEADY_PERCENT`] of the last
+/// segment's.
+fn warm_from(replaced: &[(u32, u64)], seconds: f64) -> String {
+    let Some(&(_, last)) = replaced.last() else {
+        return String::new();
+    };
+    let steady = |n: u64| n.abs_diff(last) * 100 <= last * STEADY_PERCENT;
+    let from = replaced.len()
+        - replaced
+            .iter()
+            .rev()
+            .take_while(|(_, n)| steady(*n))
+            .count();
+    match (last, replaced.get(from)) {
+        (0, _) => "warm: no read was answered from it in the last segment\n".to_string(),
+        (_, Some(&(index, _))) => format!(
+            "warm: replaced/s within {STEADY_PERCENT} % of the last segment's from segment {index} on (by {:.0} s)\n",
+            f64::from(index) * seconds
+        ),
+        (_, None) => unreachable!("the last segment is within its own value"),
+    }
 }
 
 /// All disks' counters over one segment, summed.
@@ -270,5 +350,17 @@ mod tests {
         // 100 reads for 50 host I/Os; 300 blocks in 100 reads; 5000
         // cylinders over 100 commands.
         assert_eq!(&fields[..6], ["1", "100", "2.00", "3.00", "-", "50"]);
+    }
+
+    #[test]
+    fn the_flash_cache_is_warm_from_the_first_segment_that_stays_near_the_last() {
+        // Segment 3 comes within 5 % of 1000 but segment 4 falls out again.
+        let replaced = [(1, 100), (2, 500), (3, 960), (4, 900), (5, 990), (6, 1000)];
+        assert_eq!(
+            warm_from(&replaced, 30.0),
+            "warm: replaced/s within 5 % of the last segment's from segment 5 on (by 150 s)\n"
+        );
+        let cold = [(1, 0), (2, 0)];
+        assert!(warm_from(&cold, 30.0).contains("no read was answered"));
     }
 }
