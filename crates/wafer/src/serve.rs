@@ -124,12 +124,12 @@ pub struct ServeArgs {
     /// flexscale.normal_data_blocks: LUN data read from disk goes into the
     /// Flash Cache as the buffer cache evicts it.
     #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off,
-          requires = "flash_cache")]
+          action = clap::ArgAction::Set, requires = "flash_cache")]
     flexscale_normal_data_blocks: bool,
     /// flexscale.lopri_blocks: LUN data the host wrote goes in too (metadata
     /// always does).
     #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off,
-          requires = "flash_cache")]
+          action = clap::ArgAction::Set, requires = "flash_cache")]
     flexscale_lopri_blocks: bool,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]

@@ -261,6 +261,36 @@ fn a_flash_file_whose_file_system_fills_keeps_serving_what_landed() {
     server.stop();
 }
 
+#[test]
+fn lopri_blocks_on_lets_what_the_host_wrote_into_the_flash_cache() {
+    // Off (ONTAP's default): blocks the host wrote are let go of unseen, so
+    // the first reads after their CP go to disk.
+    let scratch = Scratch::new();
+    let server = serve_flash(&scratch, &scratch.file("flash"), "64m");
+    write_hot(&server, 11);
+    let off = read_hot(&server, 11);
+    server.stop();
+    // On: they go in as the CP lets the buffer cache evict them, and the
+    // first reads come from flash.
+    let scratch = Scratch::new();
+    let mut args = flash_args(&scratch.file("flash"), "64m");
+    args.extend(["--flexscale-lopri-blocks".into(), "on".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = serve_with(&scratch, &args);
+    assert!(
+        server.startup.contains("flexscale.lopri_blocks on"),
+        "{}",
+        server.startup
+    );
+    write_hot(&server, 11);
+    let on = read_hot(&server, 11);
+    eprintln!("lopri off {off:?}\nlopri on {on:?}");
+    assert!(off.disk_reads_replaced < HOT_BLOCKS / 10, "{off:?}");
+    assert!(on.disk_reads_replaced >= HOT_BLOCKS / 2, "{on:?}");
+    assert!(on.lopri_blocks && !off.lopri_blocks);
+    server.stop();
+}
+
 /// A data directory with `--nvlog` on another path, served once and
 /// stopped; that path.
 fn with_external_nvlog(scratch: &Scratch) -> PathBuf {
@@ -295,6 +325,9 @@ fn flash_paths_and_sizes_that_cannot_be_used_are_refused_and_nothing_starts() {
     }
     let message = refused(&scratch, &scratch.file("flash"), "64x", &[]);
     assert!(message.contains("unknown size suffix"), "{message}");
+    let extra = ["--flexscale-lopri-blocks", "yes"];
+    let message = refused(&scratch, &scratch.file("flash"), "64m", &extra);
+    assert!(message.contains("neither on nor off"), "{message}");
     assert!(!scratch.file("flash").exists(), "no flash file is made");
     assert!(!scratch.data().exists(), "no data directory is made");
 
