@@ -27,7 +27,8 @@
 //! the NVLog, wherever that lives), and its size must hold at least
 //! [`FLASH_BYTES_MIN`]. A regular file is created or extended to the size
 //! given; a block device is used at its own size unless a smaller one is
-//! given.
+//! given. The server holds the device's lock while it runs, so that two
+//! servers never share one.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Seek, SeekFrom};
@@ -162,10 +163,25 @@ pub(crate) fn open(
         },
         made,
     };
-    size(device, bytes, block_device).map_err(|(device, reason)| {
+    let sized = lock(device).and_then(|device| size(device, bytes, block_device));
+    sized.map_err(|(device, reason)| {
         device.discard();
         refuse(reason)
     })
+}
+
+/// Takes the device's lock (`flock`, held while the file is open): two
+/// servers given one device would overwrite each other's copies, which
+/// each would then read from disk, so the second is refused instead.
+fn lock(device: FlashDevice) -> Result<FlashDevice, (FlashDevice, String)> {
+    match device.file.try_lock() {
+        Ok(()) => Ok(device),
+        Err(fs::TryLockError::WouldBlock) => Err((
+            device,
+            "is in use: another wafer server's Flash Cache holds its lock".into(),
+        )),
+        Err(fs::TryLockError::Error(e)) => Err((device, format!("cannot lock it: {e}"))),
+    }
 }
 
 /// Gives the opened device its size in slots: a regular file is extended to

@@ -363,4 +363,14 @@ fn flash_paths_and_sizes_that_cannot_be_used_are_refused_and_nothing_starts() {
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("without a Flash Cache"), "{stderr}");
     server.stop();
+
+    // One device, two servers: the second is refused.
+    let shared = scratch.file("shared-flash");
+    let holder = Scratch::new();
+    let first = serve_flash(&holder, &shared, "8m");
+    let other = Scratch::new();
+    let message = refused(&other, &shared, "8m", &[]);
+    assert!(message.contains("is in use"), "{message}");
+    assert!(!other.data().exists(), "no data directory is made");
+    first.stop();
 }
