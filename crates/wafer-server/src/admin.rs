@@ -261,6 +261,8 @@ pub enum AdminRequest {
     },
     /// `sysstat`: a snapshot of every counter.
     Sysstat,
+    /// `stats show ext_cache_obj`: the Flash Cache's counters.
+    StatsShowExtCacheObj,
     /// `reallocate measure PATH`: how contiguously a LUN lies on disk.
     ReallocateMeasure {
         /// `/vol/VOLUME/LUN`.
@@ -508,6 +510,8 @@ pub enum AdminReply {
     Aggregates(Vec<AggregateStatus>),
     /// `sysstat`.
     Sysstat(Box<SysstatReport>),
+    /// `stats show ext_cache_obj`.
+    ExtCacheObj(Box<FlashCacheStatus>),
     /// `reallocate measure`.
     ReallocateMeasure(ReallocationMeasure),
     /// `reallocate status`: the reallocation in progress, if any.
@@ -1006,6 +1010,45 @@ pub struct SysstatReport {
     /// Each aggregate's CPs (the sums above are theirs).
     #[serde(default)]
     pub aggregates: Vec<AggregateCpStatus>,
+    /// The node's Flash Cache, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash_cache: Option<FlashCacheStatus>,
+}
+
+/// The node's Flash Cache: ONTAP's `ext_cache_obj` counters, in 4 KiB
+/// blocks since the server started (the cache starts empty at every start),
+/// and the `flexscale` options it runs with.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlashCacheStatus {
+    /// The file or block device.
+    pub device: String,
+    /// Its size in blocks (slots).
+    pub blocks: u64,
+    /// Blocks it holds copies of (`usage` is this over `blocks`).
+    pub used: u64,
+    /// `flexscale.normal_data_blocks`.
+    pub normal_data_blocks: bool,
+    /// `flexscale.lopri_blocks`.
+    pub lopri_blocks: bool,
+    /// Blocks of disk reads looked up (`accesses`).
+    pub accesses: u64,
+    /// Blocks found (`hit`).
+    pub hits: u64,
+    /// Blocks not found (`miss`).
+    pub misses: u64,
+    /// Blocks written into it (`inserts`).
+    pub inserts: u64,
+    /// Blocks dropped for their slot (`evicts`).
+    pub evicts: u64,
+    /// Blocks dropped because their home was written (`invalidates`).
+    pub invalidates: u64,
+    /// Blocks answered from flash instead of disk (`disk_reads_replaced`).
+    pub disk_reads_replaced: u64,
+    /// Copies that failed their check or could not be read, read from disk
+    /// instead.
+    pub read_errors: u64,
+    /// Whether the device has failed: every read goes to disk since.
+    pub failed: bool,
 }
 
 /// One aggregate's consistency points, in `sysstat`.

@@ -213,7 +213,7 @@ fn sync_loop(name: &str, queue: &Receiver<Unsynced>, events: &Sender<Event>) {
 /// Whether a write or sync error is the host's doing rather than the disk's:
 /// no room, a quota, a read-only file system, a file it refuses or one past
 /// its size limit.
-fn is_the_hosts(error: &io::Error) -> bool {
+pub(crate) fn is_the_hosts(error: &io::Error) -> bool {
     use io::ErrorKind::{
         FileTooLarge, PermissionDenied, QuotaExceeded, ReadOnlyFilesystem, StorageFull,
     };
@@ -224,7 +224,7 @@ fn is_the_hosts(error: &io::Error) -> bool {
 }
 
 /// Reads `count` sectors from `dbn`; sectors that cannot be read are `None`.
-fn read_sectors(file: &File, dbn: u64, count: u32) -> Vec<Option<Sector>> {
+pub(crate) fn read_sectors(file: &File, dbn: u64, count: u32) -> Vec<Option<Sector>> {
     let sector = SECTOR_BYTES as usize;
     let mut bytes = vec![0u8; count as usize * sector];
     if read_at_zero_filled(file, &mut bytes, dbn * SECTOR_BYTES).is_ok() {
@@ -280,7 +280,7 @@ const IOVECS_MAX: usize = 1024;
 /// copied into a buffer allocated for it (4160 bytes a block, fresh pages the
 /// kernel zeroed first), costing the disk threads CPU the engine thread needs
 /// on a small machine.
-fn write_sectors(file: &File, sectors: &[Sector], offset: u64) -> io::Result<()> {
+pub(crate) fn write_sectors(file: &File, sectors: &[Sector], offset: u64) -> io::Result<()> {
     let mut at = offset;
     for chunk in sectors.chunks(IOVECS_MAX / 2) {
         let mut slices = [IoSlice::new(&[]); IOVECS_MAX];

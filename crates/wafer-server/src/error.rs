@@ -83,6 +83,10 @@ pub enum ServeError {
     /// find it is refused.
     #[error("{0}; nothing was changed")]
     NvlogPlacement(String),
+    /// `--flash-cache` names no usable place or size: checked before
+    /// anything is created or mounted.
+    #[error("{0}; the server did not start and nothing was changed")]
+    FlashCache(String),
     /// The aggregate went offline while serving: a CP could not be made
     /// durable within the RAID promise. Nothing acknowledged is lost.
     #[error(

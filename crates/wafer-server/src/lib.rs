@@ -33,6 +33,9 @@
 //! * per disk, an **I/O** thread (`pread`/`pwritev`) and a **sync** thread that
 //!   completes writes after one `fdatasync` per batch (`disk`);
 //! * one **NVLog** thread that group-commits appends (`nvlog`);
+//! * with `--flash-cache`, one **flash** thread that reads and writes the
+//!   node's Flash Cache device, never synced, never trusted across a start
+//!   (`flash`);
 //! * per NBD listener an accept thread, per connection a reader and a writer
 //!   (`nbd`), admitted under caps and timeouts (`admission`); per iSCSI
 //!   listener an accept thread, per connection a reader and a worker
@@ -69,6 +72,7 @@ mod engine;
 mod error;
 mod events;
 mod exposition;
+mod flash;
 mod growth;
 mod iscsi;
 mod iscsi_counters;
@@ -92,6 +96,7 @@ pub use admission::{CONNECTIONS_MAX, ConnectionLimits};
 pub use budget::{BYTES_IN_FLIGHT_MAX, LOANS_BYTES, REQUESTS_IN_FLIGHT_MAX};
 pub use config::{CONFIG_FILE, CreateOptions, DiskState, SECTOR_BYTES};
 pub use error::ServeError;
+pub use flash::{FLASH_BYTES_MIN, FlashCacheConfig};
 pub use iscsi::ISCSI_PORT;
 pub use server::{
     AggregateSummary, LOCK_FILE, RaidGroupSummary, ServeOptions, Server, StartupReport,

@@ -4,8 +4,9 @@
 //! A scrape asks the engine for the same [`SysstatReport`] the admin socket's
 //! `sysstat` gets (every aggregate summed, but CPs labelled by aggregate and
 //! every disk by aggregate and name; the NBD and iSCSI front ends; the NVLog,
-//! which the aggregates share, so it has no aggregate label), so the two
-//! never disagree, and
+//! which the aggregates share, so it has no aggregate label; the node's
+//! Flash Cache, `wafer_flash_cache_*`, only on a node that has one), so the
+//! two never disagree, and
 //! renders it in the Prometheus text exposition format (version 0.0.4):
 //! `# HELP` and `# TYPE` lines, then samples, names `wafer_…`, counters
 //! ending `_total`, times in seconds. The engine answers between events, as
@@ -27,7 +28,9 @@ use std::sync::mpsc::{self, Sender};
 use std::thread;
 use std::time::Duration;
 
-use crate::admin::{AdminReply, AdminRequest, AdminResponse, AggregateCpStatus, SysstatReport};
+use crate::admin::{
+    AdminReply, AdminRequest, AdminResponse, AggregateCpStatus, FlashCacheStatus, SysstatReport,
+};
 use crate::error::ServeError;
 use crate::events::Event;
 use crate::exposition::Exposition;
@@ -211,6 +214,9 @@ fn render(report: &SysstatReport) -> String {
     disk_metrics(&mut out, report);
     front_end_metrics(&mut out, report);
     nvlog_metrics(&mut out, report);
+    if let Some(flash) = &report.flash_cache {
+        flash_cache_metrics(&mut out, flash);
+    }
     out.finish()
 }
 
@@ -500,6 +506,66 @@ fn nvlog_metrics(out: &mut Exposition, r: &SysstatReport) {
     }
 }
 
+/// The Flash Cache's `ext_cache_obj` counters, in 4 KiB blocks; present
+/// only on a node that has one.
+fn flash_cache_metrics(out: &mut Exposition, f: &FlashCacheStatus) {
+    let counters = [
+        (
+            "wafer_flash_cache_accesses_total",
+            "Blocks of disk reads looked up in the Flash Cache (ext_cache_obj accesses).",
+            f.accesses,
+        ),
+        (
+            "wafer_flash_cache_hits_total",
+            "Blocks found in the Flash Cache (ext_cache_obj hit).",
+            f.hits,
+        ),
+        (
+            "wafer_flash_cache_misses_total",
+            "Blocks not found in the Flash Cache (ext_cache_obj miss).",
+            f.misses,
+        ),
+        (
+            "wafer_flash_cache_inserts_total",
+            "Blocks written into the Flash Cache as the buffer cache evicted them.",
+            f.inserts,
+        ),
+        (
+            "wafer_flash_cache_evicts_total",
+            "Blocks dropped from the Flash Cache for their slot (FIFO).",
+            f.evicts,
+        ),
+        (
+            "wafer_flash_cache_invalidates_total",
+            "Blocks dropped from the Flash Cache because their home on disk was written.",
+            f.invalidates,
+        ),
+        (
+            "wafer_flash_cache_disk_reads_replaced_total",
+            "Blocks read from the Flash Cache instead of disk.",
+            f.disk_reads_replaced,
+        ),
+        (
+            "wafer_flash_cache_read_errors_total",
+            "Flash Cache copies unreadable or failing their check, read from disk instead.",
+            f.read_errors,
+        ),
+    ];
+    for (name, help, value) in counters {
+        out.counter(name, help, value as f64);
+    }
+    let size = "Blocks (slots) of the Flash Cache device.";
+    out.gauge("wafer_flash_cache_blocks", size, f.blocks as f64);
+    let used = "Blocks the Flash Cache holds copies of.";
+    out.gauge("wafer_flash_cache_used_blocks", used, f.used as f64);
+    let failed = "1 if the Flash Cache device has failed (every read goes to disk), else 0.";
+    out.gauge(
+        "wafer_flash_cache_failed",
+        failed,
+        u8::from(f.failed).into(),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,6 +599,34 @@ mod tests {
         assert_eq!(status("GET metrics HTTP/1.1\r\n\r\n"), 400);
         assert_eq!(status("GET /metrics HTTP/1.1 extra\r\n\r\n"), 400);
         assert_eq!(status("\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn a_flash_cache_renders_only_when_the_node_has_one() {
+        let mut report = SysstatReport::default();
+        assert!(!render(&report).contains("wafer_flash_cache"));
+        report.flash_cache = Some(FlashCacheStatus {
+            blocks: 252,
+            used: 10,
+            hits: 7,
+            disk_reads_replaced: 6,
+            failed: true,
+            ..FlashCacheStatus::default()
+        });
+        let text = render(&report);
+        for line in [
+            "# TYPE wafer_flash_cache_hits_total counter",
+            "wafer_flash_cache_hits_total 7",
+            "wafer_flash_cache_disk_reads_replaced_total 6",
+            "wafer_flash_cache_blocks 252",
+            "wafer_flash_cache_used_blocks 10",
+            "wafer_flash_cache_failed 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "{line} missing from:\n{text}"
+            );
+        }
     }
 
     #[test]

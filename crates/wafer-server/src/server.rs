@@ -11,7 +11,9 @@
 //! (a disk file that is missing, unreadable or of the wrong size fails that
 //! disk, for good, if its RAID group survives it; if not, nothing is changed
 //! and the server refuses) and the aggregate mounted, replaying the NVLog.
-//! Then the admin socket binds and every thread starts.
+//! Then the admin socket binds and every thread starts. A Flash Cache
+//! (`--flash-cache`) is checked and opened before creation or mount, and a
+//! file made for it is removed if the start fails.
 //!
 //! [`Server::run`] waits for the engine thread. SIGINT or SIGTERM starts a
 //! graceful stop (the engine's final CP); a second one exits at once, which
@@ -80,6 +82,10 @@ pub struct ServeOptions {
     /// The buffer cache's budget in 4 KiB blocks, shared by the node's
     /// aggregates (`--cache-size`).
     pub cache_blocks: usize,
+    /// The node's Flash Cache (`--flash-cache`), if it has one: a victim
+    /// cache of the buffer cache on a file or block device, empty at every
+    /// start.
+    pub flash_cache: Option<crate::flash::FlashCacheConfig>,
 }
 
 /// What a started server reports.
@@ -104,6 +110,8 @@ pub struct StartupReport {
     pub tls: Option<String>,
     /// The URL Prometheus scrapes (`--metrics`), if any.
     pub metrics_url: Option<String>,
+    /// The Flash Cache, described in a line, if the node has one.
+    pub flash_cache: Option<String>,
 }
 
 /// One aggregate in a [`StartupReport`].
@@ -194,11 +202,12 @@ impl Server {
             tls,
         });
         let stop = Arc::clone(&shared.stop);
-        let parts = EngineParts {
+        let mut parts = EngineParts {
             events,
             received,
             shared,
             cache_blocks: options.cache_blocks,
+            flash: None,
         };
         // The checks that change nothing come first (the configuration, the
         // lock, the listeners' addresses), then creation or mount.
@@ -214,6 +223,13 @@ impl Server {
             (None, Some(path)) => Some(resolve_new_nvlog(path)?),
             _ => None,
         };
+        let flash = open_flash(
+            options,
+            existing.as_ref().map(|e| &e.0.0),
+            new_nvlog.as_deref(),
+        )?;
+        let made_flash = MadeFlash(flash.as_ref().and_then(|f| f.made_path()));
+        parts.flash = flash;
         let guarded = options
             .tls
             .as_ref()
@@ -251,6 +267,7 @@ impl Server {
             .spawn(move || engine.run())
             .map_err(ServeError::io("starting the engine thread"))?;
         crate::notify::ready();
+        made_flash.keep();
         Ok(Server {
             report,
             engine,
@@ -284,6 +301,43 @@ struct EngineParts {
     shared: Shared,
     /// The buffer cache's budget, in blocks.
     cache_blocks: usize,
+    /// The Flash Cache device, opened (its thread starts with the disks').
+    flash: Option<crate::flash::FlashDevice>,
+}
+
+/// A Flash Cache file this start created, removed unless the start succeeds.
+struct MadeFlash(Option<PathBuf>);
+
+impl MadeFlash {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for MadeFlash {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+/// Checks and opens `--flash-cache`, against the data directory and the
+/// NVLog it has (`config`) or is to have (`new_nvlog`).
+fn open_flash(
+    options: &ServeOptions,
+    config: Option<&DataConfig>,
+    new_nvlog: Option<&str>,
+) -> Result<Option<crate::flash::FlashDevice>, ServeError> {
+    let Some(flash) = &options.flash_cache else {
+        return Ok(None);
+    };
+    let dir = &options.data_dir;
+    let nvlog = match config {
+        Some(config) => dir.join(&config.nvlog_file),
+        None => new_nvlog.map_or_else(|| dir.join("nvlog"), PathBuf::from),
+    };
+    crate::flash::open(flash, dir, Some(&nvlog)).map(Some)
 }
 
 impl EngineParts {
@@ -425,7 +479,7 @@ fn create(
     dir: &Path,
     options: &CreateOptions,
     nvlog: Option<String>,
-    parts: EngineParts,
+    mut parts: EngineParts,
 ) -> Result<(Engine, DataLock), ServeError> {
     check_create_options(options)?;
     let mut made = Made::default();
@@ -470,9 +524,14 @@ fn create(
     let layout = config.aggregates[0]
         .layout()
         .expect("a new configuration is valid");
-    let options_for_engine = engine_options(&config, parts.cache_blocks);
+    let options_for_engine = engine_options(&config, &parts);
     let files = BTreeMap::from([(AggrId(0), files)]);
-    let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
+    let devices = start_devices(
+        &config,
+        files,
+        (nvlog_file, halves, nvlog_layout),
+        &mut parts,
+    )?;
     let clock = Clock::start()?;
     let mut node = Node::new(options_for_engine, clock.now());
     let id = node
@@ -592,7 +651,7 @@ fn mount(
     dir: &Path,
     mut config: DataConfig,
     migrated: bool,
-    parts: EngineParts,
+    mut parts: EngineParts,
 ) -> Result<Engine, ServeError> {
     let nvlog_path = dir.join(&config.nvlog_file);
     let (mut nvlog_file, halves, mut nvlog_layout) =
@@ -698,10 +757,15 @@ fn mount(
         let down = slots.iter().filter(|s| s.disk.state == DiskState::Failed);
         failed.extend(down.map(|s| (aggr.aggr_id(), s.id)));
     }
-    let options = engine_options(&config, parts.cache_blocks);
+    let options = engine_options(&config, &parts);
     let clock = Clock::start()?;
     let mut node = Node::mount(options, clock.now(), layouts, [&halves[0], &halves[1]]);
-    let devices = start_devices(&config, files, (nvlog_file, halves, nvlog_layout), &parts)?;
+    let devices = start_devices(
+        &config,
+        files,
+        (nvlog_file, halves, nvlog_layout),
+        &mut parts,
+    )?;
     for (aggr, disk) in failed {
         node.with_aggregate(clock.now(), aggr, |filer| filer.mark_failed(disk));
     }
@@ -829,21 +893,22 @@ fn open_disk(dir: &Path, disk: &DiskConfig) -> Result<File, String> {
     Ok(file)
 }
 
-fn engine_options(config: &DataConfig, cache_blocks: usize) -> Options {
+fn engine_options(config: &DataConfig, parts: &EngineParts) -> Options {
     Options {
         nvlog_half_bytes: config.nvlog_half_bytes,
-        cache_blocks,
+        cache_blocks: parts.cache_blocks,
+        flash_cache: parts.flash.as_ref().map(|flash| flash.options),
         ..Options::default()
     }
 }
 
-/// Starts every disk's threads and the NVLog thread (which appends after the
-/// records `nvlog`'s halves hold).
+/// Starts every disk's threads, the NVLog thread (which appends after the
+/// records `nvlog`'s halves hold) and the Flash Cache's thread.
 fn start_devices(
     config: &DataConfig,
     mut files: BTreeMap<AggrId, Vec<Option<File>>>,
     nvlog: (File, [Vec<u8>; 2], crate::nvlog::NvlogLayout),
-    parts: &EngineParts,
+    parts: &mut EngineParts,
 ) -> Result<Devices, ServeError> {
     let events = &parts.events;
     let mut disks = BTreeMap::new();
@@ -861,7 +926,15 @@ fn start_devices(
     let counters = Arc::clone(&parts.shared.nvlog);
     let nvlog = crate::nvlog::spawn(file, &halves, layout, events.clone(), counters)
         .map_err(ServeError::io("starting the NVLog thread"))?;
-    Ok(Devices { disks, nvlog })
+    let flash = (parts.flash.take())
+        .map(|device| crate::flash::spawn(device, events.clone()))
+        .transpose()
+        .map_err(ServeError::io("starting the Flash Cache thread"))?;
+    Ok(Devices {
+        disks,
+        nvlog,
+        flash,
+    })
 }
 
 /// Binds every listener (Unix sockets with `socket_mode`), warning about TCP
@@ -968,6 +1041,7 @@ fn report(
         admin_socket: admin_socket.to_path_buf(),
         tls: None,
         metrics_url: None,
+        flash_cache: engine.flash_summary(),
     })
 }
 

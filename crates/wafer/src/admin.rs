@@ -2,7 +2,7 @@
 //! words and layouts (`docs/research/wafl.md` §12): `aggr status`, `aggr create`, `aggr
 //! add`, `aggr scrub`, `vol`, `lun`, `snap` (`snap reserve` too),
 //! `priority set|show`, `df`, `disk fail`, `disk replace`, `disk add`,
-//! `disk remove` and `sysstat -x`.
+//! `disk remove`, `sysstat -x` and `stats show ext_cache_obj`.
 //!
 //! Each command sends requests over the data directory's admin socket
 //! (`wafer_server::AdminClient`) and prints the answer as ONTAP would, or, with
@@ -514,6 +514,23 @@ pub struct SysstatArgs {
     output: Output,
 }
 
+/// `wafer stats`.
+#[derive(Debug, Subcommand)]
+pub enum StatsCommand {
+    /// `stats show ext_cache_obj`: the Flash Cache's counters (usage,
+    /// accesses, hit, miss, hit_percent, inserts, evicts, invalidates,
+    /// disk_reads_replaced, and wafer's read_errors and failed), totals
+    /// since the server started, as 7-Mode's object:instance:counter:value
+    /// lines.
+    Show {
+        /// The object: `ext_cache_obj` (the only one wafer has).
+        #[arg(value_parser = ["ext_cache_obj"])]
+        object: String,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
 /// `wafer reallocate`.
 #[derive(Debug, Subcommand)]
 pub enum ReallocateCommand {
@@ -698,6 +715,8 @@ pub enum AdminCommand {
     Priority(PriorityCommand),
     /// `statit -b | -e`.
     Statit(StatitArgs),
+    /// `stats show …`.
+    Stats(StatsCommand),
     /// `igroup …`.
     Igroup(IgroupCommand),
     /// `iscsi …`.
@@ -770,6 +789,7 @@ impl AdminCommand {
             AdminCommand::Sysstat(args) => &args.output,
             AdminCommand::Sysconfig(args) => &args.output,
             AdminCommand::Statit(args) => &args.output,
+            AdminCommand::Stats(StatsCommand::Show { output, .. }) => output,
             AdminCommand::Igroup(command) => command.output(),
             AdminCommand::Iscsi(command) => command.output(),
         };
@@ -975,6 +995,10 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         }),
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
         AdminCommand::Statit(args) => statit(&mut ask, data, &args)?,
+        AdminCommand::Stats(StatsCommand::Show { .. }) => formatted(
+            ask(AdminRequest::StatsShowExtCacheObj)?,
+            ontap::ext_cache_obj,
+        ),
         AdminCommand::Igroup(command) => san::igroup(&mut ask, command)?,
         AdminCommand::Iscsi(command) => san::iscsi(&mut ask, command)?,
     };

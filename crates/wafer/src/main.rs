@@ -79,6 +79,9 @@ enum Command {
     /// Per-disk statistics over a period: -b begins it, -e ends it and
     /// prints them.
     Statit(admin::StatitArgs),
+    /// Counters of an object: `stats show ext_cache_obj`, the Flash Cache.
+    #[command(subcommand)]
+    Stats(admin::StatsCommand),
     /// Reallocation: how contiguously a LUN lies on disk, and laying it out
     /// again.
     #[command(subcommand)]
@@ -202,6 +205,7 @@ fn main() -> ExitCode {
         Command::Sysconfig(args) => admin::run(&data, admin::AdminCommand::Sysconfig(args)),
         Command::Version(args) => admin::version(&args),
         Command::Statit(args) => admin::run(&data, admin::AdminCommand::Statit(args)),
+        Command::Stats(command) => admin::run(&data, admin::AdminCommand::Stats(command)),
         Command::Reallocate(command) => admin::run(&data, admin::AdminCommand::Reallocate(command)),
         Command::Priority(command) => admin::run(&data, admin::AdminCommand::Priority(command)),
         Command::Igroup(command) => admin::run(&data, admin::AdminCommand::Igroup(command)),

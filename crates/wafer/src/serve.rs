@@ -17,8 +17,8 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use wafer_server::logging::LogFormat;
 use wafer_server::{
-    ConnectionLimits, CreateOptions, ISCSI_PORT, ListenAddress, NBD_PORT, ServeOptions, Server,
-    StartupReport, TlsOptions,
+    ConnectionLimits, CreateOptions, FlashCacheConfig, ISCSI_PORT, ListenAddress, NBD_PORT,
+    ServeOptions, Server, StartupReport, TlsOptions,
 };
 
 use crate::size::Size;
@@ -107,6 +107,30 @@ pub struct ServeArgs {
     /// top until their CP).
     #[arg(long, value_name = "SIZE", default_value = "64m")]
     cache_size: Size,
+    /// A Flash Cache on this file or block device (ONTAP's flexscale.enable
+    /// on): a read-only victim cache of the buffer cache, blocks it evicts
+    /// written round and round (FIFO), read back and verified instead of
+    /// the disk. It is not persistent: every start begins with it empty and
+    /// overwrites what the device held. It must not be in the data
+    /// directory nor be the NVLog. The flexscale options are set at start
+    /// only.
+    #[arg(long, value_name = "PATH")]
+    flash_cache: Option<PathBuf>,
+    /// The Flash Cache's size (at least 1m): a regular file is created or
+    /// extended to it (sparse); a block device is used whole unless this is
+    /// given. Required for a new file.
+    #[arg(long, value_name = "SIZE", requires = "flash_cache")]
+    flash_cache_size: Option<Size>,
+    /// flexscale.normal_data_blocks: LUN data read from disk goes into the
+    /// Flash Cache as the buffer cache evicts it.
+    #[arg(long, value_name = "on|off", default_value = "on", value_parser = parse_on_off,
+          action = clap::ArgAction::Set, requires = "flash_cache")]
+    flexscale_normal_data_blocks: bool,
+    /// flexscale.lopri_blocks: LUN data the host wrote goes in too (metadata
+    /// always does).
+    #[arg(long, value_name = "on|off", default_value = "off", value_parser = parse_on_off,
+          action = clap::ArgAction::Set, requires = "flash_cache")]
+    flexscale_lopri_blocks: bool,
     /// New data directory only: the size of each disk file (sparse).
     #[arg(long, value_name = "SIZE", default_value = "768m")]
     disk_size: Size,
@@ -150,6 +174,12 @@ pub fn run(data: &Path, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         tls: tls_options(args),
         metrics: args.metrics,
         cache_blocks: cache_blocks(args.cache_size)?,
+        flash_cache: args.flash_cache.clone().map(|path| FlashCacheConfig {
+            path,
+            bytes: args.flash_cache_size.map(|size| size.0),
+            normal_data_blocks: args.flexscale_normal_data_blocks,
+            lopri_blocks: args.flexscale_lopri_blocks,
+        }),
     };
     let server =
         Server::start(&options).with_context(|| format!("cannot serve {}", data.display()))?;
@@ -196,6 +226,15 @@ fn tls_options(args: &ServeArgs) -> Option<TlsOptions> {
         ca: args.tls_ca.clone(),
         require: args.tls_require,
     })
+}
+
+/// An ONTAP option's `on` or `off`.
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("{text:?} is neither on nor off")),
+    }
 }
 
 /// An octal file mode such as `0660`.
@@ -287,6 +326,9 @@ fn print_report(dir: &std::path::Path, report: &StartupReport) {
     }
     for (lun, size) in &report.luns {
         println!("  LUN {lun}: {}", Size(*size));
+    }
+    if let Some(flash) = &report.flash_cache {
+        println!("{flash}");
     }
     println!("admin socket: {}", report.admin_socket.display());
     if let Some(url) = &report.metrics_url {

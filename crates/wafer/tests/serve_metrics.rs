@@ -7,7 +7,10 @@
 //! `prometheus` package; `scripts/test` installs it) and the strict reading
 //! below, which also yields the values. Requests that are not `GET /metrics`
 //! (garbage, an oversized head, another method or path) get 400, 405 or 404,
-//! and the server serves on.
+//! and the server serves on. A node with a Flash Cache exposes its
+//! `ext_cache_obj` counters as `wafer_flash_cache_*`, which pass the same
+//! checks and agree with `stats show ext_cache_obj`; a node without one
+//! exposes none.
 
 mod serve_harness;
 
@@ -19,7 +22,7 @@ use std::time::Duration;
 
 use serve_harness::iscsi::{Initiator, admit_test_initiators, parse_uri};
 use serve_harness::{Scratch, TEST_SIZES, qemu_io, serve_with};
-use wafer_server::admin::AdminRequest;
+use wafer_server::admin::{AdminReply, AdminRequest};
 
 /// Samples by `name{labels}` as the body writes them.
 type Samples = BTreeMap<String, f64>;
@@ -174,6 +177,62 @@ fn bad_requests_are_refused_and_serving_goes_on() {
 }
 
 /// 64 KiB written over iSCSI at 1 MiB and read back, by a raw initiator.
+#[test]
+fn flash_cache_counters_are_exposed_and_match_ext_cache_obj() {
+    let scratch = Scratch::new();
+    let flash = scratch.file("flash");
+    let flash = flash.to_str().expect("UTF-8");
+    let mut args = TEST_SIZES.to_vec();
+    args.extend(["--metrics", "127.0.0.1:0", "--cache-size", "1m"]);
+    args.extend(["--flash-cache", flash, "--flash-cache-size", "32m"]);
+    let server = serve_with(&scratch, &args);
+    let address = address_of(&server.metrics_url());
+    let uri = server.uri("vol0/lun0");
+    qemu_io(&uri, &["write -P 0x3c 0 8M"]);
+    // The snapshot's CP puts the blocks on disk; the reads that follow go
+    // there once, then to flash.
+    server.admin_ok(AdminRequest::SnapCreate {
+        volume: "vol0".into(),
+        name: "s1".into(),
+    });
+    let reads: Vec<String> = (0..8).map(|m| format!("read -P 0x3c {m}M 1M")).collect();
+    let reads: Vec<&str> = reads.iter().map(String::as_str).collect();
+    for _ in 0..2 {
+        qemu_io(&uri, &reads);
+    }
+    let samples = scrape(&address);
+    let AdminReply::ExtCacheObj(status) = server.admin_ok(AdminRequest::StatsShowExtCacheObj)
+    else {
+        panic!("not ext_cache_obj's counters");
+    };
+    assert!(status.disk_reads_replaced > 1000, "{status:?}");
+    for (metric, counter) in [
+        ("wafer_flash_cache_hits_total", status.hits),
+        ("wafer_flash_cache_misses_total", status.misses),
+        ("wafer_flash_cache_inserts_total", status.inserts),
+        (
+            "wafer_flash_cache_disk_reads_replaced_total",
+            status.disk_reads_replaced,
+        ),
+        ("wafer_flash_cache_read_errors_total", status.read_errors),
+        ("wafer_flash_cache_blocks", status.blocks),
+        ("wafer_flash_cache_used_blocks", status.used),
+        ("wafer_flash_cache_failed", 0),
+    ] {
+        assert_eq!(value(&samples, metric), counter as f64, "{metric}");
+    }
+    server.stop();
+
+    // Without --flash-cache, no family of it.
+    let scratch = Scratch::new();
+    let mut args = TEST_SIZES.to_vec();
+    args.extend(["--metrics", "127.0.0.1:0"]);
+    let server = serve_with(&scratch, &args);
+    let samples = scrape(&address_of(&server.metrics_url()));
+    assert!(!samples.keys().any(|k| k.starts_with("wafer_flash_cache")));
+    server.stop();
+}
+
 fn iscsi_write_and_read(uri: &str) {
     let (address, target) = parse_uri(uri);
     let mut initiator = Initiator::login(address, &target);

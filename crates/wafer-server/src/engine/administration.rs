@@ -28,10 +28,10 @@ use super::{Engine, Stopping, Waiter, view};
 use crate::admin::{
     AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateCpStatus,
     AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus,
-    FIXED_VOLUME_OPTIONS, LunStatus, RaidGroupStatus, ReallocationMeasure, ReallocationStatus,
-    RebuildProgress, SNAP_SCHED_USAGE, ScrubProgress, SizeChange, SnapReserveStatus,
-    SnapSchedStatus, SnapshotStatus, SysstatReport, VolumePriorityStatus, VolumeSpaceStatus,
-    VolumeStatus, ontap_size,
+    FIXED_VOLUME_OPTIONS, FlashCacheStatus, LunStatus, RaidGroupStatus, ReallocationMeasure,
+    ReallocationStatus, RebuildProgress, SNAP_SCHED_USAGE, ScrubProgress, SizeChange,
+    SnapReserveStatus, SnapSchedStatus, SnapshotStatus, SysstatReport, VolumePriorityStatus,
+    VolumeSpaceStatus, VolumeStatus, ontap_size,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
@@ -448,6 +448,15 @@ impl Engine {
                 Answer::Now(self.stop_scrub(aggregate.as_deref())?)
             }
             AdminRequest::Sysstat => Answer::Now(AdminReply::Sysstat(Box::new(self.sysstat()))),
+            AdminRequest::StatsShowExtCacheObj => {
+                let status = self.flash_cache_status().ok_or_else(|| {
+                    invalid(
+                        "stats show: no instances of object ext_cache_obj: the server was \
+                         started without a Flash Cache (wafer serve --flash-cache PATH)",
+                    )
+                })?;
+                Answer::Now(AdminReply::ExtCacheObj(Box::new(status)))
+            }
             AdminRequest::ReallocateMeasure { path } => {
                 let lun = self.lun_id(&path)?;
                 Answer::Request(HostRequest::ReallocateMeasure { lun }, path)
@@ -1597,7 +1606,31 @@ impl Engine {
                 .iter()
                 .map(|(aggr, filer)| self.aggregate_cps(*aggr, filer))
                 .collect(),
+            flash_cache: self.flash_cache_status(),
         }
+    }
+
+    /// The Flash Cache's counters and options, if the node has one.
+    fn flash_cache_status(&self) -> Option<FlashCacheStatus> {
+        let cache = self.node.flash_cache()?;
+        let device = self.devices.flash.as_ref()?;
+        let c = cache.counters();
+        Some(FlashCacheStatus {
+            device: device.path.clone(),
+            blocks: cache.blocks(),
+            used: cache.used(),
+            normal_data_blocks: device.options.normal_data_blocks,
+            lopri_blocks: device.options.lopri_blocks,
+            accesses: c.accesses,
+            hits: c.hits,
+            misses: c.misses,
+            inserts: c.inserts,
+            evicts: c.evicts,
+            invalidates: c.invalidates,
+            disk_reads_replaced: c.disk_reads_replaced,
+            read_errors: c.read_errors,
+            failed: c.failed,
+        })
     }
 
     /// One aggregate's CP counters, for `sysstat` and the metrics.

@@ -60,6 +60,8 @@ pub(crate) struct Devices {
     pub(crate) disks: BTreeMap<AggrId, Vec<DiskHandle>>,
     /// The NVLog thread.
     pub(crate) nvlog: Sender<Io>,
+    /// The Flash Cache's thread, if the node has one.
+    pub(crate) flash: Option<crate::flash::FlashHandle>,
 }
 
 impl Devices {
@@ -75,7 +77,10 @@ impl Devices {
             }
             IoOp::AssignSpare { .. } => unreachable!("the engine thread assigns spares itself"),
             IoOp::FlashRead { .. } | IoOp::FlashWrite { .. } => {
-                unreachable!("the server gives its node no Flash Cache")
+                let flash = self.flash.as_ref();
+                return flash
+                    .expect("a node has a Flash Cache only if the server gave it one")
+                    .send(io);
             }
         };
         let aggregate = aggregate.expect("a disk I/O names its aggregate");
@@ -451,6 +456,20 @@ impl Engine {
     /// The node, for reports.
     pub(crate) fn node(&self) -> &Node {
         &self.node
+    }
+
+    /// The Flash Cache in a line, for the start banner.
+    pub(crate) fn flash_summary(&self) -> Option<String> {
+        let (cache, device) = (self.node.flash_cache()?, self.devices.flash.as_ref()?);
+        let on = |set: bool| if set { "on" } else { "off" };
+        Some(format!(
+            "Flash Cache: {} blocks of 4 KiB on {}, empty (it starts cold at every start); \
+             flexscale.normal_data_blocks {}, flexscale.lopri_blocks {} (set at start only)",
+            cache.blocks(),
+            device.path,
+            on(device.options.normal_data_blocks),
+            on(device.options.lopri_blocks),
+        ))
     }
 
     /// The configuration as it stands.
