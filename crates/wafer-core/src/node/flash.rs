@@ -366,7 +366,12 @@ impl<P: Payload> Node<P> {
     ) -> Option<Vec<Option<Copy>>> {
         let flash = self.flash.as_mut()?;
         let engine = self.members.get(&aggregate)?.engine.as_ref()?;
-        if flash.index.is_empty() || !engine.flash_may_serve(io) {
+        if !engine.flash_may_serve(io) {
+            return None;
+        }
+        if flash.index.is_empty() {
+            flash.counters.accesses += u64::from(count);
+            flash.counters.misses += u64::from(count);
             return None;
         }
         let copies: Vec<Option<Copy>> = (0..u64::from(count))
