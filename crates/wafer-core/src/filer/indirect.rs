@@ -555,11 +555,11 @@ impl<P: Payload> Filer<P> {
 
     /// Data blocks leave the cache, each as ((LUN, fbn), last use): the
     /// indirect block over each is as recently used as the block was.
-    pub(super) fn note_data_evicted(&mut self, evicted: Vec<super::cache::Evicted<P>>) {
+    pub(super) fn note_data_evicted(&mut self, evicted: &[super::cache::Evicted<P>]) {
         let per_node = crate::format::POINTERS_PER_BLOCK as u64;
         self.indirect.indirect_use.raise_level1(
             evicted
-                .into_iter()
+                .iter()
                 .map(|block| (block.key.0, block.key.1.0 / per_node, block.last_use)),
         );
     }

@@ -1317,8 +1317,8 @@ impl<P: Payload> Filer<P> {
                 .map_or_else(Default::default, |v| v.cache_policy)
         });
         self.data_floor = (self.committed, total - victims.len());
-        self.offer_data(&victims);
-        self.note_data_evicted(victims);
+        self.note_data_evicted(&victims);
+        self.offer_data(victims);
     }
 
     /// The active file system lets go of a block. It is freed (reusable once

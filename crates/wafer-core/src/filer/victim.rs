@@ -70,8 +70,9 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    /// Offers the data blocks eviction took, those the options let in.
-    pub(super) fn offer_data(&mut self, evicted: &[Evicted<P>]) {
+    /// Offers the data blocks eviction took, those the options let in; their
+    /// content moves into the offer rather than being copied.
+    pub(super) fn offer_data(&mut self, evicted: Vec<Evicted<P>>) {
         let Some(flash) = self.options.flash_cache else {
             return;
         };
@@ -87,7 +88,7 @@ impl<P: Payload> Filer<P> {
                 .ok()
                 .and_then(|(_, l)| l.tree.try_get(fbn));
             if let Some(ptr) = ptr.filter(|_| wanted) {
-                self.offer(lun, (0, fbn.0), ptr, &block.content);
+                self.offer(lun, (0, fbn.0), ptr, block.content);
             }
         }
     }
@@ -102,13 +103,13 @@ impl<P: Payload> Filer<P> {
         pointers: &crate::tree::Node,
     ) {
         if self.options.flash_cache.is_some() {
-            self.offer(lun, node, ptr, &P::from_node(pointers));
+            self.offer(lun, node, ptr, P::from_node(pointers));
         }
     }
 
     /// Offers the block `ptr` names at `(level, index)` of `lun`'s tree,
     /// holding `content`.
-    fn offer(&mut self, lun: LunId, (level, index): NodeId, ptr: BlockPtr, content: &P::Content) {
+    fn offer(&mut self, lun: LunId, (level, index): NodeId, ptr: BlockPtr, content: P::Content) {
         if ptr.is_null() {
             return;
         }
@@ -120,13 +121,13 @@ impl<P: Payload> Filer<P> {
             return;
         }
         let identity = ptr.expected_identity(lun.volume, lun.file, level, Fbn(index));
-        let checksum = P::checksum(content);
+        let checksum = P::checksum(&content);
         debug_assert!(ptr.matches(checksum), "a clean block is its home's");
         self.victims.push(Victim {
             disk: self.layout.disk_id(at.group, at.disk),
             dbn: at.dbn,
             sector: Sector {
-                data: content.clone(),
+                data: content,
                 trailer: Trailer::new(checksum, identity).encode(),
             },
         });
