@@ -5,6 +5,12 @@
 //! data block of one group. Disks get aggregate-wide [`DiskId`]s, group members
 //! in group and position order, spares after them.
 //!
+//! A group is on hard disks or on SSDs ([`Tier`]). A hybrid aggregate (Flash
+//! Pool) adds SSD groups to HDD ones: their pvbns follow the same numbering,
+//! but they hold the write cache, not the aggregate's capacity, so
+//! [`Layout::hdd_blocks`] is the aggregate's size and group 0 is always on
+//! hard disks.
+//!
 //! The superblock pair is the one fixed address: copy A at disk block 0 and copy
 //! B at disk block 1 of every data disk of group 0 (each data disk holds the
 //! whole superblock, so any one surviving disk can mount the aggregate). Those
@@ -36,6 +42,29 @@ pub enum LayoutError {
     /// Group 0's disks are too small to hold the superblock pair and any data.
     #[error("RAID group 0 needs more than {SUPERBLOCK_COPIES} blocks per disk")]
     TooSmall,
+    /// Group 0 holds the superblock and the aggregate's capacity: never SSDs.
+    #[error("RAID group 0 must be on hard disks (SSD groups are added to an HDD aggregate)")]
+    SsdFirst,
+}
+
+/// What a RAID group's disks are: capacity (hard disks) or Flash Pool cache (SSDs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Tier {
+    /// Hard disks: the aggregate's capacity.
+    #[default]
+    Hdd,
+    /// SSDs of a hybrid aggregate: the Flash Pool cache, outside its size.
+    Ssd,
+}
+
+impl Tier {
+    /// ONTAP's disk type column.
+    pub fn disk_type(self) -> &'static str {
+        match self {
+            Tier::Hdd => "SAS",
+            Tier::Ssd => "SSD",
+        }
+    }
 }
 
 /// Where a pvbn lives.
@@ -67,19 +96,34 @@ pub enum Slot {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     groups: Vec<RaidGroupGeometry>,
+    tiers: Vec<Tier>,
     pvbn_bases: Vec<u64>,
     disk_bases: Vec<u32>,
     spares: u32,
 }
 
 impl Layout {
-    /// A layout of `groups` plus `spares` spare disks.
+    /// A layout of HDD `groups` plus `spares` spare disks.
     pub fn new(groups: Vec<RaidGroupGeometry>, spares: u32) -> Result<Layout, LayoutError> {
+        let tiers = vec![Tier::Hdd; groups.len()];
+        Layout::tiered(groups, tiers, spares)
+    }
+
+    /// A layout whose group `n` is on `tiers[n]`.
+    pub fn tiered(
+        groups: Vec<RaidGroupGeometry>,
+        tiers: Vec<Tier>,
+        spares: u32,
+    ) -> Result<Layout, LayoutError> {
+        assert_eq!(groups.len(), tiers.len(), "a tier per group");
         if groups.is_empty() || groups.len() > MAX_GROUPS {
             return Err(LayoutError::GroupCount(groups.len()));
         }
         if groups[0].blocks_per_disk() <= SUPERBLOCK_COPIES {
             return Err(LayoutError::TooSmall);
+        }
+        if tiers[0] == Tier::Ssd {
+            return Err(LayoutError::SsdFirst);
         }
         let mut pvbn_bases = Vec::with_capacity(groups.len());
         let mut disk_bases = Vec::with_capacity(groups.len());
@@ -92,6 +136,7 @@ impl Layout {
         }
         Ok(Layout {
             groups,
+            tiers,
             pvbn_bases,
             disk_bases,
             spares,
@@ -100,6 +145,10 @@ impl Layout {
 
     /// Rebuilds a layout from the superblock's records.
     pub fn from_records(records: &[GroupRecord], spares: u32) -> Result<Layout, LayoutError> {
+        let tiers = records
+            .iter()
+            .map(|r| if r.ssd { Tier::Ssd } else { Tier::Hdd })
+            .collect();
         let groups = records
             .iter()
             .enumerate()
@@ -113,14 +162,30 @@ impl Layout {
                     .map_err(|source| LayoutError::Group { group, source })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Layout::new(groups, spares)
+        Layout::tiered(groups, tiers, spares)
+    }
+
+    /// This layout with `group` added after its groups, on `tier`.
+    pub fn with_group(
+        &self,
+        group: RaidGroupGeometry,
+        tier: Tier,
+        spares: u32,
+    ) -> Result<Layout, LayoutError> {
+        let mut groups = self.groups.clone();
+        let mut tiers = self.tiers.clone();
+        groups.push(group);
+        tiers.push(tier);
+        Layout::tiered(groups, tiers, spares)
     }
 
     /// The records the superblock keeps.
     pub fn records(&self) -> Vec<GroupRecord> {
         self.groups
             .iter()
-            .map(|g| GroupRecord {
+            .zip(&self.tiers)
+            .map(|(g, &tier)| GroupRecord {
+                ssd: tier == Tier::Ssd,
                 raid_dp: g.raid_type() == RaidType::RaidDp,
                 group_size: g.group_size() as u16,
                 blocks_per_disk: g.blocks_per_disk(),
@@ -131,6 +196,50 @@ impl Layout {
     /// The RAID groups.
     pub fn groups(&self) -> &[RaidGroupGeometry] {
         &self.groups
+    }
+
+    /// What each group is on, in group order.
+    pub fn tiers(&self) -> &[Tier] {
+        &self.tiers
+    }
+
+    /// This layout with `spares` spare disks.
+    pub fn with_spares(&self, spares: u32) -> Layout {
+        Layout {
+            spares,
+            ..self.clone()
+        }
+    }
+
+    /// What group `group` is on.
+    pub fn tier(&self, group: usize) -> Tier {
+        self.tiers[group]
+    }
+
+    /// What the group holding `pvbn` is on (HDD past the end).
+    pub fn tier_of(&self, pvbn: Pvbn) -> Tier {
+        self.locate(pvbn)
+            .map_or(Tier::Hdd, |at| self.tiers[at.group])
+    }
+
+    /// Whether any group is on SSDs.
+    pub fn is_hybrid(&self) -> bool {
+        self.tiers.contains(&Tier::Ssd)
+    }
+
+    /// Data blocks of the groups on `tier`.
+    pub fn tier_blocks(&self, tier: Tier) -> u64 {
+        self.groups
+            .iter()
+            .zip(&self.tiers)
+            .filter(|&(_, &t)| t == tier)
+            .map(|(g, _)| g.data_blocks())
+            .sum()
+    }
+
+    /// The aggregate's capacity in pvbns: its HDD groups' data blocks.
+    pub fn hdd_blocks(&self) -> u64 {
+        self.tier_blocks(Tier::Hdd)
     }
 
     /// Spare disks.
@@ -276,5 +385,22 @@ mod tests {
         let layout = layout();
         assert_eq!(Layout::from_records(&layout.records(), 2), Ok(layout));
         assert!(Layout::from_records(&[], 0).is_err());
+    }
+
+    #[test]
+    fn ssd_groups_follow_in_pvbn_order_but_not_in_capacity() {
+        let ssd = RaidGroupGeometry::new(RaidType::Raid4, 3, 40).expect("valid");
+        let hybrid = layout().with_group(ssd, Tier::Ssd, 2).expect("valid");
+        assert!(hybrid.is_hybrid() && !layout().is_hybrid());
+        assert_eq!(hybrid.total_blocks(), 400 + 80);
+        assert_eq!(hybrid.hdd_blocks(), 400);
+        assert_eq!(hybrid.tier_blocks(Tier::Ssd), 80);
+        assert_eq!(hybrid.tier_of(Pvbn(399)), Tier::Hdd);
+        assert_eq!(hybrid.tier_of(Pvbn(400)), Tier::Ssd);
+        assert_eq!(Layout::from_records(&hybrid.records(), 2), Ok(hybrid));
+        assert_eq!(
+            Layout::tiered(vec![ssd], vec![Tier::Ssd], 0),
+            Err(LayoutError::SsdFirst)
+        );
     }
 }

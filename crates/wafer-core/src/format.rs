@@ -548,6 +548,9 @@ pub const MAX_TREE_LEVEL: u8 = 5;
 /// One RAID group as the superblock records it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupRecord {
+    /// Whether the group is on SSDs: a Flash Pool cache group (0 on disks
+    /// written before hybrid aggregates, so HDD).
+    pub ssd: bool,
     /// Whether the group is RAID-DP (else RAID-4).
     pub raid_dp: bool,
     /// Disks in the group.
@@ -584,6 +587,8 @@ pub struct Superblock {
     /// (false on disks written before the state was recorded, where the
     /// byte was zero).
     pub offline: bool,
+    /// `hybrid_enabled`: SSD groups may be added (false where the byte was zero).
+    pub hybrid: bool,
 }
 
 /// A reconstruction in progress, as the superblock records it: the disk in
@@ -615,6 +620,7 @@ pub fn fnv1a_64(bytes: &[u8]) -> u64 {
 const GROUP_RECORDS_AT: usize = 1024;
 const REBUILD_AT: usize = 800;
 const STATE_AT: usize = 816;
+const HYBRID_AT: usize = STATE_AT + 1;
 const REPLAYED_BELOW_AT: usize = 824;
 const AGGREGATE_AT: usize = 832;
 const NAME_AT: usize = 840;
@@ -641,6 +647,7 @@ impl Superblock {
             put_u64(&mut out, REBUILD_AT + 8, rebuild.cursor);
         }
         out[STATE_AT] = u8::from(self.offline);
+        out[HYBRID_AT] = u8::from(self.hybrid);
         put_u64(&mut out, REPLAYED_BELOW_AT, self.replayed_below);
         assert!(self.name.len() <= NAME_MAX, "aggregate name too long");
         put_u32(&mut out, AGGREGATE_AT, self.aggregate.0);
@@ -649,6 +656,7 @@ impl Superblock {
         for (n, group) in self.groups.iter().enumerate() {
             let at = GROUP_RECORDS_AT + n * 16;
             out[at] = u8::from(group.raid_dp);
+            out[at + 1] = u8::from(group.ssd);
             put_u16(&mut out, at + 2, group.group_size);
             put_u64(&mut out, at + 8, group.blocks_per_disk);
         }
@@ -676,6 +684,7 @@ impl Superblock {
             .map(|n| {
                 let at = GROUP_RECORDS_AT + n * 16;
                 GroupRecord {
+                    ssd: block[at + 1] != 0,
                     raid_dp: block[at] != 0,
                     group_size: get_u16(block, at + 2),
                     blocks_per_disk: get_u64(block, at + 8),
@@ -708,7 +717,18 @@ impl Superblock {
                 });
             }
         };
+        let hybrid = match block[HYBRID_AT] {
+            0 => false,
+            1 => true,
+            flag => {
+                return Err(FormatError::Corrupt {
+                    what: "superblock",
+                    detail: format!("hybrid_enabled {flag}"),
+                });
+            }
+        };
         Ok(Superblock {
+            hybrid,
             aggregate: AggrId(get_u32(block, AGGREGATE_AT)),
             name,
             replayed_below: get_u64(block, REPLAYED_BELOW_AT),
@@ -905,6 +925,7 @@ mod tests {
         Superblock {
             cp: CpCount(1),
             groups: vec![GroupRecord {
+                ssd: false,
                 raid_dp: true,
                 group_size: 6,
                 blocks_per_disk: 4096,
@@ -917,6 +938,7 @@ mod tests {
             name: DEFAULT_AGGREGATE_NAME.into(),
             replayed_below: 0,
             offline: false,
+            hybrid: false,
         }
     }
 
@@ -926,11 +948,13 @@ mod tests {
             cp: CpCount(42),
             groups: vec![
                 GroupRecord {
+                    ssd: false,
                     raid_dp: true,
                     group_size: 18,
                     blocks_per_disk: 1 << 20,
                 },
                 GroupRecord {
+                    ssd: true,
                     raid_dp: false,
                     group_size: 5,
                     blocks_per_disk: 77,
@@ -948,6 +972,7 @@ mod tests {
             name: "aggr_sas".into(),
             replayed_below: 1 << 40,
             offline: true,
+            hybrid: true,
         };
         let mut block = superblock.encode();
         assert_eq!(Superblock::decode(&block), Ok(superblock.clone()));

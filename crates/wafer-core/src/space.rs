@@ -15,12 +15,17 @@
 //! a large one full AAs (long chains), and the last AA of a large CP gets a
 //! tetris just tall enough for the rest, so every data disk takes its share
 //! rather than the first columns taking it all.
+//!
+//! A hybrid aggregate's SSD groups are a pool of their own: the CP takes
+//! blocks from them only for the write cache ([`Allocator::allocate_ssd`]), and
+//! [`Allocator::free_blocks`] counts the HDD pool alone, the aggregate's
+//! capacity.
 
 use std::collections::BTreeSet;
 
 use wafer_raid::Dbn;
 
-use crate::aggregate::Layout;
+use crate::aggregate::{Layout, Tier};
 use crate::bitmap::Bitmap;
 use crate::units::{CpCount, Pvbn};
 
@@ -108,14 +113,70 @@ struct Tetris {
     row: u64,
 }
 
-/// The aggregate's write allocator.
+/// The aggregate's write allocator: a pool of allocation areas per tier.
+#[derive(Clone, Debug)]
+pub struct Allocator {
+    hdd: Pool,
+    ssd: Pool,
+}
+
+impl Allocator {
+    /// An allocator for `layout`, whose blocks `used` marks are taken.
+    pub fn new(layout: &Layout, used: &Bitmap) -> Allocator {
+        Allocator {
+            hdd: Pool::new(layout, used, Tier::Hdd),
+            ssd: Pool::new(layout, used, Tier::Ssd),
+        }
+    }
+
+    /// Starts a CP expected to write about `blocks` blocks.
+    pub fn begin_cp(&mut self, blocks: u64) {
+        self.hdd.begin_cp(blocks);
+        self.ssd.begin_cp(blocks);
+    }
+
+    /// The next HDD block for this CP, or `None` when the aggregate is full.
+    pub fn allocate(&mut self, layout: &Layout, is_free: impl Fn(Pvbn) -> bool) -> Option<Pvbn> {
+        self.hdd.allocate(layout, is_free)
+    }
+
+    /// The next SSD block for this CP, or `None` when the SSD groups are
+    /// full (or there are none).
+    pub fn allocate_ssd(
+        &mut self,
+        layout: &Layout,
+        is_free: impl Fn(Pvbn) -> bool,
+    ) -> Option<Pvbn> {
+        self.ssd.allocate(layout, is_free)
+    }
+
+    /// Notes that `pvbn` became allocatable again (its hold was released).
+    pub fn note_released(&mut self, layout: &Layout, pvbn: Pvbn) {
+        match layout.tier_of(pvbn) {
+            Tier::Hdd => self.hdd.note_released(layout, pvbn),
+            Tier::Ssd => self.ssd.note_released(layout, pvbn),
+        }
+    }
+
+    /// Allocatable blocks of the aggregate's capacity (its HDD groups).
+    pub fn free_blocks(&self) -> u64 {
+        self.hdd.free_total
+    }
+
+    /// Allocatable blocks in the SSD groups.
+    pub fn ssd_free_blocks(&self) -> u64 {
+        self.ssd.free_total
+    }
+}
+
+/// The allocation areas of one tier.
 ///
 /// Choosing the emptiest area must not cost a scan of every area: a 20-disk
 /// aggregate of 144 GB drives has over half a million. So the areas not yet
 /// used in this CP sit in buckets by free count, and the choice is the lowest
 /// area of the highest non-empty bucket.
 #[derive(Clone, Debug)]
-pub struct Allocator {
+struct Pool {
     areas: Vec<Area>,
     free_in_area: Vec<u64>,
     free_total: u64,
@@ -131,11 +192,14 @@ pub struct Allocator {
     expected: u64,
 }
 
-impl Allocator {
-    /// An allocator for `layout`, whose blocks `used` marks are taken.
-    pub fn new(layout: &Layout, used: &Bitmap) -> Allocator {
+impl Pool {
+    /// The pool of `layout`'s groups on `tier`, whose blocks `used` marks are taken.
+    fn new(layout: &Layout, used: &Bitmap, tier: Tier) -> Pool {
         let mut areas = Vec::new();
         for (group, geometry) in layout.groups().iter().enumerate() {
+            if layout.tier(group) != tier {
+                continue;
+            }
             let mut first = 0;
             while first < geometry.blocks_per_disk() {
                 let stripes = AA_STRIPES.min(geometry.blocks_per_disk() - first);
@@ -162,7 +226,7 @@ impl Allocator {
             by_free[free as usize].insert(area);
         }
         let count = areas.len();
-        Allocator {
+        Pool {
             areas,
             free_total: free_in_area.iter().sum(),
             free_in_area,
@@ -175,8 +239,7 @@ impl Allocator {
         }
     }
 
-    /// Starts a CP expected to write about `blocks` blocks.
-    pub fn begin_cp(&mut self, blocks: u64) {
+    fn begin_cp(&mut self, blocks: u64) {
         self.expected = blocks;
         self.tetris = None;
         for area in std::mem::take(&mut self.used) {
@@ -185,8 +248,7 @@ impl Allocator {
         }
     }
 
-    /// The next block for this CP, or `None` when the aggregate is full.
-    pub fn allocate(&mut self, layout: &Layout, is_free: impl Fn(Pvbn) -> bool) -> Option<Pvbn> {
+    fn allocate(&mut self, layout: &Layout, is_free: impl Fn(Pvbn) -> bool) -> Option<Pvbn> {
         loop {
             let tetris = match self.tetris {
                 Some(tetris) => tetris,
@@ -203,18 +265,12 @@ impl Allocator {
         }
     }
 
-    /// Notes that `pvbn` became allocatable again (its hold was released).
-    pub fn note_released(&mut self, layout: &Layout, pvbn: Pvbn) {
+    fn note_released(&mut self, layout: &Layout, pvbn: Pvbn) {
         let at = layout
             .locate(pvbn)
             .expect("released block inside the aggregate");
         let area = self.area_of(at.group, at.dbn);
         self.change_free(area, 1);
-    }
-
-    /// Allocatable blocks in the whole aggregate.
-    pub fn free_blocks(&self) -> u64 {
-        self.free_total
     }
 
     /// Adds `delta` to an area's free count, moving it between buckets if it

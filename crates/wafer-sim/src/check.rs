@@ -43,8 +43,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use wafer_core::BLOCK_SIZE;
-use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot};
+use wafer_core::aggregate::{Layout, SUPERBLOCK_COPIES, Slot, Tier};
 use wafer_core::filer::FlashCacheOptions;
+pub use wafer_core::filer::HyaCounters;
 #[cfg(feature = "sabotage")]
 use wafer_core::filer::Sabotage;
 use wafer_core::filer::{
@@ -125,6 +126,12 @@ pub struct CheckConfig {
     /// serves is held against its home on disk. Off, every seed runs as it
     /// did before the Flash Cache existed. Not with `single_filer`.
     pub flash_cache: bool,
+    /// Whether every aggregate the node starts with is hybrid (Flash Pool):
+    /// an SSD RAID group of 3 to 6 disks of 8 to 47 blocks, drawn from a
+    /// stream of its own, small enough that the write cache fills and the
+    /// eviction scanner destages. The SSD disks take faults like the others.
+    /// Off, every seed runs as it did before hybrid aggregates existed.
+    pub hybrid: bool,
 }
 
 impl Default for CheckConfig {
@@ -144,6 +151,7 @@ impl Default for CheckConfig {
             snap_sched: false,
             thin: false,
             flash_cache: false,
+            hybrid: false,
         }
     }
 }
@@ -191,6 +199,8 @@ pub struct CheckReport {
     pub thin_refusals: u64,
     /// The last node's Flash Cache counters, if it had one.
     pub flash: Option<FlashCounters>,
+    /// Flash Pool's counters at the end, summed over the hybrid aggregates.
+    pub hya: Option<HyaCounters>,
     /// The shape of every I/O the filer issued after formatting, in order, if
     /// the config asked for it.
     pub io: Vec<IoShape>,
@@ -485,6 +495,8 @@ const SCHEDULE_DRAWS: u64 = 0x7363_6865_6475;
 const THIN_DRAWS: u64 = 0x7468_696e;
 /// Mixed into a seed for the Flash Cache's draws.
 const FLASH_DRAWS: u64 = 0x0066_6c61_7368;
+/// The stream hybrid aggregates' SSD groups are drawn from.
+const HYBRID_DRAWS: u64 = 0x6879_6272_6964;
 
 /// How many times the harness says `aggr online` before it gives up on an
 /// aggregate that node restarts keep finding recorded offline.
@@ -504,6 +516,11 @@ pub fn run(config: &CheckConfig) -> Result<CheckReport, CheckFailure> {
 
 fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
     let mut rng = Rng::seeded(config.seed);
+    let mut hybrid_rng = Rng::seeded(config.seed ^ HYBRID_DRAWS);
+    let mut hybrid = |layout: Layout| match config.hybrid {
+        true => with_ssd_group(&layout, &mut hybrid_rng),
+        false => layout,
+    };
     let layout = random_layout(&mut rng);
     let options = Options {
         cache_blocks: 64 + rng.below(512) as usize,
@@ -518,11 +535,11 @@ fn run_on<P: SimPayload>(config: &CheckConfig) -> Result<CheckReport, String> {
         sabotage: config.sabotage,
     };
     let mut world = match config.single_filer {
-        true => World::<P>::format(layout, options, rng.next_u64()),
+        true => World::<P>::format(hybrid(layout), options, rng.next_u64()),
         false => {
             let aggregates: Vec<(String, Layout)> = (node_layouts(config.seed, layout).into_iter())
                 .enumerate()
-                .map(|(n, layout)| (format!("aggr{n}"), layout))
+                .map(|(n, layout)| (format!("aggr{n}"), hybrid(layout)))
                 .collect();
             let named: Vec<(&str, Layout)> = (aggregates.iter())
                 .map(|(name, layout)| (name.as_str(), layout.clone()))
@@ -611,6 +628,18 @@ fn random_layout(rng: &mut Rng) -> Layout {
 }
 
 impl<P: SimPayload> Harness<P> {
+    /// Flash Pool's counters summed over the hybrid aggregates, if any.
+    fn hya_counters(&self) -> Option<HyaCounters> {
+        let statuses: Vec<_> = (self.world.aggregate_ids().into_iter())
+            .filter_map(|id| self.world.filer_of(id)?.flash_pool_status())
+            .collect();
+        (!statuses.is_empty()).then(|| {
+            let mut sum = HyaCounters::default();
+            statuses.iter().for_each(|s| sum.add(&s.counters));
+            sum
+        })
+    }
+
     fn run(&mut self, config: &CheckConfig) -> Result<(), String> {
         self.wait_online()?;
         self.setup()?;
@@ -1834,6 +1863,7 @@ impl<P: SimPayload> Harness<P> {
         self.scrub_to_the_end()?;
         self.world.check_flash()?;
         self.report.flash = self.world.flash_counters();
+        self.report.hya = self.hya_counters();
         self.report.volumes = self.volumes.len();
         self.report.luns = self.luns.len();
         self.report.aggregates = self.world.aggregate_ids().len();
@@ -1909,9 +1939,22 @@ impl<P: SimPayload> Harness<P> {
     }
 }
 
-/// `layout` with a data disk added to its last RAID group, or a new group
-/// of 4 to 6 RAID-DP disks (or 3 to 5 RAID-4) of the same size.
+/// `layout` with an SSD RAID group after its groups: Flash Pool's write
+/// cache, a few dozen blocks per disk so that it fills.
+fn with_ssd_group(layout: &Layout, rng: &mut Rng) -> Layout {
+    let (raid_type, size) = match rng.chance(1, 3) {
+        true => (RaidType::Raid4, 3 + rng.below(3) as u16),
+        false => (RaidType::RaidDp, 4 + rng.below(3) as u16),
+    };
+    let blocks_per_disk = 8 + rng.below(40);
+    let group = RaidGroupGeometry::new(raid_type, size, blocks_per_disk).expect("a valid group");
+    (layout.with_group(group, Tier::Ssd, layout.spares())).expect("a valid hybrid layout")
+}
+
+/// `layout` with a data disk added to its last RAID group (on its tier), or
+/// a new HDD group of 4 to 6 RAID-DP disks (or 3 to 5 RAID-4) of the same size.
 fn grown_layout(layout: &Layout, rng: &mut Rng) -> Layout {
+    let mut tiers = layout.tiers().to_vec();
     let mut groups = layout.groups().to_vec();
     let last = groups.last_mut().expect("a group");
     let blocks_per_disk = last.blocks_per_disk();
@@ -1929,8 +1972,9 @@ fn grown_layout(layout: &Layout, rng: &mut Rng) -> Layout {
         };
         groups
             .push(RaidGroupGeometry::new(raid_type, size, blocks_per_disk).expect("a valid group"));
+        tiers.push(Tier::Hdd);
     }
-    Layout::new(groups, layout.spares()).expect("a valid layout")
+    Layout::tiered(groups, tiers, layout.spares()).expect("a valid layout")
 }
 
 fn compare(

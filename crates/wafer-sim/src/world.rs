@@ -453,8 +453,7 @@ impl<P: SimPayload> SimAggr<P> {
             ..spare
         };
         self.damaged.retain(|(d, _)| *d != member);
-        self.layout = Layout::new(self.layout.groups().to_vec(), spares - 1)
-            .expect("the same groups make a valid layout");
+        self.layout = self.layout.with_spares(spares - 1);
         count(injected, "spare assigned");
         IoResult::Done
     }

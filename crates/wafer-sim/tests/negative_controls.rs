@@ -26,6 +26,8 @@ enum Flags {
     Thin,
     /// `--flash-cache`: a Flash Cache in the node.
     FlashCache,
+    /// `--hybrid`: Flash Pool aggregates.
+    Hybrid,
 }
 
 /// [`first_failure`], with one of the optional workloads.
@@ -48,6 +50,7 @@ fn first_failure_of(
             snap_sched: flags == Flags::SnapSched,
             thin: flags == Flags::Thin,
             flash_cache: flags == Flags::FlashCache,
+            hybrid: flags == Flags::Hybrid,
         };
         match std::panic::catch_unwind(|| run(&config)) {
             Ok(Ok(_)) => None,
@@ -153,6 +156,7 @@ fn the_same_runs_pass_without_sabotage() {
                 snap_sched: false,
                 thin: false,
                 flash_cache: false,
+                hybrid: false,
             };
             if let Err(failure) = run(&config) {
                 panic!("the control run on {payload:?} failed: {failure}");
@@ -189,6 +193,15 @@ fn a_flash_cache_copy_kept_after_its_home_was_written_is_caught() {
 }
 
 #[test]
+fn a_write_cached_block_dropped_instead_of_destaged_is_caught() {
+    let sabotage = Sabotage::WriteCacheDropsColdBlocks;
+    match first_failure_of(sabotage, PayloadKind::Bytes, Flags::Hybrid) {
+        Some((seed, reason)) => println!("{sabotage:?} caught at seed {seed}: {reason}"),
+        None => panic!("{sabotage:?} went unnoticed through {SEEDS} seeds with --hybrid"),
+    }
+}
+
+#[test]
 fn a_scrub_that_writes_no_repair_leaves_damage_behind() {
     assert_caught(Sabotage::SkipScrubRepair);
 }
@@ -217,6 +230,7 @@ fn deadlock_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         snap_sched: false,
         thin: false,
         flash_cache: false,
+        hybrid: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }
@@ -264,6 +278,7 @@ fn stale_identity_run(sabotage: Option<Sabotage>) -> Result<(), String> {
         snap_sched: false,
         thin: false,
         flash_cache: false,
+        hybrid: false,
     };
     run(&config).map(|_| ()).map_err(|failure| failure.reason)
 }

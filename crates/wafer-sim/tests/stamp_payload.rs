@@ -21,6 +21,7 @@ fn config(seed: u64, ops: u64, faults: bool, payload: PayloadKind) -> CheckConfi
         snap_sched: false,
         thin: false,
         flash_cache: false,
+        hybrid: false,
     }
 }
 

@@ -15,7 +15,8 @@ use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use wafer_sim::check::{
-    CheckConfig, CheckFailure, CheckReport, FlashCounters, PayloadKind, run as run_seed,
+    CheckConfig, CheckFailure, CheckReport, FlashCounters, HyaCounters, PayloadKind,
+    run as run_seed,
 };
 
 /// Options of `wafer check`.
@@ -72,6 +73,12 @@ pub struct CheckArgs {
     /// Flash Cache existed.
     #[arg(long, conflicts_with = "single_filer")]
     flash_cache: bool,
+    /// Also make every aggregate the node starts with hybrid (Flash Pool):
+    /// an SSD RAID group small enough that the write cache fills and its
+    /// eviction scanner destages, with faults like every other disk. Off,
+    /// every seed runs as it did before hybrid aggregates existed.
+    #[arg(long)]
+    hybrid: bool,
     /// Print one line per passing seed, not just a summary.
     #[arg(short, long)]
     verbose: bool,
@@ -158,8 +165,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     ""
                 };
+                let hybrid = if args.hybrid { " --hybrid" } else { "" };
                 println!(
-                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{sched}{thin}{flash}{}",
+                    "replay: wafer check --seed {seed} --ops {}{faults}{bound}{single}{volumes}{sched}{thin}{flash}{hybrid}{}",
                     args.ops,
                     args.payload.replay_option()
                 );
@@ -193,6 +201,7 @@ fn run_one(args: &CheckArgs, seed: u64) -> Result<CheckReport, CheckFailure> {
         snap_sched: args.snap_sched,
         thin: args.thin,
         flash_cache: args.flash_cache,
+        hybrid: args.hybrid,
         ..CheckConfig::default()
     };
     std::panic::catch_unwind(|| run_seed(&config)).unwrap_or_else(|panic| {
@@ -267,6 +276,19 @@ fn print_summary(args: &CheckArgs, totals: &Totals) {
             totals.flash.read_errors
         );
     }
+    if args.hybrid {
+        let hya = &totals.hya;
+        println!(
+            "Flash Pool: {} blocks write-cached on SSD ({} to HDD), {} read from SSD, \
+             {} destaged by {} scanner passes, {} put on HDD for want of SSD room",
+            hya.wc_write_blks_total,
+            hya.hdd_write_blks_total,
+            hya.read_blks_replaced,
+            hya.evict_destage,
+            hya.scanner_passes,
+            hya.ssd_full_rejects
+        );
+    }
     if !totals.faults.is_empty() {
         let list: Vec<String> = totals
             .faults
@@ -302,6 +324,8 @@ struct Totals {
     aggregates: u64,
     /// The last node's Flash Cache counters, summed over the seeds.
     flash: FlashCounters,
+    /// Flash Pool's counters, summed over aggregates and seeds.
+    hya: HyaCounters,
     faults: BTreeMap<&'static str, u64>,
     administration: BTreeMap<&'static str, u64>,
 }
@@ -325,6 +349,9 @@ impl Totals {
             self.flash.accesses += flash.accesses;
             self.flash.disk_reads_replaced += flash.disk_reads_replaced;
             self.flash.read_errors += flash.read_errors;
+        }
+        if let Some(hya) = &report.hya {
+            self.hya.add(hya);
         }
         self.aggregates += report.aggregates as u64;
         for (kind, count) in &report.faults {

@@ -471,6 +471,10 @@ pub enum Sabotage {
     /// The node's Flash Cache keeps its copy of a block when the block's
     /// home is written: a stale copy, which a read may be given.
     FlashKeepsOverwrittenCopies,
+    /// Flash Pool's eviction scanner frees a cold write-cached block instead
+    /// of destaging it: the only copy of the data, given back to the free
+    /// space while the tree still points at it.
+    WriteCacheDropsColdBlocks,
 }
 
 impl Default for Options {
@@ -655,8 +659,39 @@ pub struct Counters {
     pub scrub_reads: u64,
     /// Walks of every tree for the identities of blocks a scrub repairs.
     pub scrub_walks: u64,
+    /// Flash Pool's counters (zero unless the aggregate is hybrid).
+    pub hya: HyaCounters,
     /// Per-disk counters, indexed by disk id.
     pub disks: Vec<DiskCounters>,
+}
+
+/// Flash Pool counters, named after ONTAP's `wafl_hya_per_aggr`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HyaCounters {
+    /// Data blocks CPs wrote to the write cache (`wc_write_blks_total`).
+    pub wc_write_blks_total: u64,
+    /// Data blocks CPs wrote to HDD.
+    pub hdd_write_blks_total: u64,
+    /// Data blocks read from SSD rather than HDD (`read_ops_replaced`, in blocks).
+    pub read_blks_replaced: u64,
+    /// Write-cached blocks the scanner sent back to HDD (`evict_destage`).
+    pub evict_destage: u64,
+    /// Eviction scanner passes.
+    pub scanner_passes: u64,
+    /// Write-cache candidates the CP put on HDD because the SSDs were full.
+    pub ssd_full_rejects: u64,
+}
+
+impl HyaCounters {
+    /// Adds `other`'s counts to these (over aggregates or runs).
+    pub fn add(&mut self, other: &HyaCounters) {
+        self.wc_write_blks_total += other.wc_write_blks_total;
+        self.hdd_write_blks_total += other.hdd_write_blks_total;
+        self.read_blks_replaced += other.read_blks_replaced;
+        self.evict_destage += other.evict_destage;
+        self.scanner_passes += other.scanner_passes;
+        self.ssd_full_rejects += other.ssd_full_rejects;
+    }
 }
 
 /// What `reallocate measure` found.

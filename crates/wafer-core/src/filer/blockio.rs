@@ -118,6 +118,13 @@ impl<P: Payload> Filer<P> {
     /// Issues block reads, merged into chains of adjacent blocks per disk.
     pub(super) fn read_blocks(&mut self, mut reads: Vec<BlockRead>) {
         reads.sort_by_key(|r| (r.at.group, r.at.disk, r.at.dbn));
+        if self.layout.is_hybrid() {
+            for read in &reads {
+                if matches!(read.purpose, ReadPurpose::Fill(..)) {
+                    self.note_data_read(read.ptr.pvbn);
+                }
+            }
+        }
         // The chain being built, as the reads at `chain`: one disk's reads
         // lie side by side, so a chain is a range, and it goes out copied
         // into a list of its own length.

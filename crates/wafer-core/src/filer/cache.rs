@@ -101,6 +101,9 @@ pub(super) struct CacheEntry<P: Payload> {
     /// Whether the host has written it since it came in: what the Flash
     /// Cache calls low-priority data.
     pub(super) written: bool,
+    /// Whether the host's last write to it was small and random, so that in
+    /// a hybrid aggregate the CP puts it in Flash Pool's write cache.
+    pub(super) write_cached: bool,
     /// Changed only through [`BufferCache::touch`], which logs it.
     last_use: u64,
 }
@@ -184,6 +187,7 @@ impl<P: Payload> CacheEntry<P> {
             dirty: false,
             pinned: false,
             written: false,
+            write_cached: false,
             last_use,
         }
     }
@@ -195,6 +199,7 @@ impl<P: Payload> CacheEntry<P> {
             dirty: false,
             pinned: false,
             written: false,
+            write_cached: false,
             last_use,
         }
     }

@@ -291,8 +291,14 @@ impl<P: Payload> Filer<P> {
                 continue;
             }
             let file = FileRef::Lun(lun);
-            let ptr = self.allocate_block(file, number);
+            let ptr = match self.layout.is_hybrid() {
+                true => self.allocate_data_block(lun, fbn, number),
+                false => self.allocate_block(file, number),
+            };
             let old = self.namespace.lun_tree_mut(lun).set(fbn, ptr);
+            if self.layout.is_hybrid() {
+                self.note_data_placed(lun, fbn, ptr.pvbn, old);
+            }
             self.free_block(file, old, number);
             writes.push(PlannedWrite {
                 ptr,
@@ -462,7 +468,25 @@ impl<P: Payload> Filer<P> {
         }
     }
 
-    /// Takes a pvbn (and, for volume files, a vvbn) for a block of `file`.
+    /// A hybrid aggregate's data block: on SSD if Flash Pool's write cache
+    /// wants it and has room, else on HDD.
+    fn allocate_data_block(&mut self, lun: LunId, fbn: Fbn, number: CpCount) -> BlockPtr {
+        let old = self.namespace[lun.volume].luns[&lun.file].tree.get(fbn);
+        if self.wants_ssd(lun, fbn, old) {
+            let aggregate = &mut self.aggregate;
+            let (activemap, pending) = (&aggregate.activemap, &aggregate.pending);
+            let ssd = aggregate.allocator.allocate_ssd(&self.layout, |p| {
+                !activemap.get(p.0) && !pending.is_held(p.0)
+            });
+            match ssd {
+                Some(pvbn) => return self.take_block(FileRef::Lun(lun), pvbn, number),
+                None => self.counters.hya.ssd_full_rejects += 1,
+            }
+        }
+        self.allocate_block(FileRef::Lun(lun), number)
+    }
+
+    /// Takes an HDD pvbn (and, for volume files, a vvbn) for a block of `file`.
     fn allocate_block(&mut self, file: FileRef, number: CpCount) -> BlockPtr {
         let aggregate = &mut self.aggregate;
         let (activemap, pending) = (&aggregate.activemap, &aggregate.pending);
@@ -472,6 +496,11 @@ impl<P: Payload> Filer<P> {
                 !activemap.get(p.0) && !pending.is_held(p.0)
             })
             .expect("the aggregate ran out of blocks: space reservations must prevent this");
+        self.take_block(file, pvbn, number)
+    }
+
+    /// Marks `pvbn` used by a block of `file` (with a vvbn for volume files).
+    fn take_block(&mut self, file: FileRef, pvbn: Pvbn, number: CpCount) -> BlockPtr {
         assert!(
             !self.committed_map.get(pvbn.0),
             "pvbn {pvbn} belongs to committed CP {} and was allocated before it was released",
@@ -997,6 +1026,7 @@ impl<P: Payload> Filer<P> {
             name: self.name.clone(),
             replayed_below: self.replayed_below,
             offline: self.offline.marked,
+            hybrid: self.hybrid,
             cp: number,
             rebuild,
             groups: self.layout.records(),
@@ -1094,6 +1124,7 @@ impl<P: Payload> Filer<P> {
         self.rebuild_after_commit(cp.records_rebuild, cp.rebuild.map(|b| b.cursor_after));
         self.scrub_after_commit(cp.scrub);
         self.advance_realloc();
+        self.scan_write_cache();
         self.evict();
         if self.cp.is_none() {
             let online = matches!(self.phase, Phase::Online);

@@ -15,6 +15,9 @@
 //! them before the engine is told), so a crash before that superblock
 //! leaves a configured layout that extends the one on disk: the mount
 //! accepts exactly that, and takes the new blocks as free.
+//!
+//! SSD groups (Flash Pool) come the same way, once `hybrid_enabled` is on;
+//! a group never changes tier.
 
 use super::{CpReason, Filer};
 use crate::aggregate::Layout;
@@ -32,6 +35,20 @@ pub enum GrowError {
     /// The aggregate cannot take disks now.
     #[error("the aggregate cannot grow now: {0}")]
     NotNow(&'static str),
+    /// SSD groups need `hybrid_enabled` on.
+    #[error("SSD RAID groups can be added only with the option hybrid_enabled on")]
+    NotHybrid,
+}
+
+/// Why `hybrid_enabled` cannot change as asked.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HybridError {
+    /// SSD groups are in use.
+    #[error("the aggregate has SSD RAID groups, so hybrid_enabled stays on")]
+    HasSsdGroups,
+    /// The aggregate is not online.
+    #[error("the aggregate is not online")]
+    NotOnline,
 }
 
 /// Whether `grown` is `old` with data disks added to its last group and/or
@@ -48,8 +65,9 @@ pub fn check_extension(old: &Layout, grown: &Layout) -> Result<(), GrowError> {
     }
     let last = old_groups.len() - 1;
     for (n, (was, now)) in old_groups.iter().zip(new_groups).enumerate() {
-        let same_kind =
-            was.raid_type() == now.raid_type() && was.blocks_per_disk() == now.blocks_per_disk();
+        let same_kind = was.raid_type() == now.raid_type()
+            && was.blocks_per_disk() == now.blocks_per_disk()
+            && old.tier(n) == grown.tier(n);
         if !same_kind || (n < last && was.group_size() != now.group_size()) {
             return refuse(format!(
                 "RAID group {n} would change other than by new disks"
@@ -81,6 +99,9 @@ impl<P: Payload> Filer<P> {
             return Err(GrowError::NotNow("disks it was given are not in use yet"));
         }
         check_extension(&self.layout, &grown)?;
+        if grown.is_hybrid() && !self.hybrid {
+            return Err(GrowError::NotHybrid);
+        }
         self.growth = Some(grown);
         match self.cp {
             None => self.start_cp(CpReason::Sync),
@@ -89,6 +110,26 @@ impl<P: Payload> Filer<P> {
             }
         }
         Ok(())
+    }
+
+    /// `aggr options NAME hybrid_enabled on|off`: whether SSD RAID groups
+    /// may be added. Every superblock from the next CP on records it.
+    pub fn set_hybrid(&mut self, enabled: bool) -> Result<(), HybridError> {
+        if !self.is_online() {
+            return Err(HybridError::NotOnline);
+        }
+        let has_ssd =
+            self.layout.is_hybrid() || self.growth.as_ref().is_some_and(|g| g.is_hybrid());
+        if !enabled && has_ssd {
+            return Err(HybridError::HasSsdGroups);
+        }
+        self.hybrid = enabled;
+        Ok(())
+    }
+
+    /// Whether `hybrid_enabled` is on.
+    pub fn hybrid_enabled(&self) -> bool {
+        self.hybrid
     }
 
     /// The disks added are taken into use: called as a CP starts.

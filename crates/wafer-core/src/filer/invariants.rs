@@ -14,6 +14,9 @@
 //!   count of free blocks is exact.
 //! - No pointer is born after the newest committed CP.
 //! - Space adds up, for the aggregate and for each volume.
+//! - Flash Pool: only LUN data blocks live on SSD, each of the active file
+//!   system's is in the write cache under its own name, and every block the
+//!   write cache holds is marked used.
 //!
 //! Debug and test builds also check them at every CP commit, as TigerBeetle
 //! asserts at its checkpoints, whenever the trees are whole (no indirect
@@ -113,7 +116,45 @@ impl<P: Payload> Filer<P> {
         self.check_aggregate_map(&pvbns)?;
         self.check_volume_maps()?;
         self.check_snapshot_maps()?;
+        self.check_write_cache()?;
         self.check_space()
+    }
+
+    fn check_write_cache(&self) -> Result<(), String> {
+        if !self.layout.is_hybrid() {
+            return Ok(());
+        }
+        let mut failure = None;
+        for (file, tree) in self.active_trees() {
+            tree.for_each_pointer(|(level, index), ptr| {
+                if self.layout.tier_of(ptr.pvbn) != crate::aggregate::Tier::Ssd {
+                    return;
+                }
+                let owner = self.flash_pool.owner(ptr.pvbn);
+                let broken = match file {
+                    FileRef::Lun(lun) if level == 0 => owner != Some((lun, Fbn(index))),
+                    _ => true,
+                };
+                if broken {
+                    failure.get_or_insert(format!(
+                        "level-{level} block {index} of {file:?} is on SSD at pvbn {}, where \
+                         the write cache records {owner:?}",
+                        ptr.pvbn
+                    ));
+                }
+            });
+        }
+        if let Some(failure) = failure {
+            return Err(failure);
+        }
+        match self
+            .flash_pool
+            .pvbns()
+            .find(|p| !self.aggregate.activemap.get(p.0))
+        {
+            Some(free) => Err(format!("the write cache holds pvbn {free}, which is free")),
+            None => Ok(()),
+        }
     }
 
     fn check_snapshot_maps(&self) -> Result<(), String> {
@@ -163,7 +204,8 @@ impl<P: Payload> Filer<P> {
             }
             free += u64::from(!used && !held);
         }
-        let counted = self.aggregate.allocator.free_blocks();
+        let allocator = &self.aggregate.allocator;
+        let counted = allocator.free_blocks() + allocator.ssd_free_blocks();
         if counted != free {
             return Err(format!(
                 "the allocator counts {counted} free blocks, the maps {free}"

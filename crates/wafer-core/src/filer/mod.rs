@@ -27,6 +27,7 @@ mod container;
 mod cp;
 mod destroy;
 mod grow;
+mod hya;
 mod indirect;
 pub mod meta;
 mod mount;
@@ -54,7 +55,8 @@ pub use api::*;
 use blockio::{BlockRead, ReadPurpose};
 use cache::{BlockState, BufferCache, CacheEntry};
 use cp::Cp;
-pub use grow::{GrowError, check_extension};
+pub use grow::{GrowError, HybridError, check_extension};
+pub use hya::{FlashPoolStatus, HOT, NEUTRAL, SCAN_FILL_PERCENT, WRITE_CACHE_MAX_BYTES};
 pub use meta::VolumeState;
 use meta::{FileRef, MetaFile, VOLUMES_PER_BLOCK};
 use mount::Mount;
@@ -259,6 +261,10 @@ pub struct Filer<P: Payload = Bytes> {
     replayed_below: u64,
     /// Whether the administrator's offline is recorded on the disks.
     offline: OfflineMark,
+    /// `hybrid_enabled`: SSD RAID groups may be added.
+    hybrid: bool,
+    /// Flash Pool's write cache.
+    flash_pool: hya::FlashPool,
     outbox: outbox::Outbox<P, PendingIo<P::ReadData>>,
     counters: Counters,
 }
@@ -276,6 +282,7 @@ impl<P: Payload> Filer<P> {
         let log = LogPort::new(options.nvlog_half_bytes);
         let written = WrittenSums::new(&layout);
         let no_spares = layout.spares() == 0;
+        let layout_is_hybrid = layout.is_hybrid();
         let counters = Counters {
             disks: vec![DiskCounters::default(); layout.disk_count() as usize],
             ..Counters::default()
@@ -319,6 +326,8 @@ impl<P: Payload> Filer<P> {
             rebuild_done_unrecorded: false,
             replayed_below: 0,
             offline: OfflineMark::default(),
+            hybrid: layout_is_hybrid,
+            flash_pool: hya::FlashPool::default(),
             repairs: blockio::Repairs::default(),
             next_fill: 0,
             parked_reads: Vec::new(),
@@ -864,7 +873,7 @@ impl<P: Payload> Filer<P> {
         let own = 2 * self.aggregate.activemap.blocks() + 64 + 2 * high_water as u64;
         let outside = self.layout.reserved_blocks() + own;
         AggregateRoom {
-            promisable_blocks: self.layout.total_blocks().saturating_sub(outside),
+            promisable_blocks: self.layout.hdd_blocks().saturating_sub(outside),
             dirty_high_water: high_water,
         }
     }
@@ -1045,6 +1054,7 @@ impl<P: Payload> Filer<P> {
         length: u64,
     ) {
         let block = BLOCK_SIZE as u64;
+        let write_cached = data.is_some() && self.write_cache_wanted(lun, offset, length);
         let mut done = 0u64;
         while done < length {
             let position = offset + done;
@@ -1058,6 +1068,11 @@ impl<P: Payload> Filer<P> {
                 len,
             };
             self.apply_block(lun, fbn, op);
+            if self.layout.is_hybrid()
+                && let Some(entry) = self.cache.get_mut(&(lun, fbn))
+            {
+                entry.write_cached = write_cached;
+            }
             done += len as u64;
         }
     }
@@ -1358,6 +1373,9 @@ impl<P: Payload> Filer<P> {
         let early = self.sabotaged(Sabotage::EarlyFree);
         if self.sabotaged(Sabotage::LeakFreedBlocks) {
             return;
+        }
+        if self.layout.tier_of(pvbn) == crate::aggregate::Tier::Ssd {
+            self.forget_ssd_block(pvbn);
         }
         let aggregate = &mut self.aggregate;
         aggregate.activemap.clear(pvbn.0);

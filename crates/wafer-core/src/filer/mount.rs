@@ -220,6 +220,9 @@ impl<P: Payload> Filer<P> {
             marked: superblock.offline,
             committed: superblock.offline,
         };
+        // A crash after SSD disks were configured but before the CP that
+        // records `hybrid_enabled` leaves SSD groups: they say it is on.
+        self.hybrid = superblock.hybrid || self.layout.is_hybrid();
         self.id = superblock.aggregate;
         self.name = superblock.name;
         self.aggregate.activemap_file = MetaFile::from_inode(&superblock.activemap);
@@ -422,6 +425,7 @@ impl<P: Payload> Filer<P> {
         let activemap = &self.aggregate.activemap;
         self.aggregate.allocator = Allocator::new(&self.layout, activemap);
         self.committed_map = self.aggregate.activemap.clone();
+        self.rebuild_write_cache();
         self.namespace
             .count_reservations(self.options.dirty_high_water);
         self.learn_from_pointers();

@@ -323,6 +323,7 @@ impl<P: Payload> Filer<P> {
                     .insert(Bitmap::block_of(ptr.vvbn.0));
             });
             volume.luns.insert(lun.file, new);
+            self.adopt_write_cached(lun);
         }
         for (fbn, waiters) in waiting {
             self.refill_for(lun, fbn, waiters);

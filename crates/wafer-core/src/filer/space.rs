@@ -177,13 +177,16 @@ impl<P: Payload> Filer<P> {
     pub fn aggregate_space(&self) -> AggregateSpace {
         let block = BLOCK_SIZE as u64;
         let reserved = self.layout.reserved_blocks();
-        let total = self.layout.total_blocks() - reserved;
+        let total = self.layout.hdd_blocks() - reserved;
         let available = self.namespace.aggregate_available(self.aggregate_room());
+        // SSD blocks in use are Flash Pool's, outside the aggregate's size.
+        let ssd_in_use = self.flash_pool_status().map_or(0, |s| s.ssd_used_blocks);
+        let in_map = self.aggregate.activemap.count_ones() - reserved;
         AggregateSpace {
             total_bytes: total * block,
             used_bytes: (total - available) * block,
             available_bytes: available * block,
-            allocated_bytes: (self.aggregate.activemap.count_ones() - reserved) * block,
+            allocated_bytes: in_map.saturating_sub(ssd_in_use) * block,
         }
     }
 }
