@@ -674,6 +674,13 @@ pub struct HyaCounters {
     pub hdd_write_blks_total: u64,
     /// Data blocks read from SSD rather than HDD (`read_ops_replaced`, in blocks).
     pub read_blks_replaced: u64,
+    /// Data blocks read from HDD (`hya_hdd`): with the above, the hit rate.
+    pub hdd_read_blks: u64,
+    /// Copies of blocks read at random inserted into the read cache
+    /// (`read_cache_ins`).
+    pub read_cache_ins: u64,
+    /// Read-cached copies the scanner dropped (`evict_remove`).
+    pub evict_remove: u64,
     /// Write-cached blocks the scanner sent back to HDD (`evict_destage`).
     pub evict_destage: u64,
     /// Eviction scanner passes.
@@ -688,6 +695,9 @@ impl HyaCounters {
         self.wc_write_blks_total += other.wc_write_blks_total;
         self.hdd_write_blks_total += other.hdd_write_blks_total;
         self.read_blks_replaced += other.read_blks_replaced;
+        self.hdd_read_blks += other.hdd_read_blks;
+        self.read_cache_ins += other.read_cache_ins;
+        self.evict_remove += other.evict_remove;
         self.evict_destage += other.evict_destage;
         self.scanner_passes += other.scanner_passes;
         self.ssd_full_rejects += other.ssd_full_rejects;

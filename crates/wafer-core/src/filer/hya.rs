@@ -68,20 +68,36 @@ pub struct FlashPoolStatus {
     pub ssd_used_blocks: u64,
     /// Blocks in the write cache (`ssd_write_cached`).
     pub write_cached_blocks: u64,
+    /// Copies in the read cache (`ssd_read_cached`).
+    pub read_cached_blocks: u64,
     /// The counters.
     pub counters: HyaCounters,
 }
 
 impl FlashPoolStatus {
+    /// `read_ops_replaced_percent`: of the data blocks read from disk, the
+    /// share SSD served.
+    pub fn read_replaced_percent(&self) -> f64 {
+        let c = &self.counters;
+        percent(c.read_blks_replaced, c.read_blks_replaced + c.hdd_read_blks)
+    }
+
     /// `write_blks_replaced_percent`: of the data blocks CPs wrote, the share
     /// the write cache took.
     pub fn write_blks_replaced_percent(&self) -> f64 {
         let c = &self.counters;
-        let all = c.wc_write_blks_total + c.hdd_write_blks_total;
-        match all {
-            0 => 0.0,
-            _ => 100.0 * c.wc_write_blks_total as f64 / all as f64,
-        }
+        percent(
+            c.wc_write_blks_total,
+            c.wc_write_blks_total + c.hdd_write_blks_total,
+        )
+    }
+}
+
+/// `part` of `all` in percent (0 of nothing).
+fn percent(part: u64, all: u64) -> f64 {
+    match all {
+        0 => 0.0,
+        _ => 100.0 * part as f64 / all as f64,
     }
 }
 
@@ -161,9 +177,12 @@ impl<P: Payload> Filer<P> {
 
     /// A data block is being read from `pvbn`: a read from SSD warms it.
     pub(super) fn note_data_read(&mut self, pvbn: Pvbn) {
-        if let Some(cached) = self.flash_pool.cached.get_mut(&pvbn) {
-            cached.temperature = (cached.temperature + 1).min(HOT);
-            self.counters.hya.read_blks_replaced += 1;
+        match self.flash_pool.cached.get_mut(&pvbn) {
+            Some(cached) => {
+                cached.temperature = (cached.temperature + 1).min(HOT);
+                self.counters.hya.read_blks_replaced += 1;
+            }
+            None => self.counters.hya.hdd_read_blks += 1,
         }
     }
 
@@ -177,6 +196,7 @@ impl<P: Payload> Filer<P> {
             ssd_total_blocks: total,
             ssd_used_blocks: total - self.aggregate.allocator.ssd_free_blocks(),
             write_cached_blocks: self.flash_pool.len(),
+            read_cached_blocks: 0,
             counters: self.counters.hya,
         })
     }
