@@ -1318,7 +1318,7 @@ mod tests {
         let status = aggr_status(&reply(hybrid("aggr0")));
         let lines: Vec<&str> = status.lines().collect();
         assert!(
-            lines[1].ends_with("raid_dp, aggr     raidsize=16,"),
+            lines[1].ends_with("raid_dp, aggr     raidsize=8,"),
             "{status}"
         );
         assert!(
@@ -1352,7 +1352,7 @@ mod tests {
         );
         let options = aggr_options(&reply(hybrid("aggr0")));
         assert!(
-            options.contains("raidtype=raid_dp, raidsize=16"),
+            options.contains("raidtype=raid_dp, raidsize=8"),
             "{options}"
         );
         assert!(
