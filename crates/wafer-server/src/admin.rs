@@ -200,6 +200,34 @@ pub enum AdminRequest {
         group: Option<String>,
         /// Disks to add.
         disks: u16,
+        /// `-T`: `SAS` (hard disks; none means them too) or `SSD`: a Flash
+        /// Pool's cache, in new RAID groups of their own, refused unless
+        /// the aggregate's `hybrid_enabled` is on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        disk_type: Option<String>,
+        /// `-t raid_dp|raid4`: the new SSD groups' RAID type (none: the
+        /// aggregate's last SSD group's, else its HDD groups').
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raid_type: Option<String>,
+        /// `-r RAIDSIZE`: the new SSD groups' size at most (none: the last
+        /// SSD group's, else ONTAP's default for the RAID type).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raid_size: Option<u16>,
+        /// `NDISKS@SIZE`: bytes of each new disk (none: as large as the
+        /// disks of the groups they join or are made like).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        disk_bytes: Option<u64>,
+    },
+    /// `aggr options NAME OPTION VALUE`: sets an aggregate option
+    /// (`hybrid_enabled on|off`), answered once a CP has recorded it; `aggr
+    /// options NAME` is read from `aggr status`.
+    AggrOptionSet {
+        /// The aggregate.
+        name: String,
+        /// The option.
+        option: String,
+        /// Its new value.
+        value: String,
     },
     /// `aggr offline NAME`: it serves no more, everything committed.
     AggrOffline {
@@ -263,6 +291,9 @@ pub enum AdminRequest {
     Sysstat,
     /// `stats show ext_cache_obj`: the Flash Cache's counters.
     StatsShowExtCacheObj,
+    /// `stats show wafl_hya_per_aggr`: each hybrid aggregate's Flash Pool
+    /// counters.
+    StatsShowWaflHyaPerAggr,
     /// `reallocate measure PATH`: how contiguously a LUN lies on disk.
     ReallocateMeasure {
         /// `/vol/VOLUME/LUN`.
@@ -423,6 +454,64 @@ pub enum AdminRequest {
     },
 }
 
+/// What `aggr add` asks for, as the engine thread takes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggrAddition {
+    /// `-g`: `new` or `rgN`.
+    pub group: Option<String>,
+    /// NDISKS.
+    pub disks: u16,
+    /// `-T`: `SAS` or `SSD`.
+    pub disk_type: Option<String>,
+    /// `-t`: the new SSD groups' RAID type.
+    pub raid_type: Option<String>,
+    /// `-r`: the new SSD groups' size at most.
+    pub raid_size: Option<u16>,
+    /// `@SIZE`: bytes of each new disk.
+    pub disk_bytes: Option<u64>,
+}
+
+/// One hybrid aggregate's Flash Pool, as ONTAP's `wafl_hya_per_aggr`
+/// object counts it: 4 KiB blocks; counters are totals since the aggregate
+/// mounted (the cache's contents persist, its counters start again at 0);
+/// percentages are whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlashPoolStats {
+    /// The aggregate.
+    pub aggregate: String,
+    /// Data blocks of its SSD groups (`ssd_total`).
+    pub ssd_total: u64,
+    /// SSD blocks in use (`ssd_used`).
+    pub ssd_used: u64,
+    /// Copies in the read cache (`ssd_read_cached`).
+    pub ssd_read_cached: u64,
+    /// Blocks in the write cache, their only copy (`ssd_write_cached`).
+    pub ssd_write_cached: u64,
+    /// Data blocks read from SSD instead of HDD (`read_ops_replaced`).
+    pub read_ops_replaced: u64,
+    /// Data blocks read from HDD.
+    pub hdd_read_blks: u64,
+    /// Of the data blocks read from disk, the share SSD served, in percent.
+    pub read_ops_replaced_percent: u64,
+    /// Data blocks CPs wrote to the write cache (`wc_write_blks_total`).
+    pub wc_write_blks_total: u64,
+    /// Data blocks CPs wrote to HDD.
+    pub hdd_write_blks_total: u64,
+    /// Of the data blocks CPs wrote, the share the write cache took, in
+    /// percent (`write_blks_replaced_percent`).
+    pub write_blks_replaced_percent: u64,
+    /// Copies inserted into the read cache (`read_cache_ins`).
+    pub read_cache_ins: u64,
+    /// Write-cached blocks the eviction scanner sent to HDD (`evict_destage`).
+    pub evict_destage: u64,
+    /// Read-cached copies the scanner dropped (`evict_remove`).
+    pub evict_remove: u64,
+    /// Eviction scanner passes.
+    pub scanner_passes: u64,
+    /// Write-cache candidates put on HDD because the SSDs were full.
+    pub ssd_full_rejects: u64,
+}
+
 /// A LUN's new size: `{"to": BYTES}`, `{"grow": BYTES}` or `{"shrink": BYTES}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -512,6 +601,8 @@ pub enum AdminReply {
     Sysstat(Box<SysstatReport>),
     /// `stats show ext_cache_obj`.
     ExtCacheObj(Box<FlashCacheStatus>),
+    /// `stats show wafl_hya_per_aggr`: each hybrid aggregate's Flash Pool.
+    WaflHyaPerAggr(Vec<FlashPoolStats>),
     /// `reallocate measure`.
     ReallocateMeasure(ReallocationMeasure),
     /// `reallocate status`: the reallocation in progress, if any.
@@ -825,6 +916,10 @@ pub struct AggregateStatus {
     /// Its raidsize: the most disks `aggr add` puts in a RAID group.
     #[serde(default)]
     pub raid_size: u16,
+    /// The option `hybrid_enabled`: SSD RAID groups may be added (from the
+    /// engine; false while the aggregate has none: offline or failed).
+    #[serde(default)]
+    pub hybrid_enabled: bool,
     /// Its RAID groups.
     pub raid_groups: Vec<RaidGroupStatus>,
     /// Its spare disks.
@@ -892,6 +987,9 @@ pub struct RaidGroupStatus {
     pub blocks_per_disk: u64,
     /// Failures the group survives.
     pub tolerated_failures: usize,
+    /// `hdd`, or `ssd` for a Flash Pool's cache group.
+    #[serde(default = "hdd")]
+    pub tier: String,
     /// Its disks by position.
     pub disks: Vec<DiskStatus>,
 }
@@ -1013,6 +1111,14 @@ pub struct SysstatReport {
     /// The node's Flash Cache, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flash_cache: Option<FlashCacheStatus>,
+    /// Each hybrid aggregate's Flash Pool (`wafl_hya_per_aggr`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flash_pool: Vec<FlashPoolStats>,
+}
+
+/// A group's tier where a reply from an older server has none.
+fn hdd() -> String {
+    "hdd".into()
 }
 
 /// The node's Flash Cache: ONTAP's `ext_cache_obj` counters, in 4 KiB

@@ -9,6 +9,9 @@
 //! added to the configuration and mounted with the others: the mount finds
 //! every aggregate on the disks it is given.
 //!
+//! A member's label also gives its group's tier (HDD, or SSD for a Flash
+//! Pool's cache groups), which the superblock records too: both must agree.
+//!
 //! Only a whole, committed aggregate is taken: every position of every
 //! group on exactly one file, and a valid superblock copy on its first
 //! group's data disks that names it with the same groups and spares. A new
@@ -27,7 +30,9 @@ use wafer_core::aggregate::SUPERBLOCK_COPIES;
 use wafer_core::format::Superblock;
 use wafer_raid::RaidType;
 
-use crate::config::{AggrConfig, DataConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName};
+use crate::config::{
+    AggrConfig, DataConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName, TierName,
+};
 use crate::labels::{AggrName, DiskLabel, Role, SECTOR_BYTES};
 
 /// One aggregate's disks as their labels describe them: members by
@@ -177,6 +182,7 @@ fn groups_of(found: &Found) -> Result<Vec<GroupConfig>, String> {
             group_size,
             raid_type,
             blocks_per_disk,
+            tier,
             ..
         } = first.1.role
         else {
@@ -185,7 +191,9 @@ fn groups_of(found: &Found) -> Result<Vec<GroupConfig>, String> {
         let mut disks = Vec::new();
         for position in 0..group_size {
             match found.members.get(&(group, position)).map(Vec::as_slice) {
-                Some([(_, label)]) if same_group(label, group_size, raid_type, blocks_per_disk) => {
+                Some([(_, label)])
+                    if same_group(label, group_size, raid_type, blocks_per_disk, tier) =>
+                {
                     disks.push(label.name.clone());
                 }
                 Some([_]) => return Err(format!("rg{group}'s disks disagree on its geometry")),
@@ -202,6 +210,7 @@ fn groups_of(found: &Found) -> Result<Vec<GroupConfig>, String> {
         groups.push(GroupConfig {
             raid_type: raid_type_name,
             blocks_per_disk,
+            tier: TierName::of(tier),
             disks,
         });
     }
@@ -215,9 +224,15 @@ fn groups_of(found: &Found) -> Result<Vec<GroupConfig>, String> {
     Ok(groups)
 }
 
-fn same_group(label: &DiskLabel, size: u16, raid: RaidType, blocks: u64) -> bool {
-    matches!(label.role, Role::Member { group_size, raid_type, blocks_per_disk, .. }
-        if group_size == size && raid_type == raid && blocks_per_disk == blocks)
+fn same_group(
+    label: &DiskLabel,
+    size: u16,
+    raid: RaidType,
+    blocks: u64,
+    on: wafer_core::aggregate::Tier,
+) -> bool {
+    matches!(label.role, Role::Member { group_size, raid_type, blocks_per_disk, tier, .. }
+        if group_size == size && raid_type == raid && blocks_per_disk == blocks && tier == on)
 }
 
 /// The valid superblock copy with the highest CP on the first group's data
@@ -266,6 +281,7 @@ fn check_superblock(
     let same_groups = superblock.groups.len() == groups.len()
         && superblock.groups.iter().zip(groups).all(|(record, group)| {
             record.raid_dp == (group.raid_type == RaidTypeName::RaidDp)
+                && record.ssd == (group.tier == TierName::Ssd)
                 && usize::from(record.group_size) == group.disks.len()
                 && record.blocks_per_disk == group.blocks_per_disk
         });

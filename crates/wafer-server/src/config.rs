@@ -47,7 +47,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use wafer_core::aggregate::{Layout, Slot};
+use wafer_core::aggregate::{Layout, Slot, Tier};
 use wafer_core::units::DiskId;
 use wafer_raid::{RaidGroupGeometry, RaidType};
 
@@ -187,8 +187,46 @@ pub(crate) struct GroupConfig {
     pub(crate) raid_type: RaidTypeName,
     /// Blocks of each member disk the group uses.
     pub(crate) blocks_per_disk: u64,
+    /// `hdd` (the aggregate's capacity) or `ssd` (a Flash Pool cache
+    /// group, `aggr add -T SSD`). Absent (an older file, or an HDD group):
+    /// `hdd`.
+    #[serde(default, skip_serializing_if = "TierName::is_hdd")]
+    pub(crate) tier: TierName,
     /// Member disks by position.
     pub(crate) disks: Vec<String>,
+}
+
+/// A RAID group's tier as the file spells it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TierName {
+    /// Hard disks.
+    #[default]
+    Hdd,
+    /// SSDs: a Flash Pool's cache.
+    Ssd,
+}
+
+impl TierName {
+    /// The engine's tier.
+    pub(crate) fn tier(self) -> Tier {
+        match self {
+            TierName::Hdd => Tier::Hdd,
+            TierName::Ssd => Tier::Ssd,
+        }
+    }
+
+    /// The name of the engine's `tier`.
+    pub(crate) fn of(tier: Tier) -> TierName {
+        match tier {
+            Tier::Hdd => TierName::Hdd,
+            Tier::Ssd => TierName::Ssd,
+        }
+    }
+
+    fn is_hdd(&self) -> bool {
+        *self == TierName::Hdd
+    }
 }
 
 /// A RAID type as the file spells it (ONTAP's names).
@@ -311,6 +349,7 @@ impl DataConfig {
                 groups: vec![GroupConfig {
                     raid_type: RaidTypeName::RaidDp,
                     blocks_per_disk: blocks,
+                    tier: TierName::Hdd,
                     disks: disks[..members].iter().map(|d| d.name.clone()).collect(),
                 }],
                 disks,
@@ -624,12 +663,14 @@ impl AggrConfig {
         self.groups.iter().map(|g| g.blocks_per_disk).sum()
     }
 
-    /// Its raidsize: the one recorded, else ONTAP's default for the type of
-    /// its last group (16 disks for RAID-DP, 8 for RAID-4); never below its
-    /// largest group.
+    /// Its raidsize (of its HDD groups; SSD groups are sized when added):
+    /// the one recorded, else ONTAP's default for the type of its last HDD
+    /// group (16 disks for RAID-DP, 8 for RAID-4); never below its largest
+    /// HDD group.
     pub(crate) fn raid_size(&self) -> u16 {
-        let raid_type = self.last_group().raid_type.raid_type();
-        let largest = self.groups.iter().map(|g| g.disks.len()).max().unwrap_or(0);
+        let raid_type = self.last_hdd_group().raid_type.raid_type();
+        let hdd = self.groups.iter().filter(|g| g.tier == TierName::Hdd);
+        let largest = hdd.map(|g| g.disks.len()).max().unwrap_or(0);
         let largest = u16::try_from(largest).unwrap_or(u16::MAX);
         self.raid_size
             .unwrap_or_else(|| default_raid_size(raid_type))
@@ -641,6 +682,24 @@ impl AggrConfig {
         self.groups
             .last()
             .expect("a validated configuration has a RAID group")
+    }
+
+    /// Its last HDD RAID group: what new HDD groups are made like (group 0
+    /// is always on HDD).
+    pub(crate) fn last_hdd_group(&self) -> &GroupConfig {
+        (self.groups.iter().rev())
+            .find(|g| g.tier == TierName::Hdd)
+            .expect("a validated configuration's first group is on HDD")
+    }
+
+    /// Its last SSD RAID group, if it is a hybrid aggregate.
+    pub(crate) fn last_ssd_group(&self) -> Option<&GroupConfig> {
+        self.groups.iter().rev().find(|g| g.tier == TierName::Ssd)
+    }
+
+    /// Whether it has SSD RAID groups (a Flash Pool).
+    pub(crate) fn is_hybrid(&self) -> bool {
+        self.last_ssd_group().is_some()
     }
 
     /// Its engine id.
@@ -705,6 +764,7 @@ impl AggrConfig {
                     group_size: u16::try_from(config.disks.len()).expect("few disks"),
                     raid_type: config.raid_type.raid_type(),
                     blocks_per_disk: config.blocks_per_disk,
+                    tier: config.tier.tier(),
                 };
                 places.extend(self.disk(name).expect("validated").place(role));
             }
@@ -728,8 +788,9 @@ impl AggrConfig {
                     .map_err(|e| format!("RAID group {group}: {e}"))
             })
             .collect::<Result<Vec<_>, String>>()?;
+        let tiers = self.groups.iter().map(|g| g.tier.tier()).collect();
         let spares = u32::try_from(self.spares.len()).map_err(|e| e.to_string())?;
-        Layout::new(geometries, spares).map_err(|e| e.to_string())
+        Layout::tiered(geometries, tiers, spares).map_err(|e| e.to_string())
     }
 
     /// Every slot in engine order, with its disk.
@@ -937,6 +998,41 @@ mod tests {
         assert_eq!(DataConfig::load(dir.path()).expect("loaded"), config);
         let text = fs::read_to_string(dir.path().join(CONFIG_FILE)).expect("readable");
         assert!(text.contains("raid_type = \"raid_dp\""), "{text}");
+    }
+
+    #[test]
+    fn an_ssd_group_keeps_its_tier_through_the_file_and_the_layout() {
+        let dir = tempfile::tempdir().expect("a scratch directory");
+        let mut config = config();
+        let aggr = &mut config.aggregates[0];
+        let ssd: Vec<DiskConfig> = (0..3)
+            .map(|n| DiskConfig::blank(&format!("ssd{n}"), 8192))
+            .collect();
+        aggr.groups.push(GroupConfig {
+            raid_type: RaidTypeName::Raid4,
+            blocks_per_disk: 8192,
+            tier: TierName::Ssd,
+            disks: ssd.iter().map(|d| d.name.clone()).collect(),
+        });
+        aggr.disks.extend(ssd);
+        config.validate().expect("valid");
+        config.save(dir.path()).expect("saved");
+        let text = fs::read_to_string(dir.path().join(CONFIG_FILE)).expect("readable");
+        assert_eq!(text.matches("tier = \"ssd\"").count(), 1, "{text}");
+        assert!(
+            !text.contains("tier = \"hdd\""),
+            "HDD is left implicit: {text}"
+        );
+        let loaded = DataConfig::load(dir.path()).expect("loaded");
+        assert_eq!(loaded, config);
+        let layout = loaded.aggregates[0].layout().expect("a layout");
+        assert_eq!(layout.tiers(), [Tier::Hdd, Tier::Ssd]);
+        assert_eq!(layout.hdd_blocks(), layout.groups()[0].data_blocks());
+        assert!(loaded.aggregates[0].is_hybrid());
+        // An SSD group first is refused: group 0 holds the superblocks.
+        let mut first = config.clone();
+        first.aggregates[0].groups.swap(0, 1);
+        assert!(first.validate().unwrap_err().contains("hard disks"));
     }
 
     #[test]

@@ -36,6 +36,11 @@ impl Exposition {
         self.sample(name, &[], value);
     }
 
+    /// Starts a family of gauges, whose samples follow.
+    pub(crate) fn family_gauge(&mut self, name: &str, help: &str) {
+        self.family(name, "gauge", help);
+    }
+
     /// A family of counters told apart by a `kind` label.
     pub(crate) fn by_kind(&mut self, name: &str, help: &str, kinds: &[(&str, u64)]) {
         self.counters(name, help);

@@ -10,6 +10,13 @@
 //! which here must be the last. New groups take the last group's RAID type
 //! and disk size. Every group keeps within its RAID type's size limits.
 //!
+//! SSD disks (`-T SSD`, a Flash Pool's cache) never join an HDD group: they
+//! always make new RAID groups of their own, with their own RAID type and
+//! raidsize (`-t`, `-r`; by default the aggregate's), and HDD disks added to
+//! a hybrid aggregate whose last group is on SSD make new groups too, like
+//! its last HDD group. The engine takes groups of either tier in any order
+//! after group 0, which is always on HDD.
+//!
 //! Disks appended to the last group go before the spares in slot order, so
 //! every spare's slot moves up by that many; the configuration derives slots
 //! from its lists, so it needs no renumbering, but the driver's per-slot disk
@@ -18,7 +25,7 @@
 
 use wafer_raid::RaidType;
 
-use crate::config::{AggrConfig, DiskConfig, GroupConfig};
+use crate::config::{AggrConfig, DiskConfig, GroupConfig, RaidTypeName, TierName};
 
 /// Where the new disks go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +34,69 @@ pub(crate) struct Placement {
     pub(crate) to_last: u16,
     /// The sizes of the new RAID groups, in order.
     pub(crate) new_groups: Vec<u16>,
+    /// What the new groups are: RAID type, blocks per disk and tier (their
+    /// `disks` empty).
+    pub(crate) kind: GroupConfig,
+}
+
+/// What SSD disks added to an aggregate make (`aggr add -T SSD`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SsdGroups {
+    /// The RAID type of the new groups.
+    pub(crate) raid_type: RaidTypeName,
+    /// Disks per group at most.
+    pub(crate) raid_size: u16,
+    /// Blocks of each new disk.
+    pub(crate) blocks_per_disk: u64,
+}
+
+/// Where `disks` new SSD disks go in `aggr`: new RAID groups only, of
+/// `ssd.raid_size` (the last taking the rest); or why they cannot.
+pub(crate) fn place_ssd(
+    aggr: &AggrConfig,
+    ssd: SsdGroups,
+    disks: u16,
+) -> Result<Placement, String> {
+    if disks == 0 {
+        return Err("NDISKS must be at least 1".into());
+    }
+    let raid_type = ssd.raid_type.raid_type();
+    let limits = raid_type.group_size_limits();
+    if !limits.contains(&ssd.raid_size) {
+        return Err(format!(
+            "-r {}: a {} group holds {} to {} disks",
+            ssd.raid_size,
+            raid_type.ontap_name(),
+            limits.start(),
+            limits.end()
+        ));
+    }
+    let placement = Placement {
+        to_last: 0,
+        new_groups: new_groups(raid_type, ssd.raid_size, disks)?,
+        kind: GroupConfig {
+            raid_type: ssd.raid_type,
+            blocks_per_disk: ssd.blocks_per_disk,
+            tier: TierName::Ssd,
+            disks: Vec::new(),
+        },
+    };
+    check_group_count(aggr, &placement, disks)?;
+    Ok(placement)
+}
+
+fn check_group_count(aggr: &AggrConfig, placement: &Placement, disks: u16) -> Result<(), String> {
+    let groups = aggr.groups.len() + placement.new_groups.len();
+    if groups > wafer_core::format::MAX_GROUPS {
+        return Err(format!(
+            "{disks} disks make {} new RAID groups, and an aggregate holds at most {} \
+             ({} now)",
+            placement.new_groups.len(),
+            wafer_core::format::MAX_GROUPS,
+            aggr.groups.len()
+        ));
+    }
+    Ok(())
 }
 
 impl Placement {
@@ -48,22 +118,34 @@ pub(crate) fn place(
     }
     let last = aggr.groups.len() - 1;
     let last_group = aggr.last_group();
-    let raid_type = last_group.raid_type.raid_type();
+    let on_ssd = last_group.tier == TierName::Ssd;
+    let like = aggr.last_hdd_group();
+    let raid_type = like.raid_type.raid_type();
     let limits = raid_type.group_size_limits();
     let raid_size = aggr.raid_size().min(*limits.end());
     let last_size = u16::try_from(last_group.disks.len()).unwrap_or(u16::MAX);
-    let room = raid_size.saturating_sub(last_size);
+    // HDD disks never join an SSD group.
+    let room = match on_ssd {
+        true => 0,
+        false => raid_size.saturating_sub(last_size),
+    };
+    let kind = GroupConfig {
+        disks: Vec::new(),
+        ..like.clone()
+    };
     let placement = match group {
         None => {
             let to_last = disks.min(room);
             Placement {
                 to_last,
                 new_groups: new_groups(raid_type, raid_size, disks - to_last)?,
+                kind,
             }
         }
         Some("new") => Placement {
             to_last: 0,
             new_groups: new_groups(raid_type, raid_size, disks)?,
+            kind,
         },
         Some(name) => {
             let n = name
@@ -82,6 +164,12 @@ pub(crate) fn place(
                      are appended at the end of the aggregate's blocks); use -g rg{last} or -g new"
                 ));
             }
+            if on_ssd {
+                return Err(format!(
+                    "-g {name}: rg{last} is an SSD RAID group (Flash Pool), and HDD disks do not \
+                     join it; use -g new"
+                ));
+            }
             if disks > room {
                 return Err(format!(
                     "-g {name}: rg{last} has {last_size} disks and room for {room} more \
@@ -91,19 +179,11 @@ pub(crate) fn place(
             Placement {
                 to_last: disks,
                 new_groups: Vec::new(),
+                kind,
             }
         }
     };
-    let groups = aggr.groups.len() + placement.new_groups.len();
-    if groups > wafer_core::format::MAX_GROUPS {
-        return Err(format!(
-            "{disks} disks make {} new RAID groups, and an aggregate holds at most {} \
-             ({} now)",
-            placement.new_groups.len(),
-            wafer_core::format::MAX_GROUPS,
-            aggr.groups.len()
-        ));
-    }
+    check_group_count(aggr, &placement, disks)?;
     Ok(placement)
 }
 
@@ -138,7 +218,6 @@ pub(crate) fn grown(
         "a disk for each place"
     );
     let mut grown = aggr.clone();
-    let last = grown.last_group().clone();
     let mut names = disks.iter().map(|d| d.name.clone());
     let to_last = usize::from(placement.to_last);
     grown
@@ -149,9 +228,8 @@ pub(crate) fn grown(
         .extend(names.by_ref().take(to_last));
     for size in &placement.new_groups {
         grown.groups.push(GroupConfig {
-            raid_type: last.raid_type,
-            blocks_per_disk: last.blocks_per_disk,
             disks: names.by_ref().take(usize::from(*size)).collect(),
+            ..placement.kind.clone()
         });
     }
     grown.disks.extend(disks);
@@ -180,37 +258,13 @@ mod tests {
     fn disks_fill_the_last_group_to_its_raidsize_then_make_new_groups() {
         let aggr = aggr0();
         assert_eq!(aggr.raid_size(), 16);
-        let fill = |n, g| place(&aggr, g, n);
-        assert_eq!(
-            fill(3, None),
-            Ok(Placement {
-                to_last: 3,
-                new_groups: vec![]
-            })
-        );
-        assert_eq!(
-            fill(8, None),
-            Ok(Placement {
-                to_last: 8,
-                new_groups: vec![]
-            })
-        );
-        assert_eq!(
-            fill(27, None),
-            Ok(Placement {
-                to_last: 8,
-                new_groups: vec![16, 3]
-            })
-        );
+        let fill = |n, g| place(&aggr, g, n).map(|p| (p.to_last, p.new_groups));
+        assert_eq!(fill(3, None), Ok((3, vec![])));
+        assert_eq!(fill(8, None), Ok((8, vec![])));
+        assert_eq!(fill(27, None), Ok((8, vec![16, 3])));
         assert!(fill(10, None).unwrap_err().contains("a group of 2"));
-        assert_eq!(
-            fill(4, Some("new")),
-            Ok(Placement {
-                to_last: 0,
-                new_groups: vec![4]
-            })
-        );
-        assert_eq!(fill(2, Some("rg0")).map(|p| p.to_last), Ok(2));
+        assert_eq!(fill(4, Some("new")), Ok((0, vec![4])));
+        assert_eq!(fill(2, Some("rg0")).map(|p| p.0), Ok(2));
     }
 
     #[test]
@@ -290,5 +344,76 @@ mod tests {
         assert_eq!(spare(&grown), Some(8 + 11), "the spare's slot moves up");
         assert_eq!(grown.groups[0].disks[8], "new0");
         assert_eq!(grown.groups[1].disks, ["new8", "new9", "new10"]);
+    }
+}
+
+#[cfg(test)]
+mod ssd_tests {
+    use super::*;
+    use crate::config::{CreateOptions, DataConfig};
+
+    fn aggr0() -> AggrConfig {
+        DataConfig::new(&CreateOptions::default(), 32 << 20, 0x5eed)
+            .aggregates
+            .remove(0)
+    }
+
+    fn blank(prefix: &str, n: u16, blocks: u64) -> Vec<DiskConfig> {
+        (0..n)
+            .map(|i| DiskConfig::blank(&format!("{prefix}{i}"), blocks))
+            .collect()
+    }
+
+    const SSD: SsdGroups = SsdGroups {
+        raid_type: RaidTypeName::Raid4,
+        raid_size: 4,
+        blocks_per_disk: 8192,
+    };
+
+    #[test]
+    fn ssd_disks_make_groups_of_their_own_and_hdd_disks_never_join_them() {
+        let aggr = aggr0();
+        let placement = place_ssd(&aggr, SSD, 6).expect("placed");
+        assert_eq!(
+            (placement.to_last, placement.new_groups.clone()),
+            (0, vec![4, 2])
+        );
+        let hybrid = grown(&aggr, &placement, blank("ssd", 6, 8192));
+        hybrid
+            .validate("nvlog", &mut Default::default())
+            .expect("a valid aggregate");
+        assert!(hybrid.is_hybrid());
+        let layout = hybrid.layout().expect("a layout");
+        assert_eq!(
+            layout.tiers(),
+            [
+                wafer_core::aggregate::Tier::Hdd,
+                wafer_core::aggregate::Tier::Ssd,
+                wafer_core::aggregate::Tier::Ssd
+            ]
+        );
+        assert_eq!(layout.groups()[1].blocks_per_disk(), 8192);
+        wafer_core::filer::check_extension(&aggr.layout().expect("old"), &layout)
+            .expect("an extension");
+        // The raidsize is still the HDD groups', and HDD disks added now
+        // make a new HDD group like rg0, never joining rg2.
+        assert_eq!(hybrid.raid_size(), 16);
+        let hdd = place(&hybrid, None, 3).expect("placed");
+        assert_eq!((hdd.to_last, hdd.new_groups.clone()), (0, vec![3]));
+        assert_eq!(hdd.kind.tier, TierName::Hdd);
+        assert_eq!(hdd.kind.raid_type, RaidTypeName::RaidDp);
+        let again = grown(&hybrid, &hdd, blank("hdd", 3, 196_608));
+        assert_eq!(again.groups[3].blocks_per_disk, 196_608);
+        assert!(
+            place(&hybrid, Some("rg2"), 1)
+                .unwrap_err()
+                .contains("SSD RAID group")
+        );
+        assert!(place_ssd(&aggr, SSD, 1).unwrap_err().contains("at least 2"));
+        let wide = SsdGroups {
+            raid_size: 40,
+            ..SSD
+        };
+        assert!(place_ssd(&aggr, wide, 4).unwrap_err().contains("-r 40"));
     }
 }

@@ -36,6 +36,7 @@ use std::path::Path;
 use wafer_core::BLOCK_SIZE;
 use wafer_core::format::{fnv1a_64, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 
+use wafer_core::aggregate::Tier;
 use wafer_raid::RaidType;
 
 /// Bytes each block takes in a backing file: 4096 of content, 64 of trailer.
@@ -57,6 +58,8 @@ const GROUP_SIZE_AT: usize = 46;
 const BLOCKS_AT: usize = 48;
 const BLOCKS_PER_DISK_AT: usize = 56;
 const AGGREGATE_ID_AT: usize = 64;
+/// A member's group tier: 0 HDD (and on labels written before tiers), 1 SSD.
+const TIER_AT: usize = 68;
 const DISK_NAME_AT: usize = 128;
 const AGGREGATE_NAME_AT: usize = 192;
 const HASHED: usize = BLOCK_SIZE - 8;
@@ -123,6 +126,8 @@ pub enum Role {
         raid_type: RaidType,
         /// Blocks of each disk the group uses.
         blocks_per_disk: u64,
+        /// What the group's disks are (HDD, or SSD for a Flash Pool).
+        tier: Tier,
     },
 }
 
@@ -180,10 +185,12 @@ impl DiskLabel {
             group_size,
             raid_type,
             blocks_per_disk,
+            tier,
             ..
         } = self.role
         {
             out[RAID_TYPE_AT] = u8::from(raid_type == RaidType::RaidDp);
+            out[TIER_AT] = u8::from(tier == Tier::Ssd);
             put_u16(&mut out, GROUP_AT, group);
             put_u16(&mut out, POSITION_AT, position);
             put_u16(&mut out, GROUP_SIZE_AT, group_size);
@@ -222,6 +229,11 @@ impl DiskLabel {
                     _ => RaidType::RaidDp,
                 },
                 blocks_per_disk: get_u64(sector, BLOCKS_PER_DISK_AT),
+                tier: match sector[TIER_AT] {
+                    0 => Tier::Hdd,
+                    1 => Tier::Ssd,
+                    _ => return None,
+                },
             },
             _ => return None,
         };
@@ -490,6 +502,7 @@ mod tests {
             group_size: 8,
             raid_type: RaidType::RaidDp,
             blocks_per_disk: BLOCKS,
+            tier: Tier::Hdd,
         }
     }
 
@@ -513,12 +526,28 @@ mod tests {
                 group_size: 16,
                 raid_type: RaidType::RaidDp,
                 blocks_per_disk: 196_000,
+                tier: Tier::Ssd,
             },
             sequence: 9,
         };
         let sector = label.encode();
         assert_eq!(sector.len(), SECTOR_BYTES as usize);
-        assert_eq!(DiskLabel::decode(&sector), Some(label));
+        assert_eq!(DiskLabel::decode(&sector), Some(label.clone()));
+        // A label of an HDD member, as labels were written before tiers:
+        // the byte is 0, and reads back as HDD.
+        let hdd = DiskLabel {
+            role: member(5),
+            ..label
+        };
+        let decoded = DiskLabel::decode(&hdd.encode()).expect("valid");
+        assert!(matches!(
+            decoded.role,
+            Role::Member {
+                tier: Tier::Hdd,
+                ..
+            }
+        ));
+        assert_eq!(hdd.encode()[TIER_AT], 0);
         for at in [0, 20, 45, 130, 200, 4095] {
             let mut bent = sector.clone();
             bent[at] ^= 1;

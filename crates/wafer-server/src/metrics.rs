@@ -29,7 +29,8 @@ use std::thread;
 use std::time::Duration;
 
 use crate::admin::{
-    AdminReply, AdminRequest, AdminResponse, AggregateCpStatus, FlashCacheStatus, SysstatReport,
+    AdminReply, AdminRequest, AdminResponse, AggregateCpStatus, FlashCacheStatus, FlashPoolStats,
+    SysstatReport,
 };
 use crate::error::ServeError;
 use crate::events::Event;
@@ -216,6 +217,9 @@ fn render(report: &SysstatReport) -> String {
     nvlog_metrics(&mut out, report);
     if let Some(flash) = &report.flash_cache {
         flash_cache_metrics(&mut out, flash);
+    }
+    if !report.flash_pool.is_empty() {
+        flash_pool_metrics(&mut out, &report.flash_pool);
     }
     out.finish()
 }
@@ -566,6 +570,88 @@ fn flash_cache_metrics(out: &mut Exposition, f: &FlashCacheStatus) {
     );
 }
 
+/// Each hybrid aggregate's Flash Pool (`wafl_hya_per_aggr`), labelled by
+/// aggregate, in 4 KiB blocks; present only while one serves.
+fn flash_pool_metrics(out: &mut Exposition, pools: &[FlashPoolStats]) {
+    type Get = fn(&FlashPoolStats) -> u64;
+    let gauges: [(&str, &str, Get); 4] = [
+        (
+            "wafer_flash_pool_ssd_blocks",
+            "Data blocks of the aggregate's SSD RAID groups (wafl_hya_per_aggr ssd_total).",
+            |p| p.ssd_total,
+        ),
+        (
+            "wafer_flash_pool_ssd_used_blocks",
+            "SSD blocks in use (ssd_used).",
+            |p| p.ssd_used,
+        ),
+        (
+            "wafer_flash_pool_read_cached_blocks",
+            "Copies of HDD blocks in the read cache (ssd_read_cached).",
+            |p| p.ssd_read_cached,
+        ),
+        (
+            "wafer_flash_pool_write_cached_blocks",
+            "Blocks in the write cache, their only copy (ssd_write_cached).",
+            |p| p.ssd_write_cached,
+        ),
+    ];
+    for (name, help, get) in gauges {
+        out.family_gauge(name, help);
+        for p in pools {
+            out.sample(name, &[("aggregate", p.aggregate.as_str())], get(p) as f64);
+        }
+    }
+    let counters: [(&str, &str, Get); 8] = [
+        (
+            "wafer_flash_pool_read_blocks_replaced_total",
+            "Data blocks read from SSD instead of HDD (read_ops_replaced).",
+            |p| p.read_ops_replaced,
+        ),
+        (
+            "wafer_flash_pool_hdd_read_blocks_total",
+            "Data blocks read from HDD in a hybrid aggregate.",
+            |p| p.hdd_read_blks,
+        ),
+        (
+            "wafer_flash_pool_write_cache_blocks_total",
+            "Data blocks CPs wrote to the write cache (wc_write_blks_total).",
+            |p| p.wc_write_blks_total,
+        ),
+        (
+            "wafer_flash_pool_hdd_write_blocks_total",
+            "Data blocks CPs wrote to HDD in a hybrid aggregate.",
+            |p| p.hdd_write_blks_total,
+        ),
+        (
+            "wafer_flash_pool_read_cache_inserts_total",
+            "Copies inserted into the read cache (read_cache_ins).",
+            |p| p.read_cache_ins,
+        ),
+        (
+            "wafer_flash_pool_evict_destage_total",
+            "Write-cached blocks the eviction scanner sent back to HDD (evict_destage).",
+            |p| p.evict_destage,
+        ),
+        (
+            "wafer_flash_pool_evict_remove_total",
+            "Read-cached copies the eviction scanner dropped (evict_remove).",
+            |p| p.evict_remove,
+        ),
+        (
+            "wafer_flash_pool_ssd_full_rejects_total",
+            "Write-cache candidates put on HDD because the SSDs were full.",
+            |p| p.ssd_full_rejects,
+        ),
+    ];
+    for (name, help, get) in counters {
+        out.counters(name, help);
+        for p in pools {
+            out.sample(name, &[("aggregate", p.aggregate.as_str())], get(p) as f64);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,6 +712,30 @@ mod tests {
                 text.lines().any(|l| l == line),
                 "{line} missing from:\n{text}"
             );
+        }
+    }
+
+    #[test]
+    fn a_flash_pool_renders_per_aggregate_only_when_one_serves() {
+        let mut report = SysstatReport::default();
+        assert!(!render(&report).contains("wafer_flash_pool"));
+        report.flash_pool = vec![FlashPoolStats {
+            aggregate: "aggr1".into(),
+            ssd_total: 16384,
+            ssd_write_cached: 256,
+            wc_write_blks_total: 300,
+            ..FlashPoolStats::default()
+        }];
+        let body = render(&report);
+        for line in [
+            "# TYPE wafer_flash_pool_write_cached_blocks gauge",
+            "wafer_flash_pool_ssd_blocks{aggregate=\"aggr1\"} 16384",
+            "wafer_flash_pool_write_cached_blocks{aggregate=\"aggr1\"} 256",
+            "# TYPE wafer_flash_pool_write_cache_blocks_total counter",
+            "wafer_flash_pool_write_cache_blocks_total{aggregate=\"aggr1\"} 300",
+            "wafer_flash_pool_evict_destage_total{aggregate=\"aggr1\"} 0",
+        ] {
+            assert!(body.lines().any(|l| l == line), "{line} in\n{body}");
         }
     }
 

@@ -109,18 +109,49 @@ pub enum AggrCommand {
     },
     /// Adds NDISKS blank disks to an online aggregate: the node's pool
     /// spares first, then new disk files as large as its disks. They fill
-    /// its last RAID group up to its raidsize, then make new groups of
-    /// raidsize; its space grows at once (df -A).
-    #[command(override_usage = "wafer aggr add <NAME> [-g new|rgN] <NDISKS>")]
+    /// its last HDD RAID group up to its raidsize, then make new groups of
+    /// raidsize; its space grows at once (df -A). With -T SSD they are a
+    /// Flash Pool's cache (the aggregate's hybrid_enabled must be on): new
+    /// RAID groups of their own, of -t's type and -r's size (by default the
+    /// aggregate's), outside its size; NDISKS@SIZE makes them SIZE each
+    /// (by default as large as its disks).
+    #[command(
+        override_usage = "wafer aggr add <NAME> [-T SAS|SSD] [-t raid_dp|raid4] [-r RAIDSIZE] [-g new|rgN] <NDISKS[@SIZE]>"
+    )]
     Add {
         /// The aggregate.
         name: String,
+        /// The disks' type: SAS (hard disks, the default) or SSD.
+        #[arg(short = 'T', value_name = "SAS|SSD", value_parser = ["SAS", "SSD", "sas", "ssd"])]
+        disk_type: Option<String>,
+        /// The RAID type of new SSD groups (default: the aggregate's).
+        #[arg(short = 't', value_parser = ["raid_dp", "raid4"])]
+        raid_type: Option<String>,
+        /// Disks per new SSD group at most, parity included.
+        #[arg(short = 'r', value_name = "RAIDSIZE")]
+        raid_size: Option<u16>,
         /// `new`: all in new RAID groups; `rgN`: all in group N, which must
         /// be the last.
         #[arg(short = 'g', value_name = "new|rgN")]
         group: Option<String>,
-        /// Disks to add.
-        ndisks: u16,
+        /// Disks to add, and optionally each one's size (`3@64m`).
+        #[arg(value_name = "NDISKS[@SIZE]", value_parser = disk_count)]
+        ndisks: (u16, Option<u64>),
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Shows an aggregate's options, or sets one: `aggr options AGGR
+    /// [OPTION VALUE]`. The option wafer sets is hybrid_enabled on|off:
+    /// whether SSD disks may be added (aggr add -T SSD), a Flash Pool;
+    /// it cannot be turned off while the aggregate has SSD groups.
+    #[command(override_usage = AGGR_OPTIONS_USAGE)]
+    Options {
+        /// The aggregate.
+        name: String,
+        /// The option to set.
+        option: Option<String>,
+        /// Its new value.
+        value: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -523,8 +554,12 @@ pub enum StatsCommand {
     /// since the server started, as 7-Mode's object:instance:counter:value
     /// lines.
     Show {
-        /// The object: `ext_cache_obj` (the only one wafer has).
-        #[arg(value_parser = ["ext_cache_obj"])]
+        /// The object: `ext_cache_obj` (the Flash Cache) or
+        /// `wafl_hya_per_aggr` (each hybrid aggregate's Flash Pool:
+        /// ssd_total, ssd_used, ssd_read_cached, ssd_write_cached,
+        /// read_ops_replaced(_percent), write_blks_replaced(_percent),
+        /// read_cache_ins, evict_destage, evict_remove, wc_write_blks_total).
+        #[arg(value_parser = ["ext_cache_obj", "wafl_hya_per_aggr"])]
         object: String,
         #[command(flatten)]
         output: Output,
@@ -632,6 +667,21 @@ pub enum PriorityCommand {
 /// `priority show`'s usage, as much of ONTAP's as wafer has.
 const PRIORITY_SHOW_USAGE: &str = "wafer priority show volume [-v] [<vol_name>]";
 
+/// `aggr options`'s usage, as ONTAP prints it.
+const AGGR_OPTIONS_USAGE: &str = "aggr options <aggr-name> [ <option-name> <option-val> ]";
+
+/// `NDISKS[@SIZE]`, as ONTAP's `aggr add` takes it.
+fn disk_count(text: &str) -> Result<(u16, Option<u64>), String> {
+    let (count, size) = match text.split_once('@') {
+        Some((count, size)) => (count, Some(size.parse::<Size>()?.0)),
+        None => (text, None),
+    };
+    let count = count
+        .parse::<u16>()
+        .map_err(|_| format!("'{count}' is not a number of disks"))?;
+    Ok((count, size))
+}
+
 /// `vol options`'s usage, as ONTAP prints it.
 const VOL_OPTIONS_USAGE: &str = "vol options <vol-name> [ <option-name> <option-val> ]";
 
@@ -733,7 +783,8 @@ impl AdminCommand {
                 | AggrCommand::Offline { output, .. }
                 | AggrCommand::Online { output, .. }
                 | AggrCommand::Destroy { output, .. }
-                | AggrCommand::Add { output, .. },
+                | AggrCommand::Add { output, .. }
+                | AggrCommand::Options { output, .. },
             )
             | AdminCommand::Aggr(AggrCommand::Scrub(
                 ScrubCommand::Start { output, .. }
@@ -871,14 +922,41 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         }
         AdminCommand::Aggr(AggrCommand::Add {
             name,
+            disk_type,
+            raid_type,
+            raid_size,
             group,
-            ndisks,
+            ndisks: (disks, disk_bytes),
             ..
         }) => done(ask(AdminRequest::AggrAdd {
             name,
             group,
-            disks: ndisks,
+            disks,
+            disk_type: disk_type.map(|t| t.to_ascii_uppercase()),
+            raid_type,
+            raid_size,
+            disk_bytes,
         })?),
+        AdminCommand::Aggr(AggrCommand::Options {
+            name,
+            option,
+            value,
+            ..
+        }) => match (option, value) {
+            (Some(option), Some(value)) => silent(ask(AdminRequest::AggrOptionSet {
+                name,
+                option,
+                value,
+            })?),
+            (Some(option), None) => Err(refusal(
+                AdminErrorKind::Invalid,
+                format!("aggr options: '{option}' needs a value\nusage: {AGGR_OPTIONS_USAGE}"),
+            )),
+            (None, _) => formatted(
+                named_aggregate(ask(AdminRequest::AggrStatusAll)?, Some(&name)),
+                ontap::aggr_options,
+            ),
+        },
         AdminCommand::Aggr(AggrCommand::Scrub(ScrubCommand::Start { aggr, .. })) => {
             done(ask(AdminRequest::AggrScrubStart { aggregate: aggr })?)
         }
@@ -995,10 +1073,16 @@ pub fn run(data: &Path, command: AdminCommand) -> anyhow::Result<ExitCode> {
         }),
         AdminCommand::Sysstat(args) => return sysstat(&mut ask, &args),
         AdminCommand::Statit(args) => statit(&mut ask, data, &args)?,
-        AdminCommand::Stats(StatsCommand::Show { .. }) => formatted(
-            ask(AdminRequest::StatsShowExtCacheObj)?,
-            ontap::ext_cache_obj,
-        ),
+        AdminCommand::Stats(StatsCommand::Show { object, .. }) => match object.as_str() {
+            "wafl_hya_per_aggr" => formatted(
+                ask(AdminRequest::StatsShowWaflHyaPerAggr)?,
+                ontap::wafl_hya_per_aggr,
+            ),
+            _ => formatted(
+                ask(AdminRequest::StatsShowExtCacheObj)?,
+                ontap::ext_cache_obj,
+            ),
+        },
         AdminCommand::Igroup(command) => san::igroup(&mut ask, command)?,
         AdminCommand::Iscsi(command) => san::iscsi(&mut ask, command)?,
     };

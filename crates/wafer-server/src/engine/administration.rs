@@ -26,12 +26,12 @@ use wafer_raid::DiskIndex;
 
 use super::{Engine, Stopping, Waiter, view};
 use crate::admin::{
-    AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggregateCpStatus,
-    AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus, DiskStatus,
-    FIXED_VOLUME_OPTIONS, FlashCacheStatus, LunStatus, RaidGroupStatus, ReallocationMeasure,
-    ReallocationStatus, RebuildProgress, SNAP_SCHED_USAGE, ScrubProgress, SizeChange,
-    SnapReserveStatus, SnapSchedStatus, SnapshotStatus, SysstatReport, VolumePriorityStatus,
-    VolumeSpaceStatus, VolumeStatus, ontap_size,
+    AdminError, AdminErrorKind, AdminReply, AdminRequest, AdminResponse, AggrAddition,
+    AggregateCpStatus, AggregateSpaceStatus, AggregateStatus, BrokenDiskStatus, DiskCountersStatus,
+    DiskStatus, FIXED_VOLUME_OPTIONS, FlashCacheStatus, FlashPoolStats, LunStatus, RaidGroupStatus,
+    ReallocationMeasure, ReallocationStatus, RebuildProgress, SNAP_SCHED_USAGE, ScrubProgress,
+    SizeChange, SnapReserveStatus, SnapSchedStatus, SnapshotStatus, SysstatReport,
+    VolumePriorityStatus, VolumeSpaceStatus, VolumeStatus, ontap_size,
 };
 use crate::catalogue::{Ended, Reach, Target};
 use crate::config::{AggrConfig, CONFIG_FILE, DiskState, SlotDisk};
@@ -71,8 +71,24 @@ impl Engine {
                 raid_size,
                 disks,
             } => Some(self.create_aggregate(&name, &raid_type, raid_size, disks, reply.clone())),
-            AdminRequest::AggrAdd { name, group, disks } => {
-                Some(self.add_to_aggregate(&name, group.as_deref(), disks, reply.clone()))
+            AdminRequest::AggrAdd {
+                name,
+                group,
+                disks,
+                disk_type,
+                raid_type,
+                raid_size,
+                disk_bytes,
+            } => {
+                let addition = AggrAddition {
+                    group,
+                    disks,
+                    disk_type,
+                    raid_type,
+                    raid_size,
+                    disk_bytes,
+                };
+                Some(self.add_to_aggregate(&name, &addition, reply.clone()))
             }
             AdminRequest::AggrOffline { name } => {
                 Some(self.offline_aggregate(&name, reply.clone()))
@@ -433,6 +449,11 @@ impl Engine {
                 unreachable!("answered by Engine::admin when the node has done it")
             }
             AdminRequest::AggrDestroy { name } => Answer::Now(self.destroy_aggregate(&name)?),
+            AdminRequest::AggrOptionSet {
+                name,
+                option,
+                value,
+            } => self.set_aggregate_option(&name, &option, &value)?,
             AdminRequest::DiskFail { disk, aggregate } => {
                 Answer::Now(self.fail_disk(&disk, aggregate.as_deref())?)
             }
@@ -456,6 +477,17 @@ impl Engine {
                     )
                 })?;
                 Answer::Now(AdminReply::ExtCacheObj(Box::new(status)))
+            }
+            AdminRequest::StatsShowWaflHyaPerAggr => {
+                let pools = self.flash_pool_stats();
+                if pools.is_empty() {
+                    return Err(invalid(
+                        "stats show: no instances of object wafl_hya_per_aggr: no aggregate \
+                         online has SSD RAID groups (aggr options AGGR hybrid_enabled on, then \
+                         aggr add AGGR -T SSD NDISKS)",
+                    ));
+                }
+                Answer::Now(AdminReply::WaflHyaPerAggr(pools))
             }
             AdminRequest::ReallocateMeasure { path } => {
                 let lun = self.lun_id(&path)?;
@@ -999,6 +1031,10 @@ impl Engine {
                 state: "normal".into(),
                 blocks_per_disk: geometry.blocks_per_disk(),
                 tolerated_failures: geometry.raid_type().tolerated_failures(),
+                tier: match layout.tier(group) {
+                    wafer_core::aggregate::Tier::Hdd => "hdd".into(),
+                    wafer_core::aggregate::Tier::Ssd => "ssd".into(),
+                },
                 disks: Vec::new(),
             })
             .collect();
@@ -1060,6 +1096,7 @@ impl Engine {
             failed_reason,
             committed_cp: engine.map_or(0, |f| f.committed_cp().0),
             raid_size: config.raid_size(),
+            hybrid_enabled: engine.is_some_and(|f| f.hybrid_enabled()) || config.is_hybrid(),
             raid_groups,
             spares,
             broken: broken_disks(config),
@@ -1607,7 +1644,102 @@ impl Engine {
                 .map(|(aggr, filer)| self.aggregate_cps(*aggr, filer))
                 .collect(),
             flash_cache: self.flash_cache_status(),
+            flash_pool: self.flash_pool_stats(),
         }
+    }
+
+    /// Each online hybrid aggregate's Flash Pool (`wafl_hya_per_aggr`).
+    fn flash_pool_stats(&self) -> Vec<FlashPoolStats> {
+        let mut pools = Vec::new();
+        for aggr in self.serving_aggregates() {
+            let Some(status) = self
+                .node
+                .aggregate(aggr)
+                .and_then(|f| f.flash_pool_status())
+            else {
+                continue;
+            };
+            let c = &status.counters;
+            pools.push(FlashPoolStats {
+                aggregate: self.aggr_name(aggr),
+                ssd_total: status.ssd_total_blocks,
+                ssd_used: status.ssd_used_blocks,
+                ssd_read_cached: status.read_cached_blocks,
+                ssd_write_cached: status.write_cached_blocks,
+                read_ops_replaced: c.read_blks_replaced,
+                hdd_read_blks: c.hdd_read_blks,
+                read_ops_replaced_percent: status.read_replaced_percent().floor() as u64,
+                wc_write_blks_total: c.wc_write_blks_total,
+                hdd_write_blks_total: c.hdd_write_blks_total,
+                write_blks_replaced_percent: status.write_blks_replaced_percent().floor() as u64,
+                read_cache_ins: c.read_cache_ins,
+                evict_destage: c.evict_destage,
+                evict_remove: c.evict_remove,
+                scanner_passes: c.scanner_passes,
+                ssd_full_rejects: c.ssd_full_rejects,
+            });
+        }
+        pools
+    }
+
+    /// `aggr options NAME OPTION VALUE`: `hybrid_enabled on|off` is the
+    /// option wafer sets. The engine keeps it in the aggregate's superblock,
+    /// so the answer waits for a CP (a flush) to record it.
+    fn set_aggregate_option(
+        &mut self,
+        name: &str,
+        option: &str,
+        value: &str,
+    ) -> Result<Answer, AdminError> {
+        let aggr = self.serving_aggregate(name, "aggr options")?;
+        if option != "hybrid_enabled" {
+            let fixed = [
+                "nosnap",
+                "raidtype",
+                "raidsize",
+                "snapshot_autodelete",
+                "lost_write_protect",
+            ];
+            let why = match fixed.contains(&option) {
+                true => "wafer keeps it as `aggr options` lists it",
+                false => "wafer does not have it",
+            };
+            return Err(invalid(&format!(
+                "aggr options: option '{option}' cannot be set ({why}); the option wafer sets \
+                 is hybrid_enabled on|off"
+            )));
+        }
+        let enabled = match value {
+            "on" | "true" => true,
+            "off" | "false" => false,
+            other => {
+                return Err(invalid(&format!(
+                    "aggr options: hybrid_enabled is on or off, not '{other}'"
+                )));
+            }
+        };
+        let now = self.clock.now();
+        let set = self
+            .node
+            .with_aggregate(now, aggr, |filer| filer.set_hybrid(enabled));
+        match set {
+            Some(Ok(())) => {}
+            Some(Err(wafer_core::filer::HybridError::HasSsdGroups)) => {
+                return Err(invalid(&format!(
+                    "aggr options: hybrid_enabled cannot be turned off: aggregate '{name}' has \
+                     SSD RAID groups (a Flash Pool's cache); it stays on"
+                )));
+            }
+            Some(Err(e)) => return Err(invalid(&format!("aggr options: {e}"))),
+            None => {
+                return Err(invalid(&format!(
+                    "aggr options: aggregate '{name}' is not online"
+                )));
+            }
+        }
+        self.drain();
+        let message = format!("aggregate {name}: hybrid_enabled set to {value}");
+        Ok(Answer::Request(HostRequest::Flush, message))
     }
 
     /// The Flash Cache's counters and options, if the node has one.

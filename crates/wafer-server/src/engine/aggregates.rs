@@ -42,7 +42,8 @@ use wafer_raid::RaidType;
 use super::Engine;
 use super::pending::{Addition, Pending};
 use crate::admin::{AdminError, AdminErrorKind, AdminReply, AdminResponse};
-use crate::config::{AggrConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName};
+use crate::config::{AggrConfig, DiskConfig, DiskState, GroupConfig, RaidTypeName, TierName};
+use crate::growth::SsdGroups;
 
 /// The default disk size of an aggregate when the node has none to copy.
 const DEFAULT_DISK_BYTES: u64 = 768 << 20;
@@ -159,6 +160,7 @@ impl Engine {
                 let group = GroupConfig {
                     raid_type: type_name,
                     blocks_per_disk: blocks,
+                    tier: TierName::Hdd,
                     disks: members[at..at + usize::from(*size)]
                         .iter()
                         .map(|d| d.name.clone())
@@ -273,17 +275,18 @@ impl Engine {
         Ok((members, from_pool, made, files))
     }
 
-    /// `aggr add NAME [-g new|rgN] NDISKS`: checks, then makes the disks
-    /// (pool spares blanked, new files sparse, all synced) before anything
-    /// names them; they are given to the aggregate once no CP runs there
-    /// ([`Engine::give_disks`]), and the answer waits for that.
+    /// `aggr add NAME [-T SAS|SSD] [-t RAIDTYPE] [-r RAIDSIZE] [-g new|rgN]
+    /// NDISKS[@SIZE]`: checks, then makes the disks (pool spares blanked, new
+    /// files sparse, all synced) before anything names them; they are given
+    /// to the aggregate once no CP runs there ([`Engine::give_disks`]), and
+    /// the answer waits for that.
     pub(super) fn add_to_aggregate(
         &mut self,
         name: &str,
-        group: Option<&str>,
-        disks: u16,
+        addition: &crate::admin::AggrAddition,
         reply: Sender<AdminResponse>,
     ) -> Result<(), AdminError> {
+        let disks = addition.disks;
         let id = self.named_aggregate(name, "aggr add")?;
         if self.pending_for(id) {
             return Err(invalid(format!("aggr add: aggregate '{name}' is busy")));
@@ -302,9 +305,8 @@ impl Engine {
             )));
         }
         let config = self.config.aggr(id.0).expect("named").clone();
-        let placement = crate::growth::place(&config, group, disks)
-            .map_err(|e| invalid(format!("aggr add: {e}")))?;
-        let blocks = config.last_group().blocks_per_disk;
+        let placement = self.placement(&config, id, addition)?;
+        let blocks = placement.kind.blocks_per_disk;
         let placeholders = (0..disks)
             .map(|n| DiskConfig::blank(&format!("new{n}"), blocks))
             .collect();
@@ -339,8 +341,12 @@ impl Engine {
             self.gather_disks(usize::from(disks), blocks, "aggr add")?;
         let names: Vec<&str> = members.iter().map(|d| d.name.as_str()).collect();
         tracing::info!(
-            "aggr add: blank disks {} ready for aggregate {name} ({} in rg{}, {} new RAID \
+            "aggr add: blank {} disks {} ready for aggregate {name} ({} in rg{}, {} new RAID \
              groups); given to it when no CP runs there",
+            match placement.kind.tier {
+                TierName::Hdd => "HDD",
+                TierName::Ssd => "SSD",
+            },
             names.join(", "),
             placement.to_last,
             config.groups.len() - 1,
@@ -357,6 +363,105 @@ impl Engine {
         self.pending.push(Pending::Add { addition, reply });
         self.settle_pending();
         Ok(())
+    }
+
+    /// Where `aggr add`'s disks go in aggregate `id` (`config`): SSD disks
+    /// in new groups of their own, refused unless `hybrid_enabled` is on;
+    /// HDD disks as `crate::growth::place` puts them.
+    fn placement(
+        &self,
+        config: &AggrConfig,
+        id: AggrId,
+        addition: &crate::admin::AggrAddition,
+    ) -> Result<crate::growth::Placement, AdminError> {
+        let name = &config.aggregate;
+        let ssd = match addition.disk_type.as_deref() {
+            None | Some("SAS" | "sas" | "HDD" | "hdd") => false,
+            Some("SSD" | "ssd") => true,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "aggr add: invalid disk type '{other}': wafer's disks are SAS (hard disks, \
+                     the default) or SSD (a Flash Pool's cache, -T SSD)"
+                )));
+            }
+        };
+        let bytes_to_blocks = |bytes: u64| bytes / wafer_core::BLOCK_SIZE as u64;
+        if !ssd {
+            if addition.raid_type.is_some() || addition.raid_size.is_some() {
+                return Err(invalid(format!(
+                    "aggr add: -t and -r choose the RAID type and size of new SSD groups (-T \
+                     SSD); HDD disks join groups like aggregate '{name}''s own (aggr create \
+                     chose them)"
+                )));
+            }
+            if let Some(bytes) = addition.disk_bytes {
+                let blocks = config.last_hdd_group().blocks_per_disk;
+                if bytes_to_blocks(bytes) != blocks {
+                    return Err(invalid(format!(
+                        "aggr add: @{} does not match aggregate '{name}''s HDD disks ({} MiB); \
+                         its HDD disks are all one size",
+                        crate::admin::ontap_size(bytes),
+                        (blocks * wafer_core::BLOCK_SIZE as u64) >> 20
+                    )));
+                }
+            }
+            return crate::growth::place(config, addition.group.as_deref(), addition.disks)
+                .map_err(|e| invalid(format!("aggr add: {e}")));
+        }
+        let hybrid = self.node.aggregate(id).is_some_and(|f| f.hybrid_enabled());
+        if !hybrid {
+            return Err(invalid(format!(
+                "aggr add: SSD disks can be added to aggregate '{name}' only when its option \
+                 hybrid_enabled is on (aggr options {name} hybrid_enabled on)"
+            )));
+        }
+        if let Some(group) = &addition.group
+            && group != "new"
+        {
+            return Err(invalid(format!(
+                "aggr add: -g {group}: SSD disks always make new RAID groups of their own (-g \
+                 new, or no -g)"
+            )));
+        }
+        // By default like the aggregate's last SSD group, else like its HDD
+        // groups: RAID type, raidsize and disk size.
+        let like = config.last_ssd_group().unwrap_or(config.last_hdd_group());
+        let raid_type = match addition.raid_type.as_deref() {
+            None => like.raid_type,
+            Some("raid_dp") => RaidTypeName::RaidDp,
+            Some("raid4") => RaidTypeName::Raid4,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "aggr add: invalid RAID type '{other}' (-t raid_dp or -t raid4)"
+                )));
+            }
+        };
+        let raid_size = match addition.raid_size {
+            Some(size) => size,
+            None => match config.last_ssd_group() {
+                Some(group) if group.raid_type == raid_type => {
+                    u16::try_from(group.disks.len()).unwrap_or(u16::MAX)
+                }
+                _ => crate::config::default_raid_size(raid_type.raid_type()),
+            },
+        };
+        let blocks = match addition.disk_bytes {
+            Some(bytes) if bytes_to_blocks(bytes) < 64 => {
+                return Err(invalid(format!(
+                    "aggr add: @{}: an SSD disk holds at least 256 KiB",
+                    crate::admin::ontap_size(bytes)
+                )));
+            }
+            Some(bytes) => bytes_to_blocks(bytes),
+            None => like.blocks_per_disk,
+        };
+        let groups = SsdGroups {
+            raid_type,
+            raid_size,
+            blocks_per_disk: blocks,
+        };
+        crate::growth::place_ssd(config, groups, addition.disks)
+            .map_err(|e| invalid(format!("aggr add: {e}")))
     }
 
     /// Refuses an addition whose new disk files the host's file system has

@@ -41,6 +41,10 @@ pub fn aggr_status(reply: &AdminReply) -> String {
     for (n, aggr) in aggregates.iter().enumerate() {
         let options = match aggr.state.as_str() {
             "failed" | "offline" | "going offline" => Vec::new(),
+            _ if aggr.hybrid_enabled => vec![
+                format!("raidsize={},", raid_size(aggr)),
+                "hybrid_enabled=on".into(),
+            ],
             _ => vec![format!("raidsize={}", raid_size(aggr))],
         };
         let table = status_table(aggr, &options);
@@ -112,6 +116,9 @@ fn degradation(aggr: &AggregateStatus) -> Option<&'static str> {
 /// groups, and the block format.
 fn aggregate_statuses(aggr: &AggregateStatus) -> Vec<String> {
     let mut lines = vec![format!("{}, aggr", raid_type(aggr))];
+    if is_hybrid(aggr) {
+        lines.push("hybrid".into());
+    }
     if aggr.rebuild.as_ref().is_some_and(|r| r.spare_assigned) {
         lines.push("reconstruct".into());
     } else if let Some(degraded) = degradation(aggr) {
@@ -119,6 +126,21 @@ fn aggregate_statuses(aggr: &AggregateStatus) -> Vec<String> {
     }
     lines.push("64-bit".into());
     lines
+}
+
+/// Whether the aggregate has SSD RAID groups: a Flash Pool (ONTAP's
+/// `hybrid` status).
+fn is_hybrid(aggr: &AggregateStatus) -> bool {
+    aggr.raid_groups.iter().any(|g| g.tier == "ssd")
+}
+
+/// The Type column of a group's disks: `SSD` for a Flash Pool's cache
+/// groups, `FILE` for the hard disks (wafer's disks are files).
+fn disk_type(group: &RaidGroupStatus) -> &'static str {
+    match group.tier.as_str() {
+        "ssd" => "SSD",
+        _ => "FILE",
+    }
 }
 
 /// The plex is normal when every RAID group is.
@@ -172,7 +194,7 @@ pub fn aggr_status_r(reply: &AdminReply) -> String {
             "{:<9} {:<15} {}",
             "spare",
             spare.name,
-            disk_columns(spare.size_bytes, spare.physical_bytes)
+            disk_columns(spare.size_bytes, spare.physical_bytes, "FILE")
         );
     }
     for aggr in &aggregates {
@@ -230,7 +252,7 @@ fn broken_disks(aggr: &AggregateStatus) -> String {
         let _ = writeln!(out, "{line:<width$}    {file}");
     }
     for disk in &aggr.broken {
-        let columns = disk_columns(disk.size_bytes, disk.physical_bytes);
+        let columns = disk_columns(disk.size_bytes, disk.physical_bytes, "FILE");
         let row = format!("{:<9} {:<15} {columns}", "failed", disk.name);
         let _ = writeln!(out, "{row:<width$}    {}", disk.file);
     }
@@ -331,7 +353,7 @@ fn disk_row(aggr: &AggregateStatus, group: &RaidGroupStatus, disk: &DiskStatus) 
         "      {:<9} {:<15} {}",
         disk.role,
         device,
-        disk_columns(used, disk.physical_bytes)
+        disk_columns(used, disk.physical_bytes, disk_type(group))
     );
     if let Some(r) = rebuilding {
         let _ = write!(
@@ -343,11 +365,12 @@ fn disk_row(aggr: &AggregateStatus, group: &RaidGroupStatus, disk: &DiskStatus) 
     row + "\n"
 }
 
-/// The columns after Device: no HA, shelf, bay or channel; pool 0; a file.
-fn disk_columns(used_bytes: u64, phys_bytes: u64) -> String {
+/// The columns after Device: no HA, shelf, bay or channel; pool 0; the
+/// disk's type (`FILE`, or `SSD` in a Flash Pool's groups).
+fn disk_columns(used_bytes: u64, phys_bytes: u64, kind: &str) -> String {
     let used = format!("{}/{}", used_bytes / MIB, used_bytes / 512);
     let phys = format!("{}/{}", phys_bytes / MIB, phys_bytes / 512);
-    format!("-   -     -   -    0    FILE    -  {used:<17} {phys}")
+    format!("-   -     -   -    0    {kind:<4}    -  {used:<17} {phys}")
 }
 
 /// `disk show`: every disk the filer owns (RAID group members, spares,
@@ -438,7 +461,8 @@ fn aggregate_status_v(
             "nosnap=off, raidtype=".to_string() + raid_type(aggr) + ",",
             format!("raidsize={},", raid_size(aggr)),
             "snapshot_autodelete=off,".into(),
-            "lost_write_protect=on".into(),
+            "lost_write_protect=on,".into(),
+            format!("hybrid_enabled={}", on_off(aggr.hybrid_enabled)),
         ],
         _ => Vec::new(),
     };
@@ -1057,6 +1081,64 @@ pub fn ext_cache_obj(reply: &AdminReply) -> String {
     out
 }
 
+/// `aggr options AGGR`: its options as `aggr status -v` lists them, on
+/// ONTAP's comma-separated lines.
+pub fn aggr_options(reply: &AdminReply) -> String {
+    let Some(aggregates) = aggregates_of(reply) else {
+        return unexpected(reply);
+    };
+    let mut out = String::new();
+    for aggr in aggregates {
+        let _ = writeln!(
+            out,
+            "nosnap=off, raidtype={}, raidsize={}, snapshot_autodelete=off,\n\
+             lost_write_protect=on, hybrid_enabled={}",
+            raid_type(aggr),
+            raid_size(aggr),
+            on_off(aggr.hybrid_enabled)
+        );
+    }
+    out
+}
+
+/// `stats show wafl_hya_per_aggr`: 7-Mode's `object:instance:counter:value`
+/// lines, an instance per hybrid aggregate. Capacities are 4 KiB blocks with
+/// their MiB; counters are totals since the aggregate mounted, where ONTAP
+/// shows most as rates.
+pub fn wafl_hya_per_aggr(reply: &AdminReply) -> String {
+    let AdminReply::WaflHyaPerAggr(pools) = reply else {
+        return unexpected(reply);
+    };
+    let blocks = |n: u64| format!("{n} blocks ({} MiB)", n * 4096 / MIB);
+    let mut out = String::new();
+    for p in pools {
+        let lines: [(&str, String); 12] = [
+            ("ssd_total", blocks(p.ssd_total)),
+            ("ssd_used", blocks(p.ssd_used)),
+            ("ssd_read_cached", blocks(p.ssd_read_cached)),
+            ("ssd_write_cached", blocks(p.ssd_write_cached)),
+            ("read_ops_replaced", p.read_ops_replaced.to_string()),
+            (
+                "read_ops_replaced_percent",
+                format!("{}%", p.read_ops_replaced_percent),
+            ),
+            ("write_blks_replaced", p.wc_write_blks_total.to_string()),
+            (
+                "write_blks_replaced_percent",
+                format!("{}%", p.write_blks_replaced_percent),
+            ),
+            ("read_cache_ins", p.read_cache_ins.to_string()),
+            ("evict_destage", p.evict_destage.to_string()),
+            ("evict_remove", p.evict_remove.to_string()),
+            ("wc_write_blks_total", p.wc_write_blks_total.to_string()),
+        ];
+        for (counter, value) in lines {
+            let _ = writeln!(out, "wafl_hya_per_aggr:{}:{counter}:{value}", p.aggregate);
+        }
+    }
+    out
+}
+
 fn yes_no(set: bool) -> &'static str {
     if set { "yes" } else { "no" }
 }
@@ -1133,6 +1215,7 @@ mod tests {
             failed_reason: None,
             committed_cp: 1,
             raid_size: 0,
+            hybrid_enabled: false,
             raid_groups: Vec::new(),
             spares: Vec::new(),
             broken: Vec::new(),
@@ -1188,12 +1271,14 @@ mod tests {
             failed_reason: None,
             committed_cp: 1,
             raid_size: 0,
+            hybrid_enabled: false,
             raid_groups: vec![RaidGroupStatus {
                 group: 0,
                 raid_type: "raid_dp".into(),
                 state: "normal".into(),
                 blocks_per_disk: (mib << 20) / 4096,
                 tolerated_failures: 2,
+                tier: "hdd".into(),
                 disks: (0..disks).zip(roles).map(|(s, r)| disk(s, r)).collect(),
             }],
             spares: vec![disk(disks, "spare")],
@@ -1211,6 +1296,101 @@ mod tests {
     const AGGR_STATUS_SAMPLE: &str = "           Aggr State           Status            Options\n\
         \x20         aggr1 online          raid_dp, aggr     raidsize=16\n\
         \x20                               64-bit\n";
+
+    /// `aggregate`'s with an SSD RAID-4 group of 3 disks after its HDD one.
+    fn hybrid(name: &str) -> AggregateStatus {
+        let mut aggr = aggregate(name, 8, 64);
+        let mut ssd = aggr.raid_groups[0].clone();
+        ssd.group = 1;
+        ssd.raid_type = "raid4".into();
+        ssd.tier = "ssd".into();
+        ssd.disks.truncate(3);
+        for (n, disk) in ssd.disks.iter_mut().enumerate() {
+            disk.name = format!("ssd{n}");
+        }
+        aggr.raid_groups.push(ssd);
+        aggr.hybrid_enabled = true;
+        aggr
+    }
+
+    #[test]
+    fn a_hybrid_aggregate_says_so_in_its_status_options_and_disk_types() {
+        let status = aggr_status(&reply(hybrid("aggr0")));
+        let lines: Vec<&str> = status.lines().collect();
+        assert!(
+            lines[1].ends_with("raid_dp, aggr     raidsize=8,"),
+            "{status}"
+        );
+        assert!(
+            lines[2].ends_with("hybrid            hybrid_enabled=on"),
+            "{status}"
+        );
+        assert!(lines[3].trim() == "64-bit", "{status}");
+        // Enabled but with no SSD group yet: the option, not the status.
+        let mut enabled = aggregate("aggr0", 8, 64);
+        enabled.hybrid_enabled = true;
+        let status = aggr_status(&reply(enabled));
+        assert!(!status.contains("hybrid\n") && status.contains("hybrid_enabled=on"));
+        let raid = aggr_status_r(&reply(hybrid("aggr0")));
+        let row = |disk: &str| {
+            raid.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(disk))
+                .unwrap_or_else(|| panic!("{disk} in {raid}"))
+                .to_string()
+        };
+        let column = |row: &str| row.split_whitespace().nth(7).map(str::to_string);
+        assert_eq!(column(&row("disk3")).as_deref(), Some("FILE"), "{raid}");
+        assert_eq!(column(&row("ssd1")).as_deref(), Some("SSD"), "{raid}");
+        assert_eq!(
+            row("ssd1").find("SSD"),
+            row("disk3").find("FILE"),
+            "one column"
+        );
+        assert!(
+            raid.contains("RAID group /aggr0/plex0/rg1 (normal)"),
+            "{raid}"
+        );
+        let options = aggr_options(&reply(hybrid("aggr0")));
+        assert!(
+            options.contains("raidtype=raid_dp, raidsize=8"),
+            "{options}"
+        );
+        assert!(
+            options.trim_end().ends_with("hybrid_enabled=on"),
+            "{options}"
+        );
+        assert!(aggr_options(&reply(aggregate("a", 8, 64))).contains("hybrid_enabled=off"));
+    }
+
+    #[test]
+    fn wafl_hya_per_aggr_prints_ontaps_counter_lines_per_aggregate() {
+        let pool = wafer_server::admin::FlashPoolStats {
+            aggregate: "aggr1".into(),
+            ssd_total: 16384,
+            ssd_used: 300,
+            ssd_write_cached: 256,
+            read_ops_replaced: 30,
+            hdd_read_blks: 70,
+            read_ops_replaced_percent: 30,
+            wc_write_blks_total: 256,
+            write_blks_replaced_percent: 12,
+            evict_destage: 4,
+            ..Default::default()
+        };
+        let text = wafl_hya_per_aggr(&AdminReply::WaflHyaPerAggr(vec![pool]));
+        for line in [
+            "wafl_hya_per_aggr:aggr1:ssd_total:16384 blocks (64 MiB)",
+            "wafl_hya_per_aggr:aggr1:ssd_write_cached:256 blocks (1 MiB)",
+            "wafl_hya_per_aggr:aggr1:ssd_read_cached:0 blocks (0 MiB)",
+            "wafl_hya_per_aggr:aggr1:read_ops_replaced_percent:30%",
+            "wafl_hya_per_aggr:aggr1:write_blks_replaced_percent:12%",
+            "wafl_hya_per_aggr:aggr1:evict_destage:4",
+            "wafl_hya_per_aggr:aggr1:wc_write_blks_total:256",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert_eq!(text.lines().count(), 12);
+    }
 
     #[test]
     fn aggr_status_is_ontaps_sample_to_the_column() {
