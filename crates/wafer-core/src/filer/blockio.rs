@@ -51,6 +51,19 @@ pub(super) struct BlockRead {
     /// repair, so a failed repair that saw a rewrite is tried again too
     /// (seeds 209, 300606).
     rewrites_seen: u64,
+    /// Whether a host's request asked for it (Flash Pool counts and warms
+    /// only those), not the engine's own work (a destage).
+    for_host: bool,
+}
+
+impl BlockRead {
+    /// The same read, made for the engine's own work.
+    pub(super) fn for_engine(self) -> BlockRead {
+        BlockRead {
+            for_host: false,
+            ..self
+        }
+    }
 }
 
 /// The repairs in progress, by job number; private to this module.
@@ -112,6 +125,7 @@ impl<P: Payload> Filer<P> {
             purpose,
             attempt: 1,
             rewrites_seen: self.repairs.rewrites,
+            for_host: true,
         }
     }
 
@@ -120,7 +134,7 @@ impl<P: Payload> Filer<P> {
         reads.sort_by_key(|r| (r.at.group, r.at.disk, r.at.dbn));
         if self.layout.is_hybrid() {
             for read in &reads {
-                if matches!(read.purpose, ReadPurpose::Fill(..)) {
+                if read.for_host && matches!(read.purpose, ReadPurpose::Fill(..)) {
                     self.note_data_read(read.ptr.pvbn);
                 }
             }

@@ -252,6 +252,11 @@ impl<P: Payload> Filer<P> {
         }
         let mut reads = Vec::new();
         let generation = self.generation();
+        // Destaged blocks are dirty blocks like the host's, and each takes a
+        // new vvbn before its old one is freed: a pass destages no more than
+        // half the dirty high-water mark leaves room for, as the space
+        // reservations count on. The rest stay cold for the next pass.
+        let mut room = (self.options.dirty_high_water / 2).saturating_sub(self.dirty.len());
         for (pvbn, lun, fbn) in cold {
             let Ok((_, l)) = self.namespace.lun(lun) else {
                 self.flash_pool.cached.remove(&pvbn);
@@ -263,7 +268,9 @@ impl<P: Payload> Filer<P> {
                 Some(ptr) if ptr.pvbn != pvbn || ptr.is_null() => {
                     self.flash_pool.cached.remove(&pvbn);
                 }
+                Some(_) if room == 0 => continue,
                 Some(ptr) => {
+                    room -= 1;
                     if !self.sabotaged(Sabotage::WriteCacheDropsColdBlocks) {
                         reads.extend(self.destage(lun, fbn, ptr, generation));
                     } else {
@@ -298,6 +305,6 @@ impl<P: Payload> Filer<P> {
         self.use_clock += 1;
         let entry = CacheEntry::filling(fill, vec![touch], Vec::new(), self.use_clock);
         self.cache.insert((lun, fbn), entry);
-        Some(read)
+        Some(read.for_engine())
     }
 }
